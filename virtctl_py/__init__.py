@@ -1,0 +1,1 @@
+"""virtctl_py package."""
