@@ -33,33 +33,46 @@ kv_python() {
   # The interpreter the venv is built from: Python >= 3.11.
   local py
   for py in python3.13 python3.12 python3.11 python3; do
-    if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    if command -v "$py" >/dev/null 2>&1 \
+        && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
       command -v "$py"; return 0
     fi
   done
   echo "no Python >= 3.11 found" >&2; return 1
 }
 
+kv_venv_key() {
+  # Only the dependency lists decide the venv, so editing other parts of pyproject is free.
+  "$(kv_python)" - "$KV_REPO/pyproject.toml" <<'PY'
+import hashlib, sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+deps = project["dependencies"] + project["optional-dependencies"]["dev"]
+print(hashlib.sha256("\n".join(deps).encode()).hexdigest()[:12])
+PY
+}
+
 kv_ensure_venv() {
   # The venv holds the dependencies only; the repo itself is put on PYTHONPATH so
-  # any clone can use the same cached venv.
-  local key
-  key=$(cat "$KV_REPO/pyproject.toml" "$KV_REPO/scripts/lib/common.sh" | sha256sum | cut -c1-12)
-  KV_VENV="$KV_CACHE/venv-$key"
+  # any clone can use the same cached venv. A lock keeps concurrent callers apart.
+  KV_VENV="$KV_CACHE/venv-$(kv_venv_key)"
   export KV_VENV
-  if [ ! -x "$KV_VENV/bin/python" ] || [ ! -f "$KV_VENV/.complete" ]; then
-    kv_log "creating venv $KV_VENV"
-    rm -rf "$KV_VENV"
-    "$(kv_python)" -m venv "$KV_VENV"
-    "$KV_VENV/bin/pip" install -q --upgrade pip
-    "$KV_VENV/bin/python" - "$KV_REPO/pyproject.toml" > "$KV_CACHE/requirements-$key.txt" <<'PY'
+  if [ ! -f "$KV_VENV/.complete" ]; then
+    (
+      flock 9
+      if [ ! -f "$KV_VENV/.complete" ]; then
+        kv_log "creating venv $KV_VENV"
+        rm -rf "$KV_VENV"
+        "$(kv_python)" -m venv "$KV_VENV"
+        "$KV_VENV/bin/pip" install -q --upgrade pip
+        "$KV_VENV/bin/python" - "$KV_REPO/pyproject.toml" > "$KV_VENV/requirements.txt" <<'PY'
 import sys, tomllib
-data = tomllib.load(open(sys.argv[1], "rb"))["project"]
-for dep in data["dependencies"] + data["optional-dependencies"]["dev"]:
-    print(dep)
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["dev"]))
 PY
-    "$KV_VENV/bin/pip" install -q -r "$KV_CACHE/requirements-$key.txt"
-    touch "$KV_VENV/.complete"
+        "$KV_VENV/bin/pip" install -q -r "$KV_VENV/requirements.txt"
+        touch "$KV_VENV/.complete"
+      fi
+    ) 9>"$KV_CACHE/venv.lock"
   fi
   export PATH="$KV_VENV/bin:$PATH"
   export PYTHONPATH="$KV_REPO${PYTHONPATH:+:$PYTHONPATH}"

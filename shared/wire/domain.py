@@ -1,0 +1,124 @@
+"""The launcher's view of its domain, as it crosses the wire (replies and pushed events).
+
+These types are the launcher↔handler contract; the handler turns them into VMI status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Self
+
+from shared.wire.errors import InvalidArgument
+
+
+class DomainState(StrEnum):
+    """libvirt's domain states, named as KubeVirt names them."""
+
+    NO_STATE = "NoState"
+    RUNNING = "Running"
+    BLOCKED = "Blocked"
+    PAUSED = "Paused"
+    SHUTDOWN = "Shutdown"
+    SHUTOFF = "Shutoff"
+    CRASHED = "Crashed"
+    PM_SUSPENDED = "PMSuspended"
+
+
+class EventType(StrEnum):
+    ADDED = "Added"
+    MODIFIED = "Modified"
+    DELETED = "Deleted"
+
+
+def _str(args: Mapping[str, Any], key: str, *, default: str | None = None) -> str:
+    value = args.get(key, default)
+    if not isinstance(value, str):
+        raise InvalidArgument(key, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _bool(args: Mapping[str, Any], key: str) -> bool:
+    value = args.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidArgument(key, f"expected a boolean, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainStatus:
+    """One domain: identity, state and reason, and what the launcher knows beside libvirt."""
+
+    name: str
+    namespace: str
+    vmi_name: str
+    vmi_uid: str
+    state: DomainState
+    reason: str = ""
+    agent_connected: bool = False
+    graceful_shutdown: bool = False
+    migration: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "vmiName": self.vmi_name,
+            "vmiUid": self.vmi_uid,
+            "state": str(self.state),
+            "reason": self.reason,
+            "agentConnected": self.agent_connected,
+            "gracefulShutdown": self.graceful_shutdown,
+            "migration": dict(self.migration),
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Self:
+        state = _str(data, "state")
+        try:
+            parsed = DomainState(state)
+        except ValueError:
+            raise InvalidArgument("state", f"unknown domain state {state!r}") from None
+        migration = data.get("migration", {})
+        if not isinstance(migration, Mapping):
+            raise InvalidArgument("migration", "expected a map")
+        return cls(
+            name=_str(data, "name"),
+            namespace=_str(data, "namespace"),
+            vmi_name=_str(data, "vmiName"),
+            vmi_uid=_str(data, "vmiUid"),
+            state=parsed,
+            reason=_str(data, "reason", default=""),
+            agent_connected=_bool(data, "agentConnected"),
+            graceful_shutdown=_bool(data, "gracefulShutdown"),
+            migration=dict(migration),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainEvent:
+    """Pushed by the launcher to the handler's notify socket."""
+
+    type: EventType
+    domain: DomainStatus
+    reason: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": str(self.type), "domain": self.domain.to_wire(), "reason": self.reason}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Self:
+        kind = _str(data, "type")
+        try:
+            parsed = EventType(kind)
+        except ValueError:
+            raise InvalidArgument("type", f"unknown event type {kind!r}") from None
+        domain = data.get("domain")
+        if not isinstance(domain, Mapping):
+            raise InvalidArgument("domain", "expected a map")
+        return cls(
+            type=parsed,
+            domain=DomainStatus.from_wire(domain),
+            reason=_str(data, "reason", default=""),
+        )
