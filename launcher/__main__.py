@@ -1,0 +1,5 @@
+"""``python -m launcher``."""
+
+from launcher.main import main
+
+main()

@@ -1,0 +1,60 @@
+"""A cgroup partition per launcher, so domains of different daemons never share a cgroup.
+
+Every libvirt daemon names its machine cgroup ``qemu-<id>-<name>.libvirt-qemu``; equal ids
+across daemons collide. ``<resource><partition>/machine/<p></partition>`` in the domain XML
+puts ours under ``machine/<p>.partition`` in each controller, which we create and remove.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("launcher.cgroups")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class Partition:
+    def __init__(self, name: str, *, root: Path = CGROUP_ROOT) -> None:
+        self.name = name
+        self._root = root
+        self._made: list[Path] = []
+
+    @property
+    def xml_path(self) -> str:
+        return f"/machine/{self.name}"
+
+    def create(self) -> bool:
+        """Make the partition in every hierarchy; False (logged) when cgroups are not writable."""
+        if (self._root / "cgroup.controllers").exists():
+            controllers = [self._root]  # pure cgroup v2
+        else:  # v1 or hybrid: every mounted hierarchy, the unified one included
+            controllers = [p for p in self._root.iterdir() if p.is_dir()]
+        try:
+            for ctrl in controllers:
+                self._make(ctrl / "machine")
+                self._make(ctrl / "machine" / f"{self.name}.partition")
+        except OSError as exc:
+            log.warning("cgroup_partition_skipped", reason=str(exc))
+            self.remove()
+            return False
+        return True
+
+    def _make(self, path: Path) -> None:
+        if path.is_dir():
+            return
+        path.mkdir()
+        if path.name != "machine":
+            self._made.append(path)
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            parent_value = path.parent / knob
+            if parent_value.exists() and not (path / knob).read_text().strip():
+                (path / knob).write_text(parent_value.read_text())
+
+    def remove(self) -> None:
+        for path in reversed(self._made):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        self._made.clear()

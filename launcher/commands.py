@@ -1,0 +1,70 @@
+"""The launcher's command table: each wire method bound once to a manager operation."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from launcher.guest import filesystems, guest_info, users
+from launcher.manager import DomainManager
+from shared.wire.domain import DomainStatus
+from shared.wire.launcher_api import Method, NoArgs, SyncArgs
+from shared.wire.server import RpcServer
+from shared.wire.stats import DomainStats
+
+Op = Callable[[DomainManager, Mapping[str, Any]], Awaitable[Any]]
+
+
+def _no_args(action: Callable[[DomainManager], Awaitable[Any]]) -> Op:
+    async def op(manager: DomainManager, args: Mapping[str, Any]) -> Any:
+        NoArgs.from_wire(args)
+        return _wire(await action(manager))
+
+    return op
+
+
+async def _sync(manager: DomainManager, args: Mapping[str, Any]) -> Any:
+    return (await manager.sync(SyncArgs.from_wire(args).vmi)).to_wire()
+
+
+async def _ping(_manager: DomainManager) -> str:
+    return "pong"
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, DomainStatus | DomainStats):
+        return value.to_wire()
+    return value
+
+
+async def _guest_ping(manager: DomainManager) -> bool:
+    await manager.agent("guest-ping")
+    return True
+
+
+COMMANDS: Mapping[Method, Op] = {
+    Method.PING: _no_args(_ping),
+    Method.SYNC: _sync,
+    Method.PAUSE: _no_args(DomainManager.pause),
+    Method.UNPAUSE: _no_args(DomainManager.unpause),
+    Method.SHUTDOWN: _no_args(DomainManager.shutdown),
+    Method.KILL: _no_args(DomainManager.kill),
+    Method.DELETE: _no_args(DomainManager.delete),
+    Method.SOFT_REBOOT: _no_args(DomainManager.soft_reboot),
+    Method.GET_DOMAIN: _no_args(DomainManager.status),
+    Method.GET_DOMAIN_STATS: _no_args(DomainManager.stats),
+    Method.GUEST_PING: _no_args(_guest_ping),
+    Method.GET_GUEST_INFO: _no_args(guest_info),
+    Method.GET_USERS: _no_args(users),
+    Method.GET_FILESYSTEMS: _no_args(filesystems),
+}
+
+
+def register(server: RpcServer, manager: DomainManager) -> None:
+    """Register every command of the table against ``manager``."""
+    for method, op in COMMANDS.items():
+
+        async def handler(args: Mapping[str, Any], op: Op = op) -> Any:
+            return await op(manager, args)
+
+        server.register(str(method), handler)

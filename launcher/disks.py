@@ -1,0 +1,119 @@
+"""Guest disks on the launcher's side: cloud-init ISOs, empty disks, host paths, images.
+
+Every path that comes from the spec is checked to stay under the pod's directories; user
+data is written to files and handed to tools as file names, never through a shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.errors import DiskFailure, ImageNotFound
+from shared.images import ImageStore, ImageStoreError
+from shared.model import VirtualMachineInstance
+from shared.model.quantity import parse_bytes
+from shared.model.volumes import CloudInitNoCloudSource, HostDiskSource
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiskContext:
+    """Where disks may live and be made."""
+
+    work_dir: Path
+    disk_roots: tuple[Path, ...]
+    images: ImageStore
+
+
+def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
+    """``path`` resolved, refusing anything outside ``roots`` (symlinks included)."""
+    candidate = Path(path)
+    if not candidate.is_absolute() or ".." in candidate.parts:
+        raise DiskFailure(f"{field}: {path!r} must be an absolute path without '..'")
+    resolved = candidate.resolve()
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise DiskFailure(f"{field}: {path!r} is outside the pod's disk roots ({allowed})")
+    return resolved
+
+
+def image_file(images: ImageStore, ref: str, path: str | None, *, field: str) -> Path:
+    try:
+        return images.disk(ref, None) if path is None else images.file(ref, path)
+    except ImageStoreError as exc:
+        raise ImageNotFound(f"{field}: {exc}") from exc
+
+
+async def _run(*argv: str, what: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(60):
+        _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise DiskFailure(f"{what} failed: {err.decode(errors='replace').strip()}")
+
+
+def _decoded(text: str | None, b64: str | None) -> bytes | None:
+    if b64 is not None:
+        return base64.b64decode(b64)
+    return None if text is None else text.encode()
+
+
+async def cloud_init_iso(
+    vmi: VirtualMachineInstance, source: CloudInitNoCloudSource, *, ctx: DiskContext, volume: str
+) -> Path:
+    """Build the NoCloud ISO (volume label cidata) for one volume."""
+    data_dir = ctx.work_dir / f"cloud-init-{volume}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    user = _decoded(source.user_data, source.user_data_base64) or b""
+    network = _decoded(source.network_data, source.extra.get("networkDataBase64"))
+    (data_dir / "user-data").write_bytes(user)
+    meta = f"instance-id: {vmi.metadata.uid or vmi.metadata.name}\n"
+    meta += f"local-hostname: {vmi.metadata.name}\n"
+    (data_dir / "meta-data").write_text(meta)
+    if network is not None:
+        (data_dir / "network-config").write_bytes(network)
+    iso = ctx.work_dir / f"{volume}-cloudinit.iso"
+    await _run(
+        "genisoimage", "-quiet", "-output", str(iso), "-volid", "cidata", "-joliet", "-rock",
+        str(data_dir), what="building the cloud-init ISO",
+    )  # fmt: skip
+    return iso
+
+
+async def empty_disk(capacity: str | int | None, *, ctx: DiskContext, volume: str) -> Path:
+    """A qcow2 of ``capacity`` made on first start and kept across restarts of the pod."""
+    path = ctx.work_dir / f"{volume}-empty.qcow2"
+    if not path.exists():
+        size = parse_bytes(capacity if capacity is not None else "0")
+        await _run(
+            "qemu-img", "create", "-q", "-f", "qcow2", str(path), str(size),
+            what="creating the empty disk",
+        )  # fmt: skip
+    return path
+
+
+def host_disk(source: HostDiskSource, *, ctx: DiskContext, field: str) -> Path:
+    """A hostDisk path under the disk roots; DiskOrCreate makes a sparse file of capacity."""
+    path = contained(source.path or "", ctx.disk_roots, field=f"{field}.path")
+    if path.exists():
+        return path
+    if str(source.type) != "DiskOrCreate":
+        raise DiskFailure(f"{field}.path: {source.path} does not exist (type {source.type})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        os.truncate(f.fileno(), parse_bytes(source.capacity or 0))
+    return path
+
+
+def pvc_disk(claim: str, *, ctx: DiskContext, field: str) -> Path:
+    """A PVC's disk image, mounted (as KubeVirt does) at <root>/vmi-disks/<claim>/disk.img."""
+    for root in ctx.disk_roots:
+        candidate = root / "vmi-disks" / claim / "disk.img"
+        if candidate.is_file():
+            return contained(str(candidate), ctx.disk_roots, field=field)
+    raise DiskFailure(f"{field}: no disk.img for claim {claim!r} under the pod's volumes")

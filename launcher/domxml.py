@@ -1,0 +1,195 @@
+"""A typed builder for libvirt domain XML.
+
+Input is a fully resolved plan (paths on disk, sizes in KiB); the builder only renders it,
+through ElementTree, so every user-provided string is escaped and nothing is formatted by
+hand. Resolving a VMI into a plan is launcher.plan's job.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+KUBEVIRT_NS = "http://kubevirt.io"
+
+
+class DiskDevice(StrEnum):
+    DISK = "disk"
+    CDROM = "cdrom"
+
+
+class NetBackend(StrEnum):
+    """user: QEMU's built-in NAT + DHCP (our masquerade); ethernet: a tap device (bridge)."""
+
+    USER = "user"
+    ETHERNET = "ethernet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiskPlan:
+    alias: str
+    device: DiskDevice
+    bus: str
+    target: str
+    source: Path
+    format: str
+    readonly: bool = False
+    boot_order: int | None = None
+    serial: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterfacePlan:
+    alias: str
+    backend: NetBackend
+    model: str
+    mac: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Topology:
+    sockets: int = 1
+    cores: int = 1
+    threads: int = 1
+
+    @property
+    def vcpus(self) -> int:
+        return self.sockets * self.cores * self.threads
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelPlan:
+    kernel: Path | None
+    initrd: Path | None
+    cmdline: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainPlan:
+    name: str
+    uuid: str
+    namespace: str
+    vmi_name: str
+    virt_type: str
+    machine: str
+    memory_kib: int
+    topology: Topology
+    kernel: KernelPlan | None
+    disks: tuple[DiskPlan, ...]
+    interfaces: tuple[InterfacePlan, ...]
+    serial_log: Path
+    console_socket: Path
+    agent_socket: Path
+    partition: str | None = None
+    emulator: Path = Path("/usr/bin/qemu-system-x86_64")
+    tb_cache_mib: int | None = 32
+
+
+def build(plan: DomainPlan) -> str:
+    """Render the plan as domain XML."""
+    dom = ET.Element("domain", type=plan.virt_type)
+    _text(dom, "name", plan.name)
+    _text(dom, "uuid", plan.uuid)
+    _metadata(dom, plan)
+    _text(dom, "memory", str(plan.memory_kib), unit="KiB")
+    _text(dom, "vcpu", str(plan.topology.vcpus), placement="static")
+    if plan.partition:
+        resource = ET.SubElement(dom, "resource")
+        _text(resource, "partition", plan.partition)
+    _os(dom, plan)
+    _features(dom, plan)
+    _cpu(dom, plan)
+    _text(dom, "on_poweroff", "destroy")
+    _text(dom, "on_reboot", "restart")
+    _text(dom, "on_crash", "destroy")
+    _devices(dom, plan)
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode")
+
+
+def _text(parent: ET.Element, tag: str, text: str, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, tag, attrs)
+    el.text = text
+    return el
+
+
+def _metadata(dom: ET.Element, plan: DomainPlan) -> None:
+    meta = ET.SubElement(dom, "metadata")
+    kv = ET.SubElement(meta, f"{{{KUBEVIRT_NS}}}kubevirt")
+    _text(kv, f"{{{KUBEVIRT_NS}}}namespace", plan.namespace)
+    _text(kv, f"{{{KUBEVIRT_NS}}}name", plan.vmi_name)
+    _text(kv, f"{{{KUBEVIRT_NS}}}uid", plan.uuid)
+
+
+def _os(dom: ET.Element, plan: DomainPlan) -> None:
+    os_el = ET.SubElement(dom, "os")
+    _text(os_el, "type", "hvm", arch="x86_64", machine=plan.machine)
+    if plan.kernel is not None:
+        if plan.kernel.kernel is not None:
+            _text(os_el, "kernel", str(plan.kernel.kernel))
+        if plan.kernel.initrd is not None:
+            _text(os_el, "initrd", str(plan.kernel.initrd))
+        _text(os_el, "cmdline", plan.kernel.cmdline)
+
+
+def _features(dom: ET.Element, plan: DomainPlan) -> None:
+    features = ET.SubElement(dom, "features")
+    ET.SubElement(features, "acpi")
+    if plan.virt_type == "qemu" and plan.tb_cache_mib:
+        tcg = ET.SubElement(features, "tcg")
+        _text(tcg, "tb-cache", str(plan.tb_cache_mib), unit="MiB")
+
+
+def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
+    cpu = ET.SubElement(dom, "cpu")
+    if plan.virt_type == "kvm":
+        cpu.set("mode", "host-model")
+    t = plan.topology
+    topology = {"sockets": t.sockets, "dies": 1, "cores": t.cores, "threads": t.threads}
+    ET.SubElement(cpu, "topology", {k: str(v) for k, v in topology.items()})
+
+
+def _devices(dom: ET.Element, plan: DomainPlan) -> None:
+    devices = ET.SubElement(dom, "devices")
+    _text(devices, "emulator", str(plan.emulator))
+    for disk in plan.disks:
+        _disk(devices, disk)
+    for iface in plan.interfaces:
+        _interface(devices, iface)
+    # The serial console is a Unix socket for interactive use, logged to a file as well.
+    serial = ET.SubElement(devices, "serial", type="unix")
+    ET.SubElement(serial, "source", mode="bind", path=str(plan.console_socket))
+    ET.SubElement(serial, "log", file=str(plan.serial_log), append="on")
+    ET.SubElement(serial, "target", port="0")
+    channel = ET.SubElement(devices, "channel", type="unix")
+    ET.SubElement(channel, "source", mode="bind", path=str(plan.agent_socket))
+    ET.SubElement(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
+    video = ET.SubElement(devices, "video")
+    ET.SubElement(video, "model", type="none")
+    balloon = ET.SubElement(devices, "memballoon", model="virtio")
+    ET.SubElement(balloon, "stats", period="1")
+
+
+def _disk(devices: ET.Element, disk: DiskPlan) -> None:
+    el = ET.SubElement(devices, "disk", type="file", device=str(disk.device))
+    ET.SubElement(el, "driver", name="qemu", type=disk.format)
+    ET.SubElement(el, "source", file=str(disk.source))
+    ET.SubElement(el, "target", dev=disk.target, bus=disk.bus)
+    if disk.readonly:
+        ET.SubElement(el, "readonly")
+    if disk.serial:
+        _text(el, "serial", disk.serial)
+    if disk.boot_order is not None:
+        ET.SubElement(el, "boot", order=str(disk.boot_order))
+    ET.SubElement(el, "alias", name=f"ua-{disk.alias}")
+
+
+def _interface(devices: ET.Element, iface: InterfacePlan) -> None:
+    el = ET.SubElement(devices, "interface", type=str(iface.backend))
+    if iface.mac:
+        ET.SubElement(el, "mac", address=iface.mac)
+    ET.SubElement(el, "model", type=iface.model)
+    ET.SubElement(el, "rom", enabled="no")
+    ET.SubElement(el, "alias", name=f"ua-{iface.alias}")

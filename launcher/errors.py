@@ -1,0 +1,51 @@
+"""The launcher's errors. Command failures are wire errors, so the server sends them as-is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.wire.errors import CommandFailed, ErrorCode
+
+
+class LauncherError(Exception):
+    """Base class of launcher errors that are not command replies (start-up, config)."""
+
+
+class StartupError(LauncherError):
+    """libvirt or QEMU cannot run here; the daemon exits non-zero with this one line."""
+
+
+class CommandError(CommandFailed):
+    """Base of command failures; subclasses fix the wire code."""
+
+    code_value: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(self.code_value, message, details)
+
+
+class DomainNotFound(CommandError):
+    code_value = ErrorCode.DOMAIN_NOT_FOUND
+
+
+class AgentNotConnected(CommandError):
+    code_value = ErrorCode.AGENT_NOT_CONNECTED
+
+
+class LibvirtFailure(CommandError):
+    code_value = ErrorCode.LIBVIRT
+
+
+class InvalidSpec(CommandError):
+    """The VMI failed validation; details['fields'] lists every problem."""
+
+    code_value = ErrorCode.INVALID_VMI
+
+
+class ImageNotFound(CommandError):
+    code_value = ErrorCode.IMAGE_NOT_FOUND
+
+
+class DiskFailure(CommandError):
+    code_value = ErrorCode.DISK

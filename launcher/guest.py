@@ -1,0 +1,66 @@
+"""Guest-agent queries, reshaped into KubeVirt's guestosinfo / userlist / fslist replies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launcher.manager import DomainManager
+from shared.wire.errors import CommandFailed
+
+_OS_KEYS = {
+    "name": "name",
+    "id": "id",
+    "version": "version",
+    "version-id": "versionId",
+    "pretty-name": "prettyName",
+    "kernel-release": "kernelRelease",
+    "kernel-version": "kernelVersion",
+    "machine": "machine",
+}
+
+
+async def guest_info(manager: DomainManager) -> dict[str, Any]:
+    """guest-info + host name + OS info + timezone, as VirtualMachineInstanceGuestAgentInfo."""
+    info = await manager.agent("guest-info") or {}
+    host = await manager.agent("guest-get-host-name") or {}
+    os_info = await manager.agent("guest-get-osinfo") or {}
+    try:
+        zone = await manager.agent("guest-get-timezone") or {}
+    except CommandFailed:  # older agents lack it; the reply is still useful without
+        zone = {}
+    return {
+        "guestAgentVersion": info.get("version", ""),
+        "hostname": host.get("host-name", ""),
+        "os": {ours: os_info[theirs] for theirs, ours in _OS_KEYS.items() if theirs in os_info},
+        "timezone": f"{zone.get('zone', '')}, {zone.get('offset', 0)}" if zone else "",
+    }
+
+
+async def users(manager: DomainManager) -> dict[str, Any]:
+    raw = await manager.agent("guest-get-users") or []
+    return {
+        "items": [
+            {
+                "userName": u.get("user", ""),
+                "domain": u.get("domain", ""),
+                "loginTime": u.get("login-time", 0),
+            }
+            for u in raw
+        ]
+    }
+
+
+async def filesystems(manager: DomainManager) -> dict[str, Any]:
+    raw = await manager.agent("guest-get-fsinfo") or []
+    return {
+        "items": [
+            {
+                "diskName": fs.get("name", ""),
+                "mountPoint": fs.get("mountpoint", ""),
+                "fileSystemType": fs.get("type", ""),
+                "totalBytes": fs.get("total-bytes", 0),
+                "usedBytes": fs.get("used-bytes", 0),
+            }
+            for fs in raw
+        ]
+    }

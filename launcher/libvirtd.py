@@ -1,0 +1,182 @@
+"""The launcher's private libvirt daemon, as KubeVirt's launcher pod runs its own.
+
+libvirtd in system mode uses fixed paths (/run/libvirt, /var/lib/libvirt, …). Each
+launcher gives its daemon a mount namespace where those paths are bind mounts of
+directories under the launcher's private dir, a distinct host UUID, and tini as a
+subreaper so QEMU exits are reaped at once (libvirt waits for QEMU to vanish).
+Paths reach the namespace's shell as positional arguments, never as code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from launcher.errors import StartupError
+
+log = structlog.get_logger("launcher.libvirtd")
+
+# (private subdir, system path) pairs bind-mounted in the daemon's namespace.
+BINDS: tuple[tuple[str, str], ...] = (
+    ("run", "/run/libvirt"),
+    ("lib", "/var/lib/libvirt"),
+    ("cache", "/var/cache/libvirt"),
+    ("log", "/var/log/libvirt"),
+    ("etc", "/etc/libvirt"),
+)
+
+_NAMESPACE_SCRIPT = """
+set -e
+daemon="$1"; tini="$2"; conf="$3"; pidfile="$4"; shift 4
+while [ "$#" -gt 0 ]; do mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; done
+exec "$tini" -s -- "$daemon" -f "$conf" -p "$pidfile"
+"""
+
+QEMU_CONF = """\
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+stdio_handler = "file"
+namespaces = [ ]
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonPaths:
+    root: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "sock" / "libvirt-sock"
+
+    @property
+    def uri(self) -> str:
+        return f"qemu+unix:///system?socket={self.socket}"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.root / "libvirtd.pid"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "etc" / "libvirtd.conf"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "libvirtd.log"
+
+    @property
+    def qemu_pids(self) -> Path:
+        return self.root / "run" / "qemu"
+
+    @property
+    def capabilities(self) -> Path:
+        return self.root / "cache" / "qemu" / "capabilities"
+
+
+class LibvirtDaemon:
+    """Starts, watches and stops one private libvirtd."""
+
+    def __init__(self, *, paths: DaemonPaths, libvirtd: Path, tini: Path) -> None:
+        self.paths = paths
+        self._libvirtd = libvirtd
+        self._tini = tini
+        self._process: asyncio.subprocess.Process | None = None
+
+    def prepare(self, *, capabilities_seed: Path | None) -> None:
+        """Lay out the private dirs and config; seed the capability cache if given."""
+        for sub, _ in BINDS:
+            (self.paths.root / sub).mkdir(parents=True, exist_ok=True)
+        self.paths.socket.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.config.write_text(
+            f'unix_sock_dir = "{self.paths.socket.parent}"\n'
+            'unix_sock_rw_perms = "0770"\n'
+            f'host_uuid = "{uuid.uuid4()}"\n'
+            'log_outputs = "3:stderr"\n'
+        )
+        (self.paths.root / "etc" / "qemu.conf").write_text(QEMU_CONF)
+        if capabilities_seed and capabilities_seed.is_dir():
+            shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
+
+    async def start(self, *, timeout: float = 15.0) -> None:
+        """Start the daemon and wait for its socket; StartupError says why it could not."""
+        for tool in (self._libvirtd, self._tini):
+            if not tool.exists():
+                raise StartupError(f"{tool} not found: install libvirt-daemon-system and tini")
+        binds = [str(part) for sub, target in BINDS for part in (self.paths.root / sub, target)]
+        with self.paths.log.open("ab") as logfile:
+            self._process = await asyncio.create_subprocess_exec(
+                "unshare", "--mount", "--propagation", "private", "--",
+                "sh", "-c", _NAMESPACE_SCRIPT, "libvirtd-ns",
+                str(self._libvirtd), str(self._tini), str(self.paths.config),
+                str(self.paths.pidfile), *binds,
+                stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            async with asyncio.timeout(timeout):
+                while not self.paths.socket.exists():
+                    if self._process.returncode is not None:
+                        raise StartupError(self._failure("exited"))
+                    await asyncio.sleep(0.02)
+        except TimeoutError:
+            raise StartupError(self._failure(f"no socket after {timeout:g}s")) from None
+        log.info("libvirtd_started", pid=self._process.pid, socket=str(self.paths.socket))
+
+    def _failure(self, what: str) -> str:
+        tail = self.paths.log.read_text(errors="replace").strip().splitlines()[-3:]
+        return f"libvirtd {what}: {' | '.join(tail) or 'no output'} (log {self.paths.log})"
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def wait(self) -> int:
+        """Until the daemon exits; returns its exit code."""
+        assert self._process is not None
+        return await self._process.wait()
+
+    def save_capabilities(self, seed: Path) -> None:
+        """Copy the probed QEMU capabilities out so the next launcher starts warm."""
+        if self.paths.capabilities.is_dir() and not seed.exists():
+            tmp = seed.with_name(f"{seed.name}.{os.getpid()}")
+            shutil.copytree(self.paths.capabilities, tmp)
+            with contextlib.suppress(OSError):
+                tmp.rename(seed)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    async def stop(self, *, timeout: float = 5.0) -> None:
+        """SIGTERM the daemon (tini forwards it), SIGKILL its group after ``timeout``.
+
+        Any QEMU still listed in the daemon's pid files is killed too, so nothing outlives us.
+        """
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(timeout):
+                    await process.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+        self._kill_leftover_qemu()
+        log.info("libvirtd_stopped")
+
+    def _kill_leftover_qemu(self) -> None:
+        for pidfile in self.paths.qemu_pids.glob("*.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                pid = int(pidfile.read_text().strip())
+                os.kill(pid, signal.SIGKILL)
+                log.warning("qemu_killed", pid=pid, pidfile=str(pidfile))

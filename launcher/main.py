@@ -1,0 +1,178 @@
+"""virt-launcher-py: one VM's daemon inside its pod.
+
+Starts a private libvirtd, serves commands on ``launcher-init-sock`` and renames it to
+``launcher-sock`` once it answers, pushes domain events to the handler, and on SIGTERM
+shuts the guest down (ACPI, then destroy after the grace period) before exiting 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import structlog
+import uvloop
+
+from launcher import commands
+from launcher.cgroups import Partition
+from launcher.config import Config, VirtType
+from launcher.disks import DiskContext
+from launcher.errors import StartupError
+from launcher.libvirtd import DaemonPaths, LibvirtDaemon
+from launcher.manager import DomainManager, Identity
+from launcher.notifier import Notifier
+from launcher.plan import HostPaths
+from launcher.virt import Virt
+from shared import logs
+from shared.images import ImageStore
+from shared.wire.client import RpcClient, Tier
+from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
+from shared.wire.server import RpcServer, ServerInfo
+
+log = structlog.get_logger("launcher")
+
+
+class Shutdown(Exception):
+    """Raised inside the TaskGroup to end the daemon in order."""
+
+
+class DaemonDied(Exception):
+    """The private libvirtd exited under us."""
+
+
+def main() -> None:
+    config = Config.from_args()
+    logs.configure(config.log_format, vmi=config.vmi_key, uid=config.uid)
+    try:
+        uvloop.run(run(config))
+    except* StartupError as group:
+        print(f"virt-launcher-py: {group.exceptions[0]}", file=sys.stderr)
+        sys.exit(2)
+    except* DaemonDied as group:
+        print(f"virt-launcher-py: {group.exceptions[0]}", file=sys.stderr)
+        sys.exit(3)
+
+
+def virt_type_of(config: Config) -> str:
+    """kvm only when asked, or when scripts/probe-kvm saw a guest boot with it."""
+    if config.virt_type != VirtType.AUTO:
+        return str(config.virt_type)
+    probe = config.kvm_probe_file
+    if probe is not None and probe.is_file() and probe.read_text().strip() == "kvm":
+        return "kvm"
+    return "qemu"
+
+
+async def run(config: Config) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    config.sockets_dir.mkdir(parents=True, exist_ok=True)
+    daemon = LibvirtDaemon(
+        paths=DaemonPaths(root=config.private_dir / "libvirt"),
+        libvirtd=config.libvirtd,
+        tini=config.tini,
+    )
+    daemon.prepare(capabilities_seed=config.capabilities_seed)
+    partition = Partition(f"kvpy-{config.uid.replace('-', '')[:20]}-{os.getpid()}")
+    try:
+        await daemon.start()
+        virt = await Virt.open(daemon.paths.uri)
+        if config.capabilities_seed is not None:
+            daemon.save_capabilities(config.capabilities_seed)
+        try:
+            await _serve(config, daemon=daemon, virt=virt, partition=partition, stop=stop)
+        finally:
+            await virt.close()
+    finally:
+        await daemon.stop()
+        partition.remove()
+        for name in (LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET):
+            with contextlib.suppress(FileNotFoundError):
+                (config.sockets_dir / name).unlink()
+        log.info("launcher_stopped")
+
+
+def _host_paths(daemon: LibvirtDaemon, partition: Partition) -> HostPaths:
+    # QEMU binds these sockets; inside the daemon's namespace /run/libvirt is short.
+    (daemon.paths.root / "run" / "kvpy").mkdir(parents=True, exist_ok=True)
+    (daemon.paths.root / "log" / "kvpy").mkdir(parents=True, exist_ok=True)
+    return HostPaths(
+        serial_log=daemon.paths.root / "log" / "kvpy" / "serial.log",
+        console_socket=Path("/run/libvirt/kvpy/console.sock"),
+        agent_socket=Path("/run/libvirt/kvpy/agent.sock"),
+        partition=partition.xml_path if partition.create() else None,
+    )
+
+
+async def _serve(
+    config: Config, *, daemon: LibvirtDaemon, virt: Virt, partition: Partition, stop: asyncio.Event
+) -> None:
+    notifier = Notifier(config.notify_socket)
+    work_dir = config.private_dir / "disks"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    manager = DomainManager(
+        virt=virt,
+        identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
+        disks=DiskContext(
+            work_dir=work_dir,
+            disk_roots=config.disk_roots,
+            images=ImageStore(config.image_store),
+        ),
+        host=_host_paths(daemon, partition),
+        virt_type=virt_type_of(config),
+        publish=notifier.publish,
+    )
+    server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
+    commands.register(server, manager)
+    init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
+    started = asyncio.Event()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(server.serve(init_sock, started=started), name="command-server")
+            tg.create_task(manager.watch_events(), name="domain-events")
+            tg.create_task(notifier.run(), name="notifier")
+            tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
+            tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
+            await started.wait()
+            await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
+            await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)
+    except* Shutdown:
+        pass
+
+
+async def _announce_ready(init_sock: Path, final: Path) -> None:
+    """Rename the socket only once it answers a ping: the rename is the readiness signal."""
+    async with RpcClient.connect(init_sock) as client:
+        await client.call("ping", {}, tier=Tier.SHORT)
+    init_sock.rename(final)
+    log.info("launcher_ready", socket=str(final))
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+async def _until_stopped(manager: DomainManager, *, stop: asyncio.Event, grace: float) -> None:
+    """Wait for SIGTERM (or Delete), shut the guest down within grace, then end the group."""
+    await stop.wait()
+    if not manager.deleted.is_set():
+        log.info("sigterm_received", grace=grace)
+        await manager.graceful_stop(grace=grace, clock=time.monotonic)
+    raise Shutdown
+
+
+async def _watch_daemon(daemon: LibvirtDaemon) -> None:
+    code = await daemon.wait()
+    raise DaemonDied(f"libvirtd exited with code {code}; see {daemon.paths.log}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The domain manager: the launcher's one domain, driven by commands and libvirt events.
+
+Sync defines and starts the domain once (a VMI runs once; a stopped domain is never
+restarted by a repeated Sync). State changes are pushed to the notifier as DomainEvents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from launcher import domxml
+from launcher.disks import DiskContext
+from launcher.errors import DomainNotFound, InvalidSpec
+from launcher.plan import HostPaths, parse_vmi, plan_domain
+from launcher.virt import LifecycleEvent, Virt, reason_name
+from shared.model import StartStrategy, VirtualMachineInstance
+from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
+from shared.wire.stats import DomainStats
+
+log = structlog.get_logger("launcher.manager")
+
+ACPI_RETRY_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identity:
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def domain(self) -> str:
+        return f"{self.namespace}_{self.name}"
+
+
+@dataclass(slots=True)
+class _Flags:
+    started: bool = False
+    defined: bool = False
+    agent_connected: bool = False
+    graceful_shutdown: bool = False
+    deleted: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class DomainManager:
+    """Owns the domain of one VMI."""
+
+    def __init__(
+        self,
+        *,
+        virt: Virt,
+        identity: Identity,
+        disks: DiskContext,
+        host: HostPaths,
+        virt_type: str,
+        publish: Callable[[DomainEvent], None],
+    ) -> None:
+        self._virt = virt
+        self._id = identity
+        self._disks = disks
+        self._host = host
+        self._virt_type = virt_type
+        self._publish = publish
+        self._flags = _Flags()
+        self._sync_lock = asyncio.Lock()
+        self.vmi: VirtualMachineInstance | None = None
+        self.xml = ""
+
+    @property
+    def deleted(self) -> asyncio.Event:
+        return self._flags.deleted
+
+    async def sync(self, raw_vmi: Any) -> DomainStatus:
+        """Define and start the domain once; later calls only report its status."""
+        vmi = parse_vmi(raw_vmi)
+        if vmi.metadata.uid != self._id.uid or vmi.metadata.name != self._id.name:
+            raise InvalidSpec(
+                f"this launcher serves VMI {self._id.namespace}/{self._id.name} uid {self._id.uid}",
+                {"fields": [{"path": "metadata.uid", "message": "does not match the launcher"}]},
+            )
+        async with self._sync_lock:
+            self.vmi = vmi
+            if not self._flags.started:
+                await self._define_and_start(vmi)
+        return await self.status()
+
+    async def _define_and_start(self, vmi: VirtualMachineInstance) -> None:
+        plan = await plan_domain(vmi, ctx=self._disks, host=self._host, virt_type=self._virt_type)
+        self.xml = domxml.build(plan)
+        await self._virt.define(self.xml)
+        self._flags.defined = True
+        paused = vmi.spec.start_strategy == StartStrategy.PAUSED
+        await self._virt.start(self._id.domain, paused=paused)
+        self._flags.started = True
+        log.info("domain_started", paused=paused, virt_type=self._virt_type)
+
+    async def status(self) -> DomainStatus:
+        found = await self._virt.state(self._id.domain)
+        if found is None:
+            raise DomainNotFound(f"domain {self._id.domain} is not defined")
+        state, reason = found
+        return self._status(state, reason_name(state, reason))
+
+    def _status(self, state: DomainState, reason: str) -> DomainStatus:
+        return DomainStatus(
+            name=self._id.domain,
+            namespace=self._id.namespace,
+            vmi_name=self._id.name,
+            vmi_uid=self._id.uid,
+            state=state,
+            reason=reason,
+            agent_connected=self._flags.agent_connected,
+            graceful_shutdown=self._flags.graceful_shutdown,
+        )
+
+    async def pause(self) -> DomainStatus:
+        await self._virt.suspend(self._id.domain)
+        return await self.status()
+
+    async def unpause(self) -> DomainStatus:
+        await self._virt.resume(self._id.domain)
+        return await self.status()
+
+    async def shutdown(self) -> DomainStatus:
+        """ACPI power button; a no-op on a domain that is already off."""
+        current = await self.status()
+        if current.state in (DomainState.SHUTOFF, DomainState.CRASHED):
+            return current
+        await self._virt.shutdown(self._id.domain)
+        return await self.status()
+
+    async def kill(self) -> DomainStatus:
+        current = await self.status()
+        if current.state not in (DomainState.SHUTOFF, DomainState.CRASHED):
+            await self._virt.destroy(self._id.domain)
+        return await self.status()
+
+    async def soft_reboot(self) -> DomainStatus:
+        await self._virt.reboot(self._id.domain)
+        return await self.status()
+
+    async def delete(self) -> None:
+        """Destroy if running, undefine, and let the daemon exit."""
+        found = await self._virt.state(self._id.domain)
+        if found is not None:
+            if found[0] not in (DomainState.SHUTOFF, DomainState.CRASHED):
+                await self._virt.destroy(self._id.domain)
+            await self._virt.undefine(self._id.domain)
+        self._flags.deleted.set()
+
+    async def stats(self) -> DomainStats:
+        return await self._virt.stats(self._id.domain)
+
+    async def agent(self, command: str) -> Any:
+        return await self._virt.agent_command(self._id.domain, command)
+
+    async def graceful_stop(self, *, grace: float, clock: Callable[[], float]) -> None:
+        """ACPI shutdown, re-sent every 5 s (a booting guest misses it), then destroy."""
+        self._flags.graceful_shutdown = True
+        deadline = clock() + grace
+        while (found := await self._virt.state(self._id.domain)) is not None:
+            if found[0] in (DomainState.SHUTOFF, DomainState.CRASHED):
+                return
+            remaining = deadline - clock()
+            if remaining <= 0:
+                log.warning("grace_period_expired", grace=grace)
+                await self._virt.destroy(self._id.domain)
+                return
+            await self._virt.shutdown(self._id.domain)
+            log.info("acpi_shutdown_sent", remaining=round(remaining, 1))
+            await self._wait_off(min(ACPI_RETRY_SECONDS, remaining))
+
+    async def _wait_off(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                while True:
+                    found = await self._virt.state(self._id.domain)
+                    if found is None or found[0] in (DomainState.SHUTOFF, DomainState.CRASHED):
+                        return
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            return
+
+    async def watch_events(self) -> None:
+        """Turn libvirt events into DomainEvents for the handler, forever."""
+        while True:
+            event = await self._virt.events.get()
+            if event.domain != self._id.domain:
+                continue
+            try:
+                self._publish(await self._translate(event))
+            except Exception:  # task boundary: one bad event must not stop the stream
+                log.exception("domain_event_failed", libvirt_event=event.event)
+
+    async def _translate(self, event: LifecycleEvent) -> DomainEvent:
+        if event.agent_connected is not None:
+            self._flags.agent_connected = event.agent_connected
+        if event.event == "Undefined":
+            status = self._status(DomainState.SHUTOFF, "Undefined")
+            return DomainEvent(type=EventType.DELETED, domain=status, reason=event.event)
+        try:
+            status = await self.status()
+        except DomainNotFound:
+            status = self._status(DomainState.NO_STATE, "Unknown")
+        kind = EventType.ADDED if event.event == "Defined" else EventType.MODIFIED
+        log.info("domain_event_seen", libvirt_event=event.event, state=str(status.state), reason=status.reason)
+        return DomainEvent(type=kind, domain=status, reason=event.event)

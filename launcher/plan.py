@@ -1,0 +1,175 @@
+"""From a validated VMI to a DomainPlan: resolve disks, kernel, interfaces and sizes.
+
+Validation happens first and refuses the whole spec with every problem listed, before any
+file is made or libvirt is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher import disks
+from launcher.domxml import (
+    DiskDevice,
+    DiskPlan,
+    DomainPlan,
+    InterfacePlan,
+    KernelPlan,
+    NetBackend,
+    Topology,
+)
+from launcher.errors import DiskFailure, InvalidSpec
+from shared.model import Disk, VirtualMachineInstance, Volume
+from shared.model.errors import ModelError
+from shared.model.validation import validate_vmi
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostPaths:
+    """Per-launcher locations that end up in the domain XML."""
+
+    serial_log: Path
+    console_socket: Path
+    agent_socket: Path
+    partition: str | None
+
+
+def parse_vmi(raw: object) -> VirtualMachineInstance:
+    """Parse and validate; InvalidSpec lists every problem with its field path."""
+    if not isinstance(raw, dict):
+        raise InvalidSpec("the VMI must be a map", {"fields": [{"path": "vmi"}]})
+    try:
+        vmi = VirtualMachineInstance.from_dict(raw)
+    except ModelError as exc:
+        raise InvalidSpec(
+            str(exc), {"fields": [{"path": getattr(exc, "path", ""), "message": str(exc)}]}
+        ) from exc
+    problems = validate_vmi(vmi)
+    if problems:
+        fields = [{"path": p.path, "message": p.message} for p in problems]
+        summary = "; ".join(f"{p.path}: {p.message}" for p in problems)
+        raise InvalidSpec(f"invalid VMI: {summary}", {"fields": fields})
+    return vmi
+
+
+def _target(bus: str, counters: dict[str, int]) -> str:
+    prefix = "vd" if bus == "virtio" else "sd"
+    index = counters.get(prefix, 0)
+    counters[prefix] = index + 1
+    return prefix + "abcdefghijklmnopqrstuvwxyz"[index]
+
+
+async def _disk_source(
+    vmi: VirtualMachineInstance, volume: Volume, *, ctx: disks.DiskContext, field: str
+) -> tuple[Path, str]:
+    """The file backing a volume and its format."""
+    name = volume.name or ""
+    if volume.container_disk is not None:
+        cd = volume.container_disk
+        path = disks.image_file(ctx.images, cd.image or "", cd.path, field=f"{field}.containerDisk")
+        return path, _format_of(path)
+    if volume.cloud_init_no_cloud is not None:
+        iso = await disks.cloud_init_iso(vmi, volume.cloud_init_no_cloud, ctx=ctx, volume=name)
+        return iso, "raw"
+    if volume.empty_disk is not None:
+        return await disks.empty_disk(volume.empty_disk.capacity, ctx=ctx, volume=name), "qcow2"
+    if volume.host_disk is not None:
+        path = disks.host_disk(volume.host_disk, ctx=ctx, field=f"{field}.hostDisk")
+        return path, _format_of(path)
+    if volume.persistent_volume_claim is not None:
+        path = disks.pvc_disk(name, ctx=ctx, field=f"{field}.persistentVolumeClaim")
+        return path, _format_of(path)
+    raise DiskFailure(f"{field}: volume {name!r} has no supported source")
+
+
+def _format_of(path: Path) -> str:
+    with path.open("rb") as f:
+        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
+
+
+async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[DiskPlan, ...]:
+    volumes = {v.name: (i, v) for i, v in enumerate(vmi.spec.volumes)}
+    counters: dict[str, int] = {}
+    plans = []
+    for disk in vmi.spec.domain.devices.disks:
+        index, volume = volumes[disk.name]
+        source, fmt = await _disk_source(vmi, volume, ctx=ctx, field=f"spec.volumes[{index}]")
+        plans.append(_disk_plan(disk, source, fmt, counters))
+    return tuple(plans)
+
+
+def _disk_plan(disk: Disk, source: Path, fmt: str, counters: dict[str, int]) -> DiskPlan:
+    bus = disk.bus or ("sata" if disk.is_cdrom else "virtio")
+    readonly = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
+    return DiskPlan(
+        alias=disk.name or "",
+        device=DiskDevice.CDROM if disk.is_cdrom else DiskDevice.DISK,
+        bus=bus,
+        target=_target(bus, counters),
+        source=source,
+        format=fmt,
+        readonly=readonly,
+        boot_order=disk.boot_order,
+        serial=disk.serial,
+    )
+
+
+def _interfaces(vmi: VirtualMachineInstance) -> tuple[InterfacePlan, ...]:
+    interfaces = vmi.spec.domain.devices.interfaces
+    if not interfaces and not vmi.spec.networks:
+        # KubeVirt auto-attaches the pod network with a masquerade interface.
+        return (InterfacePlan(alias="default", backend=NetBackend.USER, model="virtio"),)
+    return tuple(
+        InterfacePlan(
+            alias=iface.name or "",
+            backend=NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER,
+            model=iface.model or "virtio",
+            mac=iface.mac_address,
+        )
+        for iface in interfaces
+    )
+
+
+def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan | None:
+    boot = vmi.spec.domain.kernel_boot
+    if boot is None or boot.container is None:
+        return None
+    c, field = boot.container, "spec.domain.firmware.kernelBoot.container"
+    image = c.image or ""
+    kernel = (
+        disks.image_file(ctx.images, image, c.kernel_path, field=f"{field}.kernelPath")
+        if c.kernel_path
+        else None
+    )
+    initrd = (
+        disks.image_file(ctx.images, image, c.initrd_path, field=f"{field}.initrdPath")
+        if c.initrd_path
+        else None
+    )
+    return KernelPlan(kernel=kernel, initrd=initrd, cmdline=boot.kernel_args or "")
+
+
+async def plan_domain(
+    vmi: VirtualMachineInstance, *, ctx: disks.DiskContext, host: HostPaths, virt_type: str
+) -> DomainPlan:
+    """Resolve everything the domain XML needs; makes disk files as a side effect."""
+    cpu = vmi.spec.domain.cpu
+    memory = vmi.spec.domain.guest_memory_bytes() or 0
+    return DomainPlan(
+        name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
+        uuid=vmi.metadata.uid or "",
+        namespace=vmi.metadata.namespace or "",
+        vmi_name=vmi.metadata.name or "",
+        virt_type=virt_type,
+        machine=vmi.spec.domain.machine.type or "pc",
+        memory_kib=memory // 1024,
+        topology=Topology(sockets=cpu.sockets or 1, cores=cpu.cores or 1, threads=cpu.threads or 1),
+        kernel=_kernel(vmi, ctx),
+        disks=await _disks(vmi, ctx),
+        interfaces=_interfaces(vmi),
+        serial_log=host.serial_log,
+        console_socket=host.console_socket,
+        agent_socket=host.agent_socket,
+        partition=host.partition,
+    )

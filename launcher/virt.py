@@ -1,0 +1,265 @@
+"""The launcher's only door to libvirt: one connection, typed errors, calls off the loop.
+
+libvirtaio dispatches libvirt's events on the asyncio loop; callbacks only enqueue.
+Every blocking libvirt call runs in a worker thread under a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import libvirt
+import libvirt_qemu
+import libvirtaio
+import structlog
+
+from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
+from shared.wire.domain import DomainState
+from shared.wire.stats import BlockStats, DomainStats, NetStats
+
+log = structlog.get_logger("launcher.virt")
+T = TypeVar("T")
+
+_STATES = {
+    libvirt.VIR_DOMAIN_NOSTATE: DomainState.NO_STATE,
+    libvirt.VIR_DOMAIN_RUNNING: DomainState.RUNNING,
+    libvirt.VIR_DOMAIN_BLOCKED: DomainState.BLOCKED,
+    libvirt.VIR_DOMAIN_PAUSED: DomainState.PAUSED,
+    libvirt.VIR_DOMAIN_SHUTDOWN: DomainState.SHUTDOWN,
+    libvirt.VIR_DOMAIN_SHUTOFF: DomainState.SHUTOFF,
+    libvirt.VIR_DOMAIN_CRASHED: DomainState.CRASHED,
+    libvirt.VIR_DOMAIN_PMSUSPENDED: DomainState.PM_SUSPENDED,
+}
+_AGENT_ERRORS = {
+    libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
+    libvirt.VIR_ERR_AGENT_UNSYNCED,
+    getattr(libvirt, "VIR_ERR_AGENT_COMMAND_TIMEOUT", -1),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleEvent:
+    """A libvirt lifecycle or agent event, as the loop received it."""
+
+    domain: str
+    event: str
+    detail: int = 0
+    agent_connected: bool | None = None
+
+
+def register_event_loop() -> None:
+    """Make libvirt dispatch events on the running asyncio loop (once per process)."""
+    if libvirtaio.getCurrentImpl() is None:
+        libvirtaio.virEventRegisterAsyncIOImpl(loop=asyncio.get_running_loop())
+
+
+class Virt:
+    """A libvirt connection to the launcher's private daemon."""
+
+    def __init__(self, conn: Any, *, call_timeout: float) -> None:
+        self._conn = conn
+        self._timeout = call_timeout
+        self.events: asyncio.Queue[LifecycleEvent] = asyncio.Queue()
+        self._callbacks: list[int] = []
+
+    @classmethod
+    async def open(cls, uri: str, *, call_timeout: float = 30.0) -> Virt:
+        register_event_loop()
+        try:
+            async with asyncio.timeout(call_timeout):
+                conn = await asyncio.to_thread(libvirt.open, uri)
+        except (libvirt.libvirtError, TimeoutError) as exc:
+            raise StartupError(f"cannot connect to libvirt at {uri}: {exc}") from exc
+        virt = cls(conn, call_timeout=call_timeout)
+        virt._subscribe()
+        return virt
+
+    def _subscribe(self) -> None:
+        def lifecycle(_c: Any, dom: Any, event: int, detail: int, _o: Any) -> None:
+            self.events.put_nowait(LifecycleEvent(dom.name(), _event_name(event), detail))
+
+        def agent(_c: Any, dom: Any, state: int, _reason: int, _o: Any) -> None:
+            connected = state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
+            self.events.put_nowait(LifecycleEvent(dom.name(), "Agent", 0, connected))
+
+        for event_id, cb in (
+            (libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, lifecycle),
+            (libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, agent),
+        ):
+            self._callbacks.append(self._conn.domainEventRegisterAny(None, event_id, cb, None))
+
+    async def close(self) -> None:
+        for cb_id in self._callbacks:
+            # The daemon may already be gone; then there is nothing to deregister from.
+            with contextlib.suppress(libvirt.libvirtError):
+                self._conn.domainEventDeregisterAny(cb_id)
+        self._callbacks.clear()
+        await self._call(self._conn.close)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+        try:
+            async with asyncio.timeout(timeout or self._timeout):
+                return await asyncio.to_thread(fn, *args)
+        except TimeoutError:
+            raise LibvirtFailure(f"libvirt call {fn.__name__} timed out") from None
+        except libvirt.libvirtError as exc:
+            raise _typed(exc) from exc
+
+    async def _domain(self, name: str) -> Any:
+        return await self._call(self._conn.lookupByName, name)
+
+    async def define(self, xml: str) -> None:
+        await self._call(self._conn.defineXML, xml)
+
+    async def state(self, name: str) -> tuple[DomainState, int] | None:
+        """The domain's state and reason code, or None when it is not defined."""
+        try:
+            dom = await self._domain(name)
+            state, reason = await self._call(dom.state)
+        except DomainNotFound:
+            return None
+        return _STATES.get(state, DomainState.NO_STATE), reason
+
+    async def start(self, name: str, *, paused: bool) -> None:
+        dom = await self._domain(name)
+        flags = libvirt.VIR_DOMAIN_START_PAUSED if paused else 0
+        await self._call(dom.createWithFlags, flags)
+
+    async def suspend(self, name: str) -> None:
+        await self._call((await self._domain(name)).suspend)
+
+    async def resume(self, name: str) -> None:
+        await self._call((await self._domain(name)).resume)
+
+    async def shutdown(self, name: str) -> None:
+        """Ask the guest to power off through ACPI."""
+        dom = await self._domain(name)
+        await self._call(dom.shutdownFlags, libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
+
+    async def reboot(self, name: str) -> None:
+        dom = await self._domain(name)
+        await self._call(dom.reboot, libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)
+
+    async def destroy(self, name: str) -> None:
+        await self._call((await self._domain(name)).destroy)
+
+    async def undefine(self, name: str) -> None:
+        dom = await self._domain(name)
+        await self._call(dom.undefineFlags, libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+
+    async def xml(self, name: str) -> str:
+        dom = await self._domain(name)
+        return await self._call(dom.XMLDesc, 0)
+
+    async def stats(self, name: str) -> DomainStats:
+        dom = await self._domain(name)
+        result = await self._call(self._conn.domainListGetStats, [dom], 0, 0)
+        return _parse_stats(result[0][1] if result else {})
+
+    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
+        """Run a guest-agent command; AgentNotConnected when no agent answers."""
+        dom = await self._domain(name)
+        payload = json.dumps({"execute": command})
+        try:
+            raw = await self._call(
+                libvirt_qemu.qemuAgentCommand, dom, payload, timeout, 0, timeout=timeout + 5
+            )
+        except LibvirtFailure as exc:
+            if "agent" in exc.message.lower():
+                raise AgentNotConnected(f"guest agent not connected: {exc.message}") from exc
+            raise
+        return json.loads(raw).get("return")
+
+
+_REASONS: dict[int, dict[int, str]] = {
+    libvirt.VIR_DOMAIN_RUNNING: {
+        1: "Booted", 2: "Migrated", 3: "Restored", 4: "FromSnapshot", 5: "Unpaused",
+        6: "MigrationCanceled", 7: "SaveCanceled", 8: "Wakeup", 9: "Crashed", 10: "PostCopy",
+    },
+    libvirt.VIR_DOMAIN_PAUSED: {
+        1: "User", 2: "Migration", 3: "Save", 4: "Dump", 5: "IOError", 6: "Watchdog",
+        7: "FromSnapshot", 8: "ShuttingDown", 9: "Snapshot", 10: "Crashed", 11: "StartingUp",
+        12: "PostCopy", 13: "PostCopyFailed",
+    },
+    libvirt.VIR_DOMAIN_SHUTOFF: {
+        1: "Shutdown", 2: "Destroyed", 3: "Crashed", 4: "Migrated", 5: "Saved", 6: "Failed",
+        7: "FromSnapshot", 8: "DaemonDown",
+    },
+    libvirt.VIR_DOMAIN_SHUTDOWN: {1: "User"},
+    libvirt.VIR_DOMAIN_CRASHED: {1: "Panicked"},
+}  # fmt: skip
+
+
+def reason_name(state: DomainState, reason: int) -> str:
+    """libvirt's reason code for a state, as a word (Unknown when unlisted)."""
+    code = next(k for k, v in _STATES.items() if v == state)
+    return _REASONS.get(code, {}).get(reason, "Unknown")
+
+
+def _event_name(event: int) -> str:
+    names = {
+        libvirt.VIR_DOMAIN_EVENT_DEFINED: "Defined",
+        libvirt.VIR_DOMAIN_EVENT_UNDEFINED: "Undefined",
+        libvirt.VIR_DOMAIN_EVENT_STARTED: "Started",
+        libvirt.VIR_DOMAIN_EVENT_SUSPENDED: "Suspended",
+        libvirt.VIR_DOMAIN_EVENT_RESUMED: "Resumed",
+        libvirt.VIR_DOMAIN_EVENT_STOPPED: "Stopped",
+        libvirt.VIR_DOMAIN_EVENT_SHUTDOWN: "Shutdown",
+        libvirt.VIR_DOMAIN_EVENT_PMSUSPENDED: "PMSuspended",
+        libvirt.VIR_DOMAIN_EVENT_CRASHED: "Crashed",
+    }
+    return names.get(event, f"Event{event}")
+
+
+def _typed(exc: Any) -> Exception:
+    code = exc.get_error_code()
+    message = exc.get_error_message() or str(exc)
+    if code == libvirt.VIR_ERR_NO_DOMAIN:
+        return DomainNotFound(message)
+    if code in _AGENT_ERRORS:
+        return AgentNotConnected(f"guest agent not connected: {message}")
+    return LibvirtFailure(message, {"libvirtCode": code})
+
+
+def _parse_stats(raw: dict[str, Any]) -> DomainStats:
+    def count(prefix: str) -> int:
+        return int(raw.get(f"{prefix}.count", 0))
+
+    block = tuple(
+        BlockStats(
+            name=str(raw.get(f"block.{i}.name", i)),
+            read_bytes=int(raw.get(f"block.{i}.rd.bytes", 0)),
+            write_bytes=int(raw.get(f"block.{i}.wr.bytes", 0)),
+            read_requests=int(raw.get(f"block.{i}.rd.reqs", 0)),
+            write_requests=int(raw.get(f"block.{i}.wr.reqs", 0)),
+        )
+        for i in range(count("block"))
+    )
+    net = tuple(
+        NetStats(
+            name=str(raw.get(f"net.{i}.name", i)),
+            rx_bytes=int(raw.get(f"net.{i}.rx.bytes", 0)),
+            tx_bytes=int(raw.get(f"net.{i}.tx.bytes", 0)),
+            rx_packets=int(raw.get(f"net.{i}.rx.pkts", 0)),
+            tx_packets=int(raw.get(f"net.{i}.tx.pkts", 0)),
+        )
+        for i in range(count("net"))
+    )
+    return DomainStats(
+        cpu_time_ns=int(raw.get("cpu.time", 0)),
+        cpu_user_ns=int(raw.get("cpu.user", 0)),
+        cpu_system_ns=int(raw.get("cpu.system", 0)),
+        vcpus=int(raw.get("vcpu.current", 0)),
+        memory_actual_kib=int(raw.get("balloon.current", 0)),
+        memory_rss_kib=int(raw.get("balloon.rss", 0)),
+        memory_available_kib=int(raw.get("balloon.available", 0)),
+        memory_usable_kib=int(raw.get("balloon.usable", 0)),
+        memory_unused_kib=int(raw.get("balloon.unused", 0)),
+        block=block,
+        net=net,
+    )
