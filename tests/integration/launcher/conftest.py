@@ -1,0 +1,113 @@
+"""Fixtures for launcher integration tests: the real guest, real libvirtd, real QEMU.
+
+Nothing here skips: when the guest cannot be built or libvirt/QEMU are missing, the
+tests fail and say why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.wire.launcher_api import Method
+from tests.integration.launcher.harness import (
+    REPO,
+    Launcher,
+    cache_dir,
+    call,
+    qemu_pids_under,
+    tiny_vmi,
+    wait_for,
+)
+
+REQUIRED_TOOLS = ("libvirtd", "qemu-system-x86_64", "tini", "genisoimage", "qemu-img", "unshare")
+
+
+@pytest.fixture(scope="session")
+def guest() -> Path:
+    """Build (or reuse) the test guest; fail loudly when that is impossible."""
+    missing = [
+        t for t in REQUIRED_TOOLS if shutil.which(t) is None and not Path("/usr/sbin", t).exists()
+    ]
+    if missing:
+        pytest.fail(f"missing {missing}: run ./scripts/test, which installs them")
+    result = subprocess.run(
+        [str(REPO / "scripts" / "build-guest")], capture_output=True, text=True, timeout=1200
+    )
+    if result.returncode != 0:
+        pytest.fail(f"scripts/build-guest failed:\n{result.stderr[-3000:]}")
+    probe = subprocess.run(
+        [str(REPO / "scripts" / "probe-kvm")], capture_output=True, text=True, timeout=120
+    ) if (REPO / "scripts" / "probe-kvm").exists() else None  # TEMP
+    verdict = probe.stdout.strip() if probe else "tcg"
+    print(f"\n[launcher tests] guests run with {verdict.upper()} (scripts/probe-kvm)")
+    return Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else cache_dir()
+
+
+@pytest.fixture
+def launchers(guest: Path) -> Iterator[Callable[..., Launcher]]:
+    """Start launchers on demand; every one is stopped and checked for leftovers afterwards."""
+    started: list[Launcher] = []
+
+    def make(vmi: dict[str, Any] | None = None, **kwargs: Any) -> Launcher:
+        root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
+        launcher = Launcher(root=root, vmi=vmi or tiny_vmi(), **kwargs)
+        started.append(launcher)
+        launcher.start()
+        return launcher
+
+    yield make
+    for launcher in started:
+        _stop_and_check(launcher)
+
+
+def _stop_and_check(launcher: Launcher) -> None:
+    try:
+        launcher.terminate(timeout=60)
+    finally:
+        launcher.kill()
+    leftovers = qemu_pids_under(launcher.root)
+    shutil.rmtree(launcher.root, ignore_errors=True)
+    assert not leftovers, f"QEMU left behind: {leftovers}"
+
+
+@pytest.fixture(scope="module")
+def booted(guest: Path) -> Iterator[Launcher]:
+    """One launcher with the guest booted and its agent connected, shared by a module."""
+    root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
+    launcher = Launcher(root=root, vmi=tiny_vmi(name="shared"))
+    launcher.start()
+    try:
+        asyncio.run(_boot(launcher))
+        yield launcher
+    finally:
+        _stop_and_check(launcher)
+
+
+async def _boot(launcher: Launcher) -> None:
+    await call(launcher, Method.SYNC, {"vmi": launcher.vmi})
+
+    async def agent() -> bool:
+        status = await call(launcher, Method.GET_DOMAIN)
+        return bool(status["agentConnected"])
+
+    await wait_for(agent, timeout=90, what="guest agent", last=launcher.serial)
+
+
+@pytest.fixture(scope="module")
+def idle(guest: Path) -> Iterator[Launcher]:
+    """A ready launcher with no domain yet, shared by a module of bad-input tests."""
+    root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
+    launcher = Launcher(root=root, vmi=tiny_vmi(name="idle"))
+    launcher.start()
+    try:
+        yield launcher
+    finally:
+        _stop_and_check(launcher)

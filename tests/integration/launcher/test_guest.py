@@ -1,0 +1,109 @@
+"""The launcher boots the real guest and serves every command against it (shared VM)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import pytest
+
+from shared.wire.errors import CommandFailed, InvalidArgument
+from shared.wire.launcher_api import Method
+from tests.integration.launcher.harness import BOOT_MARKER, TICK, Launcher, call, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+async def test_guest_boots_and_prints_cloud_init(booted: Launcher) -> None:
+    """The console shows the boot marker and the user-data from the cidata ISO."""
+    serial = await wait_for(
+        lambda: "KUBEVIRT-PY-USERDATA-END" in booted.serial() and booted.serial(),
+        timeout=60,
+        what="user-data on the console",
+        last=booted.serial,
+    )
+    assert BOOT_MARKER in serial
+    begin = serial.index("KUBEVIRT-PY-USERDATA-BEGIN")
+    assert "hello: from-kubevirt-py" in serial[begin : serial.index("KUBEVIRT-PY-USERDATA-END")]
+
+
+async def test_domain_running_in_libvirt(booted: Launcher) -> None:
+    """get_domain says Running, and libvirt's own view (virsh) agrees."""
+    status = await call(booted, Method.GET_DOMAIN)
+    assert (status["state"], status["vmiUid"]) == ("Running", booted.vmi["metadata"]["uid"])
+    out = subprocess.run(
+        ["virsh", "-c", booted.libvirt_uri, "domstate", status["name"]],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip() == "running"
+
+
+async def test_generated_xml_is_valid(
+    booted: Launcher, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The domain XML the launcher defined passes virt-xml-validate."""
+    xml = subprocess.run(
+        ["virsh", "-c", booted.libvirt_uri, "dumpxml", "--inactive", "default_shared"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    path = tmp_path_factory.mktemp("xml") / "domain.xml"
+    path.write_text(xml)
+    subprocess.run(["virt-xml-validate", str(path), "domain"], check=True, capture_output=True)
+
+
+async def test_guest_agent_queries(booted: Launcher) -> None:
+    """guest ping, OS info, users and filesystems come from the real qemu-ga."""
+    assert await call(booted, Method.GUEST_PING) is True
+    info = await call(booted, Method.GET_GUEST_INFO)
+    assert info["os"]["kernelRelease"].startswith("6.")
+    assert info["guestAgentVersion"]
+    users = await call(booted, Method.GET_USERS)
+    assert isinstance(users["items"], list)
+    filesystems = await call(booted, Method.GET_FILESYSTEMS)
+    assert isinstance(filesystems["items"], list)
+
+
+async def test_pause_and_unpause(booted: Launcher) -> None:
+    """Pause stops the guest's ticks; unpause resumes them."""
+    paused = await call(booted, Method.PAUSE)
+    assert (paused["state"], paused["reason"]) == ("Paused", "User")
+    ticks = booted.serial().count(TICK)
+    await asyncio.sleep(2.5)
+    assert booted.serial().count(TICK) == ticks, "guest kept ticking while paused"
+    resumed = await call(booted, Method.UNPAUSE)
+    assert resumed["state"] == "Running"
+    await wait_for(
+        lambda: booted.serial().count(TICK) > ticks, timeout=10, what="ticks after unpause"
+    )
+
+
+async def test_domain_stats(booted: Launcher) -> None:
+    """Stats report cpu time, memory and the guest's block devices."""
+    stats = await call(booted, Method.GET_DOMAIN_STATS)
+    assert stats["cpu_time_ns"] > 0
+    assert stats["memory_actual_kib"] == 128 * 1024
+    assert {b["name"] for b in stats["block"]} == {"vda", "sda"}
+
+
+async def test_sync_is_idempotent(booted: Launcher) -> None:
+    """A second Sync of the same VMI changes nothing and reports Running."""
+    status = await call(booted, Method.SYNC, {"vmi": booted.vmi})
+    assert status["state"] == "Running"
+
+
+async def test_sync_for_another_vmi_is_refused(booted: Launcher) -> None:
+    """Sync with a different uid is refused with invalid_vmi; the running guest is untouched."""
+    other = dict(booted.vmi, metadata={**booted.vmi["metadata"], "uid": "other"})
+    with pytest.raises(CommandFailed) as info:
+        await call(booted, Method.SYNC, {"vmi": other})
+    assert info.value.code == "invalid_vmi"
+    assert (await call(booted, Method.GET_DOMAIN))["state"] == "Running"
+
+
+async def test_wrong_argument_types(booted: Launcher) -> None:
+    """Arguments of the wrong shape get invalid_argument naming the field."""
+    with pytest.raises(InvalidArgument) as info:
+        await call(booted, Method.SYNC, {"vmi": "not-a-map"})
+    assert info.value.field == "vmi"
+    with pytest.raises(InvalidArgument):
+        await call(booted, Method.PAUSE, {"unexpected": 1})
