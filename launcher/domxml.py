@@ -117,10 +117,11 @@ def _text(parent: ET.Element, tag: str, text: str, **attrs: str) -> ET.Element:
 
 def _metadata(dom: ET.Element, plan: DomainPlan) -> None:
     meta = ET.SubElement(dom, "metadata")
-    kv = ET.SubElement(meta, f"{{{KUBEVIRT_NS}}}kubevirt")
-    _text(kv, f"{{{KUBEVIRT_NS}}}namespace", plan.namespace)
-    _text(kv, f"{{{KUBEVIRT_NS}}}name", plan.vmi_name)
-    _text(kv, f"{{{KUBEVIRT_NS}}}uid", plan.uuid)
+    # A literal prefix keeps libvirt's stored XML readable (no ns0:).
+    kv = ET.SubElement(meta, "kubevirt:kubevirt", {"xmlns:kubevirt": KUBEVIRT_NS})
+    _text(kv, "kubevirt:namespace", plan.namespace)
+    _text(kv, "kubevirt:name", plan.vmi_name)
+    _text(kv, "kubevirt:uid", plan.uuid)
 
 
 def _os(dom: ET.Element, plan: DomainPlan) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -17,7 +17,7 @@ from launcher import domxml
 from launcher.disks import DiskContext
 from launcher.errors import DomainNotFound, InvalidSpec
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import LifecycleEvent, Virt, reason_name
+from launcher.virt import LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
 from shared.wire.stats import DomainStats
@@ -25,6 +25,24 @@ from shared.wire.stats import DomainStats
 log = structlog.get_logger("launcher.manager")
 
 ACPI_RETRY_SECONDS = 5.0
+
+
+class VirtPort(Protocol):
+    """What the manager needs of libvirt (launcher.virt.Virt; fakes in unit tests)."""
+
+    events: asyncio.Queue[LifecycleEvent]
+
+    async def define(self, xml: str) -> None: ...
+    async def state(self, name: str) -> tuple[DomainState, int] | None: ...
+    async def start(self, name: str, *, paused: bool) -> None: ...
+    async def suspend(self, name: str) -> None: ...
+    async def resume(self, name: str) -> None: ...
+    async def shutdown(self, name: str) -> None: ...
+    async def reboot(self, name: str) -> None: ...
+    async def destroy(self, name: str) -> None: ...
+    async def undefine(self, name: str) -> None: ...
+    async def stats(self, name: str) -> DomainStats: ...
+    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +71,7 @@ class DomainManager:
     def __init__(
         self,
         *,
-        virt: Virt,
+        virt: VirtPort,
         identity: Identity,
         disks: DiskContext,
         host: HostPaths,
@@ -208,5 +226,10 @@ class DomainManager:
         except DomainNotFound:
             status = self._status(DomainState.NO_STATE, "Unknown")
         kind = EventType.ADDED if event.event == "Defined" else EventType.MODIFIED
-        log.info("domain_event_seen", libvirt_event=event.event, state=str(status.state), reason=status.reason)
+        log.info(
+            "domain_event_seen",
+            libvirt_event=event.event,
+            state=str(status.state),
+            reason=status.reason,
+        )
         return DomainEvent(type=kind, domain=status, reason=event.event)

@@ -1,0 +1,137 @@
+"""Validation of spec.domain: CPU, memory, disks and direct kernel boot."""
+
+from __future__ import annotations
+
+import re
+
+from shared.model._validate_common import (
+    Errors,
+    ValidationLimits,
+    check_abs_path,
+    check_image,
+    check_name,
+    check_quantity,
+    check_unique_names,
+)
+from shared.model.domain import Disk, DomainSpec
+from shared.model.errors import QuantityError
+from shared.model.quantity import format_bytes, parse_millis
+from shared.model.vmi import VMISpec
+
+DISK_BUSES = frozenset({"virtio", "sata", "scsi", "usb"})
+# virtio-blk carries at most 20 bytes of serial.
+_SERIAL = re.compile(r"[A-Za-z0-9_.+-]{1,20}")
+
+
+def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
+    """Topology counts ≥ 1, total vCPUs within limits, CPU quantities well formed."""
+    cpu = domain.cpu
+    for name, count in (("sockets", cpu.sockets), ("cores", cpu.cores), ("threads", cpu.threads)):
+        if count is not None and count < 1:
+            errs.add(f"{path}.cpu.{name}", "must be at least 1", count)
+    if domain.vcpus() > limits.max_vcpus:
+        errs.add(
+            f"{path}.cpu",
+            f"sockets*cores*threads = {domain.vcpus()} exceeds the maximum of {limits.max_vcpus}",
+            domain.vcpus(),
+        )
+    for kind, res in (("requests", domain.resources.requests), ("limits", domain.resources.limits)):
+        if res.cpu is None:
+            continue
+        cpu_path = f"{path}.resources.{kind}.cpu"
+        try:
+            if parse_millis(res.cpu) < 0:
+                errs.add(cpu_path, "must not be negative", res.cpu)
+        except QuantityError as e:
+            errs.add(cpu_path, f"is not a valid quantity: {e.message}", res.cpu)
+
+
+def validate_memory(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
+    """Guest memory present, positive, within [min, max], not above the memory limit."""
+    guest_path = f"{path}.memory.guest"
+    req_path = f"{path}.resources.requests.memory"
+    lim_path = f"{path}.resources.limits.memory"
+    guest = check_quantity(errs, guest_path, domain.memory.guest)
+    request = check_quantity(errs, req_path, domain.resources.requests.memory)
+    limit = check_quantity(errs, lim_path, domain.resources.limits.memory)
+    if domain.guest_memory() is None:
+        errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")
+        return
+    if domain.memory.guest is not None:
+        effective, eff_path = guest, guest_path
+    else:
+        effective, eff_path = request, req_path
+    if effective is not None:
+        if effective < limits.min_memory:
+            errs.add(eff_path, f"must be at least {format_bytes(limits.min_memory)}")
+        if effective > limits.max_memory:
+            errs.add(eff_path, f"must be at most {format_bytes(limits.max_memory)}")
+    if guest is not None and limit is not None and guest > limit:
+        errs.add(guest_path, f"must not exceed {lim_path}", domain.memory.guest)
+    if request is not None and limit is not None and request > limit:
+        errs.add(req_path, f"must not exceed {lim_path}", domain.resources.requests.memory)
+
+
+def _validate_disk(errs: Errors, path: str, disk: Disk, spec: VMISpec) -> None:
+    check_name(errs, f"{path}.name", disk.name)
+    targets = [k for k, v in (("disk", disk.disk), ("cdrom", disk.cdrom)) if v is not None]
+    if disk.extra.get("lun") is not None:
+        targets.append("lun")
+    if len(targets) > 1:
+        errs.add(path, f"must set at most one of disk, cdrom, lun (found {', '.join(targets)})")
+    for kind, target in (("disk", disk.disk), ("cdrom", disk.cdrom)):
+        if target is None or target.bus is None:
+            continue
+        bus_path = f"{path}.{kind}.bus"
+        if target.bus not in DISK_BUSES:
+            errs.add(bus_path, f"must be one of {', '.join(sorted(DISK_BUSES))}", target.bus)
+        elif kind == "cdrom" and target.bus == "virtio":
+            errs.add(bus_path, "a cdrom cannot use the virtio bus", target.bus)
+    if disk.boot_order is not None and disk.boot_order < 1:
+        errs.add(f"{path}.bootOrder", "must be at least 1", disk.boot_order)
+    if disk.serial is not None and not _SERIAL.fullmatch(disk.serial):
+        errs.add(f"{path}.serial", "must be 1-20 of A-Z a-z 0-9 _ . + -", disk.serial)
+    if disk.name and spec.volume(disk.name) is None:
+        errs.add(f"{path}.name", f"no volume named {disk.name!r} in spec.volumes", disk.name)
+
+
+def validate_disks(errs: Errors, path: str, spec: VMISpec) -> None:
+    """Names unique labels, one target, known bus, boot order unique, a volume each."""
+    disks = spec.domain.devices.disks
+    disks_path = f"{path}.domain.devices.disks"
+    for i, disk in enumerate(disks):
+        _validate_disk(errs, f"{disks_path}[{i}]", disk, spec)
+    check_unique_names(errs, disks_path, [d.name for d in disks])
+    seen: dict[int, int] = {}
+    for i, disk in enumerate(disks):
+        order = disk.boot_order
+        if order is None or order < 1:
+            continue
+        if order in seen:
+            errs.add(
+                f"{disks_path}[{i}].bootOrder",
+                f"duplicate bootOrder {order} (also {disks_path}[{seen[order]}])",
+                order,
+            )
+        else:
+            seen[order] = i
+
+
+def validate_kernel_boot(errs: Errors, path: str, domain: DomainSpec) -> None:
+    """kernelBoot needs a container image and a kernel or initrd at clean absolute paths."""
+    kb = domain.firmware.kernel_boot
+    if kb is None:
+        return
+    kb_path = f"{path}.firmware.kernelBoot"
+    container = kb.container
+    if container is None:
+        errs.add(f"{kb_path}.container", "is required")
+        return
+    c_path = f"{kb_path}.container"
+    check_image(errs, f"{c_path}.image", container.image)
+    if not container.kernel_path and not container.initrd_path:
+        errs.add(c_path, "must set kernelPath, initrdPath or both")
+    check_abs_path(errs, f"{c_path}.kernelPath", container.kernel_path, required=False)
+    check_abs_path(errs, f"{c_path}.initrdPath", container.initrd_path, required=False)
+    if kb.kernel_args is not None and any(ch in kb.kernel_args for ch in "\n\r\t\0"):
+        errs.add(f"{kb_path}.kernelArgs", "must be a single line", kb.kernel_args)

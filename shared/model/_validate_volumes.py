@@ -1,0 +1,173 @@
+"""Validation of spec.volumes (sources, disk pairing, cloud-init) and of interfaces ↔ networks."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+
+from shared.model._validate_common import (
+    Errors,
+    ValidationLimits,
+    check_abs_path,
+    check_image,
+    check_name,
+    check_quantity,
+    check_unique_names,
+)
+from shared.model.enums import HostDiskType
+from shared.model.vmi import VMISpec
+from shared.model.volumes import CloudInitNoCloudSource, Volume
+
+INTERFACE_MODELS = frozenset({"virtio", "e1000", "e1000e", "rtl8139", "ne2k_pci", "pcnet"})
+_MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
+
+
+def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
+    """Per-source rules for the typed volume sources."""
+    if vol.container_disk is not None:
+        cd = vol.container_disk
+        check_image(errs, f"{path}.containerDisk.image", cd.image)
+        check_abs_path(errs, f"{path}.containerDisk.path", cd.path, required=False)
+    if vol.persistent_volume_claim is not None:
+        claim = vol.persistent_volume_claim.claim_name
+        check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
+    if vol.host_disk is not None:
+        hd = vol.host_disk
+        check_abs_path(errs, f"{path}.hostDisk.path", hd.path)
+        if hd.type is None:
+            errs.add(f"{path}.hostDisk.type", "is required (Disk or DiskOrCreate)")
+        required = hd.type == HostDiskType.DISK_OR_CREATE
+        check_quantity(errs, f"{path}.hostDisk.capacity", hd.capacity, required=required)
+    if vol.empty_disk is not None:
+        check_quantity(errs, f"{path}.emptyDisk.capacity", vol.empty_disk.capacity, required=True)
+
+
+def _check_payload(
+    errs: Errors, path: str, plain: str | None, encoded: str | None, limit: int
+) -> None:
+    """One cloud-init document (plain or base64): decodable and within the size limit."""
+    size: int | None = None
+    if plain is not None:
+        size = len(plain.encode())
+    elif encoded is not None:
+        try:
+            size = len(base64.b64decode(encoded, validate=True))
+        except (binascii.Error, ValueError):
+            errs.add(f"{path}Base64", "is not valid base64")
+    if size is not None and size > limit:
+        where = path if plain is not None else f"{path}Base64"
+        errs.add(where, f"is {size} bytes, more than the limit of {limit}", size)
+
+
+def _validate_cloud_init(
+    errs: Errors, path: str, ci: CloudInitNoCloudSource, limits: ValidationLimits
+) -> None:
+    """Exactly one user-data form, at most one network-data form, each decodable and bounded."""
+    user_forms = [
+        k
+        for k, v in (
+            ("userData", ci.user_data),
+            ("userDataBase64", ci.user_data_base64),
+            ("secretRef", ci.extra.get("secretRef")),
+        )
+        if v is not None
+    ]
+    net_forms = [
+        k
+        for k, v in (
+            ("networkData", ci.network_data),
+            ("networkDataBase64", ci.network_data_base64),
+            ("networkDataSecretRef", ci.extra.get("networkDataSecretRef")),
+        )
+        if v is not None
+    ]
+    if len(user_forms) != 1:
+        found = f" (found {', '.join(user_forms)})" if user_forms else ""
+        errs.add(path, f"must set exactly one of userData, userDataBase64, secretRef{found}")
+    if len(net_forms) > 1:
+        errs.add(path, f"must set at most one of {', '.join(net_forms)}")
+    limit = limits.max_userdata_bytes
+    _check_payload(errs, f"{path}.userData", ci.user_data, ci.user_data_base64, limit)
+    _check_payload(errs, f"{path}.networkData", ci.network_data, ci.network_data_base64, limit)
+
+
+def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationLimits) -> None:
+    """Names unique labels, exactly one source each, used by exactly one disk."""
+    vols_path = f"{path}.volumes"
+    disk_names = [d.name for d in spec.domain.devices.disks]
+    for i, vol in enumerate(spec.volumes):
+        vpath = f"{vols_path}[{i}]"
+        check_name(errs, f"{vpath}.name", vol.name)
+        sources = vol.sources()
+        if not sources:
+            errs.add(vpath, "must set a volume source")
+        elif len(sources) > 1:
+            errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
+        _validate_source(errs, vpath, vol)
+        if vol.cloud_init_no_cloud is not None:
+            _validate_cloud_init(errs, f"{vpath}.cloudInitNoCloud", vol.cloud_init_no_cloud, limits)
+        users = disk_names.count(vol.name) if vol.name else 0
+        if vol.name and users == 0:
+            kind = "cloud-init volume" if vol.is_cloud_init else "volume"
+            errs.add(f"{vpath}.name", f"{kind} {vol.name!r} is not used by any disk", vol.name)
+        elif users > 1:
+            errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
+    check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
+
+
+def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:
+    iface = spec.domain.devices.interfaces[i]
+    check_name(errs, f"{path}.name", iface.name)
+    bindings = iface.bindings()
+    if len(bindings) != 1:
+        found = f" (found {', '.join(bindings)})" if bindings else ""
+        errs.add(path, f"must set exactly one binding method, e.g. masquerade or bridge{found}")
+    if iface.model is not None and iface.model not in INTERFACE_MODELS:
+        errs.add(
+            f"{path}.model", f"must be one of {', '.join(sorted(INTERFACE_MODELS))}", iface.model
+        )
+    if iface.mac_address is not None and not _MAC.fullmatch(iface.mac_address):
+        errs.add(f"{path}.macAddress", "is not a valid MAC address", iface.mac_address)
+    network = spec.network(iface.name) if iface.name else None
+    if iface.name and network is None:
+        errs.add(f"{path}.name", f"no network named {iface.name!r} in spec.networks", iface.name)
+    if iface.masquerade is not None and network is not None and network.pod is None:
+        errs.add(f"{path}.masquerade", "masquerade is only allowed on the pod network")
+
+
+def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
+    """Interfaces and networks pair by name; one binding, one source, one pod network."""
+    ifaces_path = f"{path}.domain.devices.interfaces"
+    for i in range(len(spec.domain.devices.interfaces)):
+        _validate_interface_fields(errs, f"{ifaces_path}[{i}]", spec, i)
+    check_unique_names(errs, ifaces_path, [x.name for x in spec.domain.devices.interfaces])
+    nets_path = f"{path}.networks"
+    pod_at: int | None = None
+    for i, net in enumerate(spec.networks):
+        npath = f"{nets_path}[{i}]"
+        check_name(errs, f"{npath}.name", net.name)
+        sources = net.sources()
+        if len(sources) != 1:
+            found = f" (found {', '.join(sources)})" if sources else ""
+            errs.add(npath, f"must set exactly one network source, e.g. pod{found}")
+        if net.name and spec.domain.devices.interface(net.name) is None:
+            errs.add(f"{npath}.name", f"network {net.name!r} has no interface", net.name)
+        if net.pod is None:
+            continue
+        if pod_at is not None:
+            errs.add(f"{npath}.pod", f"the pod network is already used by {nets_path}[{pod_at}]")
+        pod_at = i if pod_at is None else pod_at
+        cidr = net.pod.vm_network_cidr
+        if cidr is not None and not _is_ipv4_cidr(cidr):
+            errs.add(f"{npath}.pod.vmNetworkCIDR", "is not a valid IPv4 CIDR", cidr)
+    check_unique_names(errs, nets_path, [n.name for n in spec.networks])
+
+
+def _is_ipv4_cidr(value: str) -> bool:
+    try:
+        net = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return net.version == 4 and "/" in value

@@ -1,0 +1,208 @@
+"""spec.domain of a VirtualMachineInstance: CPU, memory, resources, devices, firmware.
+
+Container objects (cpu, memory, resources, devices, …) default to empty instances so the
+daemons can walk `vmi.spec.domain.devices.disks` without None checks; objects whose
+presence is the meaning (disk vs cdrom, masquerade vs bridge, kernelBoot) are Optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.model._codec import Model
+from shared.model.enums import PullPolicy
+from shared.model.quantity import parse_bytes, parse_millis
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CPU(Model):
+    """domain.cpu: topology and model; unset counts are 1."""
+
+    sockets: int | None = None
+    cores: int | None = None
+    threads: int | None = None
+    model: str | None = None
+
+    def vcpus(self) -> int:
+        """sockets * cores * threads, each defaulting to 1."""
+        return (self.sockets or 1) * (self.cores or 1) * (self.threads or 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory(Model):
+    """domain.memory: the guest-visible memory."""
+
+    guest: str | int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceList(Model):
+    """A Kubernetes ResourceList; resources other than memory and cpu stay in `extra`."""
+
+    memory: str | int | None = None
+    cpu: str | int | None = None
+
+    def memory_bytes(self) -> int | None:
+        """memory in bytes, or None when unset; raises QuantityError when malformed."""
+        return None if self.memory is None else parse_bytes(self.memory)
+
+    def cpu_millis(self) -> int | None:
+        """cpu in millicores, or None when unset; raises QuantityError when malformed."""
+        return None if self.cpu is None else parse_millis(self.cpu)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceRequirements(Model):
+    """domain.resources."""
+
+    requests: ResourceList = field(default_factory=ResourceList)
+    limits: ResourceList = field(default_factory=ResourceList)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiskTarget(Model):
+    """disks[].disk: a plain disk."""
+
+    bus: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CDRomTarget(Model):
+    """disks[].cdrom: a CD-ROM (read-only unless readonly is false)."""
+
+    bus: str | None = None
+    readonly: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disk(Model):
+    """domain.devices.disks[]: paired by name with spec.volumes[]."""
+
+    name: str | None = None
+    disk: DiskTarget | None = None
+    cdrom: CDRomTarget | None = None
+    boot_order: int | None = None
+    serial: str | None = None
+
+    @property
+    def bus(self) -> str | None:
+        """The bus of whichever target is set."""
+        target = self.disk or self.cdrom
+        return target.bus if target is not None else None
+
+    @property
+    def is_cdrom(self) -> bool:
+        """True for cdrom devices."""
+        return self.cdrom is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterfaceMasquerade(Model):
+    """interfaces[].masquerade: NAT behind the pod IP (no fields)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterfaceBridge(Model):
+    """interfaces[].bridge: the guest takes the pod interface (no fields)."""
+
+
+# Binding methods KubeVirt knows; only masquerade and bridge are typed here.
+UNTYPED_BINDINGS = ("slirp", "sriov", "passt", "macvtap", "binding")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interface(Model):
+    """domain.devices.interfaces[]: paired by name with spec.networks[]."""
+
+    name: str | None = None
+    masquerade: InterfaceMasquerade | None = None
+    bridge: InterfaceBridge | None = None
+    model: str | None = None
+    mac_address: str | None = None
+
+    def bindings(self) -> tuple[str, ...]:
+        """Wire names of every binding method set on this interface."""
+        typed = (("masquerade", self.masquerade), ("bridge", self.bridge))
+        found = [key for key, value in typed if value is not None]
+        found += [key for key in UNTYPED_BINDINGS if self.extra.get(key) is not None]
+        return tuple(found)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Devices(Model):
+    """domain.devices (autoattach* flags and other devices stay in `extra`)."""
+
+    disks: tuple[Disk, ...] = ()
+    interfaces: tuple[Interface, ...] = ()
+
+    def disk(self, name: str) -> Disk | None:
+        """The disk with this name, if any."""
+        return next((d for d in self.disks if d.name == name), None)
+
+    def interface(self, name: str) -> Interface | None:
+        """The interface with this name, if any."""
+        return next((i for i in self.interfaces if i.name == name), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelBootContainer(Model):
+    """firmware.kernelBoot.container: the image holding the kernel and initrd."""
+
+    image: str | None = None
+    kernel_path: str | None = None
+    initrd_path: str | None = None
+    image_pull_policy: PullPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelBoot(Model):
+    """firmware.kernelBoot: direct kernel boot."""
+
+    container: KernelBootContainer | None = None
+    kernel_args: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Firmware(Model):
+    """domain.firmware (uuid, serial, bootloader stay in `extra`)."""
+
+    kernel_boot: KernelBoot | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Machine(Model):
+    """domain.machine."""
+
+    type: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DomainSpec(Model):
+    """spec.domain."""
+
+    cpu: CPU = field(default_factory=CPU)
+    memory: Memory = field(default_factory=Memory)
+    resources: ResourceRequirements = field(default_factory=ResourceRequirements)
+    devices: Devices = field(default_factory=Devices)
+    firmware: Firmware = field(default_factory=Firmware)
+    machine: Machine = field(default_factory=Machine)
+
+    def guest_memory(self) -> str | int | None:
+        """The guest memory quantity: memory.guest, else resources.requests.memory."""
+        if self.memory.guest is not None:
+            return self.memory.guest
+        return self.resources.requests.memory
+
+    def guest_memory_bytes(self) -> int | None:
+        """Guest memory in bytes (memory.guest, else requests.memory), None when neither."""
+        quantity = self.guest_memory()
+        return None if quantity is None else parse_bytes(quantity)
+
+    def vcpus(self) -> int:
+        """The guest's vCPU count from the CPU topology."""
+        return self.cpu.vcpus()
+
+    @property
+    def kernel_boot(self) -> KernelBoot | None:
+        """firmware.kernelBoot, if set."""
+        return self.firmware.kernel_boot

@@ -1,0 +1,75 @@
+"""VirtualMachineInstanceMigration and the migration state a VMI carries in its status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shared.model._codec import Model
+from shared.model.enums import MigrationAbortStatus, MigrationMode, MigrationPhase
+from shared.model.meta import PhaseTransition
+from shared.model.objects import KubeObject
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationState(Model):
+    """VMI status.migrationState: the source and target of the current/last migration."""
+
+    source_node: str | None = None
+    target_node: str | None = None
+    source_pod: str | None = None
+    target_pod: str | None = None
+    target_node_address: str | None = None
+    target_node_domain_detected: bool | None = None
+    target_node_domain_ready_timestamp: str | None = None
+    start_timestamp: str | None = None
+    end_timestamp: str | None = None
+    completed: bool | None = None
+    failed: bool | None = None
+    abort_requested: bool | None = None
+    abort_status: MigrationAbortStatus | None = None
+    failure_reason: str | None = None
+    migration_uid: str | None = None
+    mode: MigrationMode | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationSpec(Model):
+    """VMIM spec: which VMI (same namespace) to migrate."""
+
+    vmi_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationStatus(Model):
+    """VMIM status."""
+
+    phase: MigrationPhase | None = None
+    phase_transition_timestamps: tuple[PhaseTransition, ...] = ()
+    migration_state: MigrationState | None = None
+
+    @property
+    def phase_or_unset(self) -> MigrationPhase:
+        """The phase, UNSET when absent."""
+        return self.phase if self.phase is not None else MigrationPhase.UNSET
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VirtualMachineInstanceMigration(KubeObject):
+    """kubevirt.io/v1 VirtualMachineInstanceMigration (vmim)."""
+
+    KIND: ClassVar[str] = "VirtualMachineInstanceMigration"
+    PLURAL: ClassVar[str] = "virtualmachineinstancemigrations"
+
+    spec: MigrationSpec = field(default_factory=MigrationSpec)
+    status: MigrationStatus = field(default_factory=MigrationStatus)
+
+    @property
+    def vmi_key(self) -> str:
+        """The "namespace/name" key of the VMI this migration moves."""
+        name = self.spec.vmi_name or ""
+        return f"{self.metadata.namespace}/{name}" if self.metadata.namespace else name
+
+    def is_final(self) -> bool:
+        """Succeeded or Failed."""
+        return self.status.phase_or_unset.is_final()

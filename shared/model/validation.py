@@ -1,0 +1,126 @@
+"""Validation of VMIs, VMs and migrations: every problem, each with its JSON field path.
+
+`validate_vmi` and friends return a list of FieldError (empty when valid); the
+`require_valid_*` helpers raise the typed InvalidVMI / InvalidVM / InvalidMigration
+carrying that list. Names with XML metacharacters are simply invalid DNS-1123 names; the
+domain XML builder escapes everything regardless.
+"""
+
+from __future__ import annotations
+
+from shared.model._validate_common import (
+    Errors,
+    ValidationLimits,
+    check_name,
+    check_strings,
+)
+from shared.model._validate_domain import (
+    DISK_BUSES,
+    validate_cpu,
+    validate_disks,
+    validate_kernel_boot,
+    validate_memory,
+)
+from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
+from shared.model.errors import FieldError, InvalidMigration, InvalidVM, InvalidVMI
+from shared.model.meta import ObjectMeta
+from shared.model.migration import VirtualMachineInstanceMigration
+from shared.model.vm import VirtualMachine
+from shared.model.vmi import VirtualMachineInstance, VMISpec
+
+__all__ = [
+    "DISK_BUSES",
+    "INTERFACE_MODELS",
+    "FieldError",
+    "ValidationLimits",
+    "require_valid_migration",
+    "require_valid_vm",
+    "require_valid_vmi",
+    "validate_migration",
+    "validate_vm",
+    "validate_vmi",
+    "validate_vmi_spec",
+]
+
+_DEFAULT_LIMITS = ValidationLimits()
+
+
+def _validate_metadata(errs: Errors, meta: ObjectMeta, *, name_required: bool) -> None:
+    """metadata.name (or generateName) and namespace, plus string hygiene."""
+    if meta.name or name_required or not meta.generate_name:
+        check_name(errs, "metadata.name", meta.name, subdomain=True)
+    if meta.namespace is not None:
+        check_name(errs, "metadata.namespace", meta.namespace)
+    check_strings(errs, "metadata", meta.to_dict())
+
+
+def validate_vmi_spec(
+    spec: VMISpec, *, path: str = "spec", limits: ValidationLimits = _DEFAULT_LIMITS
+) -> list[FieldError]:
+    """Every problem in a VMI spec, with paths rooted at `path`."""
+    errs = Errors()
+    domain_path = f"{path}.domain"
+    validate_cpu(errs, domain_path, spec.domain, limits)
+    validate_memory(errs, domain_path, spec.domain, limits)
+    validate_disks(errs, path, spec)
+    validate_volumes(errs, path, spec, limits)
+    validate_networks(errs, path, spec)
+    validate_kernel_boot(errs, domain_path, spec.domain)
+    grace = spec.termination_grace_period_seconds
+    if grace is not None and grace < 0:
+        errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)
+    check_strings(errs, path, spec.to_dict())
+    return errs.items
+
+
+def validate_vmi(
+    vmi: VirtualMachineInstance, *, limits: ValidationLimits = _DEFAULT_LIMITS
+) -> list[FieldError]:
+    """Every problem in a VMI's metadata and spec (status is not validated)."""
+    errs = Errors()
+    _validate_metadata(errs, vmi.metadata, name_required=True)
+    return errs.items + validate_vmi_spec(vmi.spec, limits=limits)
+
+
+def validate_vm(
+    vm: VirtualMachine, *, limits: ValidationLimits = _DEFAULT_LIMITS
+) -> list[FieldError]:
+    """Every problem in a VM: its metadata, run strategy and template."""
+    errs = Errors()
+    _validate_metadata(errs, vm.metadata, name_required=False)
+    if vm.spec.run_strategy is not None and vm.spec.running is not None:
+        errs.add("spec.running", "running and runStrategy are mutually exclusive", vm.spec.running)
+    check_strings(errs, "spec.template.metadata", vm.spec.template.metadata.to_dict())
+    spec_errors = validate_vmi_spec(vm.spec.template.spec, path="spec.template.spec", limits=limits)
+    return errs.items + spec_errors
+
+
+def validate_migration(migration: VirtualMachineInstanceMigration) -> list[FieldError]:
+    """A migration names its VMI with a valid name."""
+    errs = Errors()
+    _validate_metadata(errs, migration.metadata, name_required=False)
+    check_name(errs, "spec.vmiName", migration.spec.vmi_name, subdomain=True)
+    return errs.items
+
+
+def require_valid_vmi(
+    vmi: VirtualMachineInstance, *, limits: ValidationLimits = _DEFAULT_LIMITS
+) -> None:
+    """Raise InvalidVMI listing every problem, if there is any."""
+    errors = validate_vmi(vmi, limits=limits)
+    if errors:
+        raise InvalidVMI(errors, name=vmi.key)
+
+
+def require_valid_vm(vm: VirtualMachine, *, limits: ValidationLimits = _DEFAULT_LIMITS) -> None:
+    """Raise InvalidVM listing every problem, if there is any."""
+    errors = validate_vm(vm, limits=limits)
+    if errors:
+        raise InvalidVM(errors, name=vm.key)
+
+
+def require_valid_migration(migration: VirtualMachineInstanceMigration) -> None:
+    """Raise InvalidMigration listing every problem, if there is any."""
+    errors = validate_migration(migration)
+    if errors:
+        raise InvalidMigration(errors, name=migration.key)

@@ -1,0 +1,123 @@
+"""VirtualMachineInstance: spec (domain, volumes, networks, scheduling) and status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shared.model._codec import Model, json_name
+from shared.model.domain import DomainSpec
+from shared.model.enums import (
+    EvictionStrategy,
+    MigrationMethod,
+    QOSClass,
+    StartStrategy,
+    VMIPhase,
+)
+from shared.model.meta import ConditionsMixin, PhaseTransition, VMICondition
+from shared.model.migration import MigrationState
+from shared.model.objects import KubeObject
+from shared.model.volumes import Network, Volume
+
+# KubeVirt's default when terminationGracePeriodSeconds is unset.
+DEFAULT_GRACE_PERIOD_SECONDS = 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VMISpec(Model):
+    """VMI spec (the subset the daemons act on; everything else stays in `extra`)."""
+
+    domain: DomainSpec = field(default_factory=DomainSpec)
+    volumes: tuple[Volume, ...] = ()
+    networks: tuple[Network, ...] = ()
+    termination_grace_period_seconds: int | None = None
+    start_strategy: StartStrategy | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    eviction_strategy: EvictionStrategy | None = None
+
+    def volume(self, name: str) -> Volume | None:
+        """The volume with this name, if any."""
+        return next((v for v in self.volumes if v.name == name), None)
+
+    def network(self, name: str) -> Network | None:
+        """The network with this name, if any."""
+        return next((n for n in self.networks if n.name == name), None)
+
+    @property
+    def starts_paused(self) -> bool:
+        """startStrategy: Paused."""
+        return self.start_strategy == StartStrategy.PAUSED
+
+    @property
+    def grace_period_seconds(self) -> int:
+        """terminationGracePeriodSeconds, KubeVirt's 30 s when unset."""
+        value = self.termination_grace_period_seconds
+        return DEFAULT_GRACE_PERIOD_SECONDS if value is None else value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VMIInterfaceStatus(Model):
+    """status.interfaces[]."""
+
+    name: str | None = None
+    ip_address: str | None = None
+    ip_addresses: tuple[str, ...] = ()
+    mac: str | None = None
+    interface_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuestOSInfo(Model):
+    """status.guestOSInfo, as reported by the guest agent."""
+
+    name: str | None = None
+    id: str | None = None
+    version: str | None = None
+    version_id: str | None = None
+    pretty_name: str | None = None
+    kernel_release: str | None = None
+    kernel_version: str | None = None
+    machine: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VMIStatus(ConditionsMixin[VMICondition], Model):
+    """VMI status; build updates with dataclasses.replace / with_condition."""
+
+    phase: VMIPhase | None = None
+    conditions: tuple[VMICondition, ...] = ()
+    node_name: str | None = None
+    reason: str | None = None
+    phase_transition_timestamps: tuple[PhaseTransition, ...] = ()
+    interfaces: tuple[VMIInterfaceStatus, ...] = ()
+    guest_os_info: GuestOSInfo | None = field(default=None, metadata=json_name("guestOSInfo"))
+    migration_state: MigrationState | None = None
+    active_pods: Mapping[str, str] = field(default_factory=dict)
+    qos_class: QOSClass | None = None
+    launcher_container_image_version: str | None = None
+    migration_method: MigrationMethod | None = None
+
+    @property
+    def phase_or_unset(self) -> VMIPhase:
+        """The phase, UNSET ("") when absent."""
+        return self.phase if self.phase is not None else VMIPhase.UNSET
+
+    def is_final(self) -> bool:
+        """Succeeded or Failed."""
+        return self.phase_or_unset.is_final()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VirtualMachineInstance(KubeObject):
+    """kubevirt.io/v1 VirtualMachineInstance (vmi)."""
+
+    KIND: ClassVar[str] = "VirtualMachineInstance"
+    PLURAL: ClassVar[str] = "virtualmachineinstances"
+
+    spec: VMISpec = field(default_factory=VMISpec)
+    status: VMIStatus = field(default_factory=VMIStatus)
+
+    def is_final(self) -> bool:
+        """Succeeded or Failed."""
+        return self.status.is_final()

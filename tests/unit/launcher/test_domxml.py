@@ -1,0 +1,124 @@
+"""The domain XML builder: golden output, schema validity, and escaping of user strings."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from launcher.domxml import (
+    DiskDevice,
+    DiskPlan,
+    DomainPlan,
+    InterfacePlan,
+    KernelPlan,
+    NetBackend,
+    Topology,
+    build,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "tiny-domain.xml"
+
+PLAN = DomainPlan(
+    name="default_tiny",
+    uuid="11111111-2222-3333-4444-555555555555",
+    namespace="default",
+    vmi_name="tiny",
+    virt_type="qemu",
+    machine="pc",
+    memory_kib=131072,
+    topology=Topology(sockets=1, cores=2, threads=1),
+    kernel=KernelPlan(
+        kernel=Path("/img/boot/vmlinuz"),
+        initrd=Path("/img/boot/initrd.img"),
+        cmdline="console=ttyS0",
+    ),
+    disks=(
+        DiskPlan(
+            alias="containerdisk",
+            device=DiskDevice.DISK,
+            bus="virtio",
+            target="vda",
+            source=Path("/img/disk/disk.qcow2"),
+            format="qcow2",
+            boot_order=1,
+        ),
+        DiskPlan(
+            alias="cloudinit",
+            device=DiskDevice.CDROM,
+            bus="sata",
+            target="sda",
+            source=Path("/pod/disks/cloudinit.iso"),
+            format="raw",
+            readonly=True,
+        ),
+    ),
+    interfaces=(
+        InterfacePlan(
+            alias="default", backend=NetBackend.USER, model="virtio", mac="02:00:00:00:00:01"
+        ),
+    ),
+    serial_log=Path("/pod/serial.log"),
+    console_socket=Path("/run/libvirt/kvpy/console.sock"),
+    agent_socket=Path("/run/libvirt/kvpy/agent.sock"),
+    partition="/machine/kvpy-test",
+)
+
+
+def test_matches_golden_file() -> None:
+    """The rendered XML is exactly the reviewed golden file (regenerate with KVPY_REGOLD=1)."""
+    xml = build(PLAN)
+    if os.environ.get("KVPY_REGOLD"):
+        GOLDEN.write_text(xml + "\n")
+    assert xml + "\n" == GOLDEN.read_text()
+
+
+@pytest.mark.parametrize("virt_type", ["qemu", "kvm"])
+def test_passes_virt_xml_validate(tmp_path: Path, virt_type: str) -> None:
+    """libvirt's own schema accepts the XML for both virt types."""
+    path = tmp_path / "domain.xml"
+    path.write_text(build(dataclasses.replace(PLAN, virt_type=virt_type)))
+    result = subprocess.run(
+        ["virt-xml-validate", str(path), "domain"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_user_strings_are_escaped() -> None:
+    """Metacharacters in names, paths and the kernel command line stay data, not markup."""
+    nasty = "a'<b>\"&</os><devices/>"
+    plan = dataclasses.replace(
+        PLAN,
+        vmi_name=nasty,
+        kernel=KernelPlan(kernel=Path(f"/k/{nasty}"), initrd=None, cmdline=nasty),
+    )
+    root = ET.fromstring(build(plan))
+    assert root.findtext("os/cmdline") == nasty
+    assert root.findtext("os/kernel") == f"/k/{nasty}"
+    assert root.find("os/initrd") is None
+    assert len(root.findall("devices")) == 1
+    assert root.findtext("metadata/{http://kubevirt.io}kubevirt/{http://kubevirt.io}name") == nasty
+
+
+def test_tcg_gets_tb_cache_and_kvm_gets_host_model() -> None:
+    """TCG domains cap the translation cache; KVM domains use host-model CPUs."""
+    tcg = ET.fromstring(build(PLAN))
+    assert tcg.findtext("features/tcg/tb-cache") == "32"
+    kvm = ET.fromstring(build(dataclasses.replace(PLAN, virt_type="kvm")))
+    assert kvm.find("features/tcg") is None
+    assert kvm.find("cpu").get("mode") == "host-model"  # type: ignore[union-attr]
+
+
+def test_bridge_binding_uses_a_tap() -> None:
+    """A bridge interface becomes an ethernet (tap) device, masquerade becomes user NAT."""
+    plan = dataclasses.replace(
+        PLAN, interfaces=(InterfacePlan(alias="br", backend=NetBackend.ETHERNET, model="e1000"),)
+    )
+    iface = ET.fromstring(build(plan)).find("devices/interface")
+    assert iface is not None
+    assert iface.get("type") == "ethernet"
+    assert iface.find("model").get("type") == "e1000"  # type: ignore[union-attr]

@@ -1,0 +1,178 @@
+"""The domain manager's decisions, against a fake libvirt behind the VirtPort seam."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.disks import DiskContext
+from launcher.errors import InvalidSpec
+from launcher.manager import DomainManager, Identity
+from launcher.plan import HostPaths
+from launcher.virt import LifecycleEvent
+from shared.images import ImageStore
+from shared.wire.domain import DomainEvent, DomainState, EventType
+from shared.wire.stats import DomainStats
+from tests.integration.launcher.harness import tiny_vmi
+
+UID = "11111111-2222-3333-4444-555555555555"
+
+
+class FakeVirt:
+    """Records calls; ``acpi_works`` decides whether shutdown powers the guest off."""
+
+    def __init__(self, *, acpi_works: bool = True) -> None:
+        self.events: asyncio.Queue[LifecycleEvent] = asyncio.Queue()
+        self.calls: list[str] = []
+        self.current: DomainState | None = None
+        self.acpi_works = acpi_works
+
+    async def define(self, xml: str) -> None:
+        self.calls.append("define")
+        self.current = DomainState.SHUTOFF
+
+    async def state(self, name: str) -> tuple[DomainState, int] | None:
+        return None if self.current is None else (self.current, 1)
+
+    async def start(self, name: str, *, paused: bool) -> None:
+        self.calls.append(f"start(paused={paused})")
+        self.current = DomainState.PAUSED if paused else DomainState.RUNNING
+
+    async def suspend(self, name: str) -> None:
+        self.current = DomainState.PAUSED
+
+    async def resume(self, name: str) -> None:
+        self.current = DomainState.RUNNING
+
+    async def shutdown(self, name: str) -> None:
+        self.calls.append("shutdown")
+        if self.acpi_works:
+            self.current = DomainState.SHUTOFF
+
+    async def reboot(self, name: str) -> None:
+        self.calls.append("reboot")
+
+    async def destroy(self, name: str) -> None:
+        self.calls.append("destroy")
+        self.current = DomainState.SHUTOFF
+
+    async def undefine(self, name: str) -> None:
+        self.calls.append("undefine")
+        self.current = None
+
+    async def stats(self, name: str) -> DomainStats:
+        return DomainStats()
+
+    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
+        return {}
+
+
+def _store(root: Path) -> ImageStore:
+    """An image store holding the tiny guest's layout with placeholder files."""
+    ref = "registry.local/kubevirt-py/tiny-guest:v1"
+    entry = root / hashlib.sha256(ref.encode()).hexdigest()[:16]
+    for rel in ("rootfs/boot/vmlinuz", "rootfs/boot/initrd.img", "rootfs/disk/disk.qcow2"):
+        (entry / rel).parent.mkdir(parents=True, exist_ok=True)
+        (entry / rel).write_bytes(b"QFI\xfb" if rel.endswith("qcow2") else b"k")
+    (entry / "ref").write_text(ref)
+    return ImageStore(root)
+
+
+@pytest.fixture
+def published() -> list[DomainEvent]:
+    return []
+
+
+@pytest.fixture
+def manager_and_virt(
+    tmp_path: Path, published: list[DomainEvent]
+) -> tuple[DomainManager, FakeVirt]:
+    virt = FakeVirt()
+    manager = DomainManager(
+        virt=virt,
+        identity=Identity(namespace="default", name="tiny", uid=UID),
+        disks=DiskContext(
+            work_dir=tmp_path / "w", disk_roots=(tmp_path,), images=_store(tmp_path / "img")
+        ),
+        host=HostPaths(
+            serial_log=tmp_path / "serial.log",
+            console_socket=tmp_path / "c.sock",
+            agent_socket=tmp_path / "a.sock",
+            partition=None,
+        ),
+        virt_type="qemu",
+        publish=published.append,
+    )
+    (tmp_path / "w").mkdir()
+    return manager, virt
+
+
+async def test_sync_starts_once(manager_and_virt: tuple[DomainManager, FakeVirt]) -> None:
+    """Sync defines and starts once; a second Sync, even after power-off, starts nothing."""
+    manager, virt = manager_and_virt
+    vmi = tiny_vmi(uid=UID)
+    vmi["spec"]["volumes"] = vmi["spec"]["volumes"][:1]
+    vmi["spec"]["domain"]["devices"]["disks"] = vmi["spec"]["domain"]["devices"]["disks"][:1]
+    assert (await manager.sync(vmi)).state == DomainState.RUNNING
+    virt.current = DomainState.SHUTOFF
+    assert (await manager.sync(vmi)).state == DomainState.SHUTOFF
+    assert virt.calls == ["define", "start(paused=False)"]
+
+
+async def test_sync_refuses_a_foreign_vmi(manager_and_virt: tuple[DomainManager, FakeVirt]) -> None:
+    """A VMI with another uid is refused before anything reaches libvirt."""
+    manager, virt = manager_and_virt
+    with pytest.raises(InvalidSpec):
+        await manager.sync(tiny_vmi(uid="someone-else"))
+    assert virt.calls == []
+
+
+async def test_graceful_stop_resends_acpi_then_destroys(
+    manager_and_virt: tuple[DomainManager, FakeVirt], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guest that ignores ACPI gets it again every retry interval, then destroy at grace end."""
+    manager, virt = manager_and_virt
+    monkeypatch.setattr("launcher.manager.ACPI_RETRY_SECONDS", 0.1)
+    virt.acpi_works = False
+    virt.current = DomainState.RUNNING
+    await manager.graceful_stop(grace=0.35, clock=time.monotonic)
+    assert virt.calls.count("shutdown") >= 3
+    assert virt.calls[-1] == "destroy"
+
+
+async def test_graceful_stop_without_destroy_when_acpi_works(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+) -> None:
+    """A cooperative guest is shut down by ACPI alone."""
+    manager, virt = manager_and_virt
+    virt.current = DomainState.RUNNING
+    await manager.graceful_stop(grace=5, clock=time.monotonic)
+    assert virt.calls == ["shutdown"]
+
+
+async def test_events_become_domain_events(
+    manager_and_virt: tuple[DomainManager, FakeVirt], published: list[DomainEvent]
+) -> None:
+    """Lifecycle and agent events are published with current state; other domains are ignored."""
+    manager, virt = manager_and_virt
+    virt.current = DomainState.RUNNING
+    for event in (
+        LifecycleEvent("default_tiny", "Defined"),
+        LifecycleEvent("other_vm", "Started"),
+        LifecycleEvent("default_tiny", "Agent", agent_connected=True),
+        LifecycleEvent("default_tiny", "Undefined"),
+    ):
+        virt.events.put_nowait(event)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(manager.watch_events())
+        async with asyncio.timeout(5):
+            while len(published) < 3:  # noqa: ASYNC110 - polling a plain list the manager appends to
+                await asyncio.sleep(0.01)
+        task.cancel()
+    assert [e.type for e in published] == [EventType.ADDED, EventType.MODIFIED, EventType.DELETED]
+    assert published[1].domain.agent_connected is True

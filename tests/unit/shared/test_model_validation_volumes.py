@@ -1,0 +1,223 @@
+"""VMI validation rules for volumes and cloud-init, each reported at its path."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from tests.unit.shared._validation_support import (
+    CI,
+    DELETE,
+    DISKS,
+    KI,
+    VOLS,
+    messages_at,
+    vmi_errors,
+)
+
+RULES = [
+    # volumes
+    pytest.param(
+        {
+            f"{DISKS}[2].name": "other",
+            f"{VOLS}[4]": {"name": "other", "emptyDisk": {"capacity": "1Gi"}},
+        },
+        f"{VOLS}[2].name",
+        "volume 'scratch' is not used",
+        id="volume-unused",
+    ),
+    pytest.param(
+        {
+            f"{DISKS}[1].name": "other",
+            f"{VOLS}[4]": {"name": "other", "emptyDisk": {"capacity": "1Gi"}},
+        },
+        f"{VOLS}[1].name",
+        "cloud-init volume 'cloudinitdisk'",
+        id="cloud-init-volume-needs-disk",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].emptyDisk": DELETE},
+        f"{VOLS}[2]",
+        "must set a volume source",
+        id="volume-no-source",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].configMap": {"name": "cm"}},
+        f"{VOLS}[2]",
+        "exactly one volume source (found emptyDisk, configMap)",
+        id="volume-two-sources",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].name": "Bad.Name"}, f"{VOLS}[2].name", "DNS-1123", id="volume-name-invalid"
+    ),
+    pytest.param(
+        {f"{VOLS}[4]": {"name": "scratch", "emptyDisk": {"capacity": "1Gi"}}},
+        f"{VOLS}[4].name",
+        "duplicate name 'scratch'",
+        id="volume-name-duplicate",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "disks/data.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "absolute",
+        id="host-disk-relative",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/lib/../../etc/shadow"},
+        f"{VOLS}[3].hostDisk.path",
+        "'..'",
+        id="host-disk-dotdot",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var//lib/x.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "normalised",
+        id="host-disk-double-slash",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/./x.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "normalised",
+        id="host-disk-dot",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/x/"},
+        f"{VOLS}[3].hostDisk.path",
+        "normalised",
+        id="host-disk-trailing-slash",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/x\x00.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "control",
+        id="host-disk-nul",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/x\n.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "control",
+        id="host-disk-newline",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": DELETE},
+        f"{VOLS}[3].hostDisk.path",
+        "required",
+        id="host-disk-path-missing",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.capacity": DELETE},
+        f"{VOLS}[3].hostDisk.capacity",
+        "is required",
+        id="host-disk-create-needs-capacity",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.type": DELETE},
+        f"{VOLS}[3].hostDisk.type",
+        "required",
+        id="host-disk-type-missing",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].emptyDisk.capacity": DELETE},
+        f"{VOLS}[2].emptyDisk.capacity",
+        "is required",
+        id="empty-disk-no-capacity",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].emptyDisk.capacity": "0"},
+        f"{VOLS}[2].emptyDisk.capacity",
+        "greater than 0",
+        id="empty-disk-zero",
+    ),
+    pytest.param(
+        {f"{VOLS}[2].emptyDisk.capacity": "-1Gi"},
+        f"{VOLS}[2].emptyDisk.capacity",
+        "greater than 0",
+        id="empty-disk-negative",
+    ),
+    pytest.param(
+        {f"{VOLS}[0].containerDisk.image": ""},
+        f"{VOLS}[0].containerDisk.image",
+        "is required",
+        id="container-disk-image-empty",
+    ),
+    pytest.param(
+        {f"{VOLS}[0].containerDisk.image": "not an image!"},
+        f"{VOLS}[0].containerDisk.image",
+        "not a valid image",
+        id="container-disk-junk",
+    ),
+    pytest.param(
+        {f"{VOLS}[0].containerDisk.image": "quay.io/Fedora:40"},
+        f"{VOLS}[0].containerDisk.image",
+        "not a valid image",
+        id="container-disk-upper-repo",
+    ),
+    pytest.param(
+        {f"{VOLS}[0].containerDisk.path": "disk/guest.qcow2"},
+        f"{VOLS}[0].containerDisk.path",
+        "absolute",
+        id="container-disk-path-relative",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "persistentVolumeClaim": {"claimName": "A_B"}}},
+        f"{VOLS}[3].persistentVolumeClaim.claimName",
+        "DNS-1123",
+        id="pvc-claim-name",
+    ),
+    # cloud-init
+    pytest.param(
+        {f"{CI}.userData": "#cloud-config\n"},
+        CI,
+        "exactly one of userData, userDataBase64, secretRef (found userData, userDataBase64)",
+        id="user-data-both",
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": DELETE}, CI, "exactly one of userData", id="user-data-none"
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": "not base64!"},
+        f"{CI}.userDataBase64",
+        "not valid base64",
+        id="user-data-bad-base64",
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": DELETE, f"{CI}.userData": "x" * (64 * KI + 1)},
+        f"{CI}.userData",
+        "more than the limit of 65536",
+        id="user-data-too-big",
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": base64.b64encode(b"x" * (64 * KI + 1)).decode()},
+        f"{CI}.userDataBase64",
+        "more than the limit",
+        id="user-data-b64-too-big",
+    ),
+    pytest.param(
+        {f"{CI}.networkData": "version: 2\n"},
+        CI,
+        "at most one of networkData, networkDataBase64",
+        id="network-data-both",
+    ),
+    pytest.param(
+        {f"{CI}.networkDataBase64": "%%%"},
+        f"{CI}.networkDataBase64",
+        "not valid base64",
+        id="network-data-bad-base64",
+    ),
+    pytest.param(
+        {f"{CI}.networkDataBase64": DELETE, f"{CI}.networkData": "y" * (64 * KI + 1)},
+        f"{CI}.networkData",
+        "more than the limit",
+        id="network-data-too-big",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "path", "fragment"), RULES)
+def test_rule_reports_problem_at_path(changes: dict[str, Any], path: str, fragment: str) -> None:
+    """Each broken rule is reported at its field path with an explaining message."""
+    errors = vmi_errors(changes)
+    found = messages_at(errors, path)
+    assert any(fragment in m for m in found), (path, [str(e) for e in errors])
