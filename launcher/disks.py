@@ -97,6 +97,20 @@ async def empty_disk(capacity: str | int | None, *, ctx: DiskContext, volume: st
     return path
 
 
+async def container_disk_overlay(image: Path, *, fmt: str, ctx: DiskContext, volume: str) -> Path:
+    """An ephemeral qcow2 overlay over the image's disk, as KubeVirt does for containerDisks.
+
+    The image stays a read-only backing file, so many VMs can share one image.
+    """
+    overlay = ctx.work_dir / f"{volume}-overlay.qcow2"
+    if not overlay.exists():
+        await _run(
+            "qemu-img", "create", "-q", "-f", "qcow2", "-F", fmt, "-b", str(image), str(overlay),
+            what="creating the containerDisk overlay",
+        )  # fmt: skip
+    return overlay
+
+
 def host_disk(source: HostDiskSource, *, ctx: DiskContext, field: str) -> Path:
     """A hostDisk path under the disk roots; DiskOrCreate makes a sparse file of capacity."""
     path = contained(source.path or "", ctx.disk_roots, field=f"{field}.path")

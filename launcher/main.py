@@ -84,6 +84,7 @@ async def run(config: Config) -> None:
     try:
         await daemon.start()
         virt = await Virt.open(daemon.paths.uri)
+        await virt.warm_up()
         if config.capabilities_seed is not None:
             daemon.save_capabilities(config.capabilities_seed)
         try:

@@ -67,8 +67,13 @@ async def _disk_source(
     name = volume.name or ""
     if volume.container_disk is not None:
         cd = volume.container_disk
-        path = disks.image_file(ctx.images, cd.image or "", cd.path, field=f"{field}.containerDisk")
-        return path, _format_of(path)
+        image = disks.image_file(
+            ctx.images, cd.image or "", cd.path, field=f"{field}.containerDisk"
+        )
+        overlay = await disks.container_disk_overlay(
+            image, fmt=_format_of(image), ctx=ctx, volume=name
+        )
+        return overlay, "qcow2"
     if volume.cloud_init_no_cloud is not None:
         iso = await disks.cloud_init_iso(vmi, volume.cloud_init_no_cloud, ctx=ctx, volume=name)
         return iso, "raw"

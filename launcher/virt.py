@@ -110,6 +110,10 @@ class Virt:
         except libvirt.libvirtError as exc:
             raise _typed(exc) from exc
 
+    async def warm_up(self) -> None:
+        """Make the daemon probe QEMU now, so the first Sync does not pay for it."""
+        await self._call(self._conn.getCapabilities)
+
     async def _domain(self, name: str) -> Any:
         return await self._call(self._conn.lookupByName, name)
 

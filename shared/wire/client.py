@@ -32,6 +32,7 @@ from shared.wire.server import PROTOCOL_VERSIONS
 from shared.wire.unixpath import short_path
 
 log = structlog.get_logger("shared.wire.client")
+_DRAIN_THRESHOLD = 64 * 1024
 
 
 class Tier(StrEnum):
@@ -129,7 +130,8 @@ class RpcClient:
             )
             self._writer.write(frame)
             async with asyncio.timeout(seconds):
-                await self._writer.drain()
+                if self._writer.transport.get_write_buffer_size() >= _DRAIN_THRESHOLD:
+                    await self._writer.drain()
                 return await future
         except TimeoutError:
             raise CallTimeout(method, seconds) from None

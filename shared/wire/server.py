@@ -32,6 +32,7 @@ Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 log = structlog.get_logger("shared.wire.server")
 
 PROTOCOL_VERSIONS: tuple[str, ...] = ("v1",)
+_DRAIN_THRESHOLD = 64 * 1024  # below this the transport is not paused; skip the drain await
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,8 @@ class RpcServer:
 
     async def _drain(self, writer: asyncio.StreamWriter) -> None:
         """Apply backpressure; a peer that stops reading loses its connection, not the server."""
+        if writer.transport.get_write_buffer_size() < _DRAIN_THRESHOLD:
+            return
         try:
             async with asyncio.timeout(self._write_timeout):
                 await writer.drain()
