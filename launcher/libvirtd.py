@@ -87,14 +87,27 @@ class DaemonPaths:
 class LibvirtDaemon:
     """Starts, watches and stops one private libvirtd."""
 
-    def __init__(self, *, paths: DaemonPaths, libvirtd: Path, tini: Path) -> None:
+    def __init__(
+        self,
+        *,
+        paths: DaemonPaths,
+        libvirtd: Path,
+        tini: Path,
+        emulator: Path = Path("/usr/bin/qemu-system-x86_64"),
+    ) -> None:
         self.paths = paths
         self._libvirtd = libvirtd
         self._tini = tini
+        self._emulator = emulator
         self._process: asyncio.subprocess.Process | None = None
 
     def prepare(self, *, capabilities_seed: Path | None) -> None:
-        """Lay out the private dirs and config; seed the capability cache if given."""
+        """Lay out fresh private dirs and config; seed the capability cache if given.
+
+        Whatever an earlier daemon left here (domain definitions, pid files) is stale: a
+        launcher owns exactly one VM for exactly one run.
+        """
+        shutil.rmtree(self.paths.root, ignore_errors=True)
         for sub, _ in BINDS:
             (self.paths.root / sub).mkdir(parents=True, exist_ok=True)
         self.paths.socket.parent.mkdir(parents=True, exist_ok=True)
@@ -110,9 +123,11 @@ class LibvirtDaemon:
 
     async def start(self, *, timeout: float = 15.0) -> None:
         """Start the daemon and wait for its socket; StartupError says why it could not."""
-        for tool in (self._libvirtd, self._tini):
+        for tool in (self._libvirtd, self._tini, self._emulator):
             if not tool.exists():
-                raise StartupError(f"{tool} not found: install libvirt-daemon-system and tini")
+                raise StartupError(
+                    f"{tool} not found: install libvirt-daemon-system, qemu-system-x86 and tini"
+                )
         binds = [str(part) for sub, target in BINDS for part in (self.paths.root / sub, target)]
         with self.paths.log.open("ab") as logfile:
             self._process = await asyncio.create_subprocess_exec(

@@ -24,7 +24,7 @@ from shared.wire.stats import DomainStats
 
 log = structlog.get_logger("launcher.manager")
 
-ACPI_RETRY_SECONDS = 5.0
+ACPI_RETRY_SECONDS = 2.0
 
 
 class VirtPort(Protocol):
@@ -178,7 +178,7 @@ class DomainManager:
         return await self._virt.agent_command(self._id.domain, command)
 
     async def graceful_stop(self, *, grace: float, clock: Callable[[], float]) -> None:
-        """ACPI shutdown, re-sent every 5 s (a booting guest misses it), then destroy."""
+        """ACPI shutdown, re-sent every 2 s (a booting guest misses it), then destroy."""
         self._flags.graceful_shutdown = True
         deadline = clock() + grace
         while (found := await self._virt.state(self._id.domain)) is not None:

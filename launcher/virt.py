@@ -70,6 +70,9 @@ class Virt:
     @classmethod
     async def open(cls, uri: str, *, call_timeout: float = 30.0) -> Virt:
         register_event_loop()
+        # Errors reach callers as typed exceptions; libvirt's default handler would also
+        # print each one to stderr.
+        libvirt.registerErrorHandler(_ignore_error, None)
         try:
             async with asyncio.timeout(call_timeout):
                 conn = await asyncio.to_thread(libvirt.open, uri)
@@ -203,6 +206,10 @@ def reason_name(state: DomainState, reason: int) -> str:
     """libvirt's reason code for a state, as a word (Unknown when unlisted)."""
     code = next(k for k, v in _STATES.items() if v == state)
     return _REASONS.get(code, {}).get(reason, "Unknown")
+
+
+def _ignore_error(_ctx: Any, _err: Any) -> None:
+    return None
 
 
 def _event_name(event: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,12 +53,15 @@ def up(cache: Path) -> None:
     vmi = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
     vmi["metadata"]["uid"] = str(uuid.uuid4())
     ROOT.mkdir(parents=True, exist_ok=True)
+    for stale in ("sockets", "private"):
+        shutil.rmtree(ROOT / stale, ignore_errors=True)
     log = (ROOT / "launcher.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "launcher", "--name", vmi["metadata"]["name"],
          "--namespace", vmi["metadata"]["namespace"], "--uid", vmi["metadata"]["uid"],
          "--sockets-dir", str(ROOT / "sockets"), "--private-dir", str(ROOT / "private"),
-         "--kvm-probe-file", str(cache / "kvm-probe"), "--log-format", "console"],
+         "--kvm-probe-file", str(cache / "kvm-probe"), "--log-format", "console",
+         "--capabilities-seed", str(cache / "qemu-capabilities")],
         stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True,
     )  # fmt: skip
     PIDFILE.write_text(str(proc.pid))

@@ -82,6 +82,7 @@ class Launcher:
             "--sockets-dir", str(self.sockets), "--private-dir", str(self.private),
             "--grace-period-seconds", str(self.grace), "--log-format", "console",
             "--kvm-probe-file", str(cache_dir() / "kvm-probe"),
+            "--capabilities-seed", str(cache_dir() / "qemu-capabilities"),
             "--disk-root", str(self.root / "host-disks"),
         ]  # fmt: skip
         if self.notify_socket is not None:

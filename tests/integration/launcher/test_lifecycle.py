@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,32 @@ async def test_events_reach_notify_socket_and_survive_reconnects(launchers: Fact
             timeout=30, what="Paused event after reconnect", last=lambda: events,
         )  # fmt: skip
         serving.cancel()
+
+
+async def test_empty_and_host_disks_are_attached(launchers: Factory) -> None:
+    """emptyDisk makes a qcow2 and hostDisk DiskOrCreate a sparse file; both reach the guest."""
+    vmi = tiny_vmi()
+    spec = vmi["spec"]
+    spec["domain"]["devices"]["disks"] += [
+        {"name": "scratch", "disk": {"bus": "virtio"}},
+        {"name": "data", "disk": {"bus": "sata"}},
+    ]
+    launcher = launchers(vmi)
+    host_path = launcher.root / "host-disks" / "data.img"
+    spec["volumes"] += [
+        {"name": "scratch", "emptyDisk": {"capacity": "64Mi"}},
+        {
+            "name": "data",
+            "hostDisk": {"path": str(host_path), "type": "DiskOrCreate", "capacity": "32Mi"},
+        },
+    ]
+    await _boot(launcher)
+    assert host_path.stat().st_size == 32 * 1024 * 1024
+    out = subprocess.run(
+        ["virsh", "-c", launcher.libvirt_uri, "domblklist", "default_tiny"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "scratch-empty.qcow2" in out
+    assert str(host_path) in out
+    stats = await call(launcher, Method.GET_DOMAIN_STATS)
+    assert {b["name"] for b in stats["block"]} == {"vda", "vdb", "sda", "sdb"}

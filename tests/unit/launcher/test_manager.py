@@ -78,7 +78,7 @@ def _store(root: Path) -> ImageStore:
     entry = root / hashlib.sha256(ref.encode()).hexdigest()[:16]
     for rel in ("rootfs/boot/vmlinuz", "rootfs/boot/initrd.img", "rootfs/disk/disk.qcow2"):
         (entry / rel).parent.mkdir(parents=True, exist_ok=True)
-        (entry / rel).write_bytes(b"QFI\xfb" if rel.endswith("qcow2") else b"k")
+        (entry / rel).write_bytes(b"k" * 512)  # raw placeholders; overlays are real qcow2
     (entry / "ref").write_text(ref)
     return ImageStore(root)
 

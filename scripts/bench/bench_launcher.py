@@ -28,10 +28,10 @@ import uvloop
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon  # noqa: E402
-from shared.wire.client import RpcClient, Tier  # noqa: E402
-from tests.integration.launcher.harness import Launcher, call, tiny_vmi  # noqa: E402
-from shared.wire.launcher_api import Method  # noqa: E402
+from launcher.libvirtd import DaemonPaths, LibvirtDaemon
+from shared.wire.client import RpcClient, Tier
+from shared.wire.launcher_api import Method
+from tests.integration.launcher.harness import Launcher, call, tiny_vmi
 
 ECHO_SERVER = """
 import asyncio, sys, uvloop
@@ -96,10 +96,16 @@ def bench_round_trip(launcher: Launcher, n: int) -> None:
         echo.kill()
     p50_ratio = statistics.median(rpc) / statistics.median(raw)
     print(f"(a) round trip, {n} sequential pings")
-    print(f"    raw echo   P50 {statistics.median(raw) * 1e6:7.1f} us  P99 {pct(raw, 0.99) * 1e6:7.1f} us")
-    print(f"    launcher   P50 {statistics.median(rpc) * 1e6:7.1f} us  P99 {pct(rpc, 0.99) * 1e6:7.1f} us")
+    print(
+        f"    raw echo   P50 {statistics.median(raw) * 1e6:7.1f} us  P99 {pct(raw, 0.99) * 1e6:7.1f} us"
+    )
+    print(
+        f"    launcher   P50 {statistics.median(rpc) * 1e6:7.1f} us  P99 {pct(rpc, 0.99) * 1e6:7.1f} us"
+    )
     verdict = "ok" if p50_ratio <= 2 and pct(rpc, 0.99) <= 1e-3 else "MISSED"
-    print(f"    P50 ratio {p50_ratio:.2f}x (target <= 2x), P99 {pct(rpc, 0.99) * 1e3:.3f} ms (target <= 1 ms): {verdict}")
+    print(
+        f"    P50 ratio {p50_ratio:.2f}x (target <= 2x), P99 {pct(rpc, 0.99) * 1e3:.3f} ms (target <= 1 ms): {verdict}"
+    )
 
 
 def boot_with_launcher(root: Path) -> tuple[float, str]:
@@ -121,7 +127,9 @@ def boot_with_launcher(root: Path) -> tuple[float, str]:
 
 async def boot_raw(root: Path, xml: str) -> float:
     daemon = LibvirtDaemon(
-        paths=DaemonPaths(root=root / "libvirt"), libvirtd=Path("/usr/sbin/libvirtd"), tini=Path("/usr/bin/tini")
+        paths=DaemonPaths(root=root / "libvirt"),
+        libvirtd=Path("/usr/sbin/libvirtd"),
+        tini=Path("/usr/bin/tini"),
     )
     daemon.prepare(capabilities_seed=None)
     (root / "libvirt" / "run" / "kvpy").mkdir(parents=True, exist_ok=True)
