@@ -59,13 +59,17 @@ def main() -> None:
 
 
 def virt_type_of(config: Config) -> str:
-    """kvm only when asked, or when scripts/probe-kvm saw a guest boot with it."""
+    """kvm only when asked, or when scripts/probe-kvm saw a guest boot with it.
+
+    The probe's cache file ends with its verdict ("kvm" or "tcg") on the last line.
+    """
     if config.virt_type != VirtType.AUTO:
         return str(config.virt_type)
     probe = config.kvm_probe_file
-    if probe is not None and probe.is_file() and probe.read_text().strip() == "kvm":
-        return "kvm"
-    return "qemu"
+    if probe is None or not probe.is_file():
+        return "qemu"
+    lines = probe.read_text().split()
+    return "kvm" if lines and lines[-1] == "kvm" else "qemu"
 
 
 async def run(config: Config) -> None:

@@ -14,7 +14,9 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     before = asyncio.all_tasks()
     yield
     await asyncio.sleep(0)
-    leaked = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+    leaked = [
+        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
+    ]
     if leaked:
         for task in leaked:
             task.cancel()

@@ -43,14 +43,12 @@ def guest() -> Path:
     )
     if result.returncode != 0:
         pytest.fail(f"scripts/build-guest failed:\n{result.stderr[-3000:]}")
-    probe = (
-        subprocess.run(
-            [str(REPO / "scripts" / "probe-kvm")], capture_output=True, text=True, timeout=120
-        )
-        if (REPO / "scripts" / "probe-kvm").exists()
-        else None
-    )  # TEMP
-    verdict = probe.stdout.strip() if probe else "tcg"
+    probe = subprocess.run(
+        [str(REPO / "scripts" / "probe-kvm")], capture_output=True, text=True, timeout=120
+    )
+    if probe.returncode != 0:
+        pytest.fail(f"scripts/probe-kvm failed:\n{probe.stderr[-2000:]}")
+    verdict = probe.stdout.strip()
     print(f"\n[launcher tests] guests run with {verdict.upper()} (scripts/probe-kvm)")
     return Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else cache_dir()
 
