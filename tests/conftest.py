@@ -7,6 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+# One local cluster per test session, shared by every package that asks for it.
+pytest_plugins = ["tests.integration.cluster.fixtures"]
+
 
 @pytest.fixture(autouse=True)
 async def no_leaked_tasks() -> AsyncIterator[None]:

@@ -1,0 +1,66 @@
+"""CLI of the local cluster: ``python -m localkube up|down|status|kubeconfig``.
+
+Normally run through ``scripts/cluster``, which builds the control plane first and
+exports KUBEVIRT_PY_KUBE_BIN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import structlog
+
+from localkube.cluster import Cluster
+from localkube.config import ClusterConfig
+from localkube.errors import LocalKubeError
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="localkube", description=__doc__)
+    parser.add_argument("--bin-dir", type=Path, help="control-plane binaries (default: env)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start the cluster (harmless when already up)")
+    down = sub.add_parser("down", help="stop everything; keep state unless --purge")
+    down.add_argument("--purge", action="store_true", help="also delete etcd data, certs, pods")
+    sub.add_parser("status", help="health of each component; exit 1 if any is unhealthy")
+    sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    return parser.parse_args(argv)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    cluster = Cluster(ClusterConfig.from_env(bin_dir=args.bin_dir))
+    if args.command == "up":
+        await cluster.up()
+        print(f"export KUBECONFIG={cluster.kubeconfig}")
+        print(f"kubectl: {cluster.config.bin_dir / 'kubectl'}")
+    elif args.command == "down":
+        await cluster.down(purge=args.purge)
+    elif args.command == "status":
+        statuses = await cluster.status()
+        if not statuses:
+            print("no cluster state in", cluster.paths.root)
+            return 1
+        for st in statuses:
+            mark = "ok " if st.healthy else "BAD"
+            print(f"{mark} {st.name:26} pid={st.pid or '-':<8} {st.detail.strip()[:100]}")
+        return 0 if all(st.healthy for st in statuses) else 1
+    elif args.command == "kubeconfig":
+        print(cluster.kubeconfig)
+    return 0
+
+
+def main() -> None:
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    args = _parse(sys.argv[1:])
+    try:
+        sys.exit(asyncio.run(_run(args)))
+    except LocalKubeError as e:
+        print(f"localkube {args.command} failed: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""The local cluster's lifecycle: up (idempotent), down (leaves nothing running), status.
+
+Components run as detached processes tracked by pidfiles in the state directory, so
+``up`` in one process and ``down`` in another (the CLI) see the same cluster. ``up``
+starts only what is not already running and healthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+
+from localkube import components
+from localkube.components import Ports
+from localkube.config import MARKER_ENV, ClusterConfig
+from localkube.errors import CommandFailed, ComponentFailed
+from localkube.health import admin_ssl, insecure_ssl, log_tail, probe, wait_healthy
+from localkube.pki import Pki, ensure_pki, write_kubeconfig
+from localkube.procs import (
+    DaemonSpec,
+    carries_marker,
+    mounts_under,
+    pid_alive,
+    read_pidfile,
+    reap_marked,
+    run_cmd,
+    spawn_detached,
+    stop_process,
+)
+
+log = structlog.get_logger()
+
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    healthy: bool
+    detail: str
+
+
+class Cluster:
+    """One local cluster described by a ClusterConfig."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.paths = config.paths
+        self.pki = Pki(config.paths.pki)
+        self.marker = (MARKER_ENV, config.cluster_id)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.paths.admin_kubeconfig
+
+    @property
+    def ports(self) -> Ports:
+        return Ports.load_or_pick(self.paths.ports_file)
+
+    async def up(self) -> None:
+        """Start whatever is not running; return when every component is healthy and
+        the default ServiceAccount exists (pods can be created)."""
+        started = time.monotonic()
+        self._check_binaries()
+        for d in (self.paths.logs, self.paths.run, self.config.nodes_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        idle = not any(self._running(name) for name in CONTROL_PLANE)
+        ports = Ports.load_or_pick(self.paths.ports_file, repick_busy=idle)
+        await ensure_pki(self.pki, self.config.nodes)
+        self._write_kubeconfigs(ports)
+        await self._start_control_plane(ports)
+        missing = [n for n in self.config.nodes if not self._running(f"nodeagent-{n}")]
+        kvm = await self._kvm() if missing else False
+        async with asyncio.TaskGroup() as tg:
+            for node in self.config.nodes:
+                tg.create_task(self.start_node_agent(node, kvm=kvm))
+        await self._ensure(
+            components.controller_manager(self.config, ports),
+            f"{ports.server}/api/v1/namespaces/default/serviceaccounts/default",
+            ssl_ctx=admin_ssl(self.pki),
+        )
+        log.info(
+            "cluster_up",
+            seconds=round(time.monotonic() - started, 1),
+            kubeconfig=str(self.kubeconfig),
+        )
+
+    async def _start_control_plane(self, ports: Ports) -> None:
+        ctl = insecure_ssl()
+        await self._ensure(
+            components.etcd(self.config, ports), f"http://127.0.0.1:{ports.etcd}/health"
+        )
+        await self._ensure(
+            components.apiserver(self.config, ports),
+            f"{ports.server}/readyz",
+            ssl_ctx=admin_ssl(self.pki),
+            timeout=180,
+        )
+        await self._ensure(
+            components.controller_manager(self.config, ports),
+            f"https://127.0.0.1:{ports.controller_manager}/healthz",
+            ssl_ctx=ctl,
+        )
+        await self._ensure(
+            components.scheduler(self.config, ports),
+            f"https://127.0.0.1:{ports.scheduler}/healthz",
+            ssl_ctx=ctl,
+        )
+
+    async def down(self, *, purge: bool = False) -> None:
+        """Stop node agents (and their pods), then the control plane; reap stragglers."""
+        async with asyncio.TaskGroup() as tg:
+            for node in self.config.nodes:
+                tg.create_task(self._stop(f"nodeagent-{node}", grace=45))
+        for name in reversed(CONTROL_PLANE):
+            await self._stop(name, grace=15)
+        reaped = await reap_marked(self.marker)
+        if reaped:
+            log.warning("stragglers_reaped", pids=reaped)
+        await self._unmount_leftovers()
+        if purge:
+            shutil.rmtree(self.config.nodes_dir, ignore_errors=True)
+            shutil.rmtree(self.paths.root, ignore_errors=True)
+        log.info("cluster_down", purged=purge)
+
+    async def status(self) -> list[ComponentStatus]:
+        """Liveness and health of each component (nodes: their Ready condition)."""
+        if not self.paths.ports_file.exists():
+            return []
+        ports, ctl = self.ports, insecure_ssl()
+        admin = admin_ssl(self.pki) if self.pki.crt("admin").exists() else False
+        urls = {
+            "etcd": (f"http://127.0.0.1:{ports.etcd}/health", False),
+            "kube-apiserver": (f"{ports.server}/readyz", admin),
+            "kube-controller-manager": (
+                f"https://127.0.0.1:{ports.controller_manager}/healthz",
+                ctl,
+            ),
+            "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}/healthz", ctl),
+        }
+        result = []
+        for name, (url, ctx) in urls.items():
+            code, body = await probe(url, ssl_ctx=ctx)
+            result.append(
+                ComponentStatus(
+                    name=name,
+                    pid=self._pid(name),
+                    healthy=code == 200,
+                    detail="ok" if code == 200 else body if self._pid(name) else "not running",
+                )
+            )
+        for node in self.config.nodes:
+            ready = await self.node_ready(node) if admin else "no credentials"
+            result.append(
+                ComponentStatus(
+                    name=f"nodeagent-{node}",
+                    pid=self._pid(f"nodeagent-{node}"),
+                    healthy=ready == "True",
+                    detail=f"Ready={ready}",
+                )
+            )
+        return result
+
+    async def start_node_agent(self, node: str, *, kvm: bool | None = None) -> None:
+        """Start the node's agent unless running; wait for its Node to be Ready."""
+        name = f"nodeagent-{node}"
+        if self._running(name) and await self.node_ready(node) == "True":
+            return
+        if not self._running(name):
+            kvm = await self._kvm() if kvm is None else kvm
+            spawn_detached(components.node_agent(self.config, node, kvm=kvm), marker=self.marker)
+        since = time.time() - 1
+        await self._wait(name, lambda: self.node_ready(node, since=since))
+
+    async def stop_node_agent(self, node: str, *, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Kill a node agent (SIGKILL by default: its pods keep running, as with a kubelet)."""
+        pid = self._pid(f"nodeagent-{node}")
+        if pid is not None and carries_marker(pid, self.marker):
+            await stop_process(pid, marker=self.marker, grace=45, sig=sig)
+
+    async def node_ready(self, node: str, *, since: float = 0.0) -> str:
+        """The Node's Ready status ("True", "False", "Unknown", or why it is not known)."""
+        url = f"{self.ports.server}/api/v1/nodes/{node}"
+        code, body = await probe(url, ssl_ctx=admin_ssl(self.pki), limit=None)
+        if code != 200:
+            return f"HTTP {code}"
+        for cond in json.loads(body).get("status", {}).get("conditions", []):
+            if cond.get("type") == "Ready":
+                beat = datetime.fromisoformat(cond["lastHeartbeatTime"]).timestamp()
+                return str(cond["status"]) if beat >= since else "stale"
+        return "no Ready condition"
+
+    # -- internals ------------------------------------------------------------------
+
+    def _check_binaries(self) -> None:
+        missing = [b for b in BINARIES if not (self.config.bin_dir / b).is_file()]
+        if missing:
+            raise ComponentFailed(
+                "control-plane build",
+                f"missing {', '.join(missing)} in {self.config.bin_dir!s}; "
+                "run scripts/build-control-plane (it prints the bin dir)",
+            )
+
+    def _write_kubeconfigs(self, ports: Ports) -> None:
+        write_kubeconfig(self.kubeconfig, server=ports.server, pki=self.pki, user="admin")
+        users = ["controller-manager", "scheduler", *(f"node-{n}" for n in self.config.nodes)]
+        for user in users:
+            write_kubeconfig(
+                self.paths.kubeconfig(user), server=ports.server, pki=self.pki, user=user
+            )
+
+    def _pid(self, name: str) -> int | None:
+        return read_pidfile(self.paths.pidfile(name))
+
+    def _running(self, name: str) -> bool:
+        pid = self._pid(name)
+        return pid is not None and carries_marker(pid, self.marker)
+
+    async def _ensure(
+        self,
+        spec: DaemonSpec,
+        url: str,
+        *,
+        ssl_ctx: ssl.SSLContext | bool = False,
+        timeout: float = 90.0,
+    ) -> None:
+        if not self._running(spec.name):
+            spawn_detached(spec, marker=self.marker)
+        pid = self._pid(spec.name)
+        assert pid is not None
+        await wait_healthy(
+            spec.name,
+            url,
+            alive=lambda: pid_alive(pid),
+            log_file=spec.log_file,
+            ssl_ctx=ssl_ctx,
+            timeout=timeout,
+        )
+        log.info("component_healthy", component=spec.name, pid=pid)
+
+    async def _wait(
+        self, name: str, ready: Callable[[], Awaitable[str]], timeout: float = 60
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline, last = loop.time() + timeout, ""
+        while loop.time() < deadline:
+            last = await ready()
+            if last == "True":
+                log.info("component_healthy", component=name, pid=self._pid(name))
+                return
+            pid = self._pid(name)
+            if pid is None or not pid_alive(pid):
+                raise ComponentFailed(name, "exited while starting", log_tail(self.paths.log(name)))
+            await asyncio.sleep(0.5)
+        raise ComponentFailed(
+            name, f"Node not Ready after {timeout}s (last: {last})", log_tail(self.paths.log(name))
+        )
+
+    async def _stop(self, name: str, *, grace: float) -> None:
+        pid = self._pid(name)
+        if pid is not None:
+            await stop_process(pid, marker=self.marker, grace=grace)
+            log.info("component_stopped", component=name, pid=pid)
+        with contextlib.suppress(FileNotFoundError):
+            self.paths.pidfile(name).unlink()
+
+    async def _kvm(self) -> bool:
+        if self.config.kvm is not None:
+            return self.config.kvm
+        probe_script = self.config.repo / "scripts" / "probe-kvm"
+        if not probe_script.is_file():
+            log.info("kvm_probe_absent", script=str(probe_script))
+            return False
+        try:
+            out = await run_cmd([str(probe_script)], timeout=180)
+        except CommandFailed as e:
+            log.warning("kvm_probe_failed", error=str(e))
+            return False
+        verdict = out.strip().splitlines()[-1].strip() if out.strip() else ""
+        log.info("kvm_probed", verdict=verdict)
+        return verdict == "kvm"
+
+    async def _unmount_leftovers(self) -> None:
+        for target in mounts_under([self.config.nodes_dir, self.paths.root]):
+            log.warning("leftover_mount_unmounted", target=target)
+            with contextlib.suppress(CommandFailed):
+                await run_cmd(["umount", "-l", target], timeout=30)

@@ -1,0 +1,109 @@
+"""Where a local cluster lives and what it runs: one frozen value passed everywhere.
+
+The environment is read here and nowhere else, so the cluster manager, the CLI and the
+test fixtures all agree on paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CLUSTER_DIR = "/var/lib/kubevirt-py/cluster"
+# Short on purpose: pod volume paths below it hold unix sockets (108-byte limit).
+DEFAULT_NODES_DIR = "/var/lib/kvpy"
+DEFAULT_NODES = ("node01", "node02")
+MARKER_ENV = "KVPY_LOCALKUBE"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterConfig:
+    """Inputs of one local cluster; everything else is derived from these."""
+
+    state_dir: Path
+    nodes_dir: Path
+    bin_dir: Path
+    nodes: tuple[str, ...] = DEFAULT_NODES
+    python: Path = Path(sys.executable)
+    repo: Path = REPO
+    kvm: bool | None = None  # None: ask scripts/probe-kvm
+
+    @classmethod
+    def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
+        env = os.environ
+        count = int(env.get("KUBEVIRT_PY_NODES", str(len(DEFAULT_NODES))))
+        kube_bin = bin_dir or Path(env.get("KUBEVIRT_PY_KUBE_BIN", ""))
+        return cls(
+            state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
+            nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
+            bin_dir=kube_bin,
+            nodes=tuple(f"node{i:02d}" for i in range(1, count + 1)),
+            kvm=kvm_from_env(),
+        )
+
+    def replace(self, **changes: object) -> ClusterConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def cluster_id(self) -> str:
+        """Stable id marking every process of this cluster (see procs.reap_marked)."""
+        return hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:12]
+
+    @property
+    def paths(self) -> ClusterPaths:
+        return ClusterPaths(root=self.state_dir)
+
+
+def kvm_from_env() -> bool | None:
+    """KUBEVIRT_PY_KVM=on|off forces the kvm device resource; anything else: probe."""
+    value = os.environ.get("KUBEVIRT_PY_KVM", "auto")
+    return {"on": True, "off": False}.get(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterPaths:
+    """The layout of the state directory."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def kubeconfigs(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.root / "admin.kubeconfig"
+
+    @property
+    def ports_file(self) -> Path:
+        return self.root / "ports.json"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def pidfile(self, component: str) -> Path:
+        return self.run / f"{component}.pid"
+
+    def kubeconfig(self, user: str) -> Path:
+        return self.kubeconfigs / f"{user}.kubeconfig"

@@ -1,0 +1,74 @@
+"""Node agent entry point: register the Node, heartbeat, run the node's pods.
+
+SIGTERM/SIGINT stop the pods (within a short grace) and exit; SIGKILL leaves the pods
+running, as a dead kubelet would, and the next agent on this node adopts and restarts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import aiohttp
+import structlog
+import uvloop
+
+from localkube.nodeagent.config import AgentConfig
+from localkube.nodeagent.kube import Kube, KubeError, connect
+from localkube.nodeagent.manager import PodManager
+from localkube.nodeagent.node import NodeHeartbeat
+
+log = structlog.get_logger()
+
+
+async def _register(heartbeat: NodeHeartbeat, *, timeout: float = 120.0) -> None:
+    """Register the Node, retrying while the apiserver is not ready yet."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                await heartbeat.register()
+                return
+            except (KubeError, aiohttp.ClientError, OSError) as e:
+                log.warning("node_register_failed", error=str(e))
+                await asyncio.sleep(1)
+
+
+async def run(cfg: AgentConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    cfg.pods_dir.mkdir(parents=True, exist_ok=True)
+    log.info("node_agent_starting", node=cfg.node, kvm=cfg.kvm, root=str(cfg.root))
+    kube: Kube
+    async with connect(cfg.kubeconfig) as kube:
+        heartbeat = NodeHeartbeat(kube, cfg)
+        await _register(heartbeat)
+        async with asyncio.TaskGroup() as tg:
+            beats = tg.create_task(heartbeat.run())
+            await PodManager(kube, cfg).run(stop)
+            beats.cancel()
+    log.info("node_agent_stopped", node=cfg.node)
+
+
+def main() -> None:
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    cfg = AgentConfig.from_args(sys.argv[1:])
+    structlog.contextvars.bind_contextvars(node=cfg.node)
+    uvloop.run(run(cfg))
+
+
+if __name__ == "__main__":
+    main()

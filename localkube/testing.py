@@ -1,0 +1,154 @@
+"""Test support for suites that run against the local cluster.
+
+- ``session_cluster()``: build (or reuse) the control plane and start a private cluster
+  from nothing (its own state dir, nodes dir and ports), for one pytest session;
+- ``wait_for()``: poll until a predicate holds; on timeout the error shows what was last
+  seen, so a failing integration test says why;
+- ``pod_logs()``: a pod's container output, read from the node's pod directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pprint
+import re
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from localkube.cluster import Cluster
+from localkube.config import REPO, ClusterConfig, kvm_from_env
+from localkube.errors import ComponentFailed
+from localkube.procs import pid_alive
+
+T = TypeVar("T")
+TEST_STATE_ROOT = Path("/var/lib/kubevirt-py")
+TEST_STATE_PREFIX = "test-"
+
+
+def build_control_plane(repo: Path = REPO) -> Path:
+    """Run scripts/build-control-plane; its bin dir, or ComponentFailed with its output."""
+    script = repo / "scripts" / "build-control-plane"
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
+        raise ComponentFailed("control-plane build", f"{script} exited {proc.returncode}", tail)
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def private_cluster_config(bin_dir: Path, *, session: int | None = None) -> ClusterConfig:
+    """A cluster private to one test session (pid-keyed dirs; short node paths)."""
+    sid = session if session is not None else os.getpid()
+    return ClusterConfig(
+        state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}",
+        nodes_dir=Path(f"/var/lib/kvt{sid}"),
+        bin_dir=bin_dir,
+        kvm=kvm_from_env(),
+    )
+
+
+def reap_stale_test_clusters(bin_dir: Path) -> list[int]:
+    """Tear down clusters of test sessions whose pytest process is gone."""
+    stale = []
+    for entry in TEST_STATE_ROOT.glob(f"{TEST_STATE_PREFIX}*"):
+        sid = entry.name.removeprefix(TEST_STATE_PREFIX)
+        if sid.isdigit() and not pid_alive(int(sid)):
+            asyncio.run(Cluster(private_cluster_config(bin_dir, session=int(sid))).down(purge=True))
+            stale.append(int(sid))
+    return stale
+
+
+def _running_healthy(cluster: Cluster) -> bool:
+    if not cluster.config.state_dir.exists():
+        return False
+    statuses = asyncio.run(cluster.status())
+    return bool(statuses) and all(s.healthy for s in statuses)
+
+
+@contextmanager
+def session_cluster() -> Iterator[Cluster]:
+    """Build, start from an empty state dir, yield, then tear down and purge.
+
+    If this process's private cluster is already up (another fixture started it), it
+    is yielded as is and left to that fixture to tear down.
+    """
+    bin_dir = build_control_plane()
+    reap_stale_test_clusters(bin_dir)
+    cluster = Cluster(private_cluster_config(bin_dir))
+    if _running_healthy(cluster):
+        yield cluster
+        return
+    shutil.rmtree(cluster.config.state_dir, ignore_errors=True)
+    shutil.rmtree(cluster.config.nodes_dir, ignore_errors=True)
+    try:
+        asyncio.run(cluster.up())
+        yield cluster
+    finally:
+        asyncio.run(cluster.down(purge=True))
+
+
+def _render(value: Any, limit: int = 4000) -> str:
+    if hasattr(value, "to_dict"):
+        value = value.to_dict()
+    if isinstance(value, BaseException):
+        text = f"{type(value).__name__}: {value}"
+    else:
+        text = pprint.pformat(value, width=100, compact=True)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T]],
+    ok: Callable[[T], bool],
+    *,
+    what: str,
+    timeout: float = 60.0,
+    interval: float = 0.5,
+    show: Callable[[T], Any] | None = None,
+) -> T:
+    """Call ``probe`` until ``ok(result)``; AssertionError with the last result on timeout.
+
+    Exceptions from ``probe`` (a 404 before an object exists, say) count as "not yet"
+    and are shown as the last thing seen.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = "nothing (probe never returned)"
+    while True:
+        try:
+            async with asyncio.timeout(max(1.0, deadline - loop.time())):
+                value = await probe()
+            if ok(value):
+                return value
+            last = show(value) if show else value
+        except Exception as e:  # shown to the reader on timeout
+            last = e
+        if loop.time() >= deadline:
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}; last seen:\n{_render(last)}"
+            )
+        await asyncio.sleep(interval)
+
+
+def pod_logs(config: ClusterConfig, pod: Any) -> str:
+    """All container output of a pod (kubernetes-asyncio V1Pod or dict) on its node."""
+    data = pod.to_dict() if hasattr(pod, "to_dict") else pod
+    node = (data.get("spec") or {}).get("node_name") or (data.get("spec") or {}).get("nodeName")
+    uid = data["metadata"]["uid"]
+    if not node:
+        return "(pod not scheduled)"
+    root = config.nodes_dir / node / "pods" / uid / "logs"
+    parts = []
+    for f in sorted(root.glob("*/*.log"), key=lambda p: (p.parent.name, int(p.stem))):
+        parts.append(f"--- {f.parent.name} #{f.stem} ---\n{f.read_text(errors='replace')}")
+    return "\n".join(parts) or f"(no logs under {root})"
+
+
+def dns_label(text: str, *, max_len: int = 40) -> str:
+    """A valid DNS-1123 label made from a test name."""
+    label = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return label[:max_len].rstrip("-") or "t"
