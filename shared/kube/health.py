@@ -1,0 +1,97 @@
+"""The small HTTP endpoint every daemon serves: /metrics, /healthz and /readyz.
+
+Kubelet probes /healthz (the loop answers) and /readyz (the daemon's own readiness
+callback: informers synced, leader or standby, devices ready …); Prometheus scrapes
+/metrics from the daemon's `Registry`.
+
+    server = HealthServer(HealthConfig(port=8443), registry, ready=lambda: synced.is_set())
+    tg.create_task(server.run())          # serves until cancelled, then cleans up
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from aiohttp import web
+
+from shared.kube.metrics import Registry
+
+log = structlog.get_logger("shared.kube.health")
+
+ReadyCheck = Callable[[], bool]
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthConfig:
+    """Where to listen and how long to wait for in-flight requests on shutdown."""
+
+    host: str = "0.0.0.0"  # probes and scrapes come from outside the pod
+    port: int = 8443
+    shutdown_timeout: float = 5.0
+
+
+def build_app(
+    registry: Registry, *, ready: ReadyCheck, healthy: ReadyCheck | None = None
+) -> web.Application:
+    """The aiohttp application (separate from serving so tests can drive it directly)."""
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=registry.render().encode(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def healthz(_: web.Request) -> web.Response:
+        if healthy is not None and not healthy():
+            return web.Response(status=503, text="unhealthy\n")
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if not ready():
+            return web.Response(status=503, text="not ready\n")
+        return web.Response(text="ok\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+class HealthServer:
+    """Serves `build_app` on a TCP port for the lifetime of `run()`."""
+
+    def __init__(
+        self,
+        config: HealthConfig,
+        registry: Registry,
+        *,
+        ready: ReadyCheck,
+        healthy: ReadyCheck | None = None,
+    ) -> None:
+        self._config = config
+        self._app = build_app(registry, ready=ready, healthy=healthy)
+        self.bound_port: int | None = None
+        self.started = asyncio.Event()
+
+    async def run(self) -> None:
+        """Serve until cancelled; the listener is closed before this returns."""
+        runner = web.AppRunner(self._app, shutdown_timeout=self._config.shutdown_timeout)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._config.host, self._config.port)
+            await site.start()
+            self.bound_port = _bound_port(runner)
+            log.info("health_server_started", host=self._config.host, port=self.bound_port)
+            self.started.set()
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+
+def _bound_port(runner: web.AppRunner) -> int | None:
+    for addr in runner.addresses:
+        if isinstance(addr, tuple) and len(addr) >= 2:
+            return int(addr[1])
+    return None

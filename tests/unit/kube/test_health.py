@@ -1,0 +1,55 @@
+"""The daemon endpoint: /metrics renders the registry, /healthz and /readyz follow callbacks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from shared.kube.health import CONTENT_TYPE, HealthConfig, HealthServer, build_app
+from shared.kube.metrics import Registry
+
+
+@pytest.mark.parametrize(
+    ("path", "ready", "healthy", "status"),
+    [
+        pytest.param("/readyz", True, True, 200, id="ready"),
+        pytest.param("/readyz", False, True, 503, id="not-ready"),
+        pytest.param("/healthz", False, True, 200, id="healthy-while-not-ready"),
+        pytest.param("/healthz", True, False, 503, id="unhealthy"),
+    ],
+)
+async def test_probes_follow_callbacks(path: str, ready: bool, healthy: bool, status: int) -> None:
+    """Probe endpoints answer 200 or 503 from the readiness and health callbacks."""
+    app = build_app(Registry(), ready=lambda: ready, healthy=lambda: healthy)
+    async with TestClient(TestServer(app)) as client:
+        resp = await client.get(path)
+        assert resp.status == status
+
+
+async def test_metrics_endpoint_renders_registry() -> None:
+    """/metrics serves the text exposition format of the registry."""
+    registry = Registry()
+    registry.counter("kubevirt_test_total", "Test.").labels().inc(3)
+    async with TestClient(TestServer(build_app(registry, ready=lambda: True))) as client:
+        resp = await client.get("/metrics")
+        assert resp.headers["Content-Type"] == CONTENT_TYPE
+        assert "kubevirt_test_total 3" in await resp.text()
+
+
+async def test_server_serves_until_cancelled() -> None:
+    """HealthServer.run listens on its port and closes it when cancelled."""
+    server = HealthServer(HealthConfig(host="127.0.0.1", port=0), Registry(), ready=lambda: True)
+    task = asyncio.create_task(server.run())
+    await server.started.wait()
+    url = f"http://127.0.0.1:{server.bound_port}/healthz"
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        assert resp.status == 200
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await session.get(url)
