@@ -14,7 +14,7 @@ kv_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 KV_APT_PACKAGES=(
   libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils
   qemu-guest-agent busybox-static tini pkg-config genisoimage cpio libxml2-utils
-  python3-dev gcc iproute2 util-linux xz-utils
+  python3-dev gcc iproute2 util-linux openssl procps xz-utils
 )
 
 kv_ensure_apt() {
