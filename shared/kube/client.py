@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import json
 import time
 from collections.abc import AsyncGenerator, Mapping
@@ -265,6 +266,29 @@ class KubeClient:
         op = self._op("delete", "DELETE", resource, namespace=namespace, name=name)
         body = (options or DeleteOptions()).to_dict()
         return dict(await self._send(op, body=body))
+
+    async def call_subresource(
+        self,
+        method: str,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None,
+        subresource: str,
+        body: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """An imperative subresource (e.g. PUT .../virtualmachineinstances/x/pause)."""
+        verb = "get" if method == "GET" else "update"
+        op = self._op(
+            verb, method, resource, namespace=namespace, name=name, subresource=subresource
+        )
+        return await self._send(op, body=dict(body) if body is not None else None)
+
+    async def get_path(self, resource: Resource, suffix: str) -> dict[str, Any]:
+        """GET a path under a group/version that is not an object (e.g. ``version``)."""
+        op = self._op("get", "GET", resource)
+        base = op.path.rsplit("/", 1)[0]
+        return await self._send(dataclasses.replace(op, path=f"{base}/{suffix}", url=suffix))
 
     async def _put(
         self, resource: Resource, body: Mapping[str, Any], *, subresource: str | None

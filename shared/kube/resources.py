@@ -70,6 +70,12 @@ VMS = Resource(GROUP, VERSION, "virtualmachines", "VirtualMachine")
 VMIMS = Resource(
     GROUP, VERSION, "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration"
 )
+SUBRESOURCES_GROUP = "subresources.kubevirt.io"
+# The aggregated API's view of VMIs: imperative actions such as .../pause live under it.
+VMI_ACTIONS = Resource(
+    SUBRESOURCES_GROUP, VERSION, "virtualmachineinstances", "VirtualMachineInstance"
+)
+SERVICES = Resource("", "v1", "services", "Service")
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""virtctl-py's decisions: writes per run strategy, emitted manifests, errors and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.kube import Forbidden, KubeError, NotFound
+from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
+from shared.model.validation import validate_vm
+from virtctl_py import cli, lifecycle, manifests
+from virtctl_py.errors import CliError, Exit
+from virtctl_py.main import explain, main
+from virtctl_py.output import render
+from virtctl_py.session import Target, resolve
+
+
+def _vm(strategy: str) -> VirtualMachine:
+    return VirtualMachine.from_dict(
+        {
+            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vm-uid"},
+            "spec": {"runStrategy": strategy},
+        }
+    )
+
+
+def _vmi(phase: str = "Running") -> VirtualMachineInstance:
+    return VirtualMachineInstance.from_dict(
+        {
+            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vmi-uid"},
+            "status": {"phase": phase},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "vmi", "spec_patch", "actions"),
+    [
+        pytest.param("Halted", None, {"runStrategy": "Always"}, [], id="halted-start"),
+        pytest.param("Manual", None, None, ["Start"], id="manual-start"),
+        pytest.param("RerunOnFailure", _vmi("Failed"), None, ["Start"], id="rerun-after-failure"),
+    ],
+)
+def test_start_plans(
+    strategy: str, vmi: VirtualMachineInstance | None, spec_patch: Any, actions: list[str]
+) -> None:
+    """start flips Halted to Always and otherwise asks through stateChangeRequests."""
+    plan = lifecycle.plan_start(_vm(strategy), vmi)
+    assert plan.spec_patch == spec_patch
+    assert [r["action"] for r in plan.requests] == actions
+
+
+def test_start_refuses_a_running_vm() -> None:
+    """Starting a running VM is a conflict (exit 6), not a silent no-op."""
+    with pytest.raises(CliError) as info:
+        lifecycle.plan_start(_vm("Always"), _vmi())
+    assert info.value.code == Exit.CONFLICT
+
+
+@pytest.mark.parametrize(
+    ("strategy", "spec_patch", "actions"),
+    [
+        pytest.param("Always", {"runStrategy": "Halted"}, [], id="always"),
+        pytest.param("RerunOnFailure", {"runStrategy": "Halted"}, [], id="rerun"),
+        pytest.param("Manual", None, ["Stop"], id="manual"),
+    ],
+)
+def test_stop_plans(strategy: str, spec_patch: Any, actions: list[str]) -> None:
+    """stop halts restarting strategies and asks Manual VMs to stop their VMI by uid."""
+    plan = lifecycle.plan_stop(_vm(strategy), _vmi())
+    assert plan.spec_patch == spec_patch
+    assert [r["action"] for r in plan.requests] == actions
+    if actions:
+        assert plan.requests[0]["uid"] == "vmi-uid"
+
+
+def test_restart_is_stop_then_start() -> None:
+    """restart asks to stop this VMI (by uid) and start a new one."""
+    plan = lifecycle.plan_restart(_vm("Always"), _vmi())
+    assert plan.requests == ({"action": "Stop", "uid": "vmi-uid"}, {"action": "Start"})
+    with pytest.raises(CliError):
+        lifecycle.plan_restart(_vm("Always"), None)
+
+
+def test_migration_manifest() -> None:
+    """migrate creates a VMIM for the VMI."""
+    m = lifecycle.migration("ns", "vm1")
+    assert m["spec"] == {"vmiName": "vm1"} and m["metadata"]["namespace"] == "ns"
+
+
+def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """create vm prints a VirtualMachine that the shared model parses and validates."""
+    main(
+        [
+            "create",
+            "vm",
+            "--name",
+            "demo",
+            "--container-disk",
+            "registry.local/x:v1",
+            "--user-data",
+            "#cloud-config",
+        ]
+    )
+    vm = VirtualMachine.from_dict(yaml.safe_load(capsys.readouterr().out))
+    assert validate_vm(vm) == []
+    assert vm.spec.run_strategy == RunStrategy.ALWAYS
+
+
+def test_create_vm_needs_a_disk() -> None:
+    """Without a disk or kernel image there is nothing to boot: a usage error."""
+    flags = manifests.VMFlags(
+        name="x", namespace=None, memory="1Gi", cpus=1, run_strategy=RunStrategy.ALWAYS,
+        container_disk=None, kernel_image=None, kernel_args="", user_data=None, grace=30,
+    )  # fmt: skip
+    with pytest.raises(CliError) as info:
+        manifests.vm_manifest(flags)
+    assert info.value.code == Exit.USAGE
+
+
+def test_expose_needs_labels() -> None:
+    """A Service needs a selector; an unlabelled VMI gets a message saying what to do."""
+    with pytest.raises(CliError, match="add labels"):
+        manifests.service_manifest(
+            name="s", namespace="ns", selector={}, port=22, target_port=22, service_type="ClusterIP"
+        )
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "text"),
+    [
+        pytest.param(
+            NotFound(404, "NotFound", "nope"), Exit.NOT_FOUND, "not found", id="not-found"
+        ),
+        pytest.param(
+            Forbidden(403, "Forbidden", "denied"),
+            Exit.FORBIDDEN,
+            "kubevirt.io:edit",
+            id="forbidden",
+        ),
+    ],
+)
+def test_errors_name_the_object_and_exit_code(error: KubeError, code: Exit, text: str) -> None:
+    """API errors become messages that name the object and the fix, with distinct exit codes."""
+    args = argparse.Namespace(command="pause", kind="vmi", name="vm1")
+    target = Target(kubeconfig=Path("/k"), context=None, namespace="ns")
+    err = explain(error, args, target)
+    assert err.code == code
+    assert "vmi ns/vm1" in str(err) and text in str(err)
+
+
+def test_output_formats() -> None:
+    """Data commands print tables, JSON or YAML."""
+    data = {"items": [{"userName": "root", "domain": "", "loginTime": 5}]}
+    columns = (("USER", "userName"), ("LOGIN-TIME", "loginTime"))
+    assert render(data, fmt="table", columns=columns).splitlines() == [
+        "USER   LOGIN-TIME",
+        "root   5",
+    ]
+    assert json.loads(render(data, fmt="json")) == data
+    assert yaml.safe_load(render(data, fmt="yaml")) == data
+
+
+def test_namespace_from_context(tmp_path: Any) -> None:
+    """Without -n the namespace comes from the kubeconfig's current context."""
+    kc = tmp_path / "kc"
+    kc.write_text(
+        yaml.safe_dump(
+            {"current-context": "c", "contexts": [{"name": "c", "context": {"namespace": "team"}}]}
+        )
+    )
+    assert resolve(kubeconfig=str(kc), context=None, namespace=None).namespace == "team"
+    assert resolve(kubeconfig=str(kc), context=None, namespace="x").namespace == "x"
+
+
+def test_completion_lists_verbs() -> None:
+    """The bash completion script offers every verb."""
+    script = cli.bash_completion(cli.build())
+    for verb in ("start", "migrate-cancel", "console", "fslist", "completion"):
+        assert verb in script

@@ -1,0 +1,5 @@
+"""``python -m virtctl_py``."""
+
+from virtctl_py.main import main
+
+main()

@@ -1,0 +1,203 @@
+"""The verbs. Object writes for start/stop/restart/migrate; the subresource API for the rest."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import yaml
+
+from shared.kube import (
+    SERVICES,
+    VMI_ACTIONS,
+    VMIMS,
+    VMIS,
+    VMS,
+    KubeClient,
+    KubeError,
+    NotFound,
+    PatchType,
+)
+from shared.model import VirtualMachine, VirtualMachineInstance
+from virtctl_py import lifecycle, manifests
+from virtctl_py.errors import CliError, Exit
+from virtctl_py.output import render
+from virtctl_py.session import Target
+from virtctl_py.wait import wait_until
+
+VERSION = "0.1.0"
+GUEST_COLUMNS = {
+    "userlist": (("USER", "userName"), ("DOMAIN", "domain"), ("LOGIN-TIME", "loginTime")),
+    "filesystemlist": (
+        ("DISK", "diskName"), ("MOUNT", "mountPoint"), ("TYPE", "fileSystemType"),
+        ("TOTAL", "totalBytes"), ("USED", "usedBytes"),
+    ),
+}  # fmt: skip
+
+
+async def _vm(kube: KubeClient, ns: str, name: str) -> VirtualMachine:
+    return VirtualMachine.from_dict(await kube.get(VMS, name, namespace=ns))
+
+
+async def _vmi_or_none(kube: KubeClient, ns: str, name: str) -> VirtualMachineInstance | None:
+    try:
+        return VirtualMachineInstance.from_dict(await kube.get(VMIS, name, namespace=ns))
+    except NotFound:
+        return None
+
+
+async def _apply(kube: KubeClient, vm: VirtualMachine, plan: lifecycle.Plan) -> None:
+    if plan.spec_patch is not None:
+        await kube.patch(VMS, vm.name, {"spec": plan.spec_patch}, namespace=vm.namespace)
+    if plan.requests:
+        ops: list[dict[str, Any]] = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": vm.metadata.resource_version,
+            }
+        ]
+        if not vm.status.state_change_requests:
+            ops.append(
+                {"op": "add", "path": "/status/stateChangeRequests", "value": list(plan.requests)}
+            )
+        else:
+            ops += [
+                {"op": "add", "path": "/status/stateChangeRequests/-", "value": r}
+                for r in plan.requests
+            ]
+        await kube.patch(
+            VMS,
+            vm.name,
+            ops,
+            namespace=vm.namespace,
+            patch_type=PatchType.JSON,
+            subresource="status",
+        )
+
+
+async def vm_state(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    """start / stop / restart a VM; with --wait, until it is Running / Stopped."""
+    vm = await _vm(kube, target.namespace, args.name)
+    vmi = await _vmi_or_none(kube, target.namespace, args.name)
+    planner = {
+        "start": lifecycle.plan_start,
+        "stop": lifecycle.plan_stop,
+        "restart": lifecycle.plan_restart,
+    }
+    plan = planner[args.command](vm, vmi)
+    await _apply(kube, vm, plan)
+    if args.wait:
+        wanted = "Stopped" if args.command == "stop" else "Running"
+        old_uid = vmi.uid if vmi is not None and args.command == "restart" else None
+
+        async def probe() -> tuple[bool, str]:
+            fresh = await _vm(kube, target.namespace, args.name)
+            current = await _vmi_or_none(kube, target.namespace, args.name)
+            status = str(fresh.status.printable_status or "")
+            moved = old_uid is None or (current is not None and current.uid != old_uid)
+            return status == wanted and moved, status or "Unknown"
+
+        await wait_until(probe, what=f"vm {target.namespace}/{args.name}", timeout=args.timeout)
+    return f"VM {target.namespace}/{args.name}: {plan.message}"
+
+
+async def migrate(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    vmi = await _vmi_or_none(kube, target.namespace, args.name)
+    if vmi is None:
+        raise CliError(
+            f"VMI {target.namespace}/{args.name} not found: is the VM running?", code=Exit.NOT_FOUND
+        )
+    created = await kube.create(
+        VMIMS, lifecycle.migration(target.namespace, args.name), namespace=target.namespace
+    )
+    name = created["metadata"]["name"]
+    if args.wait:
+
+        async def probe() -> tuple[bool, str]:
+            phase = str(
+                (await kube.get(VMIMS, name, namespace=target.namespace))
+                .get("status", {})
+                .get("phase", "Pending")
+            )
+            if phase == "Failed":
+                raise CliError(f"migration {name} failed", code=Exit.FAILED)
+            return phase == "Succeeded", phase
+
+        await wait_until(probe, what=f"migration {name}", timeout=args.timeout)
+    return f"VMI {target.namespace}/{args.name}: migration {name} created"
+
+
+async def migrate_cancel(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    migrations = await kube.list(VMIMS, namespace=target.namespace)
+    active = [
+        m for m in migrations.items
+        if m.get("spec", {}).get("vmiName") == args.name
+        and m.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]  # fmt: skip
+    if not active:
+        raise CliError(
+            f"no migration in progress for VMI {target.namespace}/{args.name}", code=Exit.NOT_FOUND
+        )
+    for m in active:
+        await kube.delete(VMIMS, m["metadata"]["name"], namespace=target.namespace)
+    return (
+        f"VMI {target.namespace}/{args.name}: migration {active[0]['metadata']['name']} cancelled"
+    )
+
+
+async def action(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    """pause / unpause / soft-reboot through subresources.kubevirt.io (RBAC applies)."""
+    sub = {"pause": "pause", "unpause": "unpause", "soft-reboot": "softreboot"}[args.command]
+    await kube.call_subresource(
+        "PUT", VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub, body={}
+    )
+    verb = {"pause": "paused", "unpause": "unpaused", "soft-reboot": "soft-rebooted"}[args.command]
+    return f"VMI {target.namespace}/{args.name} was scheduled to be {verb}"
+
+
+async def guest_query(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    sub = {"guestosinfo": "guestosinfo", "userlist": "userlist", "fslist": "filesystemlist"}[
+        args.command
+    ]
+    data = await kube.call_subresource(
+        "GET", VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub
+    )
+    return render(data, fmt=args.output, columns=GUEST_COLUMNS.get(sub, ()))
+
+
+async def expose(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    if args.kind == "vm":
+        vm = await _vm(kube, target.namespace, args.name)
+        labels = dict(vm.spec.template.metadata.labels or {})
+    else:
+        vmi = VirtualMachineInstance.from_dict(
+            await kube.get(VMIS, args.name, namespace=target.namespace)
+        )
+        labels = dict(vmi.metadata.labels or {})
+    service = manifests.service_manifest(
+        name=args.service_name, namespace=target.namespace, selector=labels,
+        port=args.port, target_port=args.target_port or args.port, service_type=args.type,
+    )  # fmt: skip
+    await kube.create(SERVICES, service, namespace=target.namespace)
+    return f"Service {target.namespace}/{args.service_name} created"
+
+
+async def version(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    lines = [f"Client Version: virtctl-py {VERSION}"]
+    try:
+        server = await kube.get_path(VMI_ACTIONS, "version")
+        lines.append(f"Server Version: {server.get('gitVersion', server)}")
+    except KubeError as exc:  # the client version is still worth printing
+        lines.append(f"Server Version: unavailable ({exc})")
+    return "\n".join(lines)
+
+
+def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
+    flags = manifests.VMFlags(
+        name=args.name, namespace=namespace, memory=args.memory, cpus=args.cpus,
+        run_strategy=args.run_strategy, container_disk=args.container_disk,
+        kernel_image=args.kernel_image, kernel_args=args.kernel_args,
+        user_data=args.user_data, grace=args.grace,
+    )  # fmt: skip
+    return yaml.safe_dump(manifests.vm_manifest(flags), sort_keys=False).rstrip()
