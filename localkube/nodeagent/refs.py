@@ -7,6 +7,7 @@ reference, so these are fetched with the node's own credentials, once per pod st
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
 import os
 import re
@@ -18,7 +19,16 @@ from localkube.errors import LocalKubeError
 from localkube.nodeagent.kube import JSON, Kube, KubeError
 from localkube.nodeagent.podspec import Pod
 
-POD_IP = "127.0.0.1"
+HOST_IP = "127.0.0.1"
+
+
+def pod_ip(uid: str) -> str:
+    """Each pod's own loopback address (127.x.y.z from its UID), so pods sharing the host
+    network can still each bind their ports, as pods with their own IPs do."""
+    digest = hashlib.sha256(uid.encode()).digest()
+    return f"127.{digest[0] % 254 + 1}.{digest[1]}.{digest[2] % 254 + 1}"
+
+
 _SUFFIX = {
     "Ki": 2**10,
     "Mi": 2**20,
@@ -93,10 +103,10 @@ def field_value(pod: Pod, path: str) -> str:
         "metadata.uid": meta["uid"],
         "spec.nodeName": spec.get("nodeName", ""),
         "spec.serviceAccountName": spec.get("serviceAccountName", ""),
-        "status.podIP": POD_IP,
-        "status.podIPs": POD_IP,
-        "status.hostIP": POD_IP,
-        "status.hostIPs": POD_IP,
+        "status.podIP": pod_ip(meta["uid"]),
+        "status.podIPs": pod_ip(meta["uid"]),
+        "status.hostIP": HOST_IP,
+        "status.hostIPs": HOST_IP,
     }
     if path in simple:
         return str(simple[path])

@@ -14,7 +14,7 @@ from typing import Any
 from localkube.nodeagent.kube import JSON
 from localkube.nodeagent.node import now_rfc3339
 from localkube.nodeagent.podspec import Pod, RestartPolicy
-from localkube.nodeagent.refs import POD_IP
+from localkube.nodeagent.refs import HOST_IP, pod_ip
 
 
 @dataclass(slots=True, kw_only=True)
@@ -144,10 +144,10 @@ def pod_status(
 
     return {
         "phase": pod_phase,
-        "hostIP": POD_IP,
-        "hostIPs": [{"ip": POD_IP}],
-        "podIP": POD_IP,
-        "podIPs": [{"ip": POD_IP}],
+        "hostIP": HOST_IP,
+        "hostIPs": [{"ip": HOST_IP}],
+        "podIP": pod_ip(pod.uid),
+        "podIPs": [{"ip": pod_ip(pod.uid)}],
         "startTime": start_time,
         "conditions": [
             cond("PodReadyToStartContainers", sandbox_ready),

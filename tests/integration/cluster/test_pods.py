@@ -14,6 +14,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from localkube.cluster import Cluster
+from localkube.nodeagent.refs import pod_ip
 from localkube.procs import pid_alive
 from localkube.testing import pod_logs, wait_for
 
@@ -94,7 +95,7 @@ async def test_deployment_pod_runs_with_downward_env_and_honours_grace_period(
     kube_cluster: Cluster, kube_api: client.ApiClient, kube_namespace: str, tmp_path: Path
 ) -> None:
     """A Deployment's pod is scheduled and run by a node agent: Running and Ready with
-    podIP 127.0.0.1, its downward-API env (name, namespace, uid, node, pod IP) and $(VAR)
+    its own loopback podIP (127.x.y.z from its UID), its downward-API env (name, namespace, uid, node, pod IP) and $(VAR)
     expansion right, the service-account token mounted, its volume mounted in a mount
     namespace of its own. Deleting it sends SIGTERM and, as the process ignores it,
     SIGKILL after terminationGracePeriodSeconds; only then is the Pod object gone, with
@@ -111,7 +112,7 @@ async def test_deployment_pod_runs_with_downward_env_and_honours_grace_period(
         show=_pod_summary,
     )
     assert pod.status.phase == "Running"
-    assert pod.status.pod_ip == "127.0.0.1"
+    assert pod.status.pod_ip == pod_ip(pod.metadata.uid) != "127.0.0.1"
     assert pod.status.container_statuses[0].state.running is not None
     state = json.loads((out / "state.json").read_text())
     meta = pod.metadata
@@ -120,7 +121,7 @@ async def test_deployment_pod_runs_with_downward_env_and_honours_grace_period(
         "POD_NAMESPACE": kube_namespace,
         "POD_UID": meta.uid,
         "NODE_NAME": pod.spec.node_name,
-        "POD_IP": "127.0.0.1",
+        "POD_IP": pod.status.pod_ip,
         "GREETING": f"hello-{meta.name}",
     }, pod_logs(kube_cluster.config, pod)
     assert state["sa"] == ["ca.crt", "namespace", "token"]
