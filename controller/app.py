@@ -1,0 +1,206 @@
+"""The controller's object graph and its one TaskGroup.
+
+    informers (always, so a standby has warm caches)  ┐
+    /healthz /readyz /metrics                          ├─ one TaskGroup
+    leader election → while leading: the work queues' workers ┘
+
+A standby keeps its caches synced and its queues filling; on election its workers drain
+them at once. Losing the Lease ends the daemon (LeadershipLost), as KubeVirt's does: the
+Deployment restarts it as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from controller.config import Config
+from controller.informers import Informers, SourceWrapper, build_informers
+from controller.migration_controller import MigrationController
+from controller.node_controller import NodeController
+from controller.patch_writer import PatchWriter
+from controller.recent import Recent
+from controller.reconcile import PodWriter
+from controller.template import TemplateService
+from controller.vm_controller import VMController
+from controller.vmi_controller import VMIController
+from shared.kube import (
+    VMIMS,
+    VMIS,
+    VMS,
+    Expectations,
+    HealthConfig,
+    HealthServer,
+    KubeClient,
+    LeaderConfig,
+    LeaderElector,
+    QueueConfig,
+    Registry,
+    StatusWriter,
+    WorkQueue,
+    wait_for_sync,
+)
+from shared.model import (
+    Clock,
+    VirtualMachine,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    utc_now,
+)
+
+log = structlog.get_logger("controller")
+
+SYNC_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Loops:
+    """The four controllers, each with its queue."""
+
+    vmi: VMIController
+    vm: VMController
+    migration: MigrationController
+    node: NodeController
+
+
+class Controller:
+    """virt-controller-py: informers, controllers, leader election and the health endpoint."""
+
+    def __init__(
+        self,
+        config: Config,
+        client: KubeClient,
+        registry: Registry,
+        *,
+        wrap: SourceWrapper | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.config = config
+        self.registry = registry
+        self.informers: Informers = build_informers(
+            client, namespace=config.namespace, resync_period=config.resync_period, wrap=wrap
+        )
+        self.loops = _build_loops(config, client, registry, self.informers, clock)
+        self._register_handlers()
+        self.elector = LeaderElector(client, _leader_config(config))
+        self.health = HealthServer(
+            HealthConfig(host=config.health_host, port=config.health_port),
+            registry,
+            ready=self.ready,
+        )
+        registry.gauge(
+            "kubevirt_virt_controller_leading_status",
+            "Indication for an operating virt-controller.",
+        ).labels().set_function(lambda: float(self.elector.is_leader.is_set()))
+        registry.gauge(
+            "kubevirt_virt_controller_ready_status",
+            "Indication for a virt-controller that is ready to take the lead.",
+        ).labels().set_function(lambda: float(self.ready()))
+
+    def ready(self) -> bool:
+        """Every informer has listed once (leader or warm standby)."""
+        return all(i.has_synced.is_set() for i in self.informers.all())
+
+    async def run(self) -> None:
+        """Serve until cancelled (or until the Lease is lost: LeadershipLost)."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.health.run(), name="health")
+            for informer in self.informers.all():
+                tg.create_task(informer.run(), name=f"informer-{informer.name}")
+            tg.create_task(self.elector.run(self._lead), name="leader-election")
+
+    async def _lead(self) -> None:
+        log.info("leading", identity=self.config.leader.identity)
+        await wait_for_sync(*self.informers.all(), timeout=SYNC_TIMEOUT)
+        workers = self.config.workers
+        loops = self.loops
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(loops.vmi.queue.run_workers(workers.vmi, loops.vmi.process))
+            tg.create_task(loops.vm.queue.run_workers(workers.vm, loops.vm.process))
+            tg.create_task(
+                loops.migration.queue.run_workers(workers.migration, loops.migration.process)
+            )
+            tg.create_task(loops.node.queue.run_workers(workers.node, loops.node.process))
+
+    def _register_handlers(self) -> None:
+        inf, loops = self.informers, self.loops
+        vmi_h, pod_h = loops.vmi.handlers()
+        inf.vmis.add_handlers(vmi_h)
+        inf.pods.add_handlers(pod_h)
+        vm_h, vmi_for_vm = loops.vm.handlers()
+        inf.vms.add_handlers(vm_h)
+        inf.vmis.add_handlers(vmi_for_vm)
+        mig_h, vmi_for_mig, pod_for_mig = loops.migration.handlers()
+        inf.migrations.add_handlers(mig_h)
+        inf.vmis.add_handlers(vmi_for_mig)
+        inf.pods.add_handlers(pod_for_mig)
+        node_h, pod_for_node = loops.node.handlers()
+        inf.nodes.add_handlers(node_h)
+        inf.pods.add_handlers(pod_for_node)
+
+
+def _queue(name: str, registry: Registry) -> WorkQueue:
+    return WorkQueue(QueueConfig(name=f"virt-controller-{name}"), registry=registry)
+
+
+def _build_loops(
+    config: Config, client: KubeClient, registry: Registry, informers: Informers, clock: Clock
+) -> Loops:
+    vmi_recent: Recent[VirtualMachineInstance] = Recent()
+    vmi_writer = StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry)
+    templates = TemplateService(config.template)
+    common: dict[str, Any] = {"client": client, "informers": informers, "clock": clock}
+    return Loops(
+        vmi=VMIController(
+            queue=_queue("vmi", registry),
+            pods=PodWriter(client, Expectations()),
+            writer=PatchWriter(client, registry=registry),
+            recent=vmi_recent,
+            templates=templates,
+            timing=config.timing,
+            **common,
+        ),
+        vm=VMController(
+            queue=_queue("vm", registry),
+            expectations=Expectations(),
+            writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
+            vmi_recent=vmi_recent,
+            timing=config.timing,
+            **common,
+        ),
+        migration=MigrationController(
+            queue=_queue("migration", registry),
+            pods=PodWriter(client, Expectations()),
+            writer=StatusWriter(
+                client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
+            ),
+            vmi_writer=vmi_writer,
+            vmi_recent=vmi_recent,
+            templates=templates,
+            config=config.migration,
+            **common,
+        ),
+        node=NodeController(
+            queue=_queue("node", registry),
+            vmi_writer=vmi_writer,
+            vmi_recent=vmi_recent,
+            timing=config.timing,
+            **common,
+        ),
+    )
+
+
+def _leader_config(config: Config) -> LeaderConfig:
+    """client-go's 15/10/2 s ratios, scaled to the configured lease duration."""
+    lease = config.leader.lease_seconds
+    return LeaderConfig(
+        name=config.leader.name,
+        namespace=config.leader.namespace,
+        identity=config.leader.identity,
+        lease_duration=lease,
+        renew_deadline=lease * 2 / 3,
+        retry_period=lease * 2 / 15,
+    )

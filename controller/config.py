@@ -1,0 +1,223 @@
+"""The controller's configuration: parsed once from the command line (and environment) into
+frozen dataclasses that are passed to every part that needs them; nothing reads the
+environment anywhere else.
+
+Every flag can also come from an environment variable named after it:
+`--launcher-image` ← `VIRT_CONTROLLER_LAUNCHER_IMAGE`. The command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from controller.errors import ConfigError
+from controller.overhead import OverheadConfig
+
+ENV_PREFIX = "VIRT_CONTROLLER_"
+DEFAULT_LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
+# Host directory holding one handler notify socket per node: <dir>/<node>/domain-notify.sock
+# (mounted at the same path in launcher pods; the handler's default too).
+DEFAULT_NOTIFY_HOST_DIR = "/var/run/kubevirt-py/nodes"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TemplateConfig:
+    """What the launcher pod template needs beyond the VMI itself."""
+
+    launcher_image: str = DEFAULT_LAUNCHER_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    # Empty: the image's entrypoint runs the launcher and gets only args.
+    launcher_command: tuple[str, ...] = ()
+    # KubeVirt's useEmulation: guests may run under TCG, so no /dev/kvm is requested.
+    use_emulation: bool = True
+    notify_host_dir: str = DEFAULT_NOTIFY_HOST_DIR
+    image_store: str | None = None
+    kvm_probe_file: str | None = None
+    log_format: str = "json"
+    # CPU request per vCPU when the VMI sets none (KubeVirt's cpuAllocationRatio of 10).
+    cpu_request_millis_per_vcpu: int = 100
+    overhead: OverheadConfig = field(default_factory=OverheadConfig)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationConfig:
+    """KubeVirt's migration defaults: 5 in flight per cluster, 2 outbound per node."""
+
+    parallel_per_cluster: int = 5
+    outbound_per_node: int = 2
+    unschedulable_timeout: float = 300.0
+    # A migration handed to the handlers that is cancelled but never settles is let go.
+    abort_timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimingConfig:
+    """Timeouts of the VMI, VM and node controllers."""
+
+    # A launcher pod the scheduler cannot place for this long fails its VMI.
+    vmi_unschedulable_timeout: float = 300.0
+    # A handler heartbeat older than this marks its node dead.
+    heartbeat_timeout: float = 300.0
+    # Crash-loop backoff of VMs: base * 2**(failures-1), capped.
+    start_backoff_base: float = 10.0
+    start_backoff_max: float = 300.0
+    # How long a sync may wait on one API call.
+    request_timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderConfig:
+    """The coordination.k8s.io Lease two replicas compete for (client-go's timings)."""
+
+    namespace: str = "kubevirt"
+    name: str = "virt-controller-py"
+    identity: str = ""
+    lease_seconds: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerCounts:
+    """Workers per queue: KubeVirt runs 10 for VMIs and 3 for most others."""
+
+    vmi: int = 10
+    vm: int = 3
+    migration: int = 3
+    node: int = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """Everything `python -m controller` needs."""
+
+    kubeconfig: Path | None = None
+    log_format: str = "json"
+    health_host: str = "0.0.0.0"  # probes and scrapes come from outside the pod
+    health_port: int = 8443
+    qps: float = 200.0
+    burst: int = 400
+    resync_period: float = 0.0
+    # Watch one namespace only ("" = all): tests run one controller per namespace.
+    namespace: str = ""
+    template: TemplateConfig = field(default_factory=TemplateConfig)
+    migration: MigrationConfig = field(default_factory=MigrationConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    leader: LeaderConfig = field(default_factory=LeaderConfig)
+    workers: WorkerCounts = field(default_factory=WorkerCounts)
+
+    @classmethod
+    def from_args(
+        cls, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+    ) -> Self:
+        """Parse the command line; defaults come from VIRT_CONTROLLER_* variables."""
+        env = dict(os.environ if environ is None else environ)
+        ns = _parser(env).parse_args(argv)
+        try:
+            return cls._from_namespace(ns)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+    @classmethod
+    def _from_namespace(cls, ns: argparse.Namespace) -> Self:
+        template = TemplateConfig(
+            launcher_image=ns.launcher_image,
+            image_pull_policy=ns.image_pull_policy,
+            launcher_command=tuple(shlex.split(ns.launcher_command)),
+            use_emulation=_flag(ns.use_emulation),
+            notify_host_dir=ns.notify_host_dir,
+            image_store=ns.image_store or None,
+            kvm_probe_file=ns.kvm_probe_file or None,
+            log_format=ns.launcher_log_format,
+        )
+        migration = MigrationConfig(
+            parallel_per_cluster=int(ns.parallel_migrations),
+            outbound_per_node=int(ns.parallel_outbound_migrations_per_node),
+            unschedulable_timeout=float(ns.migration_unschedulable_timeout),
+            abort_timeout=float(ns.migration_abort_timeout),
+        )
+        timing = TimingConfig(
+            vmi_unschedulable_timeout=float(ns.unschedulable_timeout),
+            heartbeat_timeout=float(ns.heartbeat_timeout),
+            start_backoff_base=float(ns.start_backoff_base),
+            start_backoff_max=float(ns.start_backoff_max),
+        )
+        leader = LeaderConfig(
+            namespace=ns.leader_namespace,
+            name=ns.leader_name,
+            identity=ns.identity or f"{socket.gethostname()}-{os.getpid()}",
+            lease_seconds=float(ns.lease_seconds),
+        )
+        workers = WorkerCounts(vmi=int(ns.vmi_workers), vm=int(ns.vm_workers), migration=3, node=3)
+        return cls(
+            kubeconfig=Path(ns.kubeconfig) if ns.kubeconfig else None,
+            log_format=ns.log_format,
+            health_port=int(ns.port),
+            qps=float(ns.qps),
+            burst=int(ns.burst),
+            resync_period=float(ns.resync_period),
+            namespace=ns.namespace,
+            template=template,
+            migration=migration,
+            timing=timing,
+            leader=leader,
+            workers=workers,
+        )
+
+
+def _flag(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+# (flag, default, help); the environment variable is VIRT_CONTROLLER_<FLAG>.
+_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("kubeconfig", "", "kubeconfig path; empty: in-cluster service account"),
+    ("log-format", "json", "json or console"),
+    ("port", "8443", "port of /healthz, /readyz and /metrics"),
+    ("qps", "200", "API client rate limit (KubeVirt's controller: 200)"),
+    ("burst", "400", "API client burst"),
+    ("resync-period", "0", "seconds between informer resyncs; 0 disables"),
+    ("namespace", "", "watch only this namespace (blank: all)"),
+    ("launcher-image", DEFAULT_LAUNCHER_IMAGE, "image of launcher pods"),
+    ("image-pull-policy", "IfNotPresent", "pull policy of launcher pods"),
+    ("launcher-command", "", "command of the launcher container (blank: image entrypoint)"),
+    ("use-emulation", "true", "let guests run under TCG: no /dev/kvm request"),
+    ("notify-host-dir", DEFAULT_NOTIFY_HOST_DIR, "host dir of <node>/domain-notify.sock"),
+    ("image-store", "", "launcher --image-store (local clusters)"),
+    ("kvm-probe-file", "", "launcher --kvm-probe-file"),
+    ("launcher-log-format", "json", "launcher --log-format"),
+    ("parallel-migrations", "5", "migrations in flight per cluster"),
+    ("parallel-outbound-migrations-per-node", "2", "outbound migrations per node"),
+    ("migration-unschedulable-timeout", "300", "seconds a target pod may stay unschedulable"),
+    ("migration-abort-timeout", "300", "seconds a cancelled migration waits for the handlers"),
+    ("unschedulable-timeout", "300", "seconds a launcher pod may stay unschedulable"),
+    ("heartbeat-timeout", "300", "seconds before a handler heartbeat is stale"),
+    ("start-backoff-base", "10", "crash-loop backoff of VMs: first delay in seconds"),
+    ("start-backoff-max", "300", "crash-loop backoff of VMs: longest delay in seconds"),
+    ("leader-namespace", "kubevirt", "namespace of the leader Lease"),
+    ("leader-name", "virt-controller-py", "name of the leader Lease"),
+    ("identity", "", "leader identity (default hostname-pid)"),
+    ("lease-seconds", "15", "leader lease duration"),
+    ("vmi-workers", "10", "VMI controller workers"),
+    ("vm-workers", "3", "VM controller workers"),
+)
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="virt-controller-py", description="kubevirt-py controller")
+    for flag, default, help_text in _FLAGS:
+        var = ENV_PREFIX + flag.upper().replace("-", "_")
+        p.add_argument(f"--{flag}", default=env.get(var, default), help=f"{help_text} (${var})")
+    return p

@@ -1,0 +1,155 @@
+"""What every controller loop shares: the process() wrapper around sync(), and pod writes
+guarded by expectations.
+
+    process(key): bind the key to the log → sync(key) → forget the key's backoff;
+                  SyncError → log its reason, requeue with backoff when it can help;
+                  API or transport errors → requeue with backoff.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import structlog
+
+from controller.errors import SyncError
+from controller.pods import LauncherPod
+from shared.kube import (
+    PODS,
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    DeleteOptions,
+    Expectations,
+    KubeClient,
+    NotFound,
+    Resource,
+    TransportError,
+    WorkQueue,
+)
+from shared.model import ConditionReason, KubeObject, ObjectMeta
+
+log = structlog.get_logger("controller")
+
+
+M = TypeVar("M", bound=KubeObject)
+
+
+def refresher(
+    client: KubeClient, resource: Resource, model: type[M], key: str
+) -> Callable[[], Awaitable[M]]:
+    """A status writer's `refresh`: GET the object fresh from the API server."""
+    ns, _, name = key.partition("/")
+
+    async def refresh() -> M:
+        return model.from_dict(await client.get(resource, name, namespace=ns or None))
+
+    return refresh
+
+
+def apply_metadata(
+    meta: ObjectMeta,
+    finalizer: str,
+    *,
+    keep: bool | None,
+    labels: Mapping[str, str | None] | None = None,
+) -> ObjectMeta:
+    """`meta` with label changes (None removes) and `finalizer` kept (True), dropped
+    (False) or left as it is (None)."""
+    new_labels = dict(meta.labels)
+    for name, value in (labels or {}).items():
+        if value is None:
+            new_labels.pop(name, None)
+        else:
+            new_labels[name] = value
+    finalizers = list(meta.finalizers)
+    if keep is True and finalizer not in finalizers:
+        finalizers.append(finalizer)
+    elif keep is False and finalizer in finalizers:
+        finalizers.remove(finalizer)
+    return dataclasses.replace(meta, labels=new_labels, finalizers=tuple(finalizers))
+
+
+class Reconciler(abc.ABC):
+    """A controller loop: a queue of keys and a sync per key."""
+
+    #: The log field the key is bound to ("vmi", "vm", "vmim", "node").
+    kind: str = "key"
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self.queue = queue
+
+    @abc.abstractmethod
+    async def sync(self, key: str) -> None:
+        """Make the world match the object at `key` (read from the caches)."""
+
+    async def process(self, key: str) -> None:
+        """One work item: sync, then forget or requeue."""
+        with structlog.contextvars.bound_contextvars(**{self.kind: key}):
+            try:
+                await self.sync(key)
+            except SyncError as e:
+                log.warning("sync_failed", reason=e.reason, error=e.message)
+                if e.requeue:
+                    self.queue.add_rate_limited(key)
+                else:
+                    self.queue.forget(key)
+                return
+            except Conflict as e:
+                log.info("sync_conflict", error=str(e))
+                self.queue.add_rate_limited(key)
+                return
+            except (ApiError, TransportError) as e:
+                log.warning("sync_api_error", error=str(e))
+                self.queue.add_rate_limited(key)
+                return
+            self.queue.forget(key)
+
+    def enqueue(self, key: str | None) -> None:
+        """Queue `key` (None is ignored, so handlers can pass lookups straight in)."""
+        if key:
+            self.queue.add(key)
+
+
+class PodWriter:
+    """Creates and deletes pods with expectations set before each write."""
+
+    def __init__(self, client: KubeClient, expectations: Expectations) -> None:
+        self._client = client
+        self.expectations = expectations
+
+    async def create(self, key: str, body: Mapping[str, Any]) -> None:
+        """Create one pod for `key`; AlreadyExists means the cache lags (still expected)."""
+        meta = body["metadata"]
+        self.expectations.expect_creations(key, 1)
+        try:
+            await self._client.create(PODS, body, namespace=meta["namespace"])
+        except AlreadyExists:
+            log.info("launcher_pod_exists", pod=meta["name"])
+            return
+        except (ApiError, TransportError) as e:
+            self.expectations.creation_observed(key)
+            raise SyncError(ConditionReason.FAILED_CREATE, f"pod {meta['name']}: {e}") from e
+        log.info("launcher_pod_created", pod=meta["name"])
+
+    async def delete(self, key: str, pods: Iterable[LauncherPod]) -> None:
+        """Delete these pods (by UID precondition) and expect their disappearance."""
+        doomed = list(pods)
+        if not doomed:
+            return
+        self.expectations.expect_deletions(key, [p.uid for p in doomed])
+        for pod in doomed:
+            try:
+                await self._client.delete(
+                    PODS, pod.name, namespace=pod.namespace, options=DeleteOptions(uid=pod.uid)
+                )
+            except (NotFound, Conflict):
+                self.expectations.deletion_observed(key, pod.uid)
+            except (ApiError, TransportError) as e:
+                self.expectations.deletion_observed(key, pod.uid)
+                raise SyncError(ConditionReason.FAILED_DELETE, f"pod {pod.name}: {e}") from e
+            else:
+                log.info("launcher_pod_deleted", pod=pod.name)

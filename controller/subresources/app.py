@@ -1,0 +1,212 @@
+"""The aiohttp application of the subresource API: routes, authentication, Status errors.
+
+    /healthz                                   probes; no client certificate needed
+    /apis, /apis/<group>, /apis/<group>/v1     discovery (front proxy only)
+    /apis/<group>/v1/version | healthz         (front proxy only)
+    /apis/<group>/v1/namespaces/<ns>/virtualmachineinstances/<name>/<action>
+        authenticate → SubjectAccessReview → locate → forward (or relay the console)
+
+Discovery, version and healthz need the front proxy but no review (kube-apiserver
+authorized them; KubeVirt's virt-api does the same). Every action is reviewed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+
+from controller.subresources import discovery
+from controller.subresources.actions import (
+    ACTIONS,
+    GROUP,
+    GROUP_VERSION,
+    RESOURCE,
+    Action,
+    ActionSpec,
+)
+from controller.subresources.authn import UserInfo, authenticate, common_name
+from controller.subresources.authz import Authorizer, ResourceAttributes, require
+from controller.subresources.console import WebSocket, relay
+from controller.subresources.errors import (
+    BadRequest,
+    MethodNotAllowed,
+    NotFound,
+    StatusReason,
+    SubresourceError,
+    VmiRef,
+    status_body,
+)
+from controller.subresources.forward import CONSOLE_PROTOCOLS
+from controller.subresources.frontproxy import FrontProxy
+from controller.subresources.locate import ClusterReader, Target, locate
+from shared.kube import Counter
+
+log = structlog.get_logger("controller.subresources")
+
+ACTION_PATH = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{RESOURCE}/{{name}}/{{action}}"
+PROBE_PATHS = frozenset({"/healthz"})
+USER_KEY = web.RequestKey("user", UserInfo)
+PeerName = Callable[[web.Request], str | None]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Forwarder(Protocol):
+    """How actions reach the handler (HandlerForwarder; fakes in unit tests)."""
+
+    async def call(self, target: Target, spec: ActionSpec) -> bytes: ...
+
+    def console(self, target: Target) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
+
+
+def transport_peer_cn(request: web.Request) -> str | None:
+    """The CN of the client certificate the TLS layer verified (None: none given)."""
+    transport = request.transport
+    return common_name(transport.get_extra_info("peercert")) if transport else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppDeps:
+    front_proxy: FrontProxy
+    authorizer: Authorizer
+    reader: ClusterReader
+    forwarder: Forwarder
+    requests: Counter  # kubevirt_subresource_requests_total{action,code}
+    peer_name: PeerName = transport_peer_cn
+    write_timeout: float = 10.0
+    heartbeat: float = 30.0
+    close_timeout: float = 5.0
+
+
+def build_app(deps: AppDeps) -> web.Application:
+    """The application; serving (TLS, port) is the caller's business."""
+    app = web.Application(middlewares=[_status_errors(deps), _authenticate(deps)])
+    app.router.add_get("/healthz", _text("ok"))
+    app.router.add_get("/apis", _json(discovery.api_group_list))
+    app.router.add_get(f"/apis/{GROUP}", _json(discovery.api_group))
+    app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
+    app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
+    app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
+    app.router.add_route("*", ACTION_PATH, _Actions(deps).handle)
+    return app
+
+
+def _text(text: str) -> Handler:
+    async def handle(_: web.Request) -> web.StreamResponse:
+        return web.Response(text=text)
+
+    return handle
+
+
+def _json(render: Callable[[], dict[str, Any]]) -> Handler:
+    async def handle(_: web.Request) -> web.StreamResponse:
+        return web.json_response(render())
+
+    return handle
+
+
+def _status_errors(deps: AppDeps) -> Any:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except SubresourceError as e:
+            log.info("subresource_refused", path=request.path, code=e.code, reason=e.reason)
+            response = web.json_response(e.to_status(), status=e.code)
+        except web.HTTPNotFound:
+            response = _status(404, StatusReason.NOT_FOUND, f"{request.path} is not served")
+        except web.HTTPMethodNotAllowed:
+            response = _status(405, StatusReason.METHOD_NOT_ALLOWED, f"{request.method} refused")
+        action = request.match_info.get("action")
+        if action is not None and action in ACTIONS:
+            deps.requests.labels(action, str(response.status)).inc()
+        return response
+
+    return middleware
+
+
+def _authenticate(deps: AppDeps) -> Any:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in PROBE_PATHS:
+            request[USER_KEY] = authenticate(
+                deps.front_proxy.config,
+                peer_cn=deps.peer_name(request),
+                headers=request.headers.items(),
+            )
+        return await handler(request)
+
+    return middleware
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(status_body(code, reason, message), status=code)
+
+
+class _Actions:
+    """PUT/GET …/virtualmachineinstances/<name>/<action>."""
+
+    def __init__(self, deps: AppDeps) -> None:
+        self._deps = deps
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        vmi = VmiRef(namespace=request.match_info["namespace"], name=request.match_info["name"])
+        spec = _spec(request, vmi)
+        user = request[USER_KEY]
+        with structlog.contextvars.bound_contextvars(
+            vmi=f"{vmi.namespace}/{vmi.name}", action=str(spec.action), user=user.name
+        ):
+            await require(self._deps.authorizer, user, ResourceAttributes.of(spec, vmi))
+            ws = self._websocket(request, spec, vmi)
+            target = await locate(self._deps.reader, vmi)
+            if ws is not None:
+                return await self._console(request, ws, target)
+            body = await self._deps.forwarder.call(target, spec)
+            log.info("subresource_forwarded", node=target.node)
+            if spec.method == "PUT":
+                return web.Response(status=200)
+            return web.Response(body=body, content_type="application/json")
+
+    def _websocket(
+        self, request: web.Request, spec: ActionSpec, vmi: VmiRef
+    ) -> web.WebSocketResponse | None:
+        if not spec.stream:
+            return None
+        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=self._deps.heartbeat)
+        if not ws.can_prepare(request).ok:
+            raise BadRequest(f"{spec.action} needs a websocket upgrade", vmi=vmi)
+        return ws
+
+    async def _console(
+        self, request: web.Request, ws: web.WebSocketResponse, target: Target
+    ) -> web.StreamResponse:
+        """Connect to the handler first, so its failures are still Status answers."""
+        deps = self._deps
+        async with deps.forwarder.console(target) as upstream:
+            async with asyncio.timeout(deps.write_timeout):
+                await ws.prepare(request)
+            log.info("console_opened", node=target.node)
+            try:
+                why = await relay(ws, upstream, write_timeout=deps.write_timeout)
+                log.info("console_closed", why=why)
+            finally:
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    async with asyncio.timeout(deps.close_timeout):
+                        await ws.close()
+        return ws
+
+
+def _spec(request: web.Request, vmi: VmiRef) -> ActionSpec:
+    name = request.match_info["action"]
+    if name not in ACTIONS:
+        known = ", ".join(ACTIONS)
+        raise NotFound(f"unknown action {name!r} (one of: {known})", vmi=vmi)
+    spec = ACTIONS[Action(name)]
+    if request.method != spec.method:
+        raise MethodNotAllowed(f"{name} takes {spec.method}, not {request.method}", vmi=vmi)
+    return spec

@@ -1,0 +1,177 @@
+"""The VMI controller: creates launcher pods, moves VMIs to Scheduled, tears them down.
+
+    reconcile(key): VMI from the cache (or our newer write) → expectations satisfied?
+                    → plan_vmi() → pod deletes / creates → one metadata + status write
+
+Writes per VMI from creation to Scheduled: a status patch after the pod is created
+(Pending + Scheduling), then at the handoff a metadata patch (node label, finalizer) and a
+status patch (Scheduled): the VMI CRD serves status as a subresource, which ignores
+metadata, so the handoff cannot be one write (see controller/patch_writer.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import structlog
+
+from controller.config import TimingConfig
+from controller.errors import SyncError
+from controller.informers import VMI_UID_INDEX, Informers
+from controller.labels import VMI_FINALIZER
+from controller.patch_writer import PatchWriter
+from controller.pods import LauncherPod
+from controller.recent import Recent
+from controller.reconcile import PodWriter, Reconciler, apply_metadata
+from controller.template import TemplateService
+from controller.transitions import vmi_condition
+from controller.vmi_logic import VMIPlan, plan_vmi
+from shared.kube import Handlers, KubeClient, NotFound, WorkQueue
+from shared.model import (
+    Clock,
+    ConditionStatus,
+    VirtualMachineInstance,
+    VMIConditionType,
+    VMIStatus,
+)
+
+log = structlog.get_logger("controller.vmi")
+
+# Synchronized=False reasons a later successful sync clears (not the final ones).
+TRANSIENT_REASONS = frozenset({"FailedCreate", "FailedDelete", "SyncFailed"})
+
+
+class VMIController(Reconciler):
+    """Reconciles VirtualMachineInstances against their launcher pods."""
+
+    kind = "vmi"
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: Informers,
+        queue: WorkQueue,
+        pods: PodWriter,
+        writer: PatchWriter,
+        recent: Recent[VirtualMachineInstance],
+        templates: TemplateService,
+        timing: TimingConfig,
+        clock: Clock,
+    ) -> None:
+        super().__init__(queue)
+        self._client = client
+        self._informers = informers
+        self._pods = pods
+        self._writer = writer
+        self._recent = recent
+        self._templates = templates
+        self._timing = timing
+        self._clock = clock
+
+    # ---- event handlers (enqueue only) --------------------------------------------------
+
+    def handlers(self) -> tuple[Handlers[VirtualMachineInstance], Handlers[LauncherPod]]:
+        """Callbacks for the VMI and pod informers."""
+        vmi_handlers: Handlers[VirtualMachineInstance] = Handlers(
+            on_add=lambda v: self.enqueue(v.key),
+            on_update=self._vmi_updated,
+            on_delete=self._vmi_deleted,
+        )
+        pod_handlers: Handlers[LauncherPod] = Handlers(
+            on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted
+        )
+        return vmi_handlers, pod_handlers
+
+    def _vmi_updated(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
+        self._recent.observe(new)
+        self.enqueue(new.key)
+
+    def _vmi_deleted(self, vmi: VirtualMachineInstance) -> None:
+        self._pods.expectations.delete(vmi.key)
+        self._recent.forget(vmi.key)
+
+    def _pod_added(self, pod: LauncherPod) -> None:
+        if pod.vmi_key and not pod.is_migration_target:
+            self._pods.expectations.creation_observed(pod.vmi_key)
+        self.enqueue(pod.vmi_key)
+
+    def _pod_updated(self, old: LauncherPod, new: LauncherPod) -> None:
+        if new.deleting and not old.deleting and new.vmi_key:
+            self._pods.expectations.deletion_observed(new.vmi_key, new.uid)
+        self.enqueue(new.vmi_key)
+
+    def _pod_deleted(self, pod: LauncherPod) -> None:
+        if pod.vmi_key:
+            self._pods.expectations.deletion_observed(pod.vmi_key, pod.uid)
+        self.enqueue(pod.vmi_key)
+
+    # ---- reconcile ----------------------------------------------------------------------
+
+    async def sync(self, key: str) -> None:
+        vmi = self._recent.latest(self._informers.vmis.store.get(key))
+        if vmi is None:
+            return
+        if not self._pods.expectations.satisfied(key):
+            log.debug("expectations_pending", pending=str(self._pods.expectations.pending(key)))
+            return
+        pods = self._informers.pods.store.by_index(VMI_UID_INDEX, vmi.uid)
+        plan = plan_vmi(
+            vmi,
+            pods,
+            now=self._clock(),
+            unschedulable_timeout=self._timing.vmi_unschedulable_timeout,
+        )
+        try:
+            await self._apply_pods(vmi, plan)
+        except SyncError as e:
+            await self._write(vmi, self._with_sync_error(vmi, e))
+            raise
+        new = dataclasses.replace(
+            vmi,
+            metadata=apply_metadata(
+                vmi.metadata, VMI_FINALIZER, keep=plan.finalizer, labels=plan.labels
+            ),
+            status=self._clear_sync_error(plan.status),
+        )
+        await self._write(vmi, new)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after)
+
+    async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
+        await self._pods.delete(vmi.key, plan.delete_pods)
+        if plan.create_pod:
+            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi))
+
+    async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
+        """Patch only what changed (most syncs change nothing and cost no write)."""
+        if old.status == new.status and (old.metadata.labels, old.metadata.finalizers) == (
+            new.metadata.labels,
+            new.metadata.finalizers,
+        ):
+            return
+        try:
+            written = await self._writer.write(old, new)
+        except NotFound:
+            return  # deleted meanwhile; its delete event cleans up
+        if written is not old:
+            self._recent.remember(written)
+
+    def _with_sync_error(self, vmi: VirtualMachineInstance, e: SyncError) -> VirtualMachineInstance:
+        status = vmi_condition(
+            vmi.status,
+            VMIConditionType.SYNCHRONIZED,
+            ConditionStatus.FALSE,
+            reason=e.reason,
+            message=e.message,
+            now=self._clock(),
+        )
+        return dataclasses.replace(vmi, status=status)
+
+    @staticmethod
+    def _clear_sync_error(status: VMIStatus) -> VMIStatus:
+        """A successful sync clears a transient Synchronized=False (not a final failure's)."""
+        cond = status.condition(VMIConditionType.SYNCHRONIZED)
+        if cond is None or status.is_final() or cond.reason not in TRANSIENT_REASONS:
+            return status
+        return status.without_condition(VMIConditionType.SYNCHRONIZED)

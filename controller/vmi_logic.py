@@ -1,0 +1,223 @@
+"""VMI decisions: (VMI, its launcher pods, now) → what to create, delete and write.
+
+Pure functions; the VMI controller applies the plan. The controller owns a VMI until it
+is handed to the handler of its node:
+
+    "" → Pending → Scheduling (pod created) → Scheduled (pod Running on a node) → handler
+          └──────────────┴────────────────────→ Failed (invalid spec, pod failed or gone,
+                                                         unschedulable for too long)
+
+From Scheduled on, the handler owns the phase; the controller only keeps the finalizer,
+the node label and activePods true and says when the pod is gone. Deletion and final
+phases delete the pods, and the finalizer goes once they are gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controller.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
+from controller.pods import LauncherPod
+from controller.transitions import vmi_condition, with_phases
+from shared.model import (
+    ConditionStatus,
+    FieldError,
+    VirtualMachineInstance,
+    VMIConditionType,
+    VMIPhase,
+    VMIStatus,
+    parse_time,
+)
+from shared.model.validation import validate_vmi
+
+PRE_HANDOFF = frozenset({VMIPhase.UNSET, VMIPhase.PENDING, VMIPhase.SCHEDULING})
+POST_HANDOFF = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
+
+
+class FailureReason(enum.StrEnum):
+    """status.reason (and the Synchronized condition's reason) of VMIs the controller fails."""
+
+    INVALID_SPEC = "InvalidSpec"
+    POD_FAILED = "PodFailed"
+    POD_TERMINATING = "PodTerminating"
+    POD_NOT_EXISTS = "PodNotExists"
+    UNSCHEDULABLE = "Unschedulable"
+    NODE_UNRESPONSIVE = "NodeUnresponsive"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VMIPlan:
+    """What one sync of one VMI does: pod writes, then metadata and status writes."""
+
+    status: VMIStatus
+    create_pod: bool = False
+    delete_pods: tuple[LauncherPod, ...] = ()
+    # Label changes: value None removes the label.
+    labels: Mapping[str, str | None] = field(default_factory=dict)
+    # True: the finalizer must be present; False: absent; None: leave it.
+    finalizer: bool | None = None
+    requeue_after: float | None = None
+
+
+def plan_vmi(
+    vmi: VirtualMachineInstance,
+    pods: Sequence[LauncherPod],
+    *,
+    now: datetime,
+    unschedulable_timeout: float,
+) -> VMIPlan:
+    """The plan for one VMI given every pod labelled with its UID."""
+    phase = vmi.status.phase_or_unset
+    if vmi.metadata.is_deleting or phase.is_final():
+        return _plan_teardown(vmi, pods)
+    if phase in PRE_HANDOFF:
+        return _plan_pre_handoff(vmi, pods, now=now, timeout=unschedulable_timeout)
+    if phase in POST_HANDOFF:
+        return _plan_post_handoff(vmi, pods, now=now)
+    return VMIPlan(status=vmi.status)
+
+
+def failed(status: VMIStatus, reason: FailureReason, message: str, now: datetime) -> VMIStatus:
+    """`status` moved to Failed with the reason in status.reason and a Synchronized condition."""
+    status = with_phases(status, [VMIPhase.FAILED], now)
+    status = vmi_condition(
+        status,
+        VMIConditionType.SYNCHRONIZED,
+        ConditionStatus.FALSE,
+        reason=reason,
+        message=message,
+        now=now,
+    )
+    return dataclasses.replace(status, reason=str(reason))
+
+
+def describe_field_errors(errors: Sequence[FieldError]) -> str:
+    """ "invalid spec: spec.a: must …; spec.b: …" — every field named."""
+    return "invalid spec: " + "; ".join(str(e) for e in errors)
+
+
+# ---- deletion and final phases --------------------------------------------------------
+
+
+def _plan_teardown(vmi: VirtualMachineInstance, pods: Sequence[LauncherPod]) -> VMIPlan:
+    """Delete what still runs; drop the finalizer once nothing does.
+
+    A deleted VMI takes all its pods with it; a final one only those still running
+    (terminal pods stay for their logs until the VMI itself goes).
+    """
+    if vmi.metadata.is_deleting:
+        doomed = tuple(p for p in pods if not p.deleting)
+        remaining = pods
+    else:
+        doomed = tuple(p for p in pods if not p.gone_or_going)
+        remaining = [p for p in pods if not p.terminal]
+    return VMIPlan(status=vmi.status, delete_pods=doomed, finalizer=bool(remaining))
+
+
+# ---- before the handoff ---------------------------------------------------------------
+
+
+def _plan_pre_handoff(
+    vmi: VirtualMachineInstance, pods: Sequence[LauncherPod], *, now: datetime, timeout: float
+) -> VMIPlan:
+    launchers = sorted(
+        (p for p in pods if not p.is_migration_target), key=lambda p: (p.created or "", p.name)
+    )
+    if not launchers:
+        # Validated once, before its pod exists (a VMI's spec does not change after that).
+        errors = validate_vmi(vmi)
+        if errors:
+            message = describe_field_errors(errors)
+            return VMIPlan(status=failed(vmi.status, FailureReason.INVALID_SPEC, message, now))
+        return _plan_without_pod(vmi, now)
+    # Never two launcher pods: should one ever appear, the newer ones go.
+    extra = tuple(p for p in launchers[1:] if not p.deleting)
+    pod = launchers[0]
+    if pod.gone_or_going:
+        reason = FailureReason.POD_TERMINATING if pod.deleting else FailureReason.POD_FAILED
+        status = failed(vmi.status, reason, pod.describe_failure(), now)
+        return VMIPlan(status=status, delete_pods=extra)
+    scheduling = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
+    if pod.unschedulable is not None:
+        return _plan_unschedulable(scheduling, pod, extra, now=now, timeout=timeout)
+    scheduling = scheduling.without_condition(POD_SCHEDULED)
+    if pod.running_on_node:
+        return _plan_handoff(scheduling, pod, extra, now)
+    return VMIPlan(status=scheduling, delete_pods=extra)
+
+
+def _plan_without_pod(vmi: VirtualMachineInstance, now: datetime) -> VMIPlan:
+    if vmi.status.phase_or_unset == VMIPhase.SCHEDULING:
+        message = "the launcher pod disappeared before the VMI was scheduled"
+        return VMIPlan(status=failed(vmi.status, FailureReason.POD_NOT_EXISTS, message, now))
+    status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
+    return VMIPlan(status=status, create_pod=True)
+
+
+def _plan_unschedulable(
+    status: VMIStatus,
+    pod: LauncherPod,
+    extra: tuple[LauncherPod, ...],
+    *,
+    now: datetime,
+    timeout: float,
+) -> VMIPlan:
+    """Mirror PodScheduled=False onto the VMI; fail it once the timeout has passed."""
+    message = pod.unschedulable or ""
+    since = _parse_or(pod.unschedulable_since or pod.created, now)
+    waited = (now - since).total_seconds()
+    if waited >= timeout:
+        text = f"launcher pod {pod.name} could not be scheduled: {message}"
+        status = status.without_condition(POD_SCHEDULED)
+        status = failed(status, FailureReason.UNSCHEDULABLE, text, now)
+        return VMIPlan(status=status, delete_pods=(pod, *extra))
+    status = vmi_condition(
+        status,
+        POD_SCHEDULED,
+        ConditionStatus.FALSE,
+        reason=UNSCHEDULABLE_REASON,
+        message=message,
+        now=now,
+    )
+    return VMIPlan(status=status, delete_pods=extra, requeue_after=max(0.5, timeout - waited))
+
+
+def _plan_handoff(
+    status: VMIStatus, pod: LauncherPod, extra: tuple[LauncherPod, ...], now: datetime
+) -> VMIPlan:
+    """Scheduled: the node is known; the handler there takes the VMI over."""
+    node = pod.node_name or ""
+    status = with_phases(status, [VMIPhase.SCHEDULED], now)
+    status = dataclasses.replace(status, node_name=node, active_pods={pod.uid: node})
+    return VMIPlan(status=status, delete_pods=extra, labels={NODE_NAME_LABEL: node}, finalizer=True)
+
+
+# ---- after the handoff ----------------------------------------------------------------
+
+
+def _plan_post_handoff(
+    vmi: VirtualMachineInstance, pods: Sequence[LauncherPod], *, now: datetime
+) -> VMIPlan:
+    """Keep activePods, the node label and the finalizer. Phase and the Ready condition
+    belong to the handler now (it sees a vanished launcher first); a dead handler's VMIs
+    are the node controller's."""
+    status = vmi.status
+    active = {p.uid: p.node_name for p in pods if p.node_name and not p.terminal}
+    if dict(status.active_pods) != active:
+        status = dataclasses.replace(status, active_pods=active)
+    node = status.node_name
+    labels: dict[str, str | None] = {NODE_NAME_LABEL: node} if node else {}
+    return VMIPlan(status=status, labels=labels, finalizer=True)
+
+
+def _parse_or(text: str | None, default: datetime) -> datetime:
+    if not text:
+        return default
+    try:
+        return parse_time(text)
+    except ValueError:
+        return default

@@ -1,0 +1,3 @@
+from handler.main import main
+
+main()

@@ -1,0 +1,407 @@
+"""The handler's actions endpoint: what the controller's subresource API forwards to.
+
+Mutual TLS: only a client certificate of the kubevirt-py CA with CN kubevirt-py-controller
+gets in (the controller authenticated the user and asked RBAC; we trust the controller).
+`PUT .../virtualmachineinstances/<name>/{pause,unpause,softreboot}` and `GET .../{guestosinfo,
+userlist,filesystemlist}` under /v1/namespaces/<ns>/ answer the launcher's result as JSON,
+or `{code, message, details}`: 404 VMI not here, 502 launcher failed or unreachable, 504
+launcher timed out. `GET .../console` is a websocket bridged to the serial-console socket.
+Once listening, the endpoint is published as the Node annotation
+`kubevirt.io/handler-endpoint: https://<advertise-host>:<port>`. In the daemon:
+
+    config = ActionsConfig.from_env(os.environ)          # None: no certificates mounted
+    if config is not None:
+        target = LauncherTarget(api.get_vmi, node=node, pods_dir=pods_dir)
+        publish = node_publisher(api.patch_node, node)
+        tg.create_task(ActionsServer(config, target, publish=publish).run(stop))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+import structlog
+from aiohttp import WSMsgType, web
+
+from handler.errors import HandlerError
+from shared.kube import KubeError
+from shared.kube import NotFound as KubeNotFound
+from shared.kube.ratelimit import Backoff, BackoffPolicy
+from shared.model import VirtualMachineInstance
+from shared.wire.client import RpcClient, Timeouts
+from shared.wire.errors import CallTimeout, RemoteError, WireError
+from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.unixpath import short_path
+
+log = structlog.get_logger("handler.actions")
+
+HANDLER_ENDPOINT_ANNOTATION = "kubevirt.io/handler-endpoint"
+CONTROLLER_CN = "kubevirt-py-controller"
+ENV_PREFIX = "VIRT_HANDLER_ACTIONS_"
+DEFAULT_CERT_DIR = Path("/etc/kubevirt-py/virt-handler-certs")
+DEFAULT_PORT = 8186
+ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
+CONSOLE = "console"
+CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
+EMPTY_DIRS = Path("volumes") / "kubernetes.io~empty-dir"
+# Where the launcher's QEMU binds the serial console, inside the pod's `private` emptyDir.
+CONSOLE_SOCKET = Path("private") / "libvirt" / "run" / "kvpy" / "console.sock"
+
+# action → (HTTP method, launcher command); the console (None) is relayed, not called.
+ROUTES: Mapping[str, tuple[str, Method | None]] = {
+    "pause": ("PUT", Method.PAUSE),
+    "unpause": ("PUT", Method.UNPAUSE),
+    "softreboot": ("PUT", Method.SOFT_REBOOT),
+    "guestosinfo": ("GET", Method.GET_GUEST_INFO),
+    "userlist": ("GET", Method.GET_USERS),
+    "filesystemlist": ("GET", Method.GET_FILESYSTEMS),
+    CONSOLE: ("GET", None),
+}
+
+Publish = Callable[[str], Awaitable[None]]  # puts the endpoint URL on this handler's Node
+GetVmi = Callable[[str, str], Awaitable[VirtualMachineInstance]]
+
+
+class ActionTarget(Protocol):
+    """Where actions land: the launcher of a VMI on this node. Both raise NotOnThisNode
+    when it is not here; `command` raises shared.wire's errors as the launcher answers."""
+
+    async def command(self, namespace: str, name: str, method: Method) -> Any: ...
+
+    async def console_socket(self, namespace: str, name: str) -> Path: ...
+
+
+class NotOnThisNode(HandlerError):
+    """The VMI has no launcher on this node (not here, not yet, or no longer)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionsConfig:
+    """Where to listen and what to advertise; cert_dir is a mounted kubernetes.io/tls Secret
+    (tls.crt, tls.key, and ca.crt: the CA the controller's client certificate chains to)."""
+
+    cert_dir: Path
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT  # 0: any free port (local clusters: nodes share one host)
+    advertise_host: str = "127.0.0.1"
+    allowed_cn: str = CONTROLLER_CN
+    connect_timeout: float = 5.0
+    write_timeout: float = 10.0
+    heartbeat: float = 30.0  # websocket pings: how a dead console peer is noticed
+    shutdown_timeout: float = 3.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Self | None:
+        """VIRT_HANDLER_ACTIONS_{CERT_DIR,HOST,PORT,ADVERTISE_HOST} (advertise defaults to
+        POD_IP, the node's IP for a host-network DaemonSet); None without certificates."""
+
+        def env(name: str, default: str) -> str:
+            return environ.get(ENV_PREFIX + name) or default
+
+        cert_dir = Path(env("CERT_DIR", str(DEFAULT_CERT_DIR)))
+        if not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key", "ca.crt")):
+            return None
+        return cls(
+            cert_dir=cert_dir,
+            host=env("HOST", "0.0.0.0"),
+            port=int(env("PORT", str(DEFAULT_PORT))),
+            advertise_host=env("ADVERTISE_HOST", environ.get("POD_IP") or "127.0.0.1"),
+        )
+
+    def server_context(self) -> ssl.SSLContext:
+        """TLS that requires a client certificate of our CA."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # only our CA, never the system's
+        ctx.load_verify_locations(cafile=self.cert_dir / "ca.crt")
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.cert_dir / "tls.crt", self.cert_dir / "tls.key")
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+
+def endpoint_patch(url: str) -> dict[str, Any]:
+    """The Node merge patch publishing `url`."""
+    return {"metadata": {"annotations": {HANDLER_ENDPOINT_ANNOTATION: url}}}
+
+
+def node_publisher(patch_node: Callable[[str, Any], Awaitable[Any]], node: str) -> Publish:
+    """Publish by merge-patching `node` (with HandlerApi.patch_node)."""
+
+    async def publish(url: str) -> None:
+        await patch_node(node, endpoint_patch(url))
+
+    return publish
+
+
+def transport_peer_cn(request: web.Request) -> str | None:
+    """The CN of the verified client certificate."""
+    cert = request.transport.get_extra_info("peercert") if request.transport else None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+class _Failure(Exception):
+    """An answer other than success, as `{code, message, details}` with an HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status, self.code, self.message = status, code, message
+        self.details = dict(details or {})
+
+    def response(self) -> web.Response:
+        body = {"code": self.code, "message": self.message, "details": self.details}
+        return web.json_response(body, status=self.status)
+
+
+def _failure(error: Exception) -> _Failure:
+    """Map target and wire errors to the answer the controller turns into a Status."""
+    if isinstance(error, NotOnThisNode):
+        return _Failure(404, "vmi_not_on_node", str(error))
+    if isinstance(error, CallTimeout):
+        return _Failure(504, "launcher_timeout", str(error))
+    if isinstance(error, RemoteError):
+        return _Failure(502, error.code, error.message, error.details)
+    if isinstance(error, KubeError):
+        return _Failure(503, "kube_api_unavailable", f"cannot read the VMI: {error}")
+    return _Failure(502, "launcher_unreachable", str(error))
+
+
+def build_app(
+    target: ActionTarget,
+    config: ActionsConfig,
+    *,
+    peer_name: Callable[[web.Request], str | None] = transport_peer_cn,
+) -> web.Application:
+    """The application (TLS and the port are `ActionsServer`'s business)."""
+
+    @web.middleware
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        cn = peer_name(request)
+        try:
+            if cn != config.allowed_cn:
+                raise _Failure(403, "forbidden", f"client {cn!r} is not {config.allowed_cn!r}")
+            return await handler(request)
+        except _Failure as f:
+            log.info("action_refused", path=request.path, code=f.code, status=f.status)
+            return f.response()
+        except web.HTTPNotFound:
+            return _Failure(404, "not_found", f"{request.path} is not served").response()
+
+    actions = _Actions(target, config)
+    app = web.Application(middlewares=[guard])
+    app.router.add_route("*", ACTION_PATH, actions.handle)
+    return app
+
+
+class _Actions:
+    def __init__(self, target: ActionTarget, config: ActionsConfig) -> None:
+        self._target = target
+        self._config = config
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        action = request.match_info["action"]
+        with structlog.contextvars.bound_contextvars(vmi=f"{ns}/{name}", action=action):
+            if action not in ROUTES:
+                raise _Failure(404, "unknown_action", f"no action {action!r}")
+            http, method = ROUTES[action]
+            if request.method != http:
+                raise _Failure(405, "method_not_allowed", f"{action} takes {http}")
+            if method is None:
+                return await self._console(request, ns, name)
+            try:
+                result = await self._target.command(ns, name, method)
+            except (NotOnThisNode, KubeError, WireError) as e:
+                raise _failure(e) from e
+            log.info("action_done", method=str(method))
+            return web.json_response(result)
+
+    async def _console(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
+        cfg = self._config
+        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=cfg.heartbeat)
+        if not ws.can_prepare(request).ok:
+            raise _Failure(400, "websocket_required", "the console is a websocket")
+        try:
+            path = await self._target.console_socket(ns, name)
+            async with asyncio.timeout(cfg.connect_timeout):
+                with short_path(path) as sock:
+                    reader, writer = await asyncio.open_unix_connection(sock)
+        except (NotOnThisNode, KubeError) as e:
+            raise _failure(e) from e
+        except (OSError, TimeoutError) as e:
+            if _cancelling():
+                raise
+            raise _Failure(502, "console_unavailable", f"cannot open the console: {e}") from e
+        try:
+            async with asyncio.timeout(cfg.write_timeout):
+                await ws.prepare(request)
+            log.info("console_opened")
+            why = await _bridge(ws, reader, writer, write_timeout=cfg.write_timeout)
+            log.info("console_closed", why=why)
+        finally:
+            writer.close()
+            if ws.prepared:
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    async with asyncio.timeout(cfg.shutdown_timeout):
+                        await ws.close()
+        return ws
+
+
+async def _bridge(
+    ws: web.WebSocketResponse,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    write_timeout: float,
+) -> str:
+    """Relay until either side ends. Reads have no deadline (a console idles for hours):
+    the websocket heartbeat notices a dead controller, EOF a dead launcher."""
+    async with asyncio.TaskGroup() as tg:
+        up = tg.create_task(_ws_to_socket(ws, writer, write_timeout), name="console-up")
+        down = tg.create_task(_socket_to_ws(reader, ws, write_timeout), name="console-down")
+        done, _ = await asyncio.wait((up, down), return_when=asyncio.FIRST_COMPLETED)
+        up.cancel()
+        down.cancel()
+    return done.pop().result()
+
+
+async def _ws_to_socket(
+    ws: web.WebSocketResponse, writer: asyncio.StreamWriter, write_timeout: float
+) -> str:
+    async for msg in ws:  # ends at CLOSE; pings are answered by aiohttp
+        if msg.type is WSMsgType.ERROR:
+            return f"client failed: {msg.data!r}"
+        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
+            continue
+        data = msg.data if isinstance(msg.data, bytes) else str(msg.data).encode()
+        try:
+            writer.write(data)
+            async with asyncio.timeout(write_timeout):
+                await writer.drain()
+        except (ConnectionError, TimeoutError) as e:
+            if _cancelling():
+                raise
+            return f"console socket gone: {e!r}"
+    return "client closed"
+
+
+async def _socket_to_ws(
+    reader: asyncio.StreamReader, ws: web.WebSocketResponse, write_timeout: float
+) -> str:
+    while data := await reader.read(64 * 1024):
+        try:
+            async with asyncio.timeout(write_timeout):
+                await ws.send_bytes(data)
+        except (ConnectionError, TimeoutError) as e:
+            if _cancelling():
+                raise
+            return f"client gone: {e!r}"
+    return "console socket closed"
+
+
+class ActionsServer:
+    """Serves `build_app` over mutual TLS; publishes the endpoint once it listens."""
+
+    def __init__(
+        self, config: ActionsConfig, target: ActionTarget, *, publish: Publish | None = None
+    ) -> None:
+        self._config = config
+        self._app = build_app(target, config)
+        self._publish = publish
+        self.url: str | None = None
+        self.started = asyncio.Event()
+        self.published = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until `stop` is set (or until cancelled)."""
+        cfg = self._config
+        runner = web.AppRunner(self._app, shutdown_timeout=cfg.shutdown_timeout)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, cfg.host, cfg.port, ssl_context=cfg.server_context())
+            await site.start()
+            port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+            host = f"[{cfg.advertise_host}]" if ":" in cfg.advertise_host else cfg.advertise_host
+            self.url = f"https://{host}:{port}"
+            log.info("actions_server_started", url=self.url, listen=cfg.host)
+            self.started.set()
+            async with asyncio.TaskGroup() as tg:
+                publishing = tg.create_task(self._publish_until_done(), name="publish-endpoint")
+                await (stop.wait() if stop is not None else asyncio.Event().wait())
+                publishing.cancel()
+        finally:
+            await runner.cleanup()
+            log.info("actions_server_stopped")
+
+    async def _publish_until_done(self, policy: BackoffPolicy | None = None) -> None:
+        if self._publish is None or self.url is None:
+            return
+        backoff = Backoff(policy or BackoffPolicy(initial=0.5, cap=30.0))
+        while True:
+            try:
+                async with asyncio.timeout(30.0):
+                    await self._publish(self.url)
+            except Exception as e:  # a task boundary: log, retry, never take the server down
+                if isinstance(e, TimeoutError) and _cancelling():
+                    raise
+                log.warning("actions_endpoint_publish_failed", error=str(e))
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            log.info("actions_endpoint_published", url=self.url)
+            self.published.set()
+            return
+
+
+class LauncherTarget:
+    """`ActionTarget` over the launchers' sockets: the VMI's pod on this node from
+    status.activePods, one short RpcClient connection (with the handshake) per command."""
+
+    def __init__(
+        self, get_vmi: GetVmi, *, node: str, pods_dir: Path, timeouts: Timeouts | None = None
+    ) -> None:
+        self._get_vmi = get_vmi
+        self._node = node
+        self._pods_dir = pods_dir
+        self._timeouts = timeouts or Timeouts()
+
+    async def command(self, namespace: str, name: str, method: Method) -> Any:
+        volumes = await self._volumes(namespace, name)
+        async with RpcClient.connect(
+            volumes / "sockets" / LAUNCHER_SOCKET, timeouts=self._timeouts
+        ) as client:
+            return await client.call(method, {}, tier=TIERS[method])
+
+    async def console_socket(self, namespace: str, name: str) -> Path:
+        return (await self._volumes(namespace, name)) / CONSOLE_SOCKET
+
+    async def _volumes(self, namespace: str, name: str) -> Path:
+        """The emptyDir root of the VMI's launcher pod on this node."""
+        try:
+            vmi = await self._get_vmi(namespace, name)
+        except KubeNotFound as e:
+            raise NotOnThisNode(f"virtualmachineinstance {namespace}/{name} not found") from e
+        if vmi.status.node_name != self._node:
+            raise NotOnThisNode(
+                f"{namespace}/{name} runs on {vmi.status.node_name!r}, not {self._node!r}"
+            )
+        pods = [uid for uid, node in vmi.status.active_pods.items() if node == self._node]
+        for uid in pods:
+            volumes = self._pods_dir / uid / EMPTY_DIRS
+            if (volumes / "sockets" / LAUNCHER_SOCKET).exists():
+                return volumes
+        raise NotOnThisNode(f"no ready launcher of {namespace}/{name} here (pods {pods})")
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

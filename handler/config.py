@@ -1,0 +1,125 @@
+"""virt-handler-py configuration: the command line (and NODE_NAME), parsed once.
+
+The paths follow the launcher-pod contract: each launcher serves
+`<pods-dir>/<podUID>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`, and pushes
+domain events to `/var/run/kubevirt-py/nodes/<node>/domain-notify.sock` (a hostPath both
+sides mount at the same place).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+from handler.actions import ActionsConfig
+from handler.errors import StartupError
+
+DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
+DEFAULT_NOTIFY_ROOT = Path("/var/run/kubevirt-py/nodes")
+NOTIFY_SOCKET_NAME = "domain-notify.sock"
+DEFAULT_DEVICES = ("/dev/kvm", "/dev/net/tun", "/dev/vhost-net")
+DEFAULT_REQUIRED_DEVICES = ("/dev/net/tun",)
+
+
+def notify_socket_for(node: str, root: Path = DEFAULT_NOTIFY_ROOT) -> Path:
+    """The notify socket of `node`'s handler, as the launcher pod is told to dial it."""
+    return root / node / NOTIFY_SOCKET_NAME
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timing:
+    """Intervals and timeouts (seconds); tests shrink them."""
+
+    heartbeat_interval: float = 60.0
+    heartbeat_jitter: float = 0.2
+    acpi_interval: float = 3.0
+    resync_period: float = 300.0
+    ping_interval: float = 5.0
+    stats_timeout: float = 2.0
+    launcher_missing_timeout: float = 30.0
+    shutdown_budget: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    node_name: str
+    pods_dir: Path
+    notify_socket: Path
+    kubeconfig: Path | None
+    workers: int
+    listen_host: str
+    listen_port: int
+    devices: tuple[Path, ...]
+    required_devices: tuple[Path, ...]
+    log_format: str
+    timing: Timing
+    actions: ActionsConfig | None = None  # None: no certificates, no actions endpoint
+
+    @classmethod
+    def from_args(
+        cls, argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None
+    ) -> Self:
+        env = os.environ if environ is None else environ
+        ns = _parser(env).parse_args(argv)
+        if not ns.node_name:
+            raise StartupError("--node-name (or NODE_NAME) is required")
+        if ns.workers < 1:
+            raise StartupError("--workers must be at least 1")
+        timing = Timing(
+            heartbeat_interval=ns.heartbeat_interval,
+            acpi_interval=ns.acpi_interval,
+            resync_period=ns.resync_period,
+            ping_interval=ns.ping_interval,
+            stats_timeout=ns.stats_timeout,
+            launcher_missing_timeout=ns.launcher_missing_timeout,
+        )
+        if not 0 < timing.acpi_interval <= 5:
+            raise StartupError("--acpi-interval must be in (0, 5] seconds")
+        return cls(
+            node_name=ns.node_name,
+            pods_dir=ns.pods_dir,
+            notify_socket=ns.notify_socket or notify_socket_for(ns.node_name),
+            kubeconfig=ns.kubeconfig,
+            workers=ns.workers,
+            listen_host=ns.listen_host,
+            listen_port=ns.listen_port,
+            devices=tuple(Path(d) for d in (ns.device or DEFAULT_DEVICES)),
+            required_devices=tuple(
+                Path(d) for d in (ns.required_device or DEFAULT_REQUIRED_DEVICES)
+            ),
+            log_format=ns.log_format,
+            timing=timing,
+            actions=ActionsConfig.from_env(env),
+        )
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="virt-handler-py", description="The node's VMI agent.")
+    p.add_argument("--node-name", default=env.get("NODE_NAME", ""), help="this node (NODE_NAME)")
+    p.add_argument("--pods-dir", type=Path, default=DEFAULT_PODS_DIR, help="kubelet pods dir")
+    p.add_argument(
+        "--notify-socket", type=Path, help="default: " + str(notify_socket_for("<node>"))
+    )
+    p.add_argument("--kubeconfig", type=Path, default=_env_path(env, "KUBECONFIG"))
+    p.add_argument("--workers", type=int, default=10, help="VMI reconcile workers")
+    p.add_argument("--listen-host", default="0.0.0.0", help="/metrics, /healthz, /readyz")
+    p.add_argument("--listen-port", type=int, default=8443)
+    p.add_argument("--device", action="append", help="a device to check (repeatable)")
+    p.add_argument("--required-device", action="append", help="unschedulable without it")
+    p.add_argument("--heartbeat-interval", type=float, default=60.0)
+    p.add_argument("--acpi-interval", type=float, default=3.0, help="ACPI re-send, ≤ 5 s")
+    p.add_argument("--resync-period", type=float, default=300.0)
+    p.add_argument("--ping-interval", type=float, default=5.0, help="launcher liveness ping")
+    p.add_argument("--stats-timeout", type=float, default=2.0, help="per launcher, per scrape")
+    p.add_argument("--launcher-missing-timeout", type=float, default=30.0)
+    p.add_argument("--log-format", choices=["json", "console"], default="json")
+    return p
+
+
+def _env_path(env: Mapping[str, str], name: str) -> Path | None:
+    value = env.get(name)
+    return Path(value) if value else None

@@ -1,0 +1,222 @@
+"""The handler daemon: builds its parts and runs them in one TaskGroup.
+
+    notify server ─▶ domain cache ─┐
+    launcher pool (connections) ───┼─▶ work queue ─▶ reconcile workers ─▶ launchers, status
+    VMI informer (this node) ──────┘
+    heartbeat (Node label + annotation)   http (/metrics /healthz /readyz)
+
+Start: unschedulable first, then the notify server, the launcher pool, the informer and
+the HTTP endpoint; workers start once the informer has listed, and the heartbeat then
+reports schedulable (when the required devices are usable). Stop (SIGTERM): report
+unschedulable, stop taking work, cancel the rest. Launchers and guests keep running: a
+restarted handler reconnects and reconverges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import structlog
+
+from handler.actions import ActionsServer, LauncherTarget, node_publisher
+from handler.api import HandlerApi
+from handler.config import Config
+from handler.devices import check_devices, devices_ready
+from handler.domains import DomainCache
+from handler.errors import Shutdown
+from handler.heartbeat import Heartbeat
+from handler.http import HttpConfig, HttpServer, build_app
+from handler.launchers import (
+    LauncherPool,
+    LauncherPort,
+    LauncherState,
+    PoolConfig,
+)
+from handler.metrics import VMIStatsCollector
+from handler.notify import NotifyServer
+from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from shared.kube import (
+    VMIS,
+    Handlers,
+    Informer,
+    InformerConfig,
+    KubeError,
+    NotFound,
+    QueueConfig,
+    Registry,
+    StatusWriter,
+    WorkQueue,
+)
+from shared.kube.store import NODE_NAME_LABEL
+from shared.model import Clock, VirtualMachineInstance, utc_now
+
+log = structlog.get_logger("handler")
+
+
+class Handler:
+    """One node's virt-handler; `run(stop)` until `stop` is set."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        api: HandlerApi,
+        registry: Registry,
+        wall: Clock = utc_now,
+    ) -> None:
+        t = config.timing
+        self.config = config
+        self._synced = False
+        self._stopping = False
+        self.queue = WorkQueue(QueueConfig(name="virt-handler-vmi"), registry=registry)
+        self.domains = DomainCache(on_change=self.queue.add)
+        self.launchers = LauncherPool(
+            PoolConfig(ping_interval=t.ping_interval), on_change=self.queue.add
+        )
+        self.notify = NotifyServer(config.notify_socket, self.domains)
+        self.informer = self._informer(api)
+        self.reconciler = self._reconciler(api, registry, wall)
+        self.devices = check_devices(config.devices, required=config.required_devices)
+        self.heartbeat = Heartbeat(
+            api,
+            node=config.node_name,
+            interval=t.heartbeat_interval,
+            jitter=t.heartbeat_jitter,
+            schedulable=self.schedulable,
+            wall=wall,
+        )
+        self.stats = VMIStatsCollector(
+            registry, node=config.node_name, targets=self._stat_targets, timeout=t.stats_timeout
+        )
+        self.http = self._http(registry)
+        self.actions = self._actions(api)
+
+    def _informer(self, api: HandlerApi) -> Informer[VirtualMachineInstance]:
+        """This node's VMIs (the controller labels them at handoff)."""
+        informer: Informer[VirtualMachineInstance] = Informer(
+            api.vmi_source(label_selector=f"{NODE_NAME_LABEL}={self.config.node_name}"),
+            InformerConfig(name="vmi", resync_period=self.config.timing.resync_period),
+            decode=VirtualMachineInstance.from_dict,
+        )
+        informer.add_handlers(
+            Handlers(
+                on_add=lambda v: self.queue.add(v.key),
+                on_update=lambda _old, new: self.queue.add(new.key),
+                on_delete=lambda v: self.queue.add(v.key),
+            )
+        )
+        return informer
+
+    def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
+        t = self.config.timing
+        deps = ReconcilerDeps(
+            store=self.informer.store,
+            domains=self.domains,
+            launchers=self.launchers,
+            status=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
+            get_vmi=api.get_vmi,
+            queue=self.queue,
+            clock=time.monotonic,
+            wall=wall,
+        )
+        options = ReconcileOptions(
+            node=self.config.node_name,
+            pods_dir=self.config.pods_dir,
+            acpi_interval=t.acpi_interval,
+            launcher_missing_timeout=t.launcher_missing_timeout,
+        )
+        return Reconciler(deps, options)
+
+    def _http(self, registry: Registry) -> HttpServer:
+        registry.gauge(
+            "kubevirt_virt_handler_ready_status",
+            "1 when virt-handler is ready (caches synced, serving), else 0.",
+            ("node",),
+        ).labels(self.config.node_name).set_function(lambda: 1.0 if self.ready() else 0.0)
+        app = build_app(
+            registry,
+            collect=self.stats.collect,
+            ready=self.ready,
+            healthy=lambda: True,
+            deadline=self.config.timing.stats_timeout + 1.0,
+        )
+        return HttpServer(
+            HttpConfig(host=self.config.listen_host, port=self.config.listen_port), app
+        )
+
+    def _actions(self, api: HandlerApi) -> ActionsServer | None:
+        """The actions endpoint the controller's subresource API forwards to (mutual TLS)."""
+        config = self.config.actions
+        if config is None:
+            log.info("actions_endpoint_disabled", why="no certificates mounted")
+            return None
+        target = LauncherTarget(
+            self._cached_vmi, node=self.config.node_name, pods_dir=self.config.pods_dir
+        )
+        publish = node_publisher(api.patch_node, self.config.node_name)
+        return ActionsServer(config, target, publish=publish)
+
+    async def _cached_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
+        """A VMI of this node from the informer cache (no API read per action)."""
+        vmi = self.informer.store.get(f"{namespace}/{name}")
+        if vmi is None:
+            raise NotFound(404, "NotFound", f"{namespace}/{name} is not on {self.config.node_name}")
+        return vmi
+
+    def ready(self) -> bool:
+        return self._synced and not self._stopping
+
+    def schedulable(self) -> bool:
+        return self.ready() and devices_ready(self.devices)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until `stop` is set; returns once every task has ended."""
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._stop_on(stop), name="stop-signal")
+                await self._beat(schedulable=False)
+                notify_started = asyncio.Event()
+                tg.create_task(self.notify.serve(started=notify_started), name="notify-server")
+                tg.create_task(self.launchers.run(), name="launcher-pool")
+                tg.create_task(self.informer.run(), name="vmi-informer")
+                tg.create_task(self.http.run(), name="http")
+                if self.actions is not None:
+                    tg.create_task(self.actions.run(), name="actions")
+                await notify_started.wait()
+                await self.launchers.started.wait()
+                await self.informer.has_synced.wait()
+                tg.create_task(
+                    self.queue.run_workers(self.config.workers, self.reconciler.process),
+                    name="vmi-workers",
+                )
+                self._synced = True
+                log.info("handler_ready", vmis=len(self.informer.store))
+                tg.create_task(self.heartbeat.run(), name="heartbeat")
+        except* Shutdown:
+            log.info("handler_stopped")
+
+    async def _stop_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        log.info("handler_stopping")
+        self._stopping = True
+        self.queue.shut_down()
+        try:
+            async with asyncio.timeout(self.config.timing.shutdown_budget):
+                await self._beat(schedulable=False)
+        except TimeoutError:
+            log.warning("heartbeat_on_shutdown_timed_out")
+        raise Shutdown
+
+    async def _beat(self, *, schedulable: bool) -> None:
+        try:
+            await self.heartbeat.beat(schedulable=schedulable)
+        except KubeError as exc:
+            log.warning("heartbeat_failed", error=str(exc))
+
+    def _stat_targets(self) -> Iterator[tuple[str, LauncherPort | None]]:
+        for key, uid in self.reconciler.uids().items():
+            launcher = self.launchers.get(uid)
+            connected = launcher is not None and launcher.state is LauncherState.CONNECTED
+            yield key, launcher if connected else None

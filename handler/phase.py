@@ -1,0 +1,122 @@
+"""Which phase a VMI is in, decided from what its domain and launcher say (pure).
+
+KubeVirt's rules, ported: a running, paused or blocked domain is Running; a guest that
+powered itself off (or was stopped because the VMI or its pod was deleted) Succeeded; a
+crash, a QEMU that died, a domain destroyed behind our back, or a dead launcher is
+Failed with a reason. Succeeded and Failed never change again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from handler.domains import DomainRecord
+from shared.model import VirtualMachineInstance, VMIPhase
+from shared.wire.domain import DomainState
+
+
+class FailureReason(StrEnum):
+    """status.reason of a Failed VMI (set by the handler)."""
+
+    GUEST_CRASHED = "GuestCrashed"
+    QEMU_DIED = "QemuDied"
+    DOMAIN_DESTROYED = "DomainDestroyed"
+    DOMAIN_VANISHED = "DomainVanished"
+    LAUNCHER_DIED = "LauncherDied"
+    INVALID_SPEC = "InvalidSpec"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    reason: FailureReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The phase to write, and why when it is Failed."""
+
+    phase: VMIPhase
+    failure: Failure | None = None
+
+
+ALIVE_STATES = frozenset(
+    {
+        DomainState.RUNNING,
+        DomainState.BLOCKED,
+        DomainState.PAUSED,
+        DomainState.PM_SUSPENDED,
+        DomainState.SHUTDOWN,  # shutting down: still running until it is off
+    }
+)
+NOT_STARTED_REASONS = frozenset({"", "Unknown"})
+# libvirt pauses a domain by itself for these; the guest is not paused by anyone.
+TRANSIENT_PAUSE_REASONS = frozenset(
+    {"StartingUp", "Migration", "Save", "Dump", "Snapshot", "ShuttingDown", "PostCopy"}
+)
+
+
+def user_paused(domain: DomainRecord) -> bool:
+    """Paused by a request (pause, startStrategy: Paused) or an I/O error, not in passing."""
+    st = domain.status
+    return st.state is DomainState.PAUSED and st.reason not in TRANSIENT_PAUSE_REASONS
+
+
+def decide(
+    vmi: VirtualMachineInstance,
+    domain: DomainRecord | None,
+    *,
+    stopping: bool,
+    failure: Failure | None = None,
+) -> Verdict:
+    """The phase `vmi` is in given its domain; `failure` (a dead launcher …) wins."""
+    current = vmi.status.phase_or_unset
+    if current.is_final():
+        return Verdict(phase=current)
+    if failure is not None:
+        return Verdict(phase=VMIPhase.FAILED, failure=failure)
+    if domain is None:
+        return Verdict(phase=current)
+    return _from_domain(current, domain, stopping=stopping)
+
+
+def _from_domain(current: VMIPhase, domain: DomainRecord, *, stopping: bool) -> Verdict:
+    if domain.deleted:
+        return _ended(stopping, FailureReason.DOMAIN_VANISHED, "the domain was undefined")
+    state = domain.status.state
+    starting = state is DomainState.PAUSED and domain.status.reason == "StartingUp"
+    if starting and current is not VMIPhase.RUNNING:
+        return Verdict(phase=current)  # QEMU is up, the guest's CPUs not yet started
+    if state in ALIVE_STATES:
+        return Verdict(phase=VMIPhase.RUNNING)
+    if state is DomainState.CRASHED:
+        return _failed(FailureReason.GUEST_CRASHED, f"the guest crashed ({domain.status.reason})")
+    if state is DomainState.SHUTOFF:
+        return _shutoff(current, domain.status.reason, stopping=stopping)
+    return Verdict(phase=current)  # NoState: nothing to conclude yet
+
+
+def _shutoff(current: VMIPhase, reason: str, *, stopping: bool) -> Verdict:
+    if reason == "Shutdown":
+        return Verdict(phase=VMIPhase.SUCCEEDED)
+    if reason == "Destroyed":
+        return _ended(stopping, FailureReason.DOMAIN_DESTROYED, "the domain was destroyed")
+    if reason == "Migrated":
+        return Verdict(phase=current)
+    if reason in NOT_STARTED_REASONS and current is not VMIPhase.RUNNING:
+        return Verdict(phase=current)  # defined, not started yet
+    if reason == "Crashed":
+        return _failed(FailureReason.GUEST_CRASHED, "the guest crashed")
+    return _failed(FailureReason.QEMU_DIED, f"QEMU stopped unexpectedly (libvirt reason {reason})")
+
+
+def _ended(stopping: bool, reason: FailureReason, message: str) -> Verdict:
+    """A domain we asked to stop Succeeded; the same end unasked is a failure."""
+    if stopping:
+        return Verdict(phase=VMIPhase.SUCCEEDED)
+    return _failed(reason, f"{message} without a stop request")
+
+
+def _failed(reason: FailureReason, message: str) -> Verdict:
+    return Verdict(phase=VMIPhase.FAILED, failure=Failure(reason=reason, message=message))

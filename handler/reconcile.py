@@ -1,0 +1,377 @@
+"""The VMI reconcile loop: drive each VMI's launcher toward what the VMI asks, then write
+what happened into its status.
+
+Shape (KubeVirt's): read the VMI from the informer cache and its domain from the domain
+cache → act on the launcher (Sync while Scheduled, ACPI/Kill while stopping, Delete once
+final) → always compute and write status, a failed step's `SyncError` included (it
+becomes the Synchronized condition). The status writer diffs and skips no-op writes, so
+a VMI reaches Running in one write and gets its agent condition in a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from handler import commands
+from handler.domains import DomainCache, DomainRecord
+from handler.errors import SyncError
+from handler.launchers import (
+    LauncherPort,
+    LauncherState,
+    PoolPort,
+    launcher_socket,
+    pod_on_node,
+)
+from handler.phase import Failure, FailureReason, decide
+from handler.status import Observed, next_status
+from handler.stopping import StopState, StopStep, deadline, plan
+from shared.kube import KubeError, NotFound
+from shared.model import (
+    Clock,
+    GuestOSInfo,
+    VirtualMachineInstance,
+    VMIPhase,
+    format_time,
+    utc_now,
+)
+from shared.wire.domain import DomainStatus
+from shared.wire.launcher_api import Method
+
+log = structlog.get_logger("handler.reconcile")
+
+ACTIVE_PHASES = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
+Refresh = Callable[[], Awaitable[VirtualMachineInstance]]
+
+
+class Requeue(Protocol):
+    """The work queue, as the reconcile loop uses it."""
+
+    def add_after(self, key: str, delay: float) -> None: ...
+
+    def add_rate_limited(self, key: str) -> None: ...
+
+    def forget(self, key: str) -> None: ...
+
+
+class VMIStore(Protocol):
+    def get(self, key: str) -> VirtualMachineInstance | None: ...
+
+
+class StatusPort(Protocol):
+    """Writes status (shared.kube.StatusWriter) and re-reads a VMI after a conflict."""
+
+    async def write_status(
+        self, old: VirtualMachineInstance, new: VirtualMachineInstance, *, refresh: Refresh
+    ) -> VirtualMachineInstance: ...
+
+
+GetVMI = Callable[[str, str], Awaitable[VirtualMachineInstance]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileOptions:
+    node: str
+    pods_dir: Path
+    acpi_interval: float = 3.0
+    launcher_missing_timeout: float = 30.0
+    guest_info_retry: float = 5.0
+
+
+@dataclass(slots=True)
+class _Local:
+    """What the handler remembers about one VMI between reconciles (lost on restart)."""
+
+    uid: str
+    stop: StopState | None = None
+    guest_info: GuestOSInfo | None = None
+    launcher_deleted: bool = False
+    written: tuple[str | None, VirtualMachineInstance] | None = None
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One reconcile pass over one VMI."""
+
+    vmi: VirtualMachineInstance
+    local: _Local
+    launcher: LauncherPort
+    error: SyncError | None = None
+    guest_info: GuestOSInfo | None = None
+    revisit: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcilerDeps:
+    store: VMIStore
+    domains: DomainCache
+    launchers: PoolPort
+    status: StatusPort
+    get_vmi: GetVMI
+    queue: Requeue
+    clock: Callable[[], float] = time.monotonic
+    wall: Clock = utc_now
+
+
+class Reconciler:
+    """Reconciles the VMIs of one node; `process` is the work-queue worker function."""
+
+    def __init__(self, deps: ReconcilerDeps, options: ReconcileOptions) -> None:
+        self._d = deps
+        self._o = options
+        self._locals: dict[str, _Local] = {}
+
+    async def process(self, key: str) -> None:
+        """Reconcile `key`; a failure is logged and retried with the key's backoff."""
+        with structlog.contextvars.bound_contextvars(vmi=key):
+            try:
+                await self.reconcile(key)
+            except SyncError as exc:
+                log.warning("sync_failed", reason=str(exc.reason), error=exc.message)
+                self._d.queue.add_rate_limited(key)
+            except NotFound:
+                log.info("vmi_gone_during_reconcile")
+            except KubeError as exc:
+                log.warning("status_write_failed", error=str(exc))
+                self._d.queue.add_rate_limited(key)
+            else:
+                self._d.queue.forget(key)
+
+    async def reconcile(self, key: str) -> None:
+        vmi = self._current(key)
+        if vmi is None:
+            self._forget(key)
+            return
+        local = self._local(key, vmi.uid)
+        if vmi.is_final():
+            await self._finish(vmi, local)
+            return
+        socket = self._socket_of(vmi)
+        if vmi.status.phase_or_unset not in ACTIVE_PHASES or socket is None:
+            return  # the controller's part (Pending, Scheduling) or no launcher pod here yet
+        launcher = self._d.launchers.ensure(uid=vmi.uid, key=key, socket=socket)
+        step = _Pass(vmi=vmi, local=local, launcher=launcher)
+        try:
+            await self._drive(step)
+        except SyncError as exc:
+            step.error = exc
+        written = await self._write(step)
+        for delay in step.revisit:
+            self._d.queue.add_after(key, delay)
+        if written.is_final():
+            await self._finish(written, local)
+        if step.error is not None and step.error.requeue:
+            raise step.error
+
+    # ---- acting on the launcher ------------------------------------------------------
+
+    async def _drive(self, step: _Pass) -> None:
+        record = self._d.domains.get(step.vmi.uid)
+        if step.launcher.state is LauncherState.GONE and self._stopping(step.vmi, record):
+            self._mark_missing(step.vmi)  # it stopped and exited before we saw the guest off
+            return
+        if step.launcher.state is not LauncherState.CONNECTED:
+            self._watch_missing_launcher(step)
+            return
+        if self._stopping(step.vmi, record):
+            await self._stop(step, record)
+            return
+        if step.vmi.status.phase is VMIPhase.SCHEDULED:
+            await self._reply(step, commands.sync(step.launcher, step.vmi.to_dict()))
+        elif record is None:
+            await self._fetch_domain(step)
+        await self._fetch_guest_info(step)
+
+    async def _reply(self, step: _Pass, call: Awaitable[DomainStatus]) -> None:
+        since = self._d.domains.generation(step.vmi.uid)
+        status = await call
+        self._d.domains.apply_reply(status, since=since)
+
+    async def _fetch_domain(self, step: _Pass) -> None:
+        """Fill the cache after a restart; a launcher without a domain means it vanished."""
+        try:
+            await self._reply(step, commands.domain(step.launcher))
+        except SyncError as exc:
+            if not commands.is_domain_not_found(exc):
+                raise
+            self._mark_missing(step.vmi)
+
+    async def _stop(self, step: _Pass, record: DomainRecord | None) -> None:
+        vmi, local, now = step.vmi, step.local, self._d.clock()
+        if local.stop is None:
+            local.stop = StopState(asked_at=now)
+            log.info("vmi_stopping", deleting=vmi.metadata.is_deleting)
+        if record is None:
+            await self._fetch_domain(step)
+            record = self._d.domains.get(vmi.uid)
+        if record is None or record.is_off:
+            return
+        ends_at = deadline(vmi, local.stop, now=now, wall=self._d.wall())
+        todo = plan(local.stop, now=now, ends_at=ends_at, acpi_interval=self._o.acpi_interval)
+        step.revisit.append(todo.revisit_in)
+        if todo.step is StopStep.KILL:
+            log.warning(
+                "grace_period_expired",
+                grace=vmi.spec.grace_period_seconds,
+                overdue=round(-todo.remaining, 2),
+            )
+            local.stop.kills += 1
+            await self._reply(step, commands.domain(step.launcher, Method.KILL))
+        elif todo.step is StopStep.ACPI:
+            local.stop.last_acpi = now
+            log.info("acpi_shutdown_sent", remaining=round(todo.remaining, 1))
+            await self._reply(step, commands.domain(step.launcher, Method.SHUTDOWN))
+
+    async def _fetch_guest_info(self, step: _Pass) -> None:
+        record = self._d.domains.get(step.vmi.uid)
+        local = step.local
+        if record is None or record.is_off or not record.status.agent_connected:
+            local.guest_info = None  # fetched again when the agent comes back
+            return
+        if local.guest_info is None:
+            try:
+                local.guest_info = await commands.guest_os_info(step.launcher)
+            except SyncError as exc:
+                log.info("guest_info_unavailable", error=exc.message)
+                step.revisit.append(self._o.guest_info_retry)
+                return
+        step.guest_info = local.guest_info
+
+    def _mark_missing(self, vmi: VirtualMachineInstance) -> None:
+        record = self._d.domains.get(vmi.uid)
+        if record is None or not record.is_off:
+            self._d.domains.mark_missing(uid=vmi.uid, namespace=vmi.namespace, name=vmi.name)
+
+    def _watch_missing_launcher(self, step: _Pass) -> None:
+        """A Running VMI whose launcher never shows up is re-checked until it times out."""
+        if (
+            step.launcher.state is LauncherState.WAITING
+            and step.vmi.status.phase is VMIPhase.RUNNING
+        ):
+            step.revisit.append(self._o.launcher_missing_timeout)
+
+    async def _finish(self, vmi: VirtualMachineInstance, local: _Local) -> None:
+        """Once final: Delete on the launcher (it exits, its pod completes), then let go."""
+        if local.launcher_deleted:
+            return
+        socket = self._socket_of(vmi)
+        launcher = self._d.launchers.get(vmi.uid)
+        if launcher is None and socket is not None and socket.exists():
+            launcher = self._d.launchers.ensure(uid=vmi.uid, key=vmi.key, socket=socket)
+        if launcher is None or launcher.state is LauncherState.GONE:
+            self._release(vmi.uid, local)
+            return
+        if launcher.state is not LauncherState.CONNECTED:
+            if socket is None or not socket.exists():
+                self._release(vmi.uid, local)
+            return  # the pool announces the connection; we come back then
+        try:
+            await commands.delete(launcher)
+            log.info("launcher_deleted", phase=str(vmi.status.phase))
+        except SyncError as exc:
+            log.info("launcher_delete_failed", error=exc.message)
+        self._release(vmi.uid, local)
+
+    def _release(self, uid: str, local: _Local) -> None:
+        local.launcher_deleted = True
+        self._d.launchers.release(uid)
+
+    # ---- status ----------------------------------------------------------------------
+
+    async def _write(self, step: _Pass) -> VirtualMachineInstance:
+        vmi = step.vmi
+        record = self._d.domains.get(vmi.uid)
+        stopping = self._stopping(vmi, record)
+        failure = self._failure(step, record, stopping=stopping)
+        if failure is None and step.error is not None and step.error.fatal:
+            failure = Failure(reason=FailureReason.INVALID_SPEC, message=step.error.message)
+        verdict = decide(vmi, record, stopping=stopping, failure=failure)
+        observed = Observed(
+            domain=record,
+            verdict=verdict,
+            stopping=stopping,
+            sync_error=step.error,
+            guest_info=step.guest_info,
+        )
+        status = next_status(vmi, observed, now=format_time(self._d.wall()))
+        if verdict.phase != vmi.status.phase_or_unset:
+            log.info("vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset))
+        new = dataclasses.replace(vmi, status=status)
+
+        async def refresh() -> VirtualMachineInstance:
+            return await self._d.get_vmi(vmi.namespace, vmi.name)
+
+        result = await self._d.status.write_status(vmi, new, refresh=refresh)
+        if result is not vmi:
+            step.local.written = (vmi.metadata.resource_version, result)
+        return result
+
+    def _failure(
+        self, step: _Pass, record: DomainRecord | None, *, stopping: bool
+    ) -> Failure | None:
+        state = step.launcher.state
+        if stopping or (record is not None and record.is_off):
+            return None
+        if state is LauncherState.GONE:
+            return Failure(
+                reason=FailureReason.LAUNCHER_DIED,
+                message="the launcher is gone: its socket vanished or refuses connections",
+            )
+        waited = self._d.clock() - step.launcher.since
+        if (
+            state is LauncherState.WAITING
+            and step.vmi.status.phase is VMIPhase.RUNNING
+            and waited >= self._o.launcher_missing_timeout
+        ):
+            return Failure(
+                reason=FailureReason.LAUNCHER_DIED,
+                message=f"no launcher socket for a Running VMI after {waited:.0f}s",
+            )
+        return None
+
+    # ---- bookkeeping -----------------------------------------------------------------
+
+    @staticmethod
+    def _stopping(vmi: VirtualMachineInstance, record: DomainRecord | None) -> bool:
+        return vmi.metadata.is_deleting or (record is not None and record.status.graceful_shutdown)
+
+    def _socket_of(self, vmi: VirtualMachineInstance) -> Path | None:
+        pod_uid = pod_on_node(vmi.status.active_pods, self._o.node)
+        return None if pod_uid is None else launcher_socket(self._o.pods_dir, pod_uid)
+
+    def _current(self, key: str) -> VirtualMachineInstance | None:
+        """The cached VMI, or what we last wrote when the cache still shows its base."""
+        vmi = self._d.store.get(key)
+        local = self._locals.get(key)
+        if vmi is None or local is None or local.written is None or local.uid != vmi.uid:
+            return vmi
+        base_rv, result = local.written
+        return result if vmi.metadata.resource_version == base_rv else vmi
+
+    def _local(self, key: str, uid: str) -> _Local:
+        local = self._locals.get(key)
+        if local is None or local.uid != uid:
+            if local is not None:
+                self._drop(local)
+            local = self._locals[key] = _Local(uid=uid)
+        return local
+
+    def _forget(self, key: str) -> None:
+        local = self._locals.pop(key, None)
+        if local is not None:
+            self._drop(local)
+            log.info("vmi_forgotten")
+
+    def _drop(self, local: _Local) -> None:
+        self._d.launchers.release(local.uid)
+        self._d.domains.forget(local.uid)
+
+    def uids(self) -> dict[str, str]:
+        """VMI key → uid of every VMI the handler holds state for (metrics, tests)."""
+        return {key: local.uid for key, local in self._locals.items()}

@@ -1,0 +1,182 @@
+"""The VMI status the handler wants, computed from what it observed (pure).
+
+Only what the handler owns is touched: phase (from Scheduled on), reason,
+phaseTransitionTimestamps, interfaces (filled once), guestOSInfo, and the conditions
+Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
+nodeName, activePods, the controller's conditions — is carried over unchanged, and an
+unchanged condition keeps its timestamps, so an idle resync computes an identical status
+and the status writer skips the write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from handler.domains import DomainRecord
+from handler.errors import SyncError
+from handler.phase import Verdict, user_paused
+from shared.model import (
+    ConditionReason,
+    ConditionStatus,
+    GuestOSInfo,
+    PhaseTransition,
+    VirtualMachineInstance,
+    VMICondition,
+    VMIConditionType,
+    VMIInterfaceStatus,
+    VMIPhase,
+    VMIStatus,
+)
+
+GUEST_PAUSED = "Paused"
+_PAUSE_REASONS = {
+    "User": ConditionReason.PAUSED_BY_USER,
+    "IOError": ConditionReason.PAUSED_IO_ERROR,
+}
+_OWNED_LIVE = (VMIConditionType.READY, VMIConditionType.PAUSED, VMIConditionType.AGENT_CONNECTED)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observed:
+    """What one reconcile learned about a VMI's guest."""
+
+    domain: DomainRecord | None
+    verdict: Verdict
+    stopping: bool = False
+    sync_error: SyncError | None = None
+    guest_info: GuestOSInfo | None = None
+
+
+def next_status(vmi: VirtualMachineInstance, obs: Observed, *, now: str) -> VMIStatus:
+    """vmi.status as the handler wants it; equal to vmi.status when nothing changed."""
+    status = vmi.status
+    phase = obs.verdict.phase
+    if phase != status.phase_or_unset:
+        stamp = PhaseTransition(phase=str(phase), phase_transition_timestamp=now)
+        status = dataclasses.replace(
+            status,
+            phase=phase,
+            phase_transition_timestamps=(*status.phase_transition_timestamps, stamp),
+        )
+    if obs.verdict.failure is not None:
+        status = dataclasses.replace(status, reason=str(obs.verdict.failure.reason))
+    if phase is VMIPhase.RUNNING and not status.interfaces:
+        status = dataclasses.replace(status, interfaces=spec_interfaces(vmi))
+    if obs.guest_info is not None and obs.guest_info != status.guest_os_info:
+        status = dataclasses.replace(status, guest_os_info=obs.guest_info)
+    for type_, cond in wanted_conditions(vmi, obs).items():
+        status = _put(status, type_, cond, now=now)
+    return status
+
+
+def wanted_conditions(vmi: VirtualMachineInstance, obs: Observed) -> dict[str, VMICondition | None]:
+    """Condition type → the condition wanted (None: remove it); absent types stay as they are."""
+    out: dict[str, VMICondition | None] = {
+        VMIConditionType.SYNCHRONIZED: _synchronized(obs.sync_error),
+    }
+    phase = obs.verdict.phase
+    if phase.is_final():
+        message = obs.verdict.failure.message if obs.verdict.failure else "the guest has stopped"
+        out[VMIConditionType.READY] = _false(
+            VMIConditionType.READY, ConditionReason.GUEST_NOT_RUNNING, message
+        )
+        out[VMIConditionType.PAUSED] = None
+        out[VMIConditionType.AGENT_CONNECTED] = None
+        return out
+    if phase is not VMIPhase.RUNNING:
+        return out
+    out[VMIConditionType.LIVE_MIGRATABLE] = live_migratable(vmi)
+    if obs.domain is not None and not obs.domain.is_off:
+        out.update(_live(obs.domain, stopping=obs.stopping))
+    return out
+
+
+def _live(domain: DomainRecord, *, stopping: bool) -> dict[str, VMICondition | None]:
+    st = domain.status
+    paused = user_paused(domain)
+    out: dict[str, VMICondition | None] = dict.fromkeys(_OWNED_LIVE)
+    if stopping:
+        out[VMIConditionType.READY] = _false(
+            VMIConditionType.READY, ConditionReason.POD_TERMINATING, "the VMI is shutting down"
+        )
+    elif paused:
+        out[VMIConditionType.READY] = _false(
+            VMIConditionType.READY, GUEST_PAUSED, "the guest is paused"
+        )
+    else:
+        out[VMIConditionType.READY] = VMICondition(
+            type=VMIConditionType.READY, status=ConditionStatus.TRUE
+        )
+    if paused:
+        out[VMIConditionType.PAUSED] = VMICondition(
+            type=VMIConditionType.PAUSED,
+            status=ConditionStatus.TRUE,
+            reason=_PAUSE_REASONS.get(st.reason, st.reason or None),
+            message=f"the domain is paused ({st.reason})" if st.reason else None,
+        )
+    if st.agent_connected:
+        out[VMIConditionType.AGENT_CONNECTED] = VMICondition(
+            type=VMIConditionType.AGENT_CONNECTED, status=ConditionStatus.TRUE
+        )
+    return out
+
+
+def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
+    """LiveMigratable: True, or False with KubeVirt's reason and what blocks it."""
+    for iface in vmi.spec.domain.devices.interfaces:
+        net = vmi.spec.network(iface.name or "")
+        if iface.bridge is not None and net is not None and net.pod is not None:
+            return _false(
+                VMIConditionType.LIVE_MIGRATABLE,
+                ConditionReason.INTERFACE_NOT_MIGRATABLE,
+                f"interface {iface.name}: bridge binding on the pod network cannot migrate",
+            )
+    for vol in vmi.spec.volumes:
+        if vol.host_disk is not None:
+            why = "is a hostDisk, local to the node"
+        elif vol.persistent_volume_claim is not None:
+            why = "is a PVC whose shared (ReadWriteMany) access is not verified"
+        else:
+            continue
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DISKS_NOT_MIGRATABLE,
+            f"volume {vol.name} {why}",
+        )
+    return VMICondition(type=VMIConditionType.LIVE_MIGRATABLE, status=ConditionStatus.TRUE)
+
+
+def spec_interfaces(vmi: VirtualMachineInstance) -> tuple[VMIInterfaceStatus, ...]:
+    """status.interfaces from the spec (name, and the MAC when the spec pins one)."""
+    return tuple(
+        VMIInterfaceStatus(name=i.name, mac=i.mac_address)
+        for i in vmi.spec.domain.devices.interfaces
+    )
+
+
+def _synchronized(error: SyncError | None) -> VMICondition | None:
+    if error is None:
+        return None
+    return _false(VMIConditionType.SYNCHRONIZED, str(error.reason), error.message)
+
+
+def _false(type_: str, reason: str, message: str) -> VMICondition:
+    return VMICondition(type=type_, status=ConditionStatus.FALSE, reason=reason, message=message)
+
+
+def _put(status: VMIStatus, type_: str, cond: VMICondition | None, *, now: str) -> VMIStatus:
+    existing = status.condition(type_)
+    if cond is None:
+        return status if existing is None else status.without_condition(type_)
+    if existing is not None and _same(existing, cond):
+        return status
+    kept = existing is not None and existing.status == cond.status
+    since = existing.last_transition_time if kept and existing else now
+    return status.with_condition(dataclasses.replace(cond, last_transition_time=since))
+
+
+def _same(a: VMICondition, b: VMICondition) -> bool:
+    """Same status and reason: keep the existing one, whoever wrote its message — two
+    writers that only disagree on wording must not take turns rewriting it."""
+    return (a.status, a.reason) == (b.status, b.reason)

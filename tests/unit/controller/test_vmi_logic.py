@@ -1,0 +1,197 @@
+"""VMI decisions: the phase path to the handoff, failures, deletion, and after the handoff."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from controller.pods import LauncherPod
+from controller.vmi_logic import FailureReason, VMIPlan, plan_vmi
+from shared.model import VirtualMachineInstance, VMIPhase
+from tests.unit.controller.builders import (
+    NOW,
+    ago,
+    make_pod,
+    make_vmi,
+    unschedulable,
+    vmi_dict,
+)
+
+TIMEOUT = 60.0
+
+
+def plan(vmi: VirtualMachineInstance, pods: list[LauncherPod] | None = None) -> VMIPlan:
+    return plan_vmi(vmi, pods or [], now=NOW, unschedulable_timeout=TIMEOUT)
+
+
+def phases(p: VMIPlan) -> list[str | None]:
+    return [t.phase for t in p.status.phase_transition_timestamps]
+
+
+def test_new_vmi_creates_a_pod_and_goes_pending_then_scheduling_at_once() -> None:
+    """No pod: create one; the status moves "" → Pending → Scheduling in one write."""
+    p = plan(make_vmi())
+    assert p.create_pod
+    assert p.status.phase == VMIPhase.SCHEDULING
+    assert phases(p) == ["Pending", "Scheduling"]
+    assert p.finalizer is None and not p.labels
+
+
+def test_pending_pod_keeps_scheduling_without_changes() -> None:
+    """A pod not yet running changes nothing (so no write)."""
+    vmi = plan(make_vmi()).status
+    again = plan(make_vmi(phase=VMIPhase.SCHEDULING), [make_pod(node="node01")])
+    assert not again.create_pod and again.status == make_vmi(phase=VMIPhase.SCHEDULING).status
+    assert vmi.phase == VMIPhase.SCHEDULING
+
+
+def test_pod_found_after_a_crash_before_the_status_write() -> None:
+    """Phase "" but the pod exists (controller died after creating it): no second pod."""
+    p = plan(make_vmi(), [make_pod()])
+    assert not p.create_pod and p.status.phase == VMIPhase.SCHEDULING
+
+
+def test_running_pod_hands_the_vmi_to_its_node() -> None:
+    """Scheduled: nodeName, activePods, the node label and the finalizer, in one plan."""
+    vmi = make_vmi(phase=VMIPhase.SCHEDULING)
+    p = plan(vmi, [make_pod(node="node02", phase="Running", uid="pod-9")])
+    assert p.status.phase == VMIPhase.SCHEDULED
+    assert p.status.node_name == "node02"
+    assert dict(p.status.active_pods) == {"pod-9": "node02"}
+    assert p.labels == {"kubevirt.io/nodeName": "node02"}
+    assert p.finalizer is True
+    assert phases(p)[-1] == "Scheduled"
+
+
+def test_invalid_vmi_fails_naming_every_field_and_creates_no_pod() -> None:
+    """Invalid spec: Failed, reason InvalidSpec, the condition lists the field paths."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["memory"] = {}
+    raw["spec"]["domain"]["cpu"] = {"cores": 0}
+    p = plan(make_vmi(raw=raw))
+    assert not p.create_pod
+    assert p.status.phase == VMIPhase.FAILED and p.status.reason == FailureReason.INVALID_SPEC
+    cond = p.status.condition("Synchronized")
+    assert cond is not None and cond.status == "False" and cond.reason == "InvalidSpec"
+    assert "spec.domain.cpu.cores" in (cond.message or "")
+    assert "spec.domain.resources.requests.memory" in (cond.message or "")
+
+
+@pytest.mark.parametrize(
+    ("pod_kw", "reason"),
+    [
+        pytest.param({"phase": "Failed"}, FailureReason.POD_FAILED, id="pod-failed"),
+        pytest.param({"phase": "Succeeded"}, FailureReason.POD_FAILED, id="pod-exited"),
+        pytest.param({"deleting": True}, FailureReason.POD_TERMINATING, id="pod-deleted"),
+    ],
+)
+def test_pod_ending_before_the_handoff_fails_the_vmi(
+    pod_kw: dict[str, object], reason: FailureReason
+) -> None:
+    """Before Scheduled, a pod that ends or is deleted fails the VMI with the reason."""
+    p = plan(make_vmi(phase=VMIPhase.SCHEDULING), [make_pod(**pod_kw)])
+    assert p.status.phase == VMIPhase.FAILED and p.status.reason == reason
+    assert not p.create_pod
+
+
+def test_pod_vanishing_while_scheduling_fails_the_vmi() -> None:
+    """Scheduling with no pod at all (someone deleted it): Failed, no new pod."""
+    p = plan(make_vmi(phase=VMIPhase.SCHEDULING))
+    assert p.status.phase == VMIPhase.FAILED and p.status.reason == FailureReason.POD_NOT_EXISTS
+    assert not p.create_pod
+
+
+def test_unschedulable_pod_is_mirrored_then_fails_after_the_timeout() -> None:
+    """PodScheduled=False is mirrored with the scheduler's message; past the timeout: Failed."""
+    vmi = make_vmi(phase=VMIPhase.SCHEDULING)
+    young = make_pod(conditions=unschedulable(ago(10), "0/2 nodes are available: no kvm"))
+    p = plan(vmi, [young])
+    cond = p.status.condition("PodScheduled")
+    assert p.status.phase == VMIPhase.SCHEDULING
+    assert cond is not None and cond.reason == "Unschedulable"
+    assert cond.message == "0/2 nodes are available: no kvm"
+    assert p.requeue_after == pytest.approx(TIMEOUT - 10)
+    old = make_pod(conditions=unschedulable(ago(TIMEOUT + 1), "0/2 nodes are available: no kvm"))
+    p = plan(vmi, [old])
+    assert p.status.phase == VMIPhase.FAILED and p.status.reason == FailureReason.UNSCHEDULABLE
+    assert "0/2 nodes are available: no kvm" in (p.status.condition("Synchronized").message or "")  # type: ignore[union-attr]
+    assert p.delete_pods == (old,)
+
+
+def test_second_launcher_pod_is_deleted() -> None:
+    """Should two launcher pods ever exist, the newer one goes."""
+    first = make_pod(uid="a", name="virt-launcher-vm1-aaaaa", created=ago(20))
+    second = make_pod(uid="b", name="virt-launcher-vm1-bbbbb", created=ago(5))
+    p = plan(make_vmi(phase=VMIPhase.SCHEDULING), [second, first])
+    assert p.delete_pods == (second,)
+
+
+def test_migration_target_pods_do_not_count_as_launchers() -> None:
+    """A target pod (migrationJobUID) is not the VMI's launcher pod."""
+    p = plan(make_vmi(), [make_pod(migration_uid="m")])
+    assert p.create_pod
+
+
+def test_deleted_vmi_deletes_its_pods_and_keeps_the_finalizer_until_they_are_gone() -> None:
+    """Deletion: delete every pod; the finalizer stays while any pod remains."""
+    live = make_pod(node="node01", phase="Running")
+    p = plan(make_vmi(phase=VMIPhase.RUNNING, node="node01", deleting=True), [live])
+    assert p.delete_pods == (live,) and p.finalizer is True
+    going = make_pod(node="node01", phase="Running", deleting=True)
+    p = plan(make_vmi(phase=VMIPhase.RUNNING, node="node01", deleting=True), [going])
+    assert p.delete_pods == () and p.finalizer is True
+    p = plan(make_vmi(phase=VMIPhase.RUNNING, node="node01", deleting=True), [])
+    assert p.finalizer is False
+
+
+def test_final_vmi_stops_live_pods_and_keeps_terminal_ones() -> None:
+    """Failed/Succeeded: live pods are deleted, terminal ones kept for their logs."""
+    live = make_pod(node="node01", phase="Running", uid="a")
+    done = make_pod(node="node01", phase="Succeeded", uid="b")
+    p = plan(make_vmi(phase=VMIPhase.FAILED), [live, done])
+    assert p.delete_pods == (live,) and p.finalizer is True
+    p = plan(make_vmi(phase=VMIPhase.SUCCEEDED), [done])
+    assert p.delete_pods == () and p.finalizer is False
+
+
+def test_after_handoff_the_controller_only_keeps_bookkeeping() -> None:
+    """Running: activePods follows the pods, the label follows nodeName, phase untouched."""
+    source = make_pod(node="node01", phase="Running", uid="src")
+    target = make_pod(node="node02", phase="Running", uid="tgt", migration_uid="m")
+    vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"src": "node01"})
+    p = plan(vmi, [source, target])
+    assert p.status.phase == VMIPhase.RUNNING
+    assert dict(p.status.active_pods) == {"src": "node01", "tgt": "node02"}
+    assert p.labels == {"kubevirt.io/nodeName": "node01"} and p.finalizer is True
+
+
+def test_after_handoff_a_vanished_pod_leaves_phase_and_ready_to_the_handler() -> None:
+    """The pod on the VMI's node is gone: activePods drops it; phase and Ready untouched
+    (the handler owns them from Scheduled on)."""
+    vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"x": "node01"})
+    p = plan(vmi, [])
+    assert p.status.condition("Ready") is None
+    assert p.status.phase == VMIPhase.RUNNING and dict(p.status.active_pods) == {}
+
+
+def test_steady_state_after_handoff_is_a_fixed_point() -> None:
+    """Re-planning a handed-off VMI whose bookkeeping is right changes nothing."""
+    pod = make_pod(node="node01", phase="Running", uid="p")
+    vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"p": "node01"})
+    assert plan(vmi, [pod]).status == vmi.status
+
+
+def test_replanning_the_same_state_is_a_fixed_point() -> None:
+    """Applying a plan's status and planning again yields the same status (no second write)."""
+    vmi = make_vmi()
+    first = plan(vmi)
+    second = plan(dataclasses.replace(vmi, status=first.status), [make_pod()])
+    assert second.status == first.status
+
+
+def test_unknown_phase_is_left_alone() -> None:
+    """Unknown belongs to the handler."""
+    vmi = make_vmi(phase=VMIPhase.UNKNOWN)
+    p = plan(vmi, [make_pod(node="n")])
+    assert p.status == vmi.status and not p.create_pod and not p.delete_pods

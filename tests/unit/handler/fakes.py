@@ -1,0 +1,354 @@
+"""Fakes behind the handler's Protocols: launchers, the pool, the work queue, the API.
+
+`FakeApi` is a small in-memory API server (list + watch with resourceVersions, status
+PUT with optimistic concurrency, merge patches of metadata and Nodes); the launcher
+integration tests run the real daemon against it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from handler.launchers import LauncherState
+from shared.kube import Conflict, ListResult, NotFound, PatchType, Resource, WatchEvent
+from shared.kube.api_types import WatchEventType
+from shared.kube.mergepatch import merge_apply
+from shared.model import VirtualMachineInstance, format_time, utc_now
+from shared.wire.domain import DomainState, DomainStatus
+from shared.wire.errors import CommandFailed, ErrorCode
+from shared.wire.launcher_api import Method
+from shared.wire.stats import BlockStats, DomainStats, NetStats
+
+REPO = Path(__file__).resolve().parents[3]
+NODE = "node01"
+
+
+def vmi_dict(
+    *,
+    name: str = "tiny",
+    namespace: str = "default",
+    phase: str = "Scheduled",
+    pod_uid: str | None = "pod-1",
+    node: str = NODE,
+    **spec_changes: Any,
+) -> dict[str, Any]:
+    """The example VMI as the controller leaves it for the handler (Scheduled on `node`)."""
+    vmi: dict[str, Any] = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
+    vmi["metadata"].update(name=name, namespace=namespace, uid=str(uuid.uuid4()))
+    vmi["metadata"]["labels"] = {"kubevirt.io/nodeName": node}
+    vmi["spec"].update(spec_changes)
+    status: dict[str, Any] = {"phase": phase, "nodeName": node}
+    if pod_uid is not None:
+        status["activePods"] = {pod_uid: node}
+    vmi["status"] = status
+    return vmi
+
+
+def domain_status(
+    vmi: Mapping[str, Any],
+    state: DomainState = DomainState.RUNNING,
+    reason: str = "Booted",
+    **kw: Any,
+) -> DomainStatus:
+    meta = vmi["metadata"]
+    return DomainStatus(
+        name=f"{meta['namespace']}_{meta['name']}",
+        namespace=meta["namespace"],
+        vmi_name=meta["name"],
+        vmi_uid=meta["uid"],
+        state=state,
+        reason=reason,
+        **kw,
+    )
+
+
+SAMPLE_STATS = DomainStats(
+    cpu_time_ns=2_500_000_000,
+    memory_actual_kib=131072,
+    memory_rss_kib=150000,
+    memory_available_kib=120000,
+    block=(
+        BlockStats(name="vda", read_bytes=4096, write_bytes=512, read_requests=8, write_requests=1),
+    ),
+    net=(NetStats(name="vnet0", rx_bytes=1000, tx_bytes=2000, rx_packets=10, tx_packets=20),),
+)
+
+GUEST_INFO = {
+    "guestAgentVersion": "7.2.0",
+    "hostname": "tiny",
+    "os": {"name": "BusyBox", "id": "busybox", "kernelRelease": "6.1.0"},
+    "timezone": "UTC, 0",
+}
+
+
+@dataclass
+class FakeLauncher:
+    """A launcher: a domain that Sync starts, ACPI stops (if `obeys_acpi`), Kill destroys."""
+
+    vmi: Mapping[str, Any] | None = None
+    state: LauncherState = LauncherState.CONNECTED
+    since: float = 0.0
+    domain: DomainStatus | None = None
+    obeys_acpi: bool = True
+    fail: dict[Method, Exception] = field(default_factory=dict)
+    hang: set[Method] = field(default_factory=set)
+    calls: list[Method] = field(default_factory=list)
+    stats: DomainStats = SAMPLE_STATS
+
+    async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
+        self.calls.append(method)
+        if method in self.hang:
+            await asyncio.Future()
+        if method in self.fail:
+            raise self.fail[method]
+        handler: Callable[[Mapping[str, Any]], Any] = getattr(self, f"_{method.value}")
+        return handler(args or {})
+
+    def count(self, method: Method) -> int:
+        return self.calls.count(method)
+
+    def _sync(self, args: Mapping[str, Any]) -> Any:
+        if self.domain is None:
+            vmi = args["vmi"]
+            paused = vmi["spec"].get("startStrategy") == "Paused"
+            self.domain = domain_status(
+                vmi,
+                DomainState.PAUSED if paused else DomainState.RUNNING,
+                "User" if paused else "Booted",
+            )
+        return self.domain.to_wire()
+
+    def _current(self) -> DomainStatus:
+        if self.domain is None:
+            raise CommandFailed(ErrorCode.DOMAIN_NOT_FOUND, "no domain")
+        return self.domain
+
+    def _get_domain(self, _: Mapping[str, Any]) -> Any:
+        return self._current().to_wire()
+
+    def _set(self, state: DomainState, reason: str) -> Any:
+        self.domain = _replace(self._current(), state=state, reason=reason)
+        return self.domain.to_wire()
+
+    def _shutdown(self, _: Mapping[str, Any]) -> Any:
+        if self.obeys_acpi:
+            return self._set(DomainState.SHUTOFF, "Shutdown")
+        return self._current().to_wire()
+
+    def _kill(self, _: Mapping[str, Any]) -> Any:
+        return self._set(DomainState.SHUTOFF, "Destroyed")
+
+    def _pause(self, _: Mapping[str, Any]) -> Any:
+        return self._set(DomainState.PAUSED, "User")
+
+    def _unpause(self, _: Mapping[str, Any]) -> Any:
+        return self._set(DomainState.RUNNING, "Unpaused")
+
+    def _delete(self, _: Mapping[str, Any]) -> Any:
+        self.domain = None
+        return None
+
+    def _get_domain_stats(self, _: Mapping[str, Any]) -> Any:
+        return self.stats.to_wire()
+
+    def _get_guest_info(self, _: Mapping[str, Any]) -> Any:
+        return GUEST_INFO
+
+
+def _replace(status: DomainStatus, **changes: Any) -> DomainStatus:
+    return dataclasses.replace(status, **changes)
+
+
+@dataclass
+class FakePool:
+    """Launchers by VMI uid; `ensure` hands out (or creates) a FakeLauncher."""
+
+    launchers: dict[str, FakeLauncher] = field(default_factory=dict)
+    sockets: dict[str, Path] = field(default_factory=dict)
+    released: list[str] = field(default_factory=list)
+
+    def ensure(self, *, uid: str, key: str, socket: Path) -> FakeLauncher:
+        self.sockets[uid] = socket
+        return self.launchers.setdefault(uid, FakeLauncher())
+
+    def get(self, uid: str) -> FakeLauncher | None:
+        return self.launchers.get(uid)
+
+    def release(self, uid: str) -> None:
+        self.released.append(uid)
+        self.launchers.pop(uid, None)
+
+
+@dataclass
+class FakeQueue:
+    after: list[tuple[str, float]] = field(default_factory=list)
+    rate_limited: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+
+    def add_after(self, key: str, delay: float) -> None:
+        self.after.append((key, delay))
+
+    def add_rate_limited(self, key: str) -> None:
+        self.rate_limited.append(key)
+
+    def forget(self, key: str) -> None:
+        self.forgotten.append(key)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}"
+
+
+def _matches(selector: str, obj: Mapping[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        k, _, v = term.partition("=")
+        if labels.get(k) != v:
+            return False
+    return True
+
+
+class FakeApi:
+    """An in-memory API server for VMIs and Nodes (what `HandlerApi` needs)."""
+
+    def __init__(self, *, wall: Callable[[], datetime] = utc_now) -> None:
+        self.wall = wall
+        self.vmis: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_patches: list[Mapping[str, Any]] = []
+        self.writes: Counter[str] = Counter()  # VMI key → status writes
+        self.history: dict[str, list[dict[str, Any]]] = {}  # VMI key → statuses written
+        self.conflicts = 0
+        self._rv = 0
+        self._log: list[tuple[int, WatchEvent]] = []
+        self._changed = asyncio.Event()
+
+    # ---- what tests do (as the controller would) --------------------------------------
+
+    def put_vmi(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a VMI (a write by someone else)."""
+        stored = copy.deepcopy(dict(obj))
+        key = _key(stored)
+        kind = WatchEventType.MODIFIED if key in self.vmis else WatchEventType.ADDED
+        self._commit(key, stored, kind)
+        return copy.deepcopy(stored)
+
+    def delete_vmi(self, key: str, *, finalized: bool = False) -> None:
+        """Delete: with finalizers pending it only gets a deletionTimestamp."""
+        obj = self.vmis[key]
+        if finalized:
+            del self.vmis[key]
+            self._rv += 1
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            self._emit(WatchEventType.DELETED, obj)
+            return
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["deletionTimestamp"] = format_time(self.wall())
+        self._commit(key, obj, WatchEventType.MODIFIED)
+
+    def vmi(self, key: str) -> VirtualMachineInstance:
+        return VirtualMachineInstance.from_dict(copy.deepcopy(self.vmis[key]))
+
+    # ---- HandlerApi ---------------------------------------------------------------------
+
+    def vmi_source(self, *, label_selector: str) -> _Source:
+        return _Source(self, label_selector)
+
+    async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
+        key = f"{namespace}/{name}"
+        if key not in self.vmis:
+            raise NotFound(404, "NotFound", key)
+        return self.vmi(key)
+
+    async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
+        self.node_patches.append(copy.deepcopy(dict(patch)))
+        self.nodes[name] = merge_apply(self.nodes.get(name, {}), patch)
+
+    async def update_status(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        key = _key(body)
+        current = self._current(key, body)
+        new = copy.deepcopy(current)
+        new["status"] = copy.deepcopy(body.get("status") or {})
+        self.writes[key] += 1
+        self.history.setdefault(key, []).append(copy.deepcopy(new["status"]))
+        self._commit(key, new, WatchEventType.MODIFIED)
+        return copy.deepcopy(new)
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any] | list[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        assert isinstance(patch, Mapping)
+        key = f"{namespace}/{name}"
+        current = self._current(key, {"metadata": patch.get("metadata", {})})
+        new = merge_apply(current, patch)
+        self._commit(key, new, WatchEventType.MODIFIED)
+        return copy.deepcopy(new)
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    def _current(self, key: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if key not in self.vmis:
+            raise NotFound(404, "NotFound", key)
+        current = self.vmis[key]
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if rv is not None and rv != current["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            raise Conflict(409, "Conflict", f"{key}: resourceVersion {rv} is stale")
+        return current
+
+    def _commit(self, key: str, obj: dict[str, Any], kind: WatchEventType) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        obj.setdefault("apiVersion", "kubevirt.io/v1")
+        obj.setdefault("kind", "VirtualMachineInstance")
+        self.vmis[key] = obj
+        self._emit(kind, obj)
+
+    def _emit(self, kind: WatchEventType, obj: dict[str, Any]) -> None:
+        self._log.append((self._rv, WatchEvent(kind, copy.deepcopy(obj))))
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+
+class _Source:
+    """List + watch over FakeApi's event log (no event between list and watch is lost)."""
+
+    def __init__(self, api: FakeApi, selector: str) -> None:
+        self._api = api
+        self._selector = selector
+
+    async def list(self) -> ListResult:
+        items = [copy.deepcopy(o) for o in self._api.vmis.values() if _matches(self._selector, o)]
+        return ListResult(items, str(self._api._rv))
+
+    async def watch(
+        self, *, resource_version: str, timeout_seconds: int
+    ) -> AsyncGenerator[WatchEvent, None]:
+        seen = int(resource_version or 0)
+        while True:
+            changed = self._api._changed
+            for rv, event in self._api._log:
+                if rv > seen:
+                    seen = rv
+                    if _matches(self._selector, event.object):
+                        yield WatchEvent(event.type, copy.deepcopy(event.object))
+            await changed.wait()

@@ -1,0 +1,161 @@
+"""The status the handler computes (handler.status): owned fields only, stable timestamps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from handler.domains import DomainRecord
+from handler.errors import SyncError, SyncReason
+from handler.phase import Failure, FailureReason, Verdict
+from handler.status import Observed, live_migratable, next_status
+from shared.model import (
+    ConditionStatus,
+    GuestOSInfo,
+    VirtualMachineInstance,
+    VMICondition,
+    VMIConditionType,
+    VMIPhase,
+)
+from shared.wire.domain import DomainState
+from tests.unit.handler.fakes import domain_status, vmi_dict
+
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
+
+
+def _running(
+    raw: dict[str, object] | None = None, **domain: object
+) -> tuple[VirtualMachineInstance, Observed]:
+    raw = raw or vmi_dict()
+    vmi = VirtualMachineInstance.from_dict(raw)
+    record = DomainRecord(status=domain_status(raw, **domain), source="t")  # type: ignore[arg-type]
+    return vmi, Observed(domain=record, verdict=Verdict(phase=VMIPhase.RUNNING))
+
+
+def test_first_running_status_has_phase_conditions_and_interfaces() -> None:
+    """Scheduled → Running: transition timestamp, Ready, LiveMigratable, interfaces."""
+    vmi, obs = _running()
+    status = next_status(vmi, obs, now=T0)
+    assert status.phase is VMIPhase.RUNNING
+    assert [
+        (t.phase, t.phase_transition_timestamp) for t in status.phase_transition_timestamps
+    ] == [("Running", T0)]
+    assert {str(c.type): c.status for c in status.conditions} == {
+        "Ready": ConditionStatus.TRUE,
+        "LiveMigratable": ConditionStatus.TRUE,
+    }
+    assert status.condition(VMIConditionType.READY).last_transition_time == T0  # type: ignore[union-attr]
+    assert [i.name for i in status.interfaces] == ["default"]
+    assert status.active_pods == vmi.status.active_pods and status.node_name == "node01"
+
+
+def test_recomputing_an_unchanged_status_is_identical() -> None:
+    """Same observation later: equal status (timestamps kept), so no write happens."""
+    vmi, obs = _running()
+    first = next_status(vmi, obs, now=T0)
+    again = next_status(dataclasses.replace(vmi, status=first), obs, now=T1)
+    assert again == first
+
+
+def test_controller_conditions_survive() -> None:
+    """Conditions the handler does not own are carried over untouched."""
+    vmi, obs = _running()
+    foreign = VMICondition(type="Provisioning", status=ConditionStatus.FALSE, reason="Done")
+    vmi = dataclasses.replace(vmi, status=vmi.status.with_condition(foreign))
+    assert next_status(vmi, obs, now=T0).condition("Provisioning") == foreign
+
+
+def test_a_condition_differing_only_in_wording_is_left_alone() -> None:
+    """Ready=False(PodTerminating) written by the controller with its own message is kept:
+    no write war over the wording while the pod terminates."""
+    vmi, _ = _running()
+    theirs = VMICondition(
+        type=VMIConditionType.READY,
+        status=ConditionStatus.FALSE,
+        reason="PodTerminating",
+        message="the launcher pod on node01 is terminating",
+        last_transition_time=T0,
+    )
+    vmi = dataclasses.replace(vmi, status=vmi.status.with_condition(theirs))
+    record = DomainRecord(status=domain_status(vmi_dict(), graceful_shutdown=True), source="t")
+    obs = Observed(domain=record, verdict=Verdict(phase=VMIPhase.RUNNING), stopping=True)
+    assert next_status(vmi, obs, now=T1).condition(VMIConditionType.READY) == theirs
+
+
+def test_paused_domain_sets_paused_and_unready() -> None:
+    """Paused(User): Paused=True(PausedByUser), Ready=False(Paused) with a new transition time."""
+    vmi, obs = _running()
+    vmi = dataclasses.replace(vmi, status=next_status(vmi, obs, now=T0))
+    _, paused = _running(state=DomainState.PAUSED, reason="User")
+    status = next_status(vmi, paused, now=T1)
+    cond = status.condition(VMIConditionType.PAUSED)
+    assert cond is not None and (cond.status, cond.reason) == (ConditionStatus.TRUE, "PausedByUser")
+    ready = status.condition(VMIConditionType.READY)
+    assert ready is not None and (ready.status, ready.last_transition_time) == (
+        ConditionStatus.FALSE,
+        T1,
+    )
+
+
+def test_pauses_libvirt_makes_by_itself_are_not_user_pauses() -> None:
+    """Paused(StartingUp) or Paused(Migration) is neither Paused=True nor unready."""
+    vmi, obs = _running(state=DomainState.PAUSED, reason="Migration")
+    status = next_status(vmi, obs, now=T0)
+    assert status.condition(VMIConditionType.PAUSED) is None
+    assert status.condition_is_true(VMIConditionType.READY)
+
+
+def test_agent_and_guest_info() -> None:
+    """An agent brings AgentConnected=True and guestOSInfo."""
+    vmi, obs = _running(agent_connected=True)
+    info = GuestOSInfo(name="BusyBox", id="busybox")
+    status = next_status(vmi, dataclasses.replace(obs, guest_info=info), now=T0)
+    assert status.condition_is_true(VMIConditionType.AGENT_CONNECTED)
+    assert status.guest_os_info == info
+
+
+def test_final_status_drops_live_conditions() -> None:
+    """Failed: reason set, Ready=False with the failure's message, no Paused/AgentConnected."""
+    vmi, obs = _running(agent_connected=True)
+    vmi = dataclasses.replace(vmi, status=next_status(vmi, obs, now=T0))
+    failure = Failure(reason=FailureReason.QEMU_DIED, message="QEMU stopped")
+    off = DomainRecord(status=domain_status(vmi_dict(), DomainState.SHUTOFF, "Failed"), source="t")
+    status = next_status(
+        vmi, Observed(domain=off, verdict=Verdict(phase=VMIPhase.FAILED, failure=failure)), now=T1
+    )
+    assert (status.phase, status.reason) == (VMIPhase.FAILED, "QemuDied")
+    ready = status.condition(VMIConditionType.READY)
+    assert ready is not None and (ready.status, ready.message) == (
+        ConditionStatus.FALSE,
+        "QEMU stopped",
+    )
+    assert status.condition(VMIConditionType.AGENT_CONNECTED) is None
+
+
+def test_sync_error_becomes_synchronized_false() -> None:
+    """A SyncError's reason and message are the Synchronized condition's."""
+    vmi = VirtualMachineInstance.from_dict(vmi_dict())
+    error = SyncError(SyncReason.IMAGE_NOT_FOUND, "sync: no such image")
+    status = next_status(
+        vmi,
+        Observed(domain=None, verdict=Verdict(phase=VMIPhase.SCHEDULED), sync_error=error),
+        now=T0,
+    )
+    cond = status.condition(VMIConditionType.SYNCHRONIZED)
+    assert cond is not None and (cond.status, cond.reason, cond.message) == (
+        ConditionStatus.FALSE,
+        "ImageNotFound",
+        "sync: no such image",
+    )
+
+
+def test_live_migratable_explains_what_blocks_it() -> None:
+    """Bridge on the pod network, or a hostDisk: LiveMigratable=False with KubeVirt's reason."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "bridge": {}}]
+    bridge = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (bridge.status, bridge.reason) == (ConditionStatus.FALSE, "InterfaceNotLiveMigratable")
+    raw = vmi_dict()
+    raw["spec"]["volumes"].append({"name": "data", "hostDisk": {"path": "/d.img", "type": "Disk"}})
+    disk = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (disk.status, disk.reason) == (ConditionStatus.FALSE, "DisksNotLiveMigratable")
+    assert "data" in (disk.message or "")

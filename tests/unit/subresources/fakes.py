@@ -1,0 +1,140 @@
+"""Fakes behind the subresource API's Protocols, and builders for its inputs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from controller.subresources.actions import ActionSpec
+from controller.subresources.app import AppDeps
+from controller.subresources.authn import RequestHeaderConfig, UserInfo
+from controller.subresources.authz import Decision, ResourceAttributes
+from controller.subresources.console import WebSocket
+from controller.subresources.errors import SubresourceError
+from controller.subresources.frontproxy import FrontProxy
+from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from shared.kube import NotFound, Registry
+from shared.model import VirtualMachineInstance
+
+FRONT_PROXY_CN = "front-proxy-client"
+PEER_HEADER = "X-Test-Peer-CN"  # the unit tests' stand-in for the TLS client certificate
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def vmi(
+    name: str = "vm1", namespace: str = "ns1", *, phase: str = "Running", node: str = "node01"
+) -> VirtualMachineInstance:
+    """A VMI with the status fields locating reads."""
+    status: dict[str, Any] = {"phase": phase}
+    if node:
+        status["nodeName"] = node
+    return VirtualMachineInstance.from_dict(
+        {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": namespace, "uid": "uid-1"},
+            "spec": {},
+            "status": status,
+        }
+    )
+
+
+def node(name: str = "node01", endpoint: str | None = "https://10.0.0.5:8186") -> dict[str, Any]:
+    annotations = {HANDLER_ENDPOINT_ANNOTATION: endpoint} if endpoint else {}
+    return {"metadata": {"name": name, "annotations": annotations}}
+
+
+@dataclass
+class FakeReader:
+    """VMIs and Nodes by key; missing ones raise shared.kube.NotFound like the client."""
+
+    vmis: dict[tuple[str, str], VirtualMachineInstance] = field(default_factory=dict)
+    nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
+        try:
+            return self.vmis[(namespace, name)]
+        except KeyError:
+            raise NotFound(404, "NotFound", f"{namespace}/{name}") from None
+
+    async def get_node(self, name: str) -> Mapping[str, Any]:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise NotFound(404, "NotFound", name) from None
+
+
+@dataclass
+class FakeAuthorizer:
+    """Allows what `allow` says; records every review."""
+
+    allow: bool = True
+    reason: str = ""
+    reviews: list[tuple[UserInfo, ResourceAttributes]] = field(default_factory=list)
+
+    async def authorize(self, user: UserInfo, attrs: ResourceAttributes) -> Decision:
+        self.reviews.append((user, attrs))
+        return Decision(self.allow, self.reason)
+
+
+@dataclass
+class FakeForwarder:
+    """Answers `body` (or raises `error`); the console dials `console_url` if set."""
+
+    body: bytes = b"{}"
+    error: SubresourceError | None = None
+    console_url: str = ""
+    calls: list[tuple[Target, ActionSpec]] = field(default_factory=list)
+    consoles: list[Target] = field(default_factory=list)
+
+    async def call(self, target: Target, spec: ActionSpec) -> bytes:
+        self.calls.append((target, spec))
+        if self.error is not None:
+            raise self.error
+        return self.body
+
+    @contextlib.asynccontextmanager
+    async def console(self, target: Target) -> AsyncIterator[WebSocket]:
+        self.consoles.append(target)
+        if self.error is not None:
+            raise self.error
+        async with aiohttp.ClientSession() as session, session.ws_connect(self.console_url) as ws:
+            yield ws
+
+
+def request_header_config(**changes: Any) -> RequestHeaderConfig:
+    base: dict[str, Any] = {"client_ca": PEM, "allowed_names": (FRONT_PROXY_CN,)}
+    return RequestHeaderConfig(**(base | changes))
+
+
+def deps(
+    *,
+    reader: FakeReader | None = None,
+    authorizer: FakeAuthorizer | None = None,
+    forwarder: FakeForwarder | None = None,
+    registry: Registry | None = None,
+) -> AppDeps:
+    """App dependencies of fakes; the peer CN comes from the X-Test-Peer-CN header."""
+    registry = registry or Registry()
+    return AppDeps(
+        front_proxy=FrontProxy(request_header_config()),
+        authorizer=authorizer or FakeAuthorizer(),
+        reader=reader or FakeReader(),
+        forwarder=forwarder or FakeForwarder(),
+        requests=registry.counter("kubevirt_subresource_requests_total", "t", ("action", "code")),
+        peer_name=lambda request: request.headers.get(PEER_HEADER),
+        write_timeout=5.0,
+        heartbeat=30.0,
+    )
+
+
+def proxied(user: str = "alice", *groups: str, **extra: str) -> list[tuple[str, str]]:
+    """Headers of a request as kube-apiserver's front proxy sends it (groups repeat)."""
+    headers = [(PEER_HEADER, FRONT_PROXY_CN), ("X-Remote-User", user)]
+    headers += [("X-Remote-Group", group) for group in groups]
+    headers += [(f"X-Remote-Extra-{key}", value) for key, value in extra.items()]
+    return headers

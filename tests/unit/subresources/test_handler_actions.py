@@ -1,0 +1,247 @@
+"""The handler's actions endpoint: the controller-only guard, commands, errors, the console."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from handler.actions import CONTROLLER_CN, ActionsConfig, NotOnThisNode, build_app, endpoint_patch
+from shared.wire.errors import CallTimeout, CommandFailed, Disconnected, ErrorCode
+from shared.wire.launcher_api import Method
+
+PEER = "X-Test-Peer-CN"
+AS_CONTROLLER = {PEER: CONTROLLER_CN}
+VMI_PATH = "/v1/namespaces/ns1/virtualmachineinstances/vm1"
+
+
+@dataclass
+class FakeTarget:
+    """Answers `results[method]` or raises `error`; the console is `socket`."""
+
+    results: dict[Method, Any] = field(default_factory=dict)
+    error: Exception | None = None
+    socket: Path = Path("/nonexistent/console.sock")
+    commands: list[tuple[str, str, Method]] = field(default_factory=list)
+
+    async def command(self, namespace: str, name: str, method: Method) -> Any:
+        self.commands.append((namespace, name, method))
+        if self.error is not None:
+            raise self.error
+        return self.results.get(method)
+
+    async def console_socket(self, namespace: str, name: str) -> Path:
+        if self.error is not None:
+            raise self.error
+        return self.socket
+
+
+def client_for(target: FakeTarget) -> TestClient[web.Request, web.Application]:
+    config = ActionsConfig(cert_dir=Path("/unused"), write_timeout=5.0)
+    app = build_app(target, config, peer_name=lambda request: request.headers.get(PEER))
+    return TestClient(TestServer(app))
+
+
+@pytest.fixture
+async def console_socket(tmp_path: Path) -> AsyncIterator[Path]:
+    """A Unix socket standing in for QEMU's serial console: greets, then upper-cases input."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"login: ")
+        while data := await reader.read(1024):
+            writer.write(data.upper())
+            await writer.drain()
+        writer.close()
+
+    path = tmp_path / "console.sock"
+    server = await asyncio.start_unix_server(serve, path)
+    async with server:
+        yield path
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="no-certificate"),
+        pytest.param({PEER: "kubevirt-py-handler"}, id="another-component"),
+        pytest.param({PEER: "front-proxy-client"}, id="front-proxy"),
+    ],
+)
+async def test_only_the_controller_gets_in(headers: dict[str, str]) -> None:
+    """Any client certificate CN but kubevirt-py-controller is refused with 403."""
+    target = FakeTarget()
+    async with client_for(target) as client:
+        resp = await client.put(f"{VMI_PATH}/pause", headers=headers)
+        assert resp.status == 403
+        assert (await resp.json())["code"] == "forbidden"
+    assert target.commands == []
+
+
+@pytest.mark.parametrize(
+    ("http", "action", "method"),
+    [
+        pytest.param("PUT", "pause", Method.PAUSE, id="pause"),
+        pytest.param("PUT", "unpause", Method.UNPAUSE, id="unpause"),
+        pytest.param("PUT", "softreboot", Method.SOFT_REBOOT, id="softreboot"),
+        pytest.param("GET", "guestosinfo", Method.GET_GUEST_INFO, id="guestosinfo"),
+        pytest.param("GET", "userlist", Method.GET_USERS, id="userlist"),
+        pytest.param("GET", "filesystemlist", Method.GET_FILESYSTEMS, id="filesystemlist"),
+    ],
+)
+async def test_actions_call_their_launcher_method(http: str, action: str, method: Method) -> None:
+    """Each action calls its launcher command and answers the result as JSON."""
+    target = FakeTarget(results={method: {"answer": action}})
+    async with client_for(target) as client:
+        resp = await client.request(http, f"{VMI_PATH}/{action}", headers=AS_CONTROLLER)
+        assert resp.status == 200
+        assert await resp.json() == {"answer": action}
+    assert target.commands == [("ns1", "vm1", method)]
+
+
+@pytest.mark.parametrize(
+    ("http", "action", "status", "code"),
+    [
+        pytest.param("GET", "pause", 405, "method_not_allowed", id="get-pause"),
+        pytest.param("PUT", "guestosinfo", 405, "method_not_allowed", id="put-guestosinfo"),
+        pytest.param("PUT", "console", 405, "method_not_allowed", id="put-console"),
+        pytest.param("PUT", "reset", 404, "unknown_action", id="unknown"),
+        pytest.param("GET", "console", 400, "websocket_required", id="console-no-upgrade"),
+    ],
+)
+async def test_bad_calls(http: str, action: str, status: int, code: str) -> None:
+    """Wrong methods and unknown actions are refused before the launcher is called."""
+    target = FakeTarget()
+    async with client_for(target) as client:
+        resp = await client.request(http, f"{VMI_PATH}/{action}", headers=AS_CONTROLLER)
+        assert resp.status == status
+        assert (await resp.json())["code"] == code
+    assert target.commands == []
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        pytest.param(NotOnThisNode("not here"), 404, "vmi_not_on_node", id="not-here"),
+        pytest.param(
+            CommandFailed(ErrorCode.AGENT_NOT_CONNECTED, "no agent", {"x": 1}),
+            502,
+            "agent_not_connected",
+            id="launcher-error",
+        ),
+        pytest.param(CallTimeout("get_users", 20.0), 504, "launcher_timeout", id="timeout"),
+        pytest.param(Disconnected("refused"), 502, "launcher_unreachable", id="unreachable"),
+    ],
+)
+async def test_failures_answer_code_message_details(
+    error: Exception, status: int, code: str
+) -> None:
+    """Target and wire errors become {code, message, details} with 404/502/504."""
+    async with client_for(FakeTarget(error=error)) as client:
+        resp = await client.get(f"{VMI_PATH}/userlist", headers=AS_CONTROLLER)
+        body = await resp.json()
+    assert resp.status == status
+    assert body["code"] == code
+    assert set(body) == {"code", "message", "details"}
+
+
+async def test_launcher_error_details_pass_through() -> None:
+    """The launcher's error details (e.g. libvirtCode) reach the controller unchanged."""
+    error = CommandFailed(ErrorCode.LIBVIRT, "operation failed", {"libvirtCode": 55})
+    async with client_for(FakeTarget(error=error)) as client:
+        resp = await client.put(f"{VMI_PATH}/pause", headers=AS_CONTROLLER)
+        body = await resp.json()
+    assert body == {
+        "code": "libvirt_error",
+        "message": "operation failed",
+        "details": {"libvirtCode": 55},
+    }
+
+
+async def test_console_bridges_the_unix_socket(console_socket: Path) -> None:
+    """Console output reaches the websocket and keystrokes reach the console, as bytes."""
+    async with (
+        client_for(FakeTarget(socket=console_socket)) as client,
+        client.ws_connect(f"{VMI_PATH}/console", headers=AS_CONTROLLER) as ws,
+    ):
+        greeting = await ws.receive(timeout=10)
+        assert (greeting.type, greeting.data) == (aiohttp.WSMsgType.BINARY, b"login: ")
+        await ws.send_bytes(b"root\n")
+        echoed = await ws.receive(timeout=10)
+        assert echoed.data == b"ROOT\n"
+
+
+async def test_console_socket_closing_ends_the_websocket(tmp_path: Path) -> None:
+    """When the console socket closes (guest gone), the websocket is closed too."""
+
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"bye")
+        writer.close()
+
+    path = tmp_path / "c.sock"
+    async with (
+        await asyncio.start_unix_server(hang_up, path),
+        client_for(FakeTarget(socket=path)) as client,
+        client.ws_connect(f"{VMI_PATH}/console", headers=AS_CONTROLLER) as ws,
+    ):
+        assert (await ws.receive(timeout=10)).data == b"bye"
+        assert (await ws.receive(timeout=10)).type is aiohttp.WSMsgType.CLOSE
+
+
+@pytest.mark.parametrize(
+    ("target", "status", "code"),
+    [
+        pytest.param(FakeTarget(), 502, "console_unavailable", id="no-socket"),
+        pytest.param(FakeTarget(error=NotOnThisNode("gone")), 404, "vmi_not_on_node", id="gone"),
+    ],
+)
+async def test_console_failures_come_before_the_upgrade(
+    target: FakeTarget, status: int, code: str
+) -> None:
+    """A console that cannot be opened is an HTTP error, not an empty websocket."""
+    async with client_for(target) as client:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await client.ws_connect(f"{VMI_PATH}/console", headers=AS_CONTROLLER)
+    assert info.value.status == status
+
+
+def test_endpoint_patch_is_the_node_annotation() -> None:
+    """The published endpoint is the kubevirt.io/handler-endpoint annotation of the Node."""
+    assert endpoint_patch("https://10.0.0.5:8186") == {
+        "metadata": {"annotations": {"kubevirt.io/handler-endpoint": "https://10.0.0.5:8186"}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({}, ("0.0.0.0", 8186, "127.0.0.1"), id="defaults"),
+        pytest.param({"POD_IP": "10.1.2.3"}, ("0.0.0.0", 8186, "10.1.2.3"), id="pod-ip"),
+        pytest.param(
+            {
+                "VIRT_HANDLER_ACTIONS_PORT": "0",
+                "VIRT_HANDLER_ACTIONS_HOST": "127.0.0.1",
+                "VIRT_HANDLER_ACTIONS_ADVERTISE_HOST": "192.0.2.9",
+                "POD_IP": "10.1.2.3",
+            },
+            ("127.0.0.1", 0, "192.0.2.9"),
+            id="explicit",
+        ),
+    ],
+)
+def test_config_from_env(
+    tmp_path: Path, env: dict[str, str], expected: tuple[str, int, str]
+) -> None:
+    """Host, port and advertised host come from the environment; certificates are required."""
+    assert ActionsConfig.from_env({"VIRT_HANDLER_ACTIONS_CERT_DIR": str(tmp_path)}) is None
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        (tmp_path / name).write_text("x")
+    config = ActionsConfig.from_env({"VIRT_HANDLER_ACTIONS_CERT_DIR": str(tmp_path), **env})
+    assert config is not None
+    assert (config.host, config.port, config.advertise_host) == expected
