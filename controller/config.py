@@ -159,6 +159,7 @@ class Config:
         return cls(
             kubeconfig=Path(ns.kubeconfig) if ns.kubeconfig else None,
             log_format=ns.log_format,
+            health_host=ns.health_host,
             health_port=int(ns.port),
             qps=float(ns.qps),
             burst=int(ns.burst),
@@ -185,6 +186,7 @@ def _flag(value: Any) -> bool:
 _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("kubeconfig", "", "kubeconfig path; empty: in-cluster service account"),
     ("log-format", "json", "json or console"),
+    ("health-host", "0.0.0.0", "address of /healthz, /readyz and /metrics (e.g. the pod IP)"),
     ("port", "8443", "port of /healthz, /readyz and /metrics"),
     ("qps", "200", "API client rate limit (KubeVirt's controller: 200)"),
     ("burst", "400", "API client burst"),

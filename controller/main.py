@@ -9,6 +9,7 @@ run(): connect → Controller → one TaskGroup with the daemon and a signal wat
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 
@@ -18,6 +19,8 @@ import uvloop
 from controller.app import Controller
 from controller.config import Config
 from controller.errors import ConfigError
+from controller.subresources import SubresourceConfig, SubresourceServer
+from controller.subresources.errors import SetupError
 from shared import logs
 from shared.kube import ClientConfig, KubeClient, LeadershipLost, RateLimit, Registry
 from shared.kube import ConfigError as KubeConfigError
@@ -44,7 +47,7 @@ def main() -> None:
     except* LeadershipLost:
         log.error("leadership_lost_exiting")
         sys.exit(1)
-    except* KubeConfigError as group:
+    except* (KubeConfigError, SetupError) as group:
         print(f"virt-controller-py: {group.exceptions[0]}", file=sys.stderr)
         sys.exit(2)
 
@@ -58,6 +61,7 @@ async def run(config: Config) -> None:
         user_agent=USER_AGENT,
         request_timeout=config.timing.request_timeout,
     )
+    subresources = SubresourceConfig.from_env(os.environ)  # None: no serving cert mounted
     client = await KubeClient.connect(client_config, registry=registry)
     async with client:
         controller = Controller(config, client, registry)
@@ -65,6 +69,11 @@ async def run(config: Config) -> None:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(_until_signalled(), name="signals")
                 tg.create_task(controller.run(), name="controller")
+                if subresources is not None:
+                    # Every replica serves the subresource API; leadership gates only
+                    # the reconcile loops.
+                    server = SubresourceServer(subresources, client, registry)
+                    tg.create_task(server.run(), name="subresources")
         except* Shutdown:
             log.info("controller_stopped")
 

@@ -172,6 +172,44 @@ async def reap_marked(marker: tuple[str, str], *, grace: float = 5.0) -> list[in
     return pids
 
 
+def pids_mentioning(path: Path) -> list[int]:
+    """Processes whose command line names a path under ``path``.
+
+    A pod's helpers can leave its process tree and environment behind (libvirt starts QEMU
+    in a session of its own with a clean environment), but they still name files in the
+    pod's directory; this finds them, as a kubelet finds them in the pod's cgroup.
+    """
+    needle = (str(path).rstrip("/") + "/").encode()
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        with contextlib.suppress(OSError):
+            if needle in (entry / "cmdline").read_bytes() and _state(int(entry.name)) not in (
+                None,
+                "Z",
+                "X",
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+async def reap_mentioning(path: Path, *, grace: float = 5.0) -> list[int]:
+    """SIGTERM every process naming a path under ``path``, SIGKILL after ``grace``."""
+    pids = pids_mentioning(path)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM, group=False)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while pids and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+        pids = [p for p in pids if _state(p) not in (None, "Z", "X")]
+    for pid in pids:
+        log.warning("process_killed_by_reaper", pid=pid, reason="names the pod dir")
+        _signal(pid, signal.SIGKILL, group=False)
+    return pids
+
+
 def mounts_under(prefixes: list[Path]) -> list[str]:
     """Mount points in this mount namespace below any of the prefixes, deepest first."""
     found: list[str] = []

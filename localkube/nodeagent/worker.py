@@ -28,7 +28,7 @@ from localkube.nodeagent.refs import ConfigError, Refs
 from localkube.nodeagent.runtime import ContainerProcess, Mount
 from localkube.nodeagent.status import ContainerRecord, pod_status
 from localkube.nodeagent.volumes import prepare_volumes
-from localkube.procs import mounts_under, reap_marked, run_cmd
+from localkube.procs import mounts_under, reap_marked, reap_mentioning, run_cmd
 
 log = structlog.get_logger()
 API_ERRORS = (KubeError, aiohttp.ClientError, OSError, TimeoutError)
@@ -287,6 +287,7 @@ class PodWorker:
 
     async def _cleanup(self) -> None:
         await reap_marked((POD_ENV_MARKER, self.uid), grace=2)
+        await reap_mentioning(self._dir, grace=2)
         for target in mounts_under([self._dir]):
             log.warning("pod_mount_left_behind", target=target)
             await run_cmd(["umount", "-l", target], timeout=30)

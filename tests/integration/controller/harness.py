@@ -60,9 +60,11 @@ def kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
 
 
 def install_kubevirt(cluster: Cluster) -> dict[str, str | None]:
-    """CRDs from manifests/base, established; every node labelled schedulable (no handler
-    runs in these tests to do it). Returns the labels' previous values."""
-    kubectl(cluster, "apply", "-k", str(REPO / "manifests" / "base"))
+    """CRDs from manifests/base (only them: not the daemons), established; every node
+    labelled schedulable (no handler runs in these tests to do it). Returns the labels'
+    previous values."""
+    for crd in sorted((REPO / "manifests" / "base").glob("crd-*.yaml")):
+        kubectl(cluster, "apply", "-f", str(crd))
     kubectl(cluster, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
     before = {node: schedulable_label(cluster, node) for node in cluster.config.nodes}
     for node in cluster.config.nodes:
