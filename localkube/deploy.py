@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,69 @@ from localkube.errors import LocalKubeError
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "kubevirt"
-SUBRESOURCE_PORT = 8444
+LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where this cluster's node agents keep pods, where handlers put notify sockets, and
+    the subresource API's port. The defaults are the local overlay's; test clusters running
+    beside a demo cluster on the same host use their own."""
+
+    nodes_dir: Path = Path("/var/lib/kvpy")
+    notify_root: Path = Path("/var/run/kubevirt-py")
+    api_port: int = 8444
+
+    @property
+    def is_default(self) -> bool:
+        return self == Placement()
+
+
+def _overlay(place: Placement, base: str) -> dict[str, object]:
+    """A kustomization over the local overlay that moves host paths and the API port."""
+    notify = f"{place.notify_root}/nodes"
+    container = "/spec/template/spec/containers/0"
+    handler: list[tuple[str, str, object]] = [
+        ("replace", f"{container}/args/1", f"--pods-dir={place.nodes_dir}/$(NODE_NAME)/pods"),
+        ("add", f"{container}/args/-", f"--notify-socket={notify}/$(NODE_NAME)/domain-notify.sock"),
+        ("replace", "/spec/template/spec/volumes/0/hostPath/path", str(place.nodes_dir)),
+        ("replace", f"{container}/volumeMounts/0/mountPath", str(place.nodes_dir)),
+        ("replace", "/spec/template/spec/volumes/1/hostPath/path", str(place.notify_root)),
+        ("replace", f"{container}/volumeMounts/1/mountPath", str(place.notify_root)),
+    ]
+    env = {"NOTIFY_HOST_DIR": notify, "SUBRESOURCES_PORT": str(place.api_port)}
+    controller: list[tuple[str, str, object]] = [
+        ("add", f"{container}/env/-", {"name": f"VIRT_CONTROLLER_{k}", "value": v})
+        for k, v in env.items()
+    ]
+    service: list[tuple[str, str, object]] = [
+        ("replace", "/spec/ports/0/targetPort", place.api_port)
+    ]
+
+    def patch(kind: str, name: str, ops: list[tuple[str, str, object]]) -> dict[str, object]:
+        body = [{"op": op, "path": path, "value": value} for op, path, value in ops]
+        return {"target": {"kind": kind, "name": name}, "patch": json.dumps(body)}
+
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [base],
+        "patches": [
+            patch("DaemonSet", "virt-handler", handler),
+            patch("Deployment", "virt-controller", controller),
+            patch("Service", "virt-api", service),
+        ],
+    }
+
+
+def _apply_overlay(kubectl: Kubectl, place: Placement) -> None:
+    if place.is_default:
+        kubectl("apply", "-k", str(LOCAL_OVERLAY))
+        return
+    with tempfile.TemporaryDirectory(prefix="kvpy-overlay-") as tmp:
+        overlay = _overlay(place, os.path.relpath(LOCAL_OVERLAY, tmp))
+        Path(tmp, "kustomization.yaml").write_text(json.dumps(overlay))
+        kubectl("apply", "-k", tmp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +116,7 @@ def host_ip() -> str:
     raise LocalKubeError("no global IPv4 address on this host for the virt-api endpoint")
 
 
-def endpoint_slice(ip: str) -> dict[str, object]:
+def endpoint_slice(ip: str, port: int) -> dict[str, object]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -66,11 +130,16 @@ def endpoint_slice(ip: str) -> dict[str, object]:
         },
         "addressType": "IPv4",
         "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-        "ports": [{"name": "https", "port": SUBRESOURCE_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     }
 
 
-def deploy(kubectl: Kubectl, *, certs: Path, timeout: float = 180) -> None:
+def deploy(
+    kubectl: Kubectl, *, certs: Path, place: Placement | None = None, timeout: float = 180
+) -> None:
+    """Certificates, the local overlay (adapted to ``place``), the virt-api endpoint; then
+    wait until the daemons run and the subresource API is Available."""
+    place = place or Placement()
     kubectl("apply", "-f", str(REPO / "manifests" / "base" / "namespace.yaml"))
     gen = [sys.executable, str(REPO / "scripts" / "lib" / "kvcerts.py"), "--out", str(certs),
            "--apply", "--kubectl", str(kubectl.binary), "--kubeconfig", str(kubectl.kubeconfig),
@@ -78,8 +147,8 @@ def deploy(kubectl: Kubectl, *, certs: Path, timeout: float = 180) -> None:
     done = subprocess.run(gen, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise LocalKubeError(f"scripts/gen-certs failed: {done.stderr.strip()}")
-    kubectl("apply", "-k", str(REPO / "manifests" / "overlays" / "local"))
-    kubectl("apply", "-f", "-", stdin=json.dumps(endpoint_slice(host_ip())))
+    _apply_overlay(kubectl, place)
+    kubectl("apply", "-f", "-", stdin=json.dumps(endpoint_slice(host_ip(), place.api_port)))
     # The APIService was (re)applied without a caBundle: patch it in again.
     bundle = base64.b64encode((certs / "ca" / "ca.crt").read_bytes()).decode()
     kubectl(
