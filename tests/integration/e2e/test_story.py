@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -118,6 +119,58 @@ def test_demo_vm_story(stack: Kubectl, kube_cluster: Cluster, kube_namespace: st
     started = _virtctl(kubeconfig, ns, "start", "demo", "--wait", "--timeout", "240")
     assert started.returncode == 0, started.stderr
     assert _vmi(stack, ns)["metadata"]["uid"] != vmi["metadata"]["uid"]
+    _assert_rbac_covers_calls(stack, ns)
+
+
+def _calls(text: str) -> set[tuple[str, str, str]]:
+    """(verb, resource[/subresource].group, url) of every API call a daemon made, from its
+    kubevirt_rest_client_request_latency_seconds series."""
+    found = set()
+    for line in text.splitlines():
+        if not line.startswith("kubevirt_rest_client_request_latency_seconds_count{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line))
+        verb, url = labels["verb"], labels["url"]
+        parts = [p for p in url.split("/") if p]
+        group = "" if parts[0] == "api" else parts[1]
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+        found.add((verb, f"{resource}.{group}" if group else resource, url))
+    return found
+
+
+def _assert_rbac_covers_calls(kubectl: Kubectl, ns: str) -> None:
+    """Every call each daemon actually made is allowed to its ServiceAccount by the deployed
+    RBAC (kubectl auth can-i, i.e. a SubjectAccessReview), and none was refused."""
+    for component, account in (
+        ("virt-controller", "virt-controller"),
+        ("virt-handler", "virt-handler"),
+    ):
+        pods = json.loads(
+            kubectl("get", "pods", "-n", "kubevirt", "-l", f"kubevirt.io={component}", "-o", "json")
+        )
+        calls: set[tuple[str, str, str]] = set()
+        for pod in pods["items"]:
+            with urllib.request.urlopen(
+                f"http://{pod['status']['podIP']}:8443/metrics", timeout=10
+            ) as resp:
+                text = resp.read().decode()
+            refused = [line for line in text.splitlines() if 'code="403"' in line]
+            assert not refused, f"{pod['metadata']['name']} was refused: {refused}"
+            calls |= _calls(text)
+        assert calls, f"no API calls recorded by {component}"
+        user = f"system:serviceaccount:kubevirt:{account}"
+        for verb, resource, url in sorted(calls):
+            home = {"leases.coordination.k8s.io": "kubevirt", "configmaps": "kube-system"}
+            where = ["-n", home.get(resource, ns)] if "{namespace}" in url else []
+            # The front proxy's ConfigMap is readable by name only (a resourceNames rule).
+            named = {"configmaps": "configmaps/extension-apiserver-authentication"}
+            what = named.get(resource, resource)
+            allowed = kubectl("auth", "can-i", verb, what, "--as", user, *where, check=False)
+            allowed = allowed.strip()
+            assert allowed == "yes", f"{component} calls {verb} {url} but its RBAC says {allowed!r}"
 
 
 def _assert_metrics(kubectl: Kubectl, vmi: dict[str, Any]) -> None:
