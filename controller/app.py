@@ -21,7 +21,6 @@ from controller.config import Config
 from controller.informers import Informers, SourceWrapper, build_informers
 from controller.migration_controller import MigrationController
 from controller.node_controller import NodeController
-from controller.patch_writer import PatchWriter
 from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.template import TemplateService
@@ -40,6 +39,7 @@ from shared.kube import (
     QueueConfig,
     Registry,
     StatusWriter,
+    StatusWriterConfig,
     WorkQueue,
     wait_for_sync,
 )
@@ -80,10 +80,17 @@ class Controller:
     ) -> None:
         self.config = config
         self.registry = registry
+        vmi_recent: Recent[VirtualMachineInstance] = Recent()
         self.informers: Informers = build_informers(
-            client, namespace=config.namespace, resync_period=config.resync_period, wrap=wrap
+            client,
+            namespace=config.namespace,
+            resync_period=config.resync_period,
+            wrap=wrap,
+            vmi_writes=vmi_recent,
         )
-        self.loops = _build_loops(config, client, registry, self.informers, clock)
+        self.loops = _build_loops(
+            config, client, registry, self.informers, clock=clock, vmi_recent=vmi_recent
+        )
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
@@ -147,9 +154,14 @@ def _queue(name: str, registry: Registry) -> WorkQueue:
 
 
 def _build_loops(
-    config: Config, client: KubeClient, registry: Registry, informers: Informers, clock: Clock
+    config: Config,
+    client: KubeClient,
+    registry: Registry,
+    informers: Informers,
+    *,
+    clock: Clock,
+    vmi_recent: Recent[VirtualMachineInstance],
 ) -> Loops:
-    vmi_recent: Recent[VirtualMachineInstance] = Recent()
     vmi_writer = StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry)
     templates = TemplateService(config.template)
     common: dict[str, Any] = {"client": client, "informers": informers, "clock": clock}
@@ -157,7 +169,14 @@ def _build_loops(
         vmi=VMIController(
             queue=_queue("vmi", registry),
             pods=PodWriter(client, Expectations()),
-            writer=PatchWriter(client, registry=registry),
+            # One attempt: a Conflict re-plans the sync from fresh state (KubeVirt's way).
+            writer=StatusWriter(
+                client,
+                VMIS,
+                model=VirtualMachineInstance,
+                registry=registry,
+                config=StatusWriterConfig(max_attempts=1),
+            ),
             recent=vmi_recent,
             templates=templates,
             timing=config.timing,

@@ -7,13 +7,15 @@ controller reads them), pods become `LauncherPod`, nodes `NodeView`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from controller.labels import APP_LABEL, LAUNCHER_APP
 from controller.node_logic import NodeView, decode_node
 from controller.pods import LauncherPod, decode_pod, node_of, vmi_uid_of
+from controller.recent import Recent
 from shared.kube import (
     NODES,
     PODS,
@@ -27,6 +29,8 @@ from shared.kube import (
     Resource,
     Selector,
     Source,
+    Store,
+    object_key,
 )
 from shared.kube.store import IndexFunc
 from shared.model import (
@@ -43,6 +47,8 @@ MIGRATION_UID_INDEX = "migration-uid"
 VMI_KEY_INDEX = "vmi-key"
 
 M = TypeVar("M", bound=KubeObject)
+# The models with a spec whose changes bump metadata.generation.
+S = TypeVar("S", VirtualMachineInstance, VirtualMachine, VirtualMachineInstanceMigration)
 T = TypeVar("T")
 SourceWrapper = Callable[[str, Source], Source]
 Decode = Callable[[dict[str, Any]], T]
@@ -58,11 +64,52 @@ def strip_managed_fields(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def _model_decoder(model: type[M]) -> Callable[[dict[str, Any]], M]:
-    def decode(raw: dict[str, Any]) -> M:
-        return model.from_dict(strip_managed_fields(raw))
+class SpecReusingDecoder(Generic[S]):
+    """`model.from_dict`, reusing the cached object's parsed spec while the object's
+    metadata.generation is unchanged, and our own write's object for the event of it.
 
-    return decode
+    The spec is most of a VMI and nearly every event changes only status or metadata: on
+    a CRD with a status subresource the API server bumps metadata.generation on every
+    spec change and on nothing else, so an equal generation (same UID) means an equal
+    spec and parsing it again is wasted CPU.
+    """
+
+    def __init__(self, model: type[S], *, written: Callable[[str], S | None] | None = None) -> None:
+        self._model: type[S] = model
+        self._cached: Callable[[str], S | None] = lambda key: None
+        # Our last write of a key (the planned object at the version the server answered):
+        # the watch event of that very version decodes to an equal object.
+        self._written: Callable[[str], S | None] = written or (lambda key: None)
+
+    def attach(self, store: Store[S]) -> None:
+        """Read previous versions from the informer's cache."""
+        self._cached = store.get
+
+    def __call__(self, raw: dict[str, Any]) -> S:
+        strip_managed_fields(raw)
+        meta = raw.get("metadata") or {}
+        key = object_key(raw)
+        mine = self._written(key)
+        if (
+            mine is not None
+            and mine.metadata.resource_version == meta.get("resourceVersion")
+            and mine.uid == meta.get("uid")
+        ):
+            return mine
+        generation = meta.get("generation")
+        prev = self._cached(key) if generation is not None else None
+        if (
+            prev is None
+            or "spec" not in raw
+            or prev.metadata.generation != generation
+            or prev.uid != meta.get("uid")
+        ):
+            return self._model.from_dict(raw)
+        obj = self._model.from_dict({k: v for k, v in raw.items() if k != "spec"})
+        extra = dict(obj.extra)
+        if "spec" in prev.extra:  # a present-but-empty spec is kept in extra
+            extra["spec"] = prev.extra["spec"]
+        return dataclasses.replace(obj, spec=prev.spec, extra=extra)
 
 
 def by_uid(obj: KubeObject) -> list[str]:
@@ -115,9 +162,11 @@ def build_informers(
     namespace: str | None = None,
     resync_period: float = 0.0,
     wrap: SourceWrapper | None = None,
+    vmi_writes: Recent[VirtualMachineInstance] | None = None,
 ) -> Informers:
     """The informers over `client` (namespaced kinds limited to `namespace` when given);
-    `wrap` may wrap each Source (tests delay one)."""
+    `wrap` may wrap each Source (tests delay one); `vmi_writes` are the VMI controller's
+    own writes, whose watch events need no decoding."""
     scope = Selector(namespace=namespace or None)
     launchers = Selector(namespace=namespace or None, labels=f"{APP_LABEL}={LAUNCHER_APP}")
 
@@ -130,10 +179,28 @@ def build_informers(
         config = InformerConfig(name=name, resync_period=resync_period)
         return Informer(source, config, decode=decode, indexers=idx)
 
+    def models(
+        name: str,
+        resource: Resource,
+        model: type[S],
+        idx: Indexers[S],
+        written: Callable[[str], S | None] | None = None,
+    ) -> Informer[S]:
+        decode = SpecReusingDecoder(model, written=written)
+        informer = make(name, resource, scope, decode, idx)
+        decode.attach(informer.store)
+        return informer
+
     return Informers(
-        vmis=make("vmis", VMIS, scope, _model_decoder(VirtualMachineInstance), VMI_INDEXERS),
+        vmis=models(
+            "vmis",
+            VMIS,
+            VirtualMachineInstance,
+            VMI_INDEXERS,
+            vmi_writes.get if vmi_writes is not None else None,
+        ),
         pods=make("pods", PODS, launchers, decode_pod, POD_INDEXERS),
-        vms=make("vms", VMS, scope, _model_decoder(VirtualMachine), {}),
-        migrations=make("migrations", VMIMS, scope, _model_decoder(Migration), MIGRATION_INDEXERS),
+        vms=models("vms", VMS, VirtualMachine, {}),
+        migrations=models("migrations", VMIMS, Migration, MIGRATION_INDEXERS),
         nodes=make("nodes", NODES, Selector(), decode_node, {}),
     )

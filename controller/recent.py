@@ -37,6 +37,10 @@ class Recent(Generic[M]):
         """Record what a write returned."""
         self._written[obj.key] = obj
 
+    def get(self, key: str) -> M | None:
+        """What our last write of `key` returned, if not yet superseded."""
+        return self._written.get(key)
+
     def latest(self, cached: M | None) -> M | None:
         """The newer of the cached object and our last write of it (same UID only)."""
         if cached is None:

@@ -6,7 +6,8 @@
 Writes per VMI from creation to Scheduled: a status patch after the pod is created
 (Pending + Scheduling), then at the handoff a metadata patch (node label, finalizer) and a
 status patch (Scheduled): the VMI CRD serves status as a subresource, which ignores
-metadata, so the handoff cannot be one write (see controller/patch_writer.py).
+metadata, so the handoff cannot be one write (see shared/kube/status.py). The writer makes
+one attempt: a Conflict requeues the key and the sync is re-planned from fresh state.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from controller.config import TimingConfig
 from controller.errors import SyncError
 from controller.informers import VMI_UID_INDEX, Informers
 from controller.labels import VMI_FINALIZER
-from controller.patch_writer import PatchWriter
 from controller.pods import LauncherPod
 from controller.recent import Recent
-from controller.reconcile import PodWriter, Reconciler, apply_metadata
+from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.template import TemplateService
 from controller.transitions import vmi_condition
 from controller.vmi_logic import VMIPlan, plan_vmi
-from shared.kube import Handlers, KubeClient, NotFound, WorkQueue
+from shared.kube import VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
 from shared.model import (
     Clock,
     ConditionStatus,
@@ -53,7 +53,7 @@ class VMIController(Reconciler):
         informers: Informers,
         queue: WorkQueue,
         pods: PodWriter,
-        writer: PatchWriter,
+        writer: StatusWriter[VirtualMachineInstance],
         recent: Recent[VirtualMachineInstance],
         templates: TemplateService,
         timing: TimingConfig,
@@ -97,6 +97,8 @@ class VMIController(Reconciler):
         self.enqueue(pod.vmi_key)
 
     def _pod_updated(self, old: LauncherPod, new: LauncherPod) -> None:
+        if old is not new and old == new:
+            return  # nothing this controller decides by changed (a resync passes old is new)
         if new.deleting and not old.deleting and new.vmi_key:
             self._pods.expectations.deletion_observed(new.vmi_key, new.uid)
         self.enqueue(new.vmi_key)
@@ -151,7 +153,8 @@ class VMIController(Reconciler):
         ):
             return
         try:
-            written = await self._writer.write(old, new)
+            refresh = refresher(self._client, VMIS, VirtualMachineInstance, old.key)
+            written = await self._writer.write(old, new, refresh=refresh)
         except NotFound:
             return  # deleted meanwhile; its delete event cleans up
         if written is not old:

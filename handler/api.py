@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from shared.kube import (
     NODES,
+    VMIMS,
     VMIS,
     KubeClient,
     ListWatch,
@@ -26,6 +27,8 @@ class HandlerApi(Protocol):
     """VMI list/watch and status writes, VMI reads after a conflict, Node patches."""
 
     def vmi_source(self, *, label_selector: str) -> Source: ...
+
+    def vmim_source(self) -> Source: ...
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance: ...
 
@@ -55,6 +58,10 @@ class KubeApi:
 
     def vmi_source(self, *, label_selector: str) -> Source:
         return ListWatch(self._client, VMIS, Selector(labels=label_selector))
+
+    def vmim_source(self) -> Source:
+        """Every VMIM: the target side finds its migrations in their status."""
+        return ListWatch(self._client, VMIMS, Selector())
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         return VirtualMachineInstance.from_dict(

@@ -35,6 +35,7 @@ from handler.launchers import (
     PoolConfig,
 )
 from handler.metrics import VMIStatsCollector
+from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
 from shared.kube import (
@@ -50,7 +51,12 @@ from shared.kube import (
     WorkQueue,
 )
 from shared.kube.store import NODE_NAME_LABEL
-from shared.model import Clock, VirtualMachineInstance, utc_now
+from shared.model import (
+    Clock,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    utc_now,
+)
 
 log = structlog.get_logger("handler")
 
@@ -78,6 +84,7 @@ class Handler:
         self.notify = NotifyServer(config.notify_socket, self.domains)
         self.informer = self._informer(api)
         self.reconciler = self._reconciler(api, registry, wall)
+        self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
         self.heartbeat = Heartbeat(
             api,
@@ -108,6 +115,33 @@ class Handler:
             )
         )
         return informer
+
+    def _migration_targets(
+        self, api: HandlerApi, registry: Registry, wall: Clock
+    ) -> MigrationTargets:
+        """The target side of migrations: every VMIM, worked when it names this node."""
+        self.vmim_queue = WorkQueue(QueueConfig(name="virt-handler-migration"), registry=registry)
+        informer: Informer[VirtualMachineInstanceMigration] = Informer(
+            api.vmim_source(),
+            InformerConfig(name="vmim", resync_period=self.config.timing.resync_period),
+            decode=VirtualMachineInstanceMigration.from_dict,
+        )
+        informer.add_handlers(
+            Handlers(
+                on_add=lambda m: self.vmim_queue.add(m.key),
+                on_update=lambda _old, new: self.vmim_queue.add(new.key),
+            )
+        )
+        self.vmim_informer = informer
+        return MigrationTargets(
+            node=self.config.node_name,
+            pods_dir=self.config.pods_dir,
+            informer=informer,
+            queue=self.vmim_queue,
+            get_vmi=api.get_vmi,
+            writer=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
+            wall=wall,
+        )
 
     def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
         t = self.config.timing
@@ -181,6 +215,7 @@ class Handler:
                 tg.create_task(self.notify.serve(started=notify_started), name="notify-server")
                 tg.create_task(self.launchers.run(), name="launcher-pool")
                 tg.create_task(self.informer.run(), name="vmi-informer")
+                tg.create_task(self.vmim_informer.run(), name="vmim-informer")
                 tg.create_task(self.http.run(), name="http")
                 if self.actions is not None:
                     tg.create_task(self.actions.run(), name="actions")
@@ -190,6 +225,11 @@ class Handler:
                 tg.create_task(
                     self.queue.run_workers(self.config.workers, self.reconciler.process),
                     name="vmi-workers",
+                )
+                await self.vmim_informer.has_synced.wait()
+                tg.create_task(
+                    self.vmim_queue.run_workers(2, self.migrations.process),
+                    name="migration-workers",
                 )
                 self._synced = True
                 log.info("handler_ready", vmis=len(self.informer.store))
@@ -202,6 +242,7 @@ class Handler:
         log.info("handler_stopping")
         self._stopping = True
         self.queue.shut_down()
+        self.vmim_queue.shut_down()
         try:
             async with asyncio.timeout(self.config.timing.shutdown_budget):
                 await self._beat(schedulable=False)

@@ -29,6 +29,7 @@ from handler.launchers import (
     launcher_socket,
     pod_on_node,
 )
+from handler.migration_source import handed_over, plan_source, run_source_step, source_state
 from handler.phase import Failure, FailureReason, decide
 from handler.status import Observed, next_status
 from handler.stopping import StopState, StopStep, deadline, plan
@@ -36,6 +37,7 @@ from shared.kube import KubeError, NotFound
 from shared.model import (
     Clock,
     GuestOSInfo,
+    MigrationState,
     VirtualMachineInstance,
     VMIPhase,
     format_time,
@@ -104,6 +106,7 @@ class _Pass:
     launcher: LauncherPort
     error: SyncError | None = None
     guest_info: GuestOSInfo | None = None
+    migration_state: MigrationState | None = None
     revisit: list[float] = field(default_factory=list)
 
 
@@ -149,8 +152,8 @@ class Reconciler:
             self._forget(key)
             return
         local = self._local(key, vmi.uid)
-        if vmi.is_final():
-            await self._finish(vmi, local)
+        if vmi.is_final() or handed_over(vmi, self._o.node):
+            await self._finish(vmi, local)  # migrated away: its launcher here is deleted
             return
         socket = self._socket_of(vmi)
         if vmi.status.phase_or_unset not in ACTIVE_PHASES or socket is None:
@@ -187,6 +190,17 @@ class Reconciler:
         elif record is None:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
+        await self._migrate_out(step)
+
+    async def _migrate_out(self, step: _Pass) -> None:
+        """This node is the source of a migration: start, cancel or conclude it."""
+        state = source_state(step.vmi, self._o.node)
+        if state is None:
+            return
+        now = format_time(self._d.wall())
+        todo = plan_source(state, self._d.domains.get(step.vmi.uid), now=now)
+        await run_source_step(step.launcher, todo)
+        step.migration_state = todo.state
 
     async def _reply(self, step: _Pass, call: Awaitable[DomainStatus]) -> None:
         since = self._d.domains.generation(step.vmi.uid)
@@ -300,6 +314,8 @@ class Reconciler:
             guest_info=step.guest_info,
         )
         status = next_status(vmi, observed, now=format_time(self._d.wall()))
+        if step.migration_state is not None:
+            status = dataclasses.replace(status, migration_state=step.migration_state)
         if verdict.phase != vmi.status.phase_or_unset:
             log.info("vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset))
         new = dataclasses.replace(vmi, status=status)

@@ -7,8 +7,10 @@ from typing import Any
 
 from launcher.guest import filesystems, guest_info, users
 from launcher.manager import DomainManager
+from launcher.migration import Migrations
 from shared.wire.domain import DomainStatus
 from shared.wire.launcher_api import Method, NoArgs, SyncArgs
+from shared.wire.migration import MigrateArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
 
@@ -60,11 +62,40 @@ COMMANDS: Mapping[Method, Op] = {
 }
 
 
-def register(server: RpcServer, manager: DomainManager) -> None:
-    """Register every command of the table against ``manager``."""
+MigrationOp = Callable[[Migrations, Mapping[str, Any]], Awaitable[Any]]
+
+
+async def _prepare_target(migrations: Migrations, args: Mapping[str, Any]) -> Any:
+    return (await migrations.prepare_target(SyncArgs.from_wire(args).vmi)).to_wire()
+
+
+async def _migrate(migrations: Migrations, args: Mapping[str, Any]) -> Any:
+    return migrations.migrate(MigrateArgs.from_wire(args)).to_wire()
+
+
+async def _cancel(migrations: Migrations, args: Mapping[str, Any]) -> Any:
+    NoArgs.from_wire(args)
+    return (await migrations.cancel()).to_wire()
+
+
+MIGRATION_COMMANDS: Mapping[Method, MigrationOp] = {
+    Method.PREPARE_MIGRATION_TARGET: _prepare_target,
+    Method.MIGRATE: _migrate,
+    Method.CANCEL_MIGRATION: _cancel,
+}
+
+
+def register(server: RpcServer, manager: DomainManager, migrations: Migrations) -> None:
+    """Register every command of the tables against ``manager`` and ``migrations``."""
     for method, op in COMMANDS.items():
 
         async def handler(args: Mapping[str, Any], op: Op = op) -> Any:
             return await op(manager, args)
 
         server.register(str(method), handler)
+    for method, mop in MIGRATION_COMMANDS.items():
+
+        async def mhandler(args: Mapping[str, Any], mop: MigrationOp = mop) -> Any:
+            return await mop(migrations, args)
+
+        server.register(str(method), mhandler)

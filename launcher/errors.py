@@ -49,3 +49,9 @@ class ImageNotFound(CommandError):
 
 class DiskFailure(CommandError):
     code_value = ErrorCode.DISK
+
+
+class MigrationFailure(CommandError):
+    """A migration could not start, or failed; the guest keeps running where it was."""
+
+    code_value = ErrorCode.MIGRATION

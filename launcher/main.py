@@ -25,6 +25,7 @@ from launcher.disks import DiskContext
 from launcher.errors import StartupError
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon
 from launcher.manager import DomainManager, Identity
+from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.virt import Virt
@@ -134,8 +135,16 @@ async def _serve(
         virt_type=virt_type_of(config),
         publish=notifier.publish,
     )
+    migrations = Migrations(
+        manager=manager,
+        source=SourceMigrator(virt=virt, domain=config.domain_name, publish=manager.set_migration),
+        endpoint=EndpointConfig(
+            libvirt_root=daemon.paths.root,
+            short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
+        ),
+    )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    commands.register(server, manager)
+    commands.register(server, manager, migrations)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:
@@ -145,11 +154,14 @@ async def _serve(
             tg.create_task(notifier.run(), name="notifier")
             tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
+            tg.create_task(migrations.source.run(), name="migrations")
             await started.wait()
             await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
             await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)
     except* Shutdown:
         pass
+    finally:
+        migrations.close()
 
 
 async def _announce_ready(init_sock: Path, final: Path) -> None:

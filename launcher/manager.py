@@ -7,6 +7,7 @@ restarted by a repeated Sync). State changes are pushed to the notifier as Domai
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,8 +19,9 @@ from launcher.disks import DiskContext
 from launcher.errors import DomainNotFound, InvalidSpec
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import LifecycleEvent, reason_name
-from shared.model import StartStrategy, VirtualMachineInstance
+from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
+from shared.wire.migration import MigrationInfo, MigrationPhase, MigrationRole
 from shared.wire.stats import DomainStats
 
 log = structlog.get_logger("launcher.manager")
@@ -62,6 +64,7 @@ class _Flags:
     defined: bool = False
     agent_connected: bool = False
     graceful_shutdown: bool = False
+    migration: MigrationInfo | None = None
     deleted: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -93,14 +96,51 @@ class DomainManager:
     def deleted(self) -> asyncio.Event:
         return self._flags.deleted
 
-    async def sync(self, raw_vmi: Any) -> DomainStatus:
-        """Define and start the domain once; later calls only report its status."""
+    @property
+    def identity(self) -> Identity:
+        return self._id
+
+    def _parse(self, raw_vmi: Any) -> VirtualMachineInstance:
         vmi = parse_vmi(raw_vmi)
         if vmi.metadata.uid != self._id.uid or vmi.metadata.name != self._id.name:
             raise InvalidSpec(
                 f"this launcher serves VMI {self._id.namespace}/{self._id.name} uid {self._id.uid}",
                 {"fields": [{"path": "metadata.uid", "message": "does not match the launcher"}]},
             )
+        return vmi
+
+    async def prepare_target(self, raw_vmi: Any) -> str:
+        """Become a migration target: disks made, the XML built, nothing started.
+
+        The domain arrives by migration; from then on it is this launcher's own (a later
+        Sync only reports), so the launcher is marked started here.
+        """
+        vmi = self._parse(raw_vmi)
+        async with self._sync_lock:
+            found = await self._virt.state(self._id.domain)
+            if found is not None and found[0] not in (DomainState.SHUTOFF, DomainState.CRASHED):
+                raise InvalidSpec("this launcher runs its domain; it cannot be a target")
+            # A domain that left earlier left its overlay: the incoming one starts afresh.
+            for stale in self._disks.work_dir.glob("*-overlay.qcow2"):
+                stale.unlink()
+            self.vmi = vmi
+            plan = await plan_domain(
+                vmi, ctx=self._disks, host=self._host, virt_type=self._virt_type
+            )
+            self.xml = domxml.build(plan)
+            self._flags.started = True
+            prepared = MigrationInfo(role=MigrationRole.TARGET, phase=MigrationPhase.PREPARED)
+            self.set_migration(prepared)
+        return self.xml
+
+    def set_migration(self, info: MigrationInfo) -> None:
+        """Record migration progress and push it to the handler with the domain's status."""
+        self._flags.migration = info
+        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, "Migration"))
+
+    async def sync(self, raw_vmi: Any) -> DomainStatus:
+        """Define and start the domain once; later calls only report its status."""
+        vmi = self._parse(raw_vmi)
         async with self._sync_lock:
             self.vmi = vmi
             if not self._flags.started:
@@ -122,9 +162,23 @@ class DomainManager:
         if found is None:
             raise DomainNotFound(f"domain {self._id.domain} is not defined")
         state, reason = found
+        self._adopt(state)
         return self._status(state, reason_name(state, reason))
 
+    def _adopt(self, state: DomainState) -> None:
+        """A target whose incoming domain runs: the migration is over, the domain ours."""
+        info = self._flags.migration
+        if info is None or info.role is not MigrationRole.TARGET or info.phase.is_final():
+            return
+        if state is DomainState.RUNNING:
+            self._flags.defined = True
+            self._flags.migration = dataclasses.replace(
+                info, phase=MigrationPhase.SUCCEEDED, end_timestamp=format_time(utc_now())
+            )
+            log.info("migrated_domain_adopted")
+
     def _status(self, state: DomainState, reason: str) -> DomainStatus:
+        migration = self._flags.migration
         return DomainStatus(
             name=self._id.domain,
             namespace=self._id.namespace,
@@ -134,6 +188,7 @@ class DomainManager:
             reason=reason,
             agent_connected=self._flags.agent_connected,
             graceful_shutdown=self._flags.graceful_shutdown,
+            migration=migration.to_wire() if migration is not None else {},
         )
 
     async def pause(self) -> DomainStatus:

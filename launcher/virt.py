@@ -52,6 +52,33 @@ class LifecycleEvent:
     agent_connected: bool | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationRequest:
+    """One peer-to-peer migration: where to, over which streams, with which definition."""
+
+    dest_uri: str  # the destination daemon, e.g. qemu+unix:///system?socket=…
+    migration_uri: str  # the memory stream, e.g. unix:///…/mem.sock
+    dest_xml: str
+    copy_disks: tuple[str, ...] = ()  # target devs whose top layer is copied (NBD)
+    disks_uri: str | None = None
+    bandwidth_mib: int = 0
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStats:
+    elapsed_ms: int | None = None
+    downtime_ms: int | None = None
+    data_total: int | None = None
+    data_processed: int | None = None
+    data_remaining: int | None = None
+
+
+def _opt(raw: dict[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    return int(value) if value is not None else None
+
+
 def register_event_loop() -> None:
     """Make libvirt dispatch events on the running asyncio loop (once per process)."""
     if libvirtaio.getCurrentImpl() is None:
@@ -162,6 +189,48 @@ class Virt:
     async def xml(self, name: str) -> str:
         dom = await self._domain(name)
         return await self._call(dom.XMLDesc, 0)
+
+    async def migratable_xml(self, name: str) -> str:
+        """The live definition, stripped of what must not travel (libvirt's MIGRATABLE)."""
+        dom = await self._domain(name)
+        return await self._call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+
+    async def migrate(self, name: str, request: MigrationRequest) -> None:
+        """Peer-to-peer live migration to another daemon; returns once it has finished."""
+        dom = await self._domain(name)
+        flags = libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
+        flags |= libvirt.VIR_MIGRATE_PERSIST_DEST
+        params: dict[str, Any] = {
+            libvirt.VIR_MIGRATE_PARAM_URI: request.migration_uri,
+            libvirt.VIR_MIGRATE_PARAM_DEST_XML: request.dest_xml,
+            libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: request.dest_xml,
+        }
+        if request.bandwidth_mib:
+            params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = request.bandwidth_mib
+        if request.copy_disks:
+            # Only the top layer (the writable overlay) travels; its backing image is shared.
+            flags |= libvirt.VIR_MIGRATE_NON_SHARED_INC
+            params[libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = list(request.copy_disks)
+            if request.disks_uri:
+                params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = request.disks_uri
+        uri, timeout = request.dest_uri, request.timeout
+        await self._call(dom.migrateToURI3, uri, params, flags, timeout=timeout)
+
+    async def abort_job(self, name: str) -> None:
+        await self._call((await self._domain(name)).abortJob)
+
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
+        """Progress of the running job, or the last completed one's figures."""
+        dom = await self._domain(name)
+        flags = libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED if completed else 0
+        raw: dict[str, Any] = await self._call(dom.jobStats, flags)
+        return JobStats(
+            elapsed_ms=_opt(raw, "time_elapsed"),
+            downtime_ms=_opt(raw, "downtime"),
+            data_total=_opt(raw, "data_total"),
+            data_processed=_opt(raw, "data_processed"),
+            data_remaining=_opt(raw, "data_remaining"),
+        )
 
     async def stats(self, name: str) -> DomainStats:
         dom = await self._domain(name)

@@ -131,8 +131,13 @@ class ControllerUnderTest:
     def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
         self.port = free_port()
         self.log = log
+        # KVPY_BENCH_PROFILE=out.txt: the controller runs under pyinstrument (see
+        # controller_profile.py) and its report is written there.
+        profile = os.environ.get("KVPY_BENCH_PROFILE")
+        script = str(Path(__file__).with_name("controller_profile.py"))
+        runner = [script, profile] if profile else ["-m", "controller"]
         self.argv = [
-            sys.executable, "-m", "controller",
+            sys.executable, *runner,
             "--kubeconfig", str(kubeconfig),
             "--namespace", namespace,
             "--leader-namespace", namespace,

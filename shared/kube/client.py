@@ -32,7 +32,7 @@ from shared.kube.errors import TransportError, error_from_status
 from shared.kube.metrics import Registry
 from shared.kube.ratelimit import CONTROLLER_RATE_LIMIT, MonotonicClock, RateLimit, TokenBucket
 from shared.kube.resources import Resource, with_kind
-from shared.kube.transport import ApiTransport, Query, Stream, Transport, load_configuration
+from shared.kube.transport import AioTransport, Query, Stream, Transport, load_configuration
 
 ERROR_CODE = "<error>"
 RATE_LIMITER_BUCKETS = tuple(0.001 * 2**i for i in range(10))
@@ -107,7 +107,7 @@ class KubeClient:
     async def connect(cls, config: ClientConfig, *, registry: Registry) -> KubeClient:
         """A client from a kubeconfig path or the in-cluster service account."""
         cfg = await load_configuration(config.kubeconfig, context=config.context)
-        transport = ApiTransport.from_configuration(
+        transport = AioTransport.from_configuration(
             cfg, user_agent=config.user_agent, max_connections=config.max_connections
         )
         return cls(transport, config=config, registry=registry)

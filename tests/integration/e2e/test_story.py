@@ -78,12 +78,25 @@ def _vmi(kubectl: Kubectl, ns: str) -> dict[str, Any]:
 
 
 def _serial(cluster: Cluster, vmi: dict[str, Any]) -> str:
-    ((uid, node),) = vmi["status"]["activePods"].items()
+    node = vmi["status"]["nodeName"]
+    uids = [u for u, n in vmi["status"].get("activePods", {}).items() if n == node]
+    if len(uids) != 1:
+        return ""
+    uid = uids[0]
     log = Path(
         cluster.config.nodes_dir, node, "pods", uid, "volumes", "kubernetes.io~empty-dir",
         "private", "libvirt", "log", "kvpy", "serial.log",
     )  # fmt: skip
     return log.read_text(errors="replace") if log.exists() else ""
+
+
+def _serial_after_move(cluster: Cluster, fresh: Callable[[], dict[str, Any]]) -> bool:
+    """The target launcher's console (a fresh serial log) keeps printing ticks."""
+
+    def ticking() -> bool:
+        return _serial(cluster, fresh()).count("KUBEVIRT-PY-TICK") >= 2
+
+    return bool(_wait(ticking, 60, "ticks on the target", lambda: _serial(cluster, fresh())[-300:]))
 
 
 def _condition(vmi: dict[str, Any], kind: str) -> str:
@@ -94,7 +107,9 @@ def _condition(vmi: dict[str, Any], kind: str) -> str:
 
 def test_demo_vm_story(stack: Kubectl, kube_cluster: Cluster, kube_namespace: str) -> None:
     """The demo VM comes up from the manifests and shows its console; virtctl-py pauses,
-    unpauses, stops and starts it; the handler's /metrics has its kubevirt_vmi_* series."""
+    unpauses, migrates (the guest keeps ticking on the other node), stops and starts it; the
+    handler's /metrics has its kubevirt_vmi_* series; every call the daemons made is allowed
+    by the deployed RBAC."""
     ns, kubeconfig = kube_namespace, kube_cluster.kubeconfig
     vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
     vm["metadata"]["namespace"] = ns
@@ -113,6 +128,13 @@ def test_demo_vm_story(stack: Kubectl, kube_cluster: Cluster, kube_namespace: st
     _wait(lambda: _condition(_vmi(stack, ns), "Paused") != "True", 60, "Paused cleared")
 
     _assert_metrics(stack, vmi)
+
+    source = vmi["status"]["nodeName"]
+    migrated = _virtctl(kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
+    assert migrated.returncode == 0, migrated.stderr
+    moved = _vmi(stack, ns)
+    assert moved["status"]["nodeName"] != source
+    assert _serial_after_move(kube_cluster, lambda: _vmi(stack, ns))
 
     stopped = _virtctl(kubeconfig, ns, "stop", "demo", "--wait", "--timeout", "180")
     assert stopped.returncode == 0, stopped.stderr

@@ -87,7 +87,7 @@ async def test_vmi_created_through_the_api_runs_and_powers_off_on_delete(
         kube, ns, "tiny", lambda v: v.status.guest_os_info is not None, "guestOSInfo"
     )
     writes = await cluster_node.metric(
-        "kubevirt_py_status_writes_total", resource="virtualmachineinstances", verb="update_status"
+        "kubevirt_py_status_writes_total", resource="virtualmachineinstances", verb="patch_status"
     )
     assert 1 <= writes <= 3
 
@@ -155,7 +155,7 @@ async def test_handler_sigkill_and_restart_loses_no_guest_and_reconverges(
     assert keep.status.condition_is_true(VMIConditionType.READY)
     assert qemu_pid(cluster_node, keep_pod) == qemu
     writes = await cluster_node.metric(
-        "kubevirt_py_status_writes_total", resource="virtualmachineinstances", verb="update_status"
+        "kubevirt_py_status_writes_total", resource="virtualmachineinstances", verb="patch_status"
     )
     assert writes == 1  # only the paused VMI's status changed
 

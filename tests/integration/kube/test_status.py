@@ -59,8 +59,8 @@ async def test_concurrent_status_writers_converge(
         vmi, dataclasses.replace(vmi, status=scheduled), refresh=refresh
     )
 
-    assert controller.counts == {"conflict": 1, "update_status": 1}
-    assert handler.counts == {"update_status": 1}
+    assert controller.counts == {"conflict": 1, "patch_status": 1}
+    assert handler.counts == {"patch_status": 1}
     stored = await refresh()
     assert (stored.status.phase, stored.status.node_name) == (VMIPhase.SCHEDULED, "node01")
     assert stored.status.condition_is_true(VMIConditionType.READY)
@@ -81,7 +81,7 @@ async def test_no_op_status_write_sends_nothing(kube: KubeClient, namespace: str
     )
     written = await w.write_status(vmi, running, refresh=refresh)
     assert await w.write_status(written, written, refresh=refresh) is written
-    assert w.counts == {"update_status": 1, "skipped": 1}
+    assert w.counts == {"patch_status": 1, "skipped": 1}
     assert (await refresh()).metadata.resource_version == written.metadata.resource_version
 
 

@@ -12,7 +12,6 @@ import pytest
 from controller.config import TemplateConfig, TimingConfig
 from controller.errors import SyncError
 from controller.informers import Informers, build_informers
-from controller.patch_writer import PatchWriter
 from controller.pods import decode_pod
 from controller.recent import Recent
 from controller.reconcile import PodWriter
@@ -27,6 +26,8 @@ from shared.kube import (
     QueueConfig,
     Registry,
     ServerError,
+    StatusWriter,
+    StatusWriterConfig,
     WorkQueue,
 )
 from shared.model import VirtualMachineInstance
@@ -67,7 +68,13 @@ class Rig:
         self.queue = WorkQueue(
             QueueConfig(name="vmi"), registry=self.registry, clock=clock, timers=FakeTimers(clock)
         )
-        self.writer = PatchWriter(client, registry=self.registry)
+        self.writer = StatusWriter(
+            client,
+            VMIS,
+            model=VirtualMachineInstance,
+            registry=self.registry,
+            config=StatusWriterConfig(max_attempts=1),
+        )
         self.ctl = VMIController(
             client=client,
             informers=self.informers,
@@ -172,3 +179,19 @@ async def test_deleted_vmi_is_ignored() -> None:
     rig = Rig()
     await rig.ctl.sync(KEY)
     assert rig.writes() == []
+
+
+async def test_pod_update_that_changes_nothing_we_read_does_not_enqueue() -> None:
+    """A pod event whose compact view is unchanged costs no sync; a resync still does."""
+    rig = Rig()
+    rig.seed_vmi()
+    await rig.ctl.sync(KEY)
+    rig.observe_pods()
+    while len(rig.queue):
+        key = await rig.queue.get()
+        assert key is not None
+        rig.queue.done(key)
+    rig.observe_pods()  # a new resourceVersion, the same view
+    assert len(rig.queue) == 0
+    rig.informers.pods.resync()
+    assert len(rig.queue) == 1

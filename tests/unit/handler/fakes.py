@@ -266,6 +266,10 @@ class FakeApi:
     def vmi_source(self, *, label_selector: str) -> _Source:
         return _Source(self, label_selector)
 
+    def vmim_source(self) -> _Source:
+        """No VMIMs here (a selector no VMI matches)."""
+        return _Source(self, "kubevirt.io/never=listed")
+
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         key = f"{namespace}/{name}"
         if key not in self.vmis:
@@ -299,7 +303,13 @@ class FakeApi:
         assert isinstance(patch, Mapping)
         key = f"{namespace}/{name}"
         current = self._current(key, {"metadata": patch.get("metadata", {})})
-        new = merge_apply(current, patch)
+        if subresource == "status":  # the status subresource ignores metadata changes
+            new = copy.deepcopy(current)
+            new["status"] = merge_apply(current.get("status") or {}, patch.get("status") or {})
+            self.writes[key] += 1
+            self.history.setdefault(key, []).append(copy.deepcopy(new["status"]))
+        else:
+            new = merge_apply(current, patch)
         self._commit(key, new, WatchEventType.MODIFIED)
         return copy.deepcopy(new)
 

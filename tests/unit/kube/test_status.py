@@ -1,4 +1,4 @@
-"""The status writer: no-op writes skipped, optimistic concurrency, conflicts re-applied
+"""The status writer: no-op writes skipped, merge patches of the diff with optimistic concurrency, conflicts re-applied
 onto fresh state (keeping the other writer's fields), bounded retries, counts per verb."""
 
 from __future__ import annotations
@@ -67,18 +67,19 @@ async def test_unchanged_status_is_not_written() -> None:
     assert writer.counts == {"skipped": 1}
 
 
-async def test_changed_status_is_put_with_resource_version() -> None:
-    """A changed status is written once through the status subresource."""
+async def test_changed_status_is_patched_with_resource_version() -> None:
+    """A changed status is written once: a merge patch of the diff to the status
+    subresource, with the resourceVersion precondition."""
     api = FakeApi()
     vmi = seed(api, phase="Pending")
     writer, registry = make(api)
     new = with_status(vmi, phase=VMIPhase.SCHEDULING)
     result = await writer.write_status(vmi, new, refresh=refresher(api))
-    assert api.writes() == ["update_status"]
+    assert api.writes() == ["patch"]
     assert result.status.phase is VMIPhase.SCHEDULING
     assert result.metadata.resource_version != vmi.metadata.resource_version
     assert (
-        'kubevirt_py_status_writes_total{resource="virtualmachineinstances",verb="update_status"} 1'
+        'kubevirt_py_status_writes_total{resource="virtualmachineinstances",verb="patch_status"} 1'
         in registry.render()
     )
 
@@ -97,14 +98,14 @@ async def test_conflict_reapplies_our_change_onto_fresh_state() -> None:
     writer, _ = make(api)
     new = with_status(vmi, phase=VMIPhase.SCHEDULED, node_name="n1")
     result = await writer.write_status(vmi, new, refresh=refresher(api))
-    assert api.writes() == ["update_status", "update_status"]
+    assert api.writes() == ["patch", "patch"]
     assert api.stored(VMIS, "ns/vm1")["status"] == {
         "phase": "Scheduled",
         "nodeName": "n1",
         "conditions": [ready],
     }
     assert result.status.condition_is_true(VMIConditionType.READY)
-    assert writer.counts == {"conflict": 1, "update_status": 1}
+    assert writer.counts == {"conflict": 1, "patch_status": 1}
 
 
 async def test_conflict_where_fresh_state_already_matches_is_skipped() -> None:
@@ -121,7 +122,7 @@ async def test_conflict_where_fresh_state_already_matches_is_skipped() -> None:
     result = await writer.write_status(
         vmi, with_status(vmi, phase=VMIPhase.SCHEDULED), refresh=refresher(api)
     )
-    assert api.writes() == ["update_status"]
+    assert api.writes() == ["patch"]
     assert result.status.phase is VMIPhase.SCHEDULED
     assert writer.counts == {"conflict": 1, "skipped": 1}
 
@@ -136,7 +137,7 @@ async def test_persistent_conflicts_give_up_after_max_attempts() -> None:
         await writer.write_status(
             vmi, with_status(vmi, phase=VMIPhase.SCHEDULED), refresh=refresher(api)
         )
-    assert api.writes() == ["update_status"] * 3
+    assert api.writes() == ["patch"] * 3
     assert writer.counts["conflict"] == 3
 
 
@@ -221,8 +222,8 @@ async def test_write_does_metadata_then_status_on_the_new_version() -> None:
         ),
     )
     result = await writer.write(vmi, new, refresh=refresher(api))
-    assert api.writes() == ["patch", "update_status"]
-    assert writer.counts == {"patch_metadata": 1, "update_status": 1}
+    assert api.writes() == ["patch", "patch"]
+    assert writer.counts == {"patch_metadata": 1, "patch_status": 1}
     assert result.metadata.labels["kubevirt.io/nodeName"] == "n1"
     assert result.status.phase is VMIPhase.SCHEDULED
 

@@ -19,7 +19,7 @@ from shared.kube.client import ClientConfig, KubeClient
 from shared.kube.errors import ConfigError, NotFound, TransportError
 from shared.kube.metrics import Registry
 from shared.kube.resources import PODS
-from shared.kube.transport import InClusterPaths, load_configuration
+from shared.kube.transport import AioTransport, Configuration, InClusterPaths, load_configuration
 
 TOKEN = "s3cr3t"
 
@@ -210,3 +210,37 @@ async def test_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     """A kubeconfig path that does not exist fails with ConfigError."""
     with pytest.raises(ConfigError):
         await load_configuration(tmp_path / "nope")
+
+
+async def test_rotated_token_is_re_read_through_the_refresh_hook() -> None:
+    """With a refresh hook (in-cluster token rotation, exec plugins) each request past the
+    refresh interval carries the token the hook now yields; the user agent is ours."""
+    seen: list[tuple[str | None, str | None]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append((request.headers.get("Authorization"), request.headers.get("User-Agent")))
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get("/version", record)
+    server = TestServer(app)
+    await server.start_server()
+    token = {"value": "Bearer one"}
+
+    def refresh(cfg: Any) -> None:
+        cfg.api_key["BearerToken"] = token["value"]
+
+    cfg = Configuration()
+    cfg.host = f"http://127.0.0.1:{server.port}"
+    cfg.api_key["BearerToken"] = "Bearer one"
+    cfg.refresh_api_key_hook = refresh
+    transport = AioTransport(cfg, user_agent="ua/1", max_connections=2, auth_refresh_every=0.0)
+    try:
+        get = {"query": (), "body": None, "content_type": "application/json", "timeout": 5.0}
+        await transport.request("GET", "/version", **get)  # type: ignore[arg-type]
+        token["value"] = "Bearer two"
+        await transport.request("GET", "/version", **get)  # type: ignore[arg-type]
+    finally:
+        await transport.close()
+        await server.close()
+    assert seen == [("Bearer one", "ua/1"), ("Bearer two", "ua/1")]

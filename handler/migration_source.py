@@ -1,0 +1,123 @@
+"""The source side of a live migration, as one step of the VMI reconcile.
+
+Who writes what in VMI status.migrationState (the controller wrote the identity fields
+at PreparingTarget and sets abortRequested on cancel):
+
+    target handler: targetNodeAddress (→ TargetReady), then, once the source reported
+                    completion and its launcher runs the domain: targetNodeDomainDetected,
+                    targetNodeDomainReadyTimestamp and status.nodeName (it owns the VMI then;
+                    the controller moves the node label and activePods)
+    source handler: startTimestamp (→ Running), completed / failed + failureReason,
+                    endTimestamp, abortStatus
+
+The source launcher runs the migration as a background job and reports it in its domain
+status' `migration` map (pushed with domain events), matched to this migration by the
+target's address.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from handler.commands import sync_error
+from handler.domains import DomainRecord
+from handler.errors import LauncherUnavailable
+from handler.launchers import LauncherPort
+from shared.model import MigrationAbortStatus, MigrationState, VirtualMachineInstance
+from shared.wire.errors import WireError
+from shared.wire.launcher_api import Method
+from shared.wire.migration import MigrateArgs, MigrationInfo, MigrationPhase
+
+log = structlog.get_logger("handler.migration")
+
+
+def source_state(vmi: VirtualMachineInstance, node: str) -> MigrationState | None:
+    """The VMI's migrationState when this node is the source of an unfinished migration."""
+    state = vmi.status.migration_state
+    if state is None or state.source_node != node or vmi.status.node_name != node:
+        return None
+    return state
+
+
+def handed_over(vmi: VirtualMachineInstance, node: str) -> bool:
+    """This node was the source of a completed migration: the guest runs elsewhere now."""
+    state = vmi.status.migration_state
+    return bool(state is not None and state.completed and state.source_node == node)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceStep:
+    """What one reconcile does for an outgoing migration."""
+
+    call: Method | None = None
+    args: Mapping[str, Any] | None = None
+    state: MigrationState | None = None  # the migrationState to write, None: unchanged
+
+
+def plan_source(state: MigrationState, record: DomainRecord | None, *, now: str) -> SourceStep:
+    """The next step, from the VMI's migrationState and the launcher's migration report."""
+    if state.completed or state.failed:
+        return SourceStep()
+    address = state.target_node_address
+    info = _info_for(record, address)
+    if info is not None and info.phase.is_final():
+        return SourceStep(state=_finished(state, info, now=now))
+    if state.abort_requested:
+        return _plan_abort(state, info, now=now)
+    if address and info is None and not state.start_timestamp:
+        args = MigrateArgs(address=address).to_wire()
+        return SourceStep(
+            call=Method.MIGRATE, args=args, state=dataclasses.replace(state, start_timestamp=now)
+        )
+    return SourceStep()
+
+
+def _plan_abort(state: MigrationState, info: MigrationInfo | None, *, now: str) -> SourceStep:
+    if info is None and not state.start_timestamp:  # never started: nothing to stop
+        return SourceStep(state=_aborted(state, "aborted before it started", now=now))
+    if info is None or not info.abort_requested:
+        return SourceStep(call=Method.CANCEL_MIGRATION)
+    return SourceStep()
+
+
+def _info_for(record: DomainRecord | None, address: str | None) -> MigrationInfo | None:
+    if record is None or not address:
+        return None
+    info = MigrationInfo.from_status(record.status.migration)
+    return info if info is not None and info.target_address == address else None
+
+
+def _finished(state: MigrationState, info: MigrationInfo, *, now: str) -> MigrationState:
+    end = info.end_timestamp or now
+    if info.phase is MigrationPhase.SUCCEEDED:
+        return dataclasses.replace(state, completed=True, end_timestamp=end)
+    if info.aborted or state.abort_requested:
+        return _aborted(state, info.failure_reason or "aborted", now=end)
+    reason = info.failure_reason or "migration failed"
+    return dataclasses.replace(state, failed=True, failure_reason=reason, end_timestamp=end)
+
+
+def _aborted(state: MigrationState, reason: str, *, now: str) -> MigrationState:
+    return dataclasses.replace(
+        state,
+        failed=True,
+        failure_reason=f"Migration aborted: {reason}",
+        abort_status=MigrationAbortStatus.SUCCEEDED,
+        end_timestamp=now,
+    )
+
+
+async def run_source_step(launcher: LauncherPort, step: SourceStep) -> None:
+    """Send the step's command; a failure to start becomes a SyncError (retried)."""
+    if step.call is None:
+        return
+    try:
+        await launcher.call(step.call, step.args)
+    except (WireError, LauncherUnavailable) as exc:
+        raise sync_error(step.call, exc) from exc
+    log.info("migration_source_call", method=str(step.call))

@@ -1,0 +1,337 @@
+"""Live migration, both ends: the target's endpoint and the source's background job.
+
+The endpoint. libvirt's peer-to-peer migration needs three things reachable from the
+source: the target's libvirtd socket (the source daemon drives the destination), the
+memory stream and the disk (NBD) stream, both Unix sockets the destination QEMU binds.
+They all live under the target's private dir, whose host path is long (kubelet pod
+paths pass sun_path's 108 bytes) and, inside pods, is a per-pod bind mount that the
+source's namespace cannot see. So the target makes one short symlink,
+`/var/run/kubevirt-py/mig/<id>` → `/proc/<target launcher pid>/root<private>/libvirt`:
+short enough for every socket under it, and `/proc/<pid>/root` resolves the rest in the
+target's own mount namespace. (The `/proc/self/fd/<dirfd>` trick of shared.wire.unixpath
+cannot work here: the paths are used by other processes — libvirtd and QEMU.) This needs
+one host and one pid namespace; across hosts a per-migration proxy carries the streams
+instead (docs/migration.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from launcher import migxml
+from launcher.errors import LibvirtFailure, MigrationFailure
+from launcher.virt import JobStats, MigrationRequest
+from shared.model import format_time, utc_now
+from shared.wire.migration import (
+    MigrateArgs,
+    MigrationInfo,
+    MigrationPhase,
+    MigrationRole,
+    PrepareTargetResult,
+)
+
+log = structlog.get_logger("launcher.migration")
+
+LINK_ROOT = Path("/var/run/kubevirt-py/mig")
+PROGRESS_INTERVAL = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Endpoint:
+    """The conventions under a target's address (a directory both sides can reach)."""
+
+    address: Path
+
+    @property
+    def libvirt_socket(self) -> Path:
+        return self.address / "sock" / "libvirt-sock"
+
+    @property
+    def libvirt_uri(self) -> str:
+        return f"qemu+unix:///system?socket={self.libvirt_socket}"
+
+    @property
+    def memory_socket(self) -> Path:
+        return self.address / "run" / "mig-mem.sock"
+
+    @property
+    def disks_socket(self) -> Path:
+        return self.address / "run" / "mig-nbd.sock"
+
+    @property
+    def migration_uri(self) -> str:
+        return f"unix://{self.memory_socket}"
+
+    @property
+    def disks_uri(self) -> str:
+        return f"unix://{self.disks_socket}"
+
+    @property
+    def xml_file(self) -> Path:
+        return self.address / "mig-domain.xml"
+
+
+def open_endpoint(libvirt_root: Path, *, short_id: str, xml: str, link_root: Path) -> Endpoint:
+    """Publish this (target) launcher's endpoint: the short link and the domain XML."""
+    link_root.mkdir(parents=True, exist_ok=True)
+    link = link_root / short_id
+    with contextlib.suppress(FileNotFoundError):
+        link.unlink()
+    link.symlink_to(f"/proc/{os.getpid()}/root{libvirt_root.resolve()}")
+    endpoint = Endpoint(address=link)
+    for stale in (endpoint.memory_socket, endpoint.disks_socket):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    (libvirt_root / endpoint.xml_file.name).write_text(xml)
+    return endpoint
+
+
+def close_endpoint(endpoint: Endpoint | None) -> None:
+    if endpoint is not None:
+        with contextlib.suppress(OSError):
+            endpoint.address.unlink()
+
+
+class MigrationPort(Protocol):
+    """What the source job needs of libvirt (launcher.virt.Virt)."""
+
+    async def migratable_xml(self, name: str) -> str: ...
+    async def migrate(self, name: str, request: MigrationRequest) -> None: ...
+    async def abort_job(self, name: str) -> None: ...
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
+
+
+Publish = Callable[[MigrationInfo], None]
+
+
+class SourceMigrator:
+    """Runs at most one outgoing migration at a time, as a task of `run()`'s TaskGroup."""
+
+    def __init__(self, *, virt: MigrationPort, domain: str, publish: Publish) -> None:
+        self._virt = virt
+        self._domain = domain
+        self._publish = publish
+        self._requests: asyncio.Queue[MigrateArgs] = asyncio.Queue(maxsize=1)
+        self.info: MigrationInfo | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.info is not None and not self.info.phase.is_final()
+
+    def start(self, args: MigrateArgs) -> MigrationInfo:
+        """Accept a migration; it starts at once in the background."""
+        if self.busy:
+            raise MigrationFailure("a migration of this domain is already in progress")
+        self._set(
+            MigrationInfo(
+                role=MigrationRole.SOURCE,
+                phase=MigrationPhase.SCHEDULED,
+                target_address=args.address,
+                start_timestamp=format_time(utc_now()),
+            )
+        )
+        self._requests.put_nowait(args)
+        assert self.info is not None
+        return self.info
+
+    async def cancel(self) -> MigrationInfo:
+        """Abort the running migration (libvirt's abortJob); the guest stays here."""
+        if self.info is None or not self.busy:
+            raise MigrationFailure("no migration in progress")
+        self._set(replace(self.info, abort_requested=True))
+        await self._abort()
+        return self.info
+
+    async def _abort(self, *, attempts: int = 60, interval: float = 0.05) -> None:
+        """abortJob, retried while libvirt has not begun the job yet ("no job is active")."""
+        for _ in range(attempts):
+            if self.info is None or self.info.phase is not MigrationPhase.RUNNING:
+                return  # not started (the job sees abort_requested) or already over
+            try:
+                await self._virt.abort_job(self._domain)
+                return
+            except LibvirtFailure as exc:
+                log.info("migration_abort_retry", error=exc.message)
+            await asyncio.sleep(interval)
+        raise MigrationFailure("libvirt did not accept the abort")
+
+    async def run(self) -> None:
+        while True:
+            args = await self._requests.get()
+            try:
+                await self._migrate(args)
+            except Exception as exc:  # task boundary: a failed job must not end the daemon
+                log.exception("migration_job_crashed")
+                self._finish(failure=f"internal error: {exc}")
+
+    async def _migrate(self, args: MigrateArgs) -> None:
+        assert self.info is not None
+        if self.info.abort_requested:
+            self._finish(failure="aborted before it started", aborted=True)
+            return
+        endpoint = Endpoint(address=Path(args.address))
+        request = await self._request(endpoint, args)
+        self._set(replace(self.info, phase=MigrationPhase.RUNNING))
+        log.info("migration_started", target=args.address, disks=list(request.copy_disks))
+        started = time.monotonic()
+        failure = await self._run_job(request)
+        if failure is not None:
+            await self._after_failure(failure)
+            return
+        stats = await self._completed_stats()
+        log.info("migration_succeeded", seconds=round(time.monotonic() - started, 3))
+        self._finish(stats=stats)
+
+    async def _run_job(self, request: MigrationRequest) -> str | None:
+        """Migrate while polling progress; the failure's text, or None on success."""
+        failure: str | None = None
+        try:
+            async with asyncio.TaskGroup() as tg:
+                progress = tg.create_task(self._progress())
+                try:
+                    await self._virt.migrate(self._domain, request)
+                finally:
+                    progress.cancel()
+        except* Exception as group:  # libvirt refused or timed out (typed launcher errors)
+            failure = str(group.exceptions[0])
+        return failure
+
+    async def _request(self, endpoint: Endpoint, args: MigrateArgs) -> MigrationRequest:
+        try:
+            target_xml = args.domain_xml or endpoint.xml_file.read_text()
+            dest_xml = migxml.destination_xml(
+                await self._virt.migratable_xml(self._domain), target_xml
+            )
+        except (OSError, migxml.XmlMismatch) as exc:
+            raise MigrationFailure(f"cannot use the target at {args.address}: {exc}") from exc
+        return MigrationRequest(
+            dest_uri=endpoint.libvirt_uri,
+            migration_uri=endpoint.migration_uri,
+            dest_xml=dest_xml,
+            copy_disks=migxml.writable_disks(dest_xml),
+            disks_uri=endpoint.disks_uri,
+            bandwidth_mib=args.bandwidth_mib,
+            timeout=float(args.timeout_seconds),
+        )
+
+    async def _after_failure(self, reason: str) -> None:
+        assert self.info is not None
+        aborted = self.info.abort_requested
+        if not aborted and "timed out" in reason:
+            with contextlib.suppress(Exception):
+                await self._virt.abort_job(self._domain)
+        log.warning("migration_failed", reason=reason, aborted=aborted)
+        self._finish(failure=reason, aborted=aborted)
+
+    async def _progress(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL)
+            try:
+                await self._poll()
+            except Exception as exc:  # the job may end between two polls
+                log.info("migration_progress_unavailable", error=str(exc))
+
+    async def _poll(self) -> None:
+        stats = await self._virt.job_stats(self._domain)
+        if self.info is not None and self.info.phase is MigrationPhase.RUNNING:
+            self._set(_with_stats(self.info, stats))
+            if self.info.abort_requested:
+                # An abort that landed before QEMU began streaming was a no-op.
+                await self._virt.abort_job(self._domain)
+
+    async def _completed_stats(self) -> JobStats | None:
+        try:
+            return await self._virt.job_stats(self._domain, completed=True)
+        except Exception:  # figures are a bonus; the migration itself succeeded
+            return None
+
+    def _finish(
+        self, *, failure: str | None = None, aborted: bool = False, stats: JobStats | None = None
+    ) -> None:
+        assert self.info is not None
+        info = replace(
+            self.info,
+            phase=MigrationPhase.FAILED if failure else MigrationPhase.SUCCEEDED,
+            failure_reason=failure,
+            aborted=aborted,
+            end_timestamp=format_time(utc_now()),
+        )
+        self._set(_with_stats(info, stats) if stats is not None else info)
+
+    def _set(self, info: MigrationInfo) -> None:
+        self.info = info
+        self._publish(info)
+
+
+def _with_stats(info: MigrationInfo, stats: JobStats) -> MigrationInfo:
+    return replace(
+        info,
+        elapsed_ms=stats.elapsed_ms if stats.elapsed_ms is not None else info.elapsed_ms,
+        downtime_ms=stats.downtime_ms if stats.downtime_ms is not None else info.downtime_ms,
+        data_total=stats.data_total,
+        data_processed=stats.data_processed,
+        data_remaining=stats.data_remaining,
+    )
+
+
+class ManagerPort(Protocol):
+    """What the migration commands need of the DomainManager."""
+
+    async def prepare_target(self, raw_vmi: object) -> str: ...
+
+    def set_migration(self, info: MigrationInfo) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointConfig:
+    libvirt_root: Path  # the private daemon's root (sock/, run/ under it)
+    short_id: str
+    link_root: Path = LINK_ROOT
+
+
+class Migrations:
+    """The launcher's migration commands: prepare (target), migrate and cancel (source)."""
+
+    def __init__(
+        self, *, manager: ManagerPort, source: SourceMigrator, endpoint: EndpointConfig
+    ) -> None:
+        self._manager = manager
+        self.source = source
+        self._config = endpoint
+        self.endpoint: Endpoint | None = None
+
+    async def prepare_target(self, raw_vmi: object) -> PrepareTargetResult:
+        xml = await self._manager.prepare_target(raw_vmi)
+        close_endpoint(self.endpoint)
+        cfg = self._config
+        self.endpoint = open_endpoint(
+            cfg.libvirt_root, short_id=cfg.short_id, xml=xml, link_root=cfg.link_root
+        )
+        ep = self.endpoint
+        log.info("migration_target_prepared", address=str(ep.address))
+        return PrepareTargetResult(
+            address=str(ep.address),
+            libvirt_uri=ep.libvirt_uri,
+            migration_uri=ep.migration_uri,
+            disks_uri=ep.disks_uri,
+            domain_xml=xml,
+        )
+
+    def migrate(self, args: MigrateArgs) -> MigrationInfo:
+        return self.source.start(args)
+
+    async def cancel(self) -> MigrationInfo:
+        return await self.source.cancel()
+
+    def close(self) -> None:
+        close_endpoint(self.endpoint)
+        self.endpoint = None

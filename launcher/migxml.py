@@ -1,0 +1,91 @@
+"""The destination's domain XML: the source's live definition with the target's paths.
+
+libvirt refuses a destination definition whose guest ABI differs from the running one
+(device addresses, controllers, CPU model), so the destination XML starts from the
+source's migratable XML — addresses and all — and only the host-side details are taken
+from the definition the target launcher built for itself: disk files (its own overlay
+and cloud-init ISO), the serial log, the console and agent sockets, and the cgroup
+partition (each launcher has its own).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from launcher.domxml import KUBEVIRT_NS
+
+ET.register_namespace("kubevirt", KUBEVIRT_NS)
+
+
+class XmlMismatch(ValueError):
+    """The two definitions do not describe the same guest."""
+
+
+def destination_xml(source_xml: str, target_xml: str) -> str:
+    """`source_xml` with the target's host paths and partition."""
+    src = ET.fromstring(source_xml)
+    tgt = ET.fromstring(target_xml)
+    if src.findtext("uuid") != tgt.findtext("uuid"):
+        raise XmlMismatch("the target prepared a different domain (uuid differs)")
+    _disks(src, tgt)
+    _chardevs(src, tgt)
+    _partition(src, tgt)
+    return ET.tostring(src, encoding="unicode")
+
+
+def writable_disks(xml: str) -> tuple[str, ...]:
+    """Target devs of the disks whose contents must travel (not read-only, not cdroms)."""
+    root = ET.fromstring(xml)
+    out = []
+    for disk in root.iterfind("devices/disk"):
+        target = disk.find("target")
+        if disk.get("device") == "cdrom" or disk.find("readonly") is not None or target is None:
+            continue
+        out.append(target.get("dev", ""))
+    return tuple(d for d in out if d)
+
+
+def _disks(src: ET.Element, tgt: ET.Element) -> None:
+    wanted = {}
+    for disk in tgt.iterfind("devices/disk"):
+        target, source = disk.find("target"), disk.find("source")
+        if target is not None and source is not None:
+            wanted[target.get("dev")] = source.get("file")
+    for disk in src.iterfind("devices/disk"):
+        target, source = disk.find("target"), disk.find("source")
+        if target is None or source is None:
+            continue
+        dev = target.get("dev")
+        path = wanted.get(dev)
+        if path is None:
+            raise XmlMismatch(f"disk {dev} is not in the target's definition")
+        source.attrib.clear()  # drops the source's index/backing details too
+        source.set("file", path)
+        backing = disk.find("backingStore")
+        if backing is not None:
+            disk.remove(backing)
+
+
+def _chardevs(src: ET.Element, tgt: ET.Element) -> None:
+    for tag in ("serial", "console", "channel"):
+        theirs = tgt.find(f"devices/{tag}")
+        for ours in src.iterfind(f"devices/{tag}"):
+            if theirs is None:
+                continue
+            for child in ("source", "log"):
+                mine, other = ours.find(child), theirs.find(child)
+                if mine is not None and other is not None:
+                    for attr in ("path", "file"):
+                        if attr in other.attrib:
+                            mine.set(attr, other.attrib[attr])
+
+
+def _partition(src: ET.Element, tgt: ET.Element) -> None:
+    theirs = tgt.find("resource")
+    ours = src.find("resource")
+    if ours is not None:
+        src.remove(ours)
+    if theirs is not None:
+        # <resource> sits right after <vcpu> in libvirt's own ordering.
+        index = next((i for i, el in enumerate(src) if el.tag == "vcpu"), 0) + 1
+        src.insert(index, theirs)

@@ -1,0 +1,82 @@
+"""The source handler's migration steps, decided from migrationState + the launcher's report."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from handler.domains import DomainRecord
+from handler.migration_source import plan_source
+from shared.model import MigrationAbortStatus, MigrationState
+from shared.wire.domain import DomainState, DomainStatus
+from shared.wire.launcher_api import Method
+from shared.wire.migration import MigrationInfo, MigrationPhase, MigrationRole
+
+NOW = "2026-11-22T00:00:00Z"
+BASE = MigrationState(migration_uid="m1", source_node="a", target_node="b")
+READY = MigrationState(
+    migration_uid="m1", source_node="a", target_node="b", target_node_address="/mig/x"
+)
+
+
+def record(phase: MigrationPhase | None, **info: Any) -> DomainRecord:
+    migration = (
+        MigrationInfo(
+            role=MigrationRole.SOURCE, phase=phase, target_address="/mig/x", **info
+        ).to_wire()
+        if phase
+        else {}
+    )
+    status = DomainStatus(
+        name="d", namespace="ns", vmi_name="v", vmi_uid="u", state=DomainState.RUNNING,
+        migration=migration,
+    )  # fmt: skip
+    return DomainRecord(status=status, source="reply")
+
+
+def test_waits_for_the_target_address() -> None:
+    """No targetNodeAddress yet: nothing to do."""
+    step = plan_source(BASE, record(None), now=NOW)
+    assert (step.call, step.state) == (None, None)
+
+
+def test_starts_once_the_target_is_ready() -> None:
+    """Target ready, nothing reported yet: migrate, and write startTimestamp."""
+    step = plan_source(READY, record(None), now=NOW)
+    assert step.call is Method.MIGRATE and step.args == {"address": "/mig/x", "timeoutSeconds": 300}
+    assert step.state is not None and step.state.start_timestamp == NOW
+
+
+def test_does_not_start_twice() -> None:
+    """startTimestamp written but the launcher's report not in yet: wait."""
+    state = dataclasses.replace(READY, start_timestamp=NOW)
+    assert plan_source(state, record(None), now=NOW).call is None
+
+
+def test_success_is_written_as_completed() -> None:
+    """The launcher reports Succeeded: completed=true with the end time."""
+    step = plan_source(READY, record(MigrationPhase.SUCCEEDED, end_timestamp="t9"), now=NOW)
+    assert step.state is not None and step.state.completed and step.state.end_timestamp == "t9"
+
+
+def test_failure_is_written_with_its_reason() -> None:
+    """The launcher reports Failed: failed=true with libvirt's reason."""
+    step = plan_source(READY, record(MigrationPhase.FAILED, failure_reason="boom"), now=NOW)
+    assert step.state is not None and step.state.failed and step.state.failure_reason == "boom"
+
+
+def test_abort_cancels_a_running_migration_then_records_it() -> None:
+    """abortRequested while running → cancel_migration; once it failed → abortStatus."""
+    aborting = dataclasses.replace(READY, abort_requested=True)
+    assert plan_source(aborting, record(MigrationPhase.RUNNING), now=NOW).call is (
+        Method.CANCEL_MIGRATION
+    )
+    done = plan_source(aborting, record(MigrationPhase.FAILED, aborted=True), now=NOW)
+    assert done.state is not None and done.state.abort_status is MigrationAbortStatus.SUCCEEDED
+
+
+def test_abort_before_start_needs_no_launcher() -> None:
+    """abortRequested before migrate was sent: failed + aborted at once."""
+    aborting = dataclasses.replace(BASE, abort_requested=True)
+    step = plan_source(aborting, record(None), now=NOW)
+    assert step.call is None and step.state is not None and step.state.failed
