@@ -231,7 +231,8 @@ class AioTransport:
     ) -> aiohttp.ClientResponse:
         headers = {**self._headers, "Content-Type": content_type}
         # Built encoded once here, so aiohttp does not parse and re-quote it.
-        text = self._host + quote(path, safe="/:@")
+        # Paths arrive with their segments already escaped (Resource.path): keep "%" as is.
+        text = self._host + quote(path, safe="/:@%")
         url = URL(f"{text}?{urlencode(query)}" if query else text, encoded=True)
         try:
             token = await self._auth.header()

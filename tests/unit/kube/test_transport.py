@@ -111,6 +111,13 @@ async def test_get_sends_bearer_token_and_parses(kube: KubeClient) -> None:
     assert pod["metadata"]["resourceVersion"] == "7"
 
 
+async def test_escaped_names_are_not_escaped_twice(kube: KubeClient) -> None:
+    """A name with characters Resource.path escapes (e.g. ':' in RBAC names) reaches the
+    server once-escaped, so the server decodes it back to the name."""
+    pod = await kube.get(PODS, "kubevirt.io:admin", namespace="ns")
+    assert pod["metadata"]["name"] == "kubevirt.io:admin"
+
+
 async def test_error_status_is_typed(kube: KubeClient) -> None:
     """A 404 Status answer raises NotFound with the server's message."""
     with pytest.raises(NotFound, match="not found"):
