@@ -27,7 +27,6 @@ from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
 from handler.errors import Shutdown
 from handler.heartbeat import Heartbeat
-from handler.http import HttpConfig, HttpServer, build_app
 from handler.launchers import (
     LauncherPool,
     LauncherPort,
@@ -41,6 +40,8 @@ from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
 from shared.kube import (
     VMIS,
     Handlers,
+    HealthConfig,
+    HealthServer,
     Informer,
     InformerConfig,
     KubeError,
@@ -163,22 +164,20 @@ class Handler:
         )
         return Reconciler(deps, options)
 
-    def _http(self, registry: Registry) -> HttpServer:
+    def _http(self, registry: Registry) -> HealthServer:
         registry.gauge(
             "kubevirt_virt_handler_ready_status",
             "1 when virt-handler is ready (caches synced, serving), else 0.",
             ("node",),
         ).labels(self.config.node_name).set_function(lambda: 1.0 if self.ready() else 0.0)
-        app = build_app(
-            registry,
-            collect=self.stats.collect,
-            ready=self.ready,
-            healthy=lambda: True,
-            deadline=self.config.timing.stats_timeout + 1.0,
+        # /metrics asks each launcher for stats first (per-launcher timeouts inside).
+        config = HealthConfig(
+            host=self.config.listen_host,
+            port=self.config.listen_port,
+            shutdown_timeout=3.0,
+            collect_deadline=self.config.timing.stats_timeout + 1.0,
         )
-        return HttpServer(
-            HttpConfig(host=self.config.listen_host, port=self.config.listen_port), app
-        )
+        return HealthServer(config, registry, ready=self.ready, collect=self.stats.collect)
 
     def _actions(self, api: HandlerApi) -> ActionsServer | None:
         """The actions endpoint the controller's subresource API forwards to (mutual TLS)."""

@@ -11,7 +11,7 @@ callback: informers synced, leader or standby, devices ready …); Prometheus sc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -22,6 +22,8 @@ from shared.kube.metrics import Registry
 log = structlog.get_logger("shared.kube.health")
 
 ReadyCheck = Callable[[], bool]
+# Refreshes series that are read on demand (e.g. the handler asking launchers for stats).
+Collect = Callable[[], Awaitable[None]]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -32,14 +34,33 @@ class HealthConfig:
     host: str = "0.0.0.0"  # probes and scrapes come from outside the pod
     port: int = 8443
     shutdown_timeout: float = 5.0
+    collect_deadline: float = 5.0  # a slow collect delays only the scrape, then is dropped
 
 
 def build_app(
-    registry: Registry, *, ready: ReadyCheck, healthy: ReadyCheck | None = None
+    registry: Registry,
+    *,
+    ready: ReadyCheck,
+    healthy: ReadyCheck | None = None,
+    collect: Collect | None = None,
+    collect_deadline: float = 5.0,
 ) -> web.Application:
-    """The aiohttp application (separate from serving so tests can drive it directly)."""
+    """The aiohttp application (separate from serving so tests can drive it directly).
+
+    With ``collect``, /metrics first refreshes on-demand series, bounded by the deadline;
+    a scrape that runs out of time serves what the registry already holds.
+    """
 
     async def metrics(_: web.Request) -> web.Response:
+        if collect is not None:
+            try:
+                async with asyncio.timeout(collect_deadline):
+                    await collect()
+            except TimeoutError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                log.warning("metrics_collect_timed_out", deadline=collect_deadline)
         return web.Response(body=registry.render().encode(), headers={"Content-Type": CONTENT_TYPE})
 
     async def healthz(_: web.Request) -> web.Response:
@@ -69,9 +90,16 @@ class HealthServer:
         *,
         ready: ReadyCheck,
         healthy: ReadyCheck | None = None,
+        collect: Collect | None = None,
     ) -> None:
         self._config = config
-        self._app = build_app(registry, ready=ready, healthy=healthy)
+        self._app = build_app(
+            registry,
+            ready=ready,
+            healthy=healthy,
+            collect=collect,
+            collect_deadline=config.collect_deadline,
+        )
         self.bound_port: int | None = None
         self.started = asyncio.Event()
 

@@ -130,7 +130,8 @@ async def test_deployment_pod_runs_with_downward_env_and_honours_grace_period(
     assert str(mount_path) not in Path("/proc/self/mountinfo").read_text()  # private
 
     elapsed = await _delete_and_time(core, pod, sigterm_file=out / "sigterm")
-    assert GRACE - 0.5 <= elapsed <= GRACE + 10, elapsed
+    # The behaviour is "not killed before the grace period ends"; how soon after is not.
+    assert elapsed >= GRACE - 0.5, elapsed
     assert not pid_alive(state["pid"])
     assert not (kube_cluster.config.nodes_dir / pod.spec.node_name / "pods" / meta.uid).exists()
 

@@ -39,6 +39,28 @@ async def test_metrics_endpoint_renders_registry() -> None:
         assert "kubevirt_test_total 3" in await resp.text()
 
 
+async def test_metrics_collects_first_and_survives_a_slow_collect() -> None:
+    """With a collect hook /metrics refreshes series before rendering; a collect slower
+    than its deadline is abandoned and the scrape still answers with what is there."""
+    registry = Registry()
+    gauge = registry.gauge("kubevirt_test_value", "a value refreshed on scrape")
+    calls = []
+
+    async def collect() -> None:
+        calls.append(1)
+        gauge.labels().set(len(calls))
+        if len(calls) > 1:
+            await asyncio.sleep(30)
+
+    app = build_app(registry, ready=lambda: True, collect=collect, collect_deadline=0.05)
+    async with TestClient(TestServer(app)) as client:
+        first = await (await client.get("/metrics")).text()
+        slow = await client.get("/metrics")
+        assert slow.status == 200
+        assert "kubevirt_test_value 2" in await slow.text()
+    assert "kubevirt_test_value 1" in first
+
+
 async def test_server_serves_until_cancelled() -> None:
     """HealthServer.run listens on its port and closes it when cancelled."""
     server = HealthServer(HealthConfig(host="127.0.0.1", port=0), Registry(), ready=lambda: True)
