@@ -52,6 +52,7 @@ class LauncherPod:
     # Why a terminal pod ended ("compute exited 1 (Error)"), if it says.
     failure: str | None = None
     created: str | None = None
+    ip: str | None = None  # status.podIP, once the pod has one
 
     @property
     def key(self) -> str:
@@ -117,6 +118,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         unschedulable_since=since,
         failure=_failure(status) if phase in (PodPhase.FAILED, PodPhase.SUCCEEDED) else None,
         created=meta.get("creationTimestamp") or None,
+        ip=status.get("podIP") or None,
     )
 
 

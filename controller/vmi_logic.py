@@ -146,7 +146,7 @@ def _plan_pre_handoff(
         return _plan_unschedulable(scheduling, pod, extra, now=now, timeout=timeout)
     scheduling = scheduling.without_condition(POD_SCHEDULED)
     if pod.running_on_node:
-        return _plan_handoff(scheduling, pod, extra, now)
+        return _plan_handoff(scheduling, pod, extra, vmi=vmi, now=now)
     return VMIPlan(status=scheduling, delete_pods=extra)
 
 
@@ -187,12 +187,18 @@ def _plan_unschedulable(
 
 
 def _plan_handoff(
-    status: VMIStatus, pod: LauncherPod, extra: tuple[LauncherPod, ...], now: datetime
+    status: VMIStatus,
+    pod: LauncherPod,
+    extra: tuple[LauncherPod, ...],
+    *,
+    vmi: VirtualMachineInstance,
+    now: datetime,
 ) -> VMIPlan:
     """Scheduled: the node is known; the handler there takes the VMI over."""
     node = pod.node_name or ""
     status = with_phases(status, [VMIPhase.SCHEDULED], now)
     status = dataclasses.replace(status, node_name=node, active_pods={pod.uid: node})
+    status = with_pod_ip(status, vmi, pod)
     return VMIPlan(status=status, delete_pods=extra, labels={NODE_NAME_LABEL: node}, finalizer=True)
 
 
@@ -210,8 +216,22 @@ def _plan_post_handoff(
     if dict(status.active_pods) != active:
         status = dataclasses.replace(status, active_pods=active)
     node = status.node_name
+    here = [p for p in pods if p.node_name == node and node and not p.gone_or_going]
+    if len(here) == 1:  # after a migration: the target pod's IP
+        status = with_pod_ip(status, vmi, here[0])
     labels: dict[str, str | None] = {NODE_NAME_LABEL: node} if node else {}
     return VMIPlan(status=status, labels=labels, finalizer=True)
+
+
+def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod) -> VMIStatus:
+    """status.interfaces carrying the launcher pod's IP, once it has one."""
+    if pod.ip is None:
+        return status
+    wanted = vmi.interface_statuses(pod_ip=pod.ip)
+    current = {i.name: i for i in status.interfaces}
+    if all(w.name in current and current[w.name].ip_address == w.ip_address for w in wanted):
+        return status
+    return dataclasses.replace(status, interfaces=wanted)
 
 
 def _parse_or(text: str | None, default: datetime) -> datetime:

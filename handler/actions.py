@@ -7,7 +7,8 @@ userlist,filesystemlist}` under /v1/namespaces/<ns>/ answer the launcher's resul
 or `{code, message, details}`: 404 VMI not here, 502 launcher failed or unreachable, 504
 launcher timed out. `GET .../console` is a websocket bridged to the serial-console socket.
 Once listening, the endpoint is published as the Node annotation
-`kubevirt.io/handler-endpoint: https://<advertise-host>:<port>`. In the daemon:
+`kubevirt.io/handler-endpoint: https://<advertise-host>:<port>`. In the daemon (with
+handler.launcher_target's LauncherTarget):
 
     config = ActionsConfig.from_env(os.environ)          # None: no certificates mounted
     if config is not None:
@@ -31,12 +32,10 @@ from aiohttp import WSMsgType, web
 
 from handler.errors import HandlerError
 from shared.kube import KubeError
-from shared.kube import NotFound as KubeNotFound
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.model import VirtualMachineInstance
-from shared.wire.client import RpcClient, Timeouts
 from shared.wire.errors import CallTimeout, RemoteError, WireError
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.launcher_api import Method
 from shared.wire.unixpath import short_path
 
 log = structlog.get_logger("handler.actions")
@@ -360,46 +359,6 @@ class ActionsServer:
             log.info("actions_endpoint_published", url=self.url)
             self.published.set()
             return
-
-
-class LauncherTarget:
-    """`ActionTarget` over the launchers' sockets: the VMI's pod on this node from
-    status.activePods, one short RpcClient connection (with the handshake) per command."""
-
-    def __init__(
-        self, get_vmi: GetVmi, *, node: str, pods_dir: Path, timeouts: Timeouts | None = None
-    ) -> None:
-        self._get_vmi = get_vmi
-        self._node = node
-        self._pods_dir = pods_dir
-        self._timeouts = timeouts or Timeouts()
-
-    async def command(self, namespace: str, name: str, method: Method) -> Any:
-        volumes = await self._volumes(namespace, name)
-        async with RpcClient.connect(
-            volumes / "sockets" / LAUNCHER_SOCKET, timeouts=self._timeouts
-        ) as client:
-            return await client.call(method, {}, tier=TIERS[method])
-
-    async def console_socket(self, namespace: str, name: str) -> Path:
-        return (await self._volumes(namespace, name)) / CONSOLE_SOCKET
-
-    async def _volumes(self, namespace: str, name: str) -> Path:
-        """The emptyDir root of the VMI's launcher pod on this node."""
-        try:
-            vmi = await self._get_vmi(namespace, name)
-        except KubeNotFound as e:
-            raise NotOnThisNode(f"virtualmachineinstance {namespace}/{name} not found") from e
-        if vmi.status.node_name != self._node:
-            raise NotOnThisNode(
-                f"{namespace}/{name} runs on {vmi.status.node_name!r}, not {self._node!r}"
-            )
-        pods = [uid for uid, node in vmi.status.active_pods.items() if node == self._node]
-        for uid in pods:
-            volumes = self._pods_dir / uid / EMPTY_DIRS
-            if (volumes / "sockets" / LAUNCHER_SOCKET).exists():
-                return volumes
-        raise NotOnThisNode(f"no ready launcher of {namespace}/{name} here (pods {pods})")
 
 
 def _cancelling() -> bool:

@@ -20,13 +20,14 @@ from collections.abc import Iterator
 
 import structlog
 
-from handler.actions import ActionsServer, LauncherTarget, node_publisher
+from handler.actions import ActionsServer, node_publisher
 from handler.api import HandlerApi
 from handler.config import Config
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
 from handler.errors import Shutdown
 from handler.heartbeat import Heartbeat
+from handler.launcher_target import LauncherTarget
 from handler.launchers import (
     LauncherPool,
     LauncherPort,

@@ -57,6 +57,7 @@ class SourceStep:
     call: Method | None = None
     args: Mapping[str, Any] | None = None
     state: MigrationState | None = None  # the migrationState to write, None: unchanged
+    outcome: MigrationInfo | None = None  # the launcher's final report, when it just ended
 
 
 def plan_source(state: MigrationState, record: DomainRecord | None, *, now: str) -> SourceStep:
@@ -66,7 +67,7 @@ def plan_source(state: MigrationState, record: DomainRecord | None, *, now: str)
     address = state.target_node_address
     info = _info_for(record, address)
     if info is not None and info.phase.is_final():
-        return SourceStep(state=_finished(state, info, now=now))
+        return SourceStep(state=_finished(state, info, now=now), outcome=info)
     if state.abort_requested:
         return _plan_abort(state, info, now=now)
     if address and info is None and not state.start_timestamp:
@@ -114,6 +115,16 @@ def _aborted(state: MigrationState, reason: str, *, now: str) -> MigrationState:
 
 async def run_source_step(launcher: LauncherPort, step: SourceStep) -> None:
     """Send the step's command; a failure to start becomes a SyncError (retried)."""
+    if step.outcome is not None:
+        out = step.outcome
+        log.info(
+            "migration_source_finished",
+            phase=str(out.phase),
+            elapsed_ms=out.elapsed_ms,
+            downtime_ms=out.downtime_ms,
+            data_total=out.data_total,
+            failure=out.failure_reason,
+        )
     if step.call is None:
         return
     try:

@@ -148,11 +148,9 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
 
 
 def spec_interfaces(vmi: VirtualMachineInstance) -> tuple[VMIInterfaceStatus, ...]:
-    """status.interfaces from the spec (name, and the MAC when the spec pins one)."""
-    return tuple(
-        VMIInterfaceStatus(name=i.name, mac=i.mac_address)
-        for i in vmi.spec.domain.devices.interfaces
-    )
+    """status.interfaces from the spec (name, and the MAC when the spec pins one); the
+    controller fills them with the pod IP at the handoff, this is the fallback."""
+    return vmi.interface_statuses(pod_ip=None)
 
 
 def _synchronized(error: SyncError | None) -> VMICondition | None:

@@ -12,7 +12,11 @@ Running. Printed:
 (c) API writes per VMI, from kube-apiserver's own request counters (VMI and pod writes by
     verb, creation included);
 (d) handler RSS per VMI held (both handlers, before vs. all Running);
-(e) migration: not implemented yet in the handler — reported as such.
+(e) migration through the cluster: all VMIs but one are deleted, then the last one is
+    migrated with a VirtualMachineInstanceMigration; VMIM created → Succeeded, and the
+    guest downtime libvirt measured (from the source handler's migration_source_finished);
+(f) migration total time and downtime of the launcher vs a raw libvirt migration between
+    the same two daemons, in this run (scripts/bench/bench_migration.py, two bare launchers).
 
 A report, not a test: exits 0 whether or not targets are met.
 """
@@ -24,7 +28,9 @@ import asyncio
 import contextlib
 import copy
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +46,22 @@ sys.path.insert(0, str(REPO))
 
 from localkube.cluster import Cluster
 from localkube.testing import session_cluster
-from shared.kube import VMIS, ClientConfig, KubeClient, NotFound, Registry, WatchEventType
-from shared.model import VirtualMachineInstance, VMIConditionType, VMIPhase
+from shared.kube import (
+    VMIMS,
+    VMIS,
+    ClientConfig,
+    KubeClient,
+    NotFound,
+    Registry,
+    WatchEventType,
+)
+from shared.model import (
+    MigrationPhase,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIConditionType,
+    VMIPhase,
+)
 from shared.wire.client import RpcClient
 from shared.wire.launcher_api import TIERS, Method
 from tests.integration.controller.harness import (
@@ -200,6 +220,44 @@ async def measure(
         pauses = await pause_latencies(handlers, watcher, sample)
         watch.cancel()
     report(args, watcher, created, pauses, (rss_before, rss_after), (writes_before, writes_after))
+    if watcher.running:
+        await migrate_last(kube, handlers, keep=sorted(watcher.running)[0])
+
+
+async def migrate_last(kube: KubeClient, handlers: Mapping[str, HandlerProcess], keep: str) -> None:
+    """(e): delete all VMIs but `keep`, then migrate it through the cluster with a VMIM."""
+    for item in (await kube.list(VMIS, namespace=NAMESPACE)).items:
+        if item["metadata"]["name"] != keep:
+            with contextlib.suppress(NotFound):
+                await kube.delete(VMIS, item["metadata"]["name"], namespace=NAMESPACE)
+
+    async def only_keep() -> bool:
+        return len((await kube.list(VMIS, namespace=NAMESPACE)).items) == 1
+
+    await until_async(only_keep, "all VMIs but one deleted", timeout=600, interval=1)
+    await asyncio.sleep(5)  # let the guests' QEMUs and their pods go
+    body = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": "bench-migration"},
+        "spec": {"vmiName": keep},
+    }
+    started = time.monotonic()
+    await kube.create(VMIMS, body, namespace=NAMESPACE)
+    phase: MigrationPhase | None = MigrationPhase.PENDING
+    async with asyncio.timeout(300):
+        while phase is None or not phase.is_final():
+            await asyncio.sleep(0.05)
+            raw = await kube.get(VMIMS, "bench-migration", namespace=NAMESPACE)
+            phase = VirtualMachineInstanceMigration.from_dict(raw).status.phase
+    took = time.monotonic() - started
+    downtime = "?"
+    for h in handlers.values():
+        found = re.findall(r"migration_source_finished.*?downtime_ms=(\d+)", h.log())
+        downtime = found[-1] if found else downtime
+    print(f"(e) migration through the cluster ({keep}, VMIM): {phase}")
+    print(f"    VMIM created -> Succeeded {took:.2f} s, guest downtime {downtime} ms (libvirt)")
+    print("    (KubeVirt: up to 900 ms downtime)")
 
 
 def report(
@@ -234,7 +292,6 @@ def report(
         f"(d) handler RSS per VMI held: {(rss[1] - rss[0]) / n:.0f} KiB "
         f"(both handlers {rss[0] / 1024:.1f} -> {rss[1] / 1024:.1f} MiB)"
     )
-    print("(e) migration: not implemented in the handler yet")
 
 
 async def teardown(
@@ -262,11 +319,18 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="VMIs created per second")
     parser.add_argument("--pause-sample", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=900.0, help="for all to be Running")
+    parser.add_argument("--migration-rounds", type=int, default=4)
     args = parser.parse_args()
     print(f"kubevirt-py handler benchmark ({os.cpu_count()} cores, TCG guest, {args.vmis} VMIs)")
     work = Path(tempfile.mkdtemp(prefix="bench-handler-"))
     with session_cluster() as cluster:
         uvloop.run(bench(cluster, args, work))
+    print("(f) launcher vs raw libvirt migration, same two daemons (bench_migration.py):")
+    sys.stdout.flush()
+    script = REPO / "scripts" / "bench" / "bench_migration.py"
+    subprocess.run(
+        [sys.executable, str(script), "--rounds", str(args.migration_rounds)], check=False
+    )
     print(f"logs: {work}")
 
 

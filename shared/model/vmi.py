@@ -121,3 +121,21 @@ class VirtualMachineInstance(KubeObject):
     def is_final(self) -> bool:
         """Succeeded or Failed."""
         return self.status.is_final()
+
+    def interface_statuses(self, *, pod_ip: str | None) -> tuple[VMIInterfaceStatus, ...]:
+        """status.interfaces from the spec: name, the MAC when the spec pins one, and for
+        interfaces on the pod network the pod's IP (masquerade NATs the guest behind it,
+        KubeVirt reports it the same way)."""
+        on_pod = {n.name for n in self.spec.networks if n.pod is not None}
+        out = []
+        for iface in self.spec.domain.devices.interfaces:
+            ip = pod_ip if iface.name in on_pod else None
+            out.append(
+                VMIInterfaceStatus(
+                    name=iface.name,
+                    mac=iface.mac_address,
+                    ip_address=ip,
+                    ip_addresses=(ip,) if ip else (),
+                )
+            )
+        return tuple(out)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from controller.pods import LauncherPod
+from controller.pods import LauncherPod, PodPhase
 from controller.vmi_logic import FailureReason, VMIPlan, plan_vmi
 from shared.model import VirtualMachineInstance, VMIPhase
 from tests.unit.controller.builders import (
@@ -195,3 +196,39 @@ def test_unknown_phase_is_left_alone() -> None:
     vmi = make_vmi(phase=VMIPhase.UNKNOWN)
     p = plan(vmi, [make_pod(node="n")])
     assert p.status == vmi.status and not p.create_pod and not p.delete_pods
+
+
+def _networked(**kw: Any) -> VirtualMachineInstance:
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "macAddress": "02:00:00:00:00:01"}
+    ]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    return make_vmi(raw=raw, **kw)
+
+
+def test_handoff_reports_the_pod_ip_on_pod_network_interfaces() -> None:
+    """Scheduled carries status.interfaces with the launcher pod's IP (masquerade NATs
+    the guest behind it), in the same write; without a pod IP yet, nothing is invented."""
+    pod = dataclasses.replace(make_pod(node="node01", phase="Running", uid="p"), ip="10.1.2.3")
+    p = plan(_networked(phase=VMIPhase.SCHEDULING), [pod])
+    (iface,) = p.status.interfaces
+    assert (iface.name, iface.ip_address, iface.mac) == ("default", "10.1.2.3", "02:00:00:00:00:01")
+    assert iface.ip_addresses == ("10.1.2.3",)
+    bare = plan(_networked(phase=VMIPhase.SCHEDULING), [dataclasses.replace(pod, ip=None)])
+    assert bare.status.interfaces == ()
+
+
+def test_after_a_migration_the_interfaces_follow_the_target_pod_ip() -> None:
+    """Once nodeName names the target, the IP becomes the target pod's; steady afterwards."""
+    src = dataclasses.replace(make_pod(node="node01", phase="Running", uid="s"), ip="10.0.0.1")
+    tgt = dataclasses.replace(
+        make_pod(node="node02", phase="Running", uid="t", migration_uid="m"), ip="10.0.0.2"
+    )
+    handed = plan(_networked(phase=VMIPhase.SCHEDULING), [src]).status
+    moved = dataclasses.replace(handed, node_name="node02", phase=VMIPhase.RUNNING)
+    vmi = dataclasses.replace(_networked(), status=moved)
+    p = plan(vmi, [dataclasses.replace(src, phase=PodPhase.SUCCEEDED), tgt])
+    assert [i.ip_address for i in p.status.interfaces] == ["10.0.0.2"]
+    again = dataclasses.replace(vmi, status=p.status)
+    assert plan(again, [tgt]).status == p.status

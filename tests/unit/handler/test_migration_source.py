@@ -59,6 +59,15 @@ def test_success_is_written_as_completed() -> None:
     assert step.state is not None and step.state.completed and step.state.end_timestamp == "t9"
 
 
+def test_the_final_report_travels_with_the_step_for_the_record() -> None:
+    """A finished migration's figures (downtime, elapsed) ride on the step to be logged."""
+    final = record(MigrationPhase.SUCCEEDED, end_timestamp="t9", downtime_ms=42, elapsed_ms=900)
+    step = plan_source(READY, final, now=NOW)
+    assert step.outcome is not None
+    assert (step.outcome.downtime_ms, step.outcome.elapsed_ms) == (42, 900)
+    assert plan_source(READY, record(MigrationPhase.RUNNING), now=NOW).outcome is None
+
+
 def test_failure_is_written_with_its_reason() -> None:
     """The launcher reports Failed: failed=true with libvirt's reason."""
     step = plan_source(READY, record(MigrationPhase.FAILED, failure_reason="boom"), now=NOW)

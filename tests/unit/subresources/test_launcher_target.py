@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from handler.actions import CONSOLE_SOCKET, LauncherTarget, NotOnThisNode
+from handler.actions import CONSOLE_SOCKET, NotOnThisNode
+from handler.launcher_target import LauncherTarget
 from shared.kube import NotFound
 from shared.model import VirtualMachineInstance
 from shared.wire.errors import CommandFailed, ErrorCode
