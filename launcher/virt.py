@@ -63,6 +63,7 @@ class MigrationRequest:
     disks_uri: str | None = None
     bandwidth_mib: int = 0
     timeout: float = 300.0
+    max_downtime_ms: int | None = None  # None: QEMU's own limit (300 ms)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,8 +214,14 @@ class Virt:
             params[libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = list(request.copy_disks)
             if request.disks_uri:
                 params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = request.disks_uri
+        if request.max_downtime_ms is not None:
+            await self._call(dom.migrateSetMaxDowntime, request.max_downtime_ms, 0)
         uri, timeout = request.dest_uri, request.timeout
         await self._call(dom.migrateToURI3, uri, params, flags, timeout=timeout)
+
+    async def set_max_downtime(self, name: str, milliseconds: int) -> None:
+        """The pause QEMU may take at the switch-over (also while a migration runs)."""
+        await self._call((await self._domain(name)).migrateSetMaxDowntime, milliseconds, 0)
 
     async def abort_job(self, name: str) -> None:
         await self._call((await self._domain(name)).abortJob)

@@ -3,7 +3,8 @@
 Two launchers (two private libvirtds) run the tiny guest. Each round migrates it A → B
 through the launchers (prepare_migration_target on B, migrate on A, polled through
 get_domain until final), then B → A with raw libvirt-python (migrateToURI3, the same flags,
-streams and destination-XML rule), so both paths use the same two daemons in the same run.
+streams, destination-XML rule and max-downtime limit), so both paths use the same two
+daemons in the same run.
 Prints total time (median of rounds) and libvirt's guest downtime for both, and the ratio
 against the targets (total ≤ 1.5x raw, downtime ≤ 100 ms). A report, not a test: exits 0.
 """
@@ -25,7 +26,7 @@ import uvloop
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launcher.migration import LINK_ROOT, Endpoint
+from launcher.migration import LINK_ROOT, DowntimePolicy, Endpoint
 from launcher.migxml import destination_xml, writable_disks
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrationInfo
@@ -71,6 +72,7 @@ def raw_round(src: Launcher, dst: Launcher) -> tuple[float, int | None]:
             libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: list(writable_disks(xml)),
             libvirt.VIR_MIGRATE_PARAM_DISKS_URI: ep.disks_uri,
         }
+        dom.migrateSetMaxDowntime(DowntimePolicy().initial_ms, 0)
         began = time.monotonic()
         dom.migrateToURI3(ep.libvirt_uri, params, FLAGS | libvirt.VIR_MIGRATE_NON_SHARED_INC)
         took = time.monotonic() - began

@@ -1,0 +1,85 @@
+"""The source side's migration job: the downtime limit it asks QEMU for, and its relaxing."""
+
+from __future__ import annotations
+
+import asyncio
+
+from launcher.migration import DowntimePolicy, SourceMigrator
+from launcher.virt import JobStats, MigrationRequest
+from shared.wire.migration import MigrateArgs, MigrationInfo, MigrationPhase
+
+SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
+<devices><disk type="file" device="disk"><source file="/a/o.qcow2"/>
+<target dev="vda" bus="virtio"/></disk></devices></domain>"""
+TARGET = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
+<devices><disk type="file" device="disk"><source file="/b/o.qcow2"/>
+<target dev="vda"/></disk></devices></domain>"""
+
+
+class FakeVirt:
+    """A MigrationPort whose migration lasts until `finish` is set."""
+
+    def __init__(self) -> None:
+        self.requests: list[MigrationRequest] = []
+        self.downtimes: list[int] = []
+        self.finish = asyncio.Event()
+
+    async def migratable_xml(self, name: str) -> str:
+        return SOURCE
+
+    async def migrate(self, name: str, request: MigrationRequest) -> None:
+        self.requests.append(request)
+        await self.finish.wait()
+
+    async def abort_job(self, name: str) -> None:
+        self.finish.set()
+
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
+        return JobStats(elapsed_ms=10, downtime_ms=7 if completed else None)
+
+    async def set_max_downtime(self, name: str, milliseconds: int) -> None:
+        self.downtimes.append(milliseconds)
+        if len(self.downtimes) == 1:
+            self.finish.set()
+
+
+async def _migrate(virt: FakeVirt, policy: DowntimePolicy) -> list[MigrationInfo]:
+    published: list[MigrationInfo] = []
+    final = asyncio.Event()
+
+    def publish(info: MigrationInfo) -> None:
+        published.append(info)
+        if info.phase.is_final():
+            final.set()
+
+    job = SourceMigrator(
+        virt=virt, domain="default_x", publish=publish, downtime=policy, progress_interval=0.001
+    )
+    async with asyncio.timeout(5):
+        async with asyncio.TaskGroup() as tg:
+            runner = tg.create_task(job.run())
+            job.start(MigrateArgs(address="/mig/x", domain_xml=TARGET))
+            await final.wait()
+            runner.cancel()
+    return published
+
+
+async def test_the_job_asks_for_a_low_downtime_then_relaxes_it_when_not_converging() -> None:
+    """The request carries the initial limit (below QEMU's 300 ms); once the migration has
+    run for `relax_after_polls` progress polls, the relaxed limit is set on the domain."""
+    virt = FakeVirt()
+    policy = DowntimePolicy(initial_ms=40, relaxed_ms=250, relax_after_polls=3)
+    published = await _migrate(virt, policy)
+    assert [r.max_downtime_ms for r in virt.requests] == [40]
+    assert virt.downtimes == [250]
+    assert published[-1].phase is MigrationPhase.SUCCEEDED
+    assert published[-1].downtime_ms == 7
+
+
+async def test_a_quick_migration_keeps_the_low_limit() -> None:
+    """A migration that ends before the relax point never touches the limit again."""
+    virt = FakeVirt()
+    virt.finish.set()
+    await _migrate(virt, DowntimePolicy(relax_after_polls=1000))
+    assert virt.downtimes == []
+    assert virt.requests[0].max_downtime_ms == DowntimePolicy().initial_ms
