@@ -34,6 +34,7 @@ from handler.errors import HandlerError
 from shared.kube import KubeError
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.model import VirtualMachineInstance
+from shared.tasks import cancelling
 from shared.wire.errors import CallTimeout, RemoteError, WireError
 from shared.wire.launcher_api import Method
 from shared.wire.unixpath import short_path
@@ -238,7 +239,7 @@ class _Actions:
         except (NotOnThisNode, KubeError) as e:
             raise _failure(e) from e
         except (OSError, TimeoutError) as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise _Failure(502, "console_unavailable", f"cannot open the console: {e}") from e
         try:
@@ -288,7 +289,7 @@ async def _ws_to_socket(
             async with asyncio.timeout(write_timeout):
                 await writer.drain()
         except (ConnectionError, TimeoutError) as e:
-            if _cancelling():
+            if cancelling():
                 raise
             return f"console socket gone: {e!r}"
     return "client closed"
@@ -302,7 +303,7 @@ async def _socket_to_ws(
             async with asyncio.timeout(write_timeout):
                 await ws.send_bytes(data)
         except (ConnectionError, TimeoutError) as e:
-            if _cancelling():
+            if cancelling():
                 raise
             return f"client gone: {e!r}"
     return "console socket closed"
@@ -351,7 +352,7 @@ class ActionsServer:
                 async with asyncio.timeout(30.0):
                     await self._publish(self.url)
             except Exception as e:  # a task boundary: log, retry, never take the server down
-                if isinstance(e, TimeoutError) and _cancelling():
+                if isinstance(e, TimeoutError) and cancelling():
                     raise
                 log.warning("actions_endpoint_publish_failed", error=str(e))
                 await asyncio.sleep(backoff.next_delay())
@@ -359,8 +360,3 @@ class ActionsServer:
             log.info("actions_endpoint_published", url=self.url)
             self.published.set()
             return
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -18,6 +18,7 @@ import structlog
 
 from shared.kube import KubeError
 from shared.model import Clock, format_time, utc_now
+from shared.tasks import cancelling
 
 log = structlog.get_logger("handler.heartbeat")
 
@@ -88,10 +89,5 @@ class Heartbeat:
                 async with asyncio.timeout(self.next_delay()):
                     await self._poke.wait()
             except TimeoutError:
-                if _cancelling():
+                if cancelling():
                     raise
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

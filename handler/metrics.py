@@ -20,6 +20,7 @@ from handler import commands
 from handler.errors import SyncError
 from handler.launchers import LauncherPort
 from shared.kube import Counter, Gauge, Registry
+from shared.tasks import cancelling
 from shared.wire.stats import DomainStats
 
 log = structlog.get_logger("handler.metrics")
@@ -97,7 +98,7 @@ class VMIStatsCollector:
             async with asyncio.timeout(self._timeout):
                 found[key] = await commands.stats(launcher)
         except TimeoutError:
-            if _cancelling():
+            if cancelling():
                 raise
             self._failed(key, "timed out")
         except SyncError as exc:
@@ -152,8 +153,3 @@ def _counter(registry: Registry, name: str, labels: tuple[str, ...]) -> Counter:
 
 def _gauge_family(registry: Registry, name: str, labels: tuple[str, ...]) -> Gauge:
     return registry.gauge(name, _HELP[name], labels)
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

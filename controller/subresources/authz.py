@@ -18,6 +18,7 @@ from controller.subresources.actions import GROUP, RESOURCE, VERSION, ActionSpec
 from controller.subresources.authn import UserInfo
 from controller.subresources.errors import Denied, SubresourceError, VmiRef
 from shared.kube import KubeError, Resource
+from shared.tasks import cancelling
 
 log = structlog.get_logger("controller.subresources.authz")
 
@@ -99,7 +100,7 @@ class SarAuthorizer:
             async with asyncio.timeout(self._timeout):
                 answer = await self._kube.create(SUBJECT_ACCESS_REVIEWS, sar_body(user, attrs))
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise SubresourceError("the authorization check timed out") from e
         except KubeError as e:
@@ -124,8 +125,3 @@ async def require(authorizer: Authorizer, user: UserInfo, attrs: ResourceAttribu
     if decision.reason:
         message += f": {decision.reason}"
     raise Denied(message, vmi=VmiRef(namespace=attrs.namespace, name=attrs.name))
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

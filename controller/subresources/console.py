@@ -13,6 +13,8 @@ from typing import Protocol
 import aiohttp
 import structlog
 
+from shared.tasks import cancelling
+
 log = structlog.get_logger("controller.subresources.console")
 
 _END = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED)
@@ -55,13 +57,8 @@ async def _pump(src: WebSocket, dst: WebSocket, write_timeout: float) -> str:
             async with asyncio.timeout(write_timeout):
                 await dst.send_bytes(data)
         except TimeoutError:
-            if _cancelling():
+            if cancelling():
                 raise
             return f"peer stalled for {write_timeout:g}s"
         except (ConnectionError, aiohttp.ClientError) as e:
             return f"peer gone: {e}"
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -28,6 +28,7 @@ from controller.subresources.errors import (
     SubresourceError,
 )
 from controller.subresources.locate import Target
+from shared.tasks import cancelling
 
 log = structlog.get_logger("controller.subresources.forward")
 
@@ -71,7 +72,7 @@ class HandlerForwarder:
             ):
                 body = await resp.read()
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise _timeout(target, spec, self._options.timeout) from e
         except (aiohttp.ClientError, OSError) as e:
@@ -94,7 +95,7 @@ class HandlerForwarder:
                     protocols=CONSOLE_PROTOCOLS,
                 )
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise _timeout(target, spec, self._options.connect_timeout) from e
         except aiohttp.WSServerHandshakeError as e:
@@ -148,8 +149,3 @@ def _unreachable(target: Target, spec: ActionSpec, error: BaseException) -> BadG
         vmi=target.vmi,
         causes=[Cause(reason="handler_unreachable", message=str(error))],
     )
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

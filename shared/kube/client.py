@@ -33,6 +33,7 @@ from shared.kube.metrics import Registry
 from shared.kube.ratelimit import CONTROLLER_RATE_LIMIT, MonotonicClock, RateLimit, TokenBucket
 from shared.kube.resources import Resource, with_kind
 from shared.kube.transport import AioTransport, Query, Stream, Transport, load_configuration
+from shared.tasks import cancelling
 
 ERROR_CODE = "<error>"
 RATE_LIMITER_BUCKETS = tuple(0.001 * 2**i for i in range(10))
@@ -350,7 +351,7 @@ class KubeClient:
                 )  # fmt: skip
             code = str(resp.status)
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise TransportError(f"{op.method} {op.path}: timed out after {timeout}s") from e
         finally:
@@ -373,7 +374,7 @@ class KubeClient:
                 if stream.status != 200:
                     raise error_from_status(stream.status, _decode(await stream.read_all()))
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise TransportError(f"watch {op.path}: no answer in time") from e
         finally:
@@ -398,9 +399,3 @@ def _meta(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _query(**params: str | None) -> Query:
     return tuple((k, v) for k, v in params.items() if v)
-
-
-def _cancelling() -> bool:
-    """True when the current task itself is being cancelled (so a timeout is not ours)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -29,6 +29,7 @@ from shared.kube.errors import ApiError, Gone, TransportError
 from shared.kube.ratelimit import Backoff, BackoffPolicy, Sleep
 from shared.kube.resources import object_key
 from shared.kube.store import IndexFunc, Store, default_indexers
+from shared.tasks import cancelling
 
 log = structlog.get_logger("shared.kube.informer")
 
@@ -137,7 +138,7 @@ class Informer(Generic[T]):
                 )
                 self.resource_version = None
             except TimeoutError:
-                if _cancelling():
+                if cancelling():
                     raise
                 self._log.info("informer_watch_timed_out", resource_version=self.resource_version)
             except (ApiError, TransportError) as e:
@@ -262,8 +263,3 @@ async def wait_for_sync(*informers: Informer[Any], timeout: float) -> None:
     async with asyncio.timeout(timeout):
         for informer in informers:
             await informer.has_synced.wait()
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

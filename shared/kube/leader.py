@@ -40,6 +40,7 @@ from shared.kube.errors import (
 from shared.kube.ratelimit import MonotonicClock, Sleep
 from shared.kube.resources import LEASES, Resource
 from shared.model import Clock, utc_now
+from shared.tasks import cancelling
 
 log = structlog.get_logger("shared.kube.leader")
 
@@ -253,7 +254,7 @@ class LeaderElector:
             async with asyncio.timeout(budget):
                 return await self.try_acquire_or_renew()
         except TimeoutError:
-            if _cancelling():
+            if cancelling():
                 raise
             return False
 
@@ -312,8 +313,3 @@ class LeaderElector:
 def _micro_time(clock: Clock) -> str:
     """metav1.MicroTime: RFC 3339 with microseconds, UTC."""
     return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -10,7 +10,6 @@ bytes out, no generated models (the daemons parse with `shared.model` instead).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import ssl
@@ -28,6 +27,7 @@ from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
 from shared.kube.errors import ConfigError, TransportError
+from shared.tasks import cancelling
 
 # What load_configuration returns (re-exported so callers need not import the library).
 Configuration = k8s_client.Configuration
@@ -201,7 +201,7 @@ class AioTransport:
         except aiohttp.ClientError as e:
             raise TransportError(f"{method} {path}: {e!r}") from e
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise TransportError(f"{method} {path}: timed out") from e
         finally:
@@ -250,7 +250,7 @@ class AioTransport:
         except aiohttp.ClientError as e:
             raise TransportError(f"{method} {path}: {e!r}") from e
         except TimeoutError as e:
-            if _cancelling():
+            if cancelling():
                 raise
             raise TransportError(f"{method} {path}: timed out") from e
 
@@ -301,9 +301,3 @@ def _env_proxy(host: str) -> str | None:
     if parsed.hostname is None or urllib.request.proxy_bypass(parsed.hostname):
         return None
     return urllib.request.getproxies().get(parsed.scheme or "https")
-
-
-def _cancelling() -> bool:
-    """True when the current task itself is being cancelled (so a timeout is not ours)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
