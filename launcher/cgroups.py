@@ -8,6 +8,7 @@ puts ours under ``machine/<p>.partition`` in each controller, which we create an
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import structlog
@@ -54,7 +55,12 @@ class Partition:
                 (path / knob).write_text(parent_value.read_text())
 
     def remove(self) -> None:
+        """Remove the partition with whatever libvirt left inside it: a daemon stopped
+        before it tore its domain down leaves the domain's (empty) cgroups behind."""
         for path in reversed(self._made):
-            with contextlib.suppress(OSError):
-                path.rmdir()
+            for sub, _, _ in os.walk(path, topdown=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(sub)
+            if path.exists():
+                log.warning("cgroup_partition_left", path=str(path))
         self._made.clear()

@@ -140,13 +140,25 @@ class LibvirtDaemon:
             )  # fmt: skip
         try:
             async with asyncio.timeout(timeout):
-                while not self.paths.socket.exists():
+                while not await self._accepting():
                     if self._process.returncode is not None:
                         raise StartupError(self._failure("exited"))
                     await asyncio.sleep(0.02)
         except TimeoutError:
             raise StartupError(self._failure(f"no socket after {timeout:g}s")) from None
         log.info("libvirtd_started", pid=self._process.pid, socket=str(self.paths.socket))
+
+    async def _accepting(self) -> bool:
+        """The daemon listens on its socket. It binds (the file appears) before it listens:
+        a client that connects in between is refused."""
+        try:
+            _, writer = await asyncio.open_unix_connection(self.paths.socket)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
 
     def _failure(self, what: str) -> str:
         tail = self.paths.log.read_text(errors="replace").strip().splitlines()[-3:]
@@ -186,12 +198,32 @@ class LibvirtDaemon:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 await process.wait()
-        self._kill_leftover_qemu()
+        await self._kill_leftover_qemu(timeout=timeout)
         log.info("libvirtd_stopped")
 
-    def _kill_leftover_qemu(self) -> None:
+    async def _kill_leftover_qemu(self, *, timeout: float) -> None:
+        """SIGKILL any QEMU still listed, and wait (up to `timeout`) until it is gone: its
+        cgroups can only be removed then."""
+        killed = []
         for pidfile in self.paths.qemu_pids.glob("*.pid"):
+            if pidfile.name == "driver.pid":  # libvirtd's own
+                continue
             with contextlib.suppress(ValueError, OSError):
                 pid = int(pidfile.read_text().strip())
                 os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
                 log.warning("qemu_killed", pid=pid, pidfile=str(pidfile))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while killed:
+                    await asyncio.sleep(0.02)
+                    killed = [pid for pid in killed if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not yet a zombie (a zombie has left its cgroups)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

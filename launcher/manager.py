@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,7 +16,7 @@ import structlog
 
 from launcher import domxml
 from launcher.disks import DiskContext
-from launcher.errors import DomainNotFound, InvalidSpec
+from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
@@ -27,6 +27,8 @@ from shared.wire.stats import DomainStats
 log = structlog.get_logger("launcher.manager")
 
 ACPI_RETRY_SECONDS = 2.0
+OFF_STATES = frozenset({DomainState.SHUTOFF, DomainState.CRASHED})
+GOING_OFF = OFF_STATES | {DomainState.SHUTDOWN}
 
 
 class VirtPort(Protocol):
@@ -202,16 +204,28 @@ class DomainManager:
     async def shutdown(self) -> DomainStatus:
         """ACPI power button; a no-op on a domain that is already off."""
         current = await self.status()
-        if current.state in (DomainState.SHUTOFF, DomainState.CRASHED):
+        if current.state in OFF_STATES:
             return current
-        await self._virt.shutdown(self._id.domain)
+        await self._power_off(self._virt.shutdown)
         return await self.status()
 
     async def kill(self) -> DomainStatus:
         current = await self.status()
-        if current.state not in (DomainState.SHUTOFF, DomainState.CRASHED):
-            await self._virt.destroy(self._id.domain)
+        if current.state not in OFF_STATES:
+            await self._power_off(self._virt.destroy)
         return await self.status()
+
+    async def _power_off(self, action: Callable[[str], Awaitable[None]]) -> None:
+        """Shutdown or destroy. The guest may go off, or start shutting down, between our
+        look and the call (the handler's kill racing our own SIGTERM stop, a guest
+        powering off): libvirt then refuses with "domain is not running", which is
+        success."""
+        try:
+            await action(self._id.domain)
+        except (LibvirtFailure, DomainNotFound):
+            found = await self._virt.state(self._id.domain)
+            if found is not None and found[0] not in GOING_OFF:
+                raise
 
     async def soft_reboot(self) -> DomainStatus:
         await self._virt.reboot(self._id.domain)
@@ -233,19 +247,24 @@ class DomainManager:
         return await self._virt.agent_command(self._id.domain, command)
 
     async def graceful_stop(self, *, grace: float, clock: Callable[[], float]) -> None:
-        """ACPI shutdown, re-sent every 2 s (a booting guest misses it), then destroy."""
+        """ACPI shutdown, re-sent every 2 s (a booting guest misses it), then destroy.
+
+        A guest already shutting down needs no button and a paused one cannot hear it
+        (libvirt refuses both): those are only waited for, then destroyed at grace end.
+        """
         self._flags.graceful_shutdown = True
         deadline = clock() + grace
         while (found := await self._virt.state(self._id.domain)) is not None:
-            if found[0] in (DomainState.SHUTOFF, DomainState.CRASHED):
+            if found[0] in OFF_STATES:
                 return
             remaining = deadline - clock()
             if remaining <= 0:
                 log.warning("grace_period_expired", grace=grace)
-                await self._virt.destroy(self._id.domain)
+                await self._power_off(self._virt.destroy)
                 return
-            await self._virt.shutdown(self._id.domain)
-            log.info("acpi_shutdown_sent", remaining=round(remaining, 1))
+            if found[0] not in (DomainState.SHUTDOWN, DomainState.PAUSED):
+                await self._power_off(self._virt.shutdown)
+                log.info("acpi_shutdown_sent", remaining=round(remaining, 1))
             await self._wait_off(min(ACPI_RETRY_SECONDS, remaining))
 
     async def _wait_off(self, seconds: float) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from launcher.disks import DiskContext
-from launcher.errors import InvalidSpec
+from launcher.errors import InvalidSpec, LibvirtFailure
 from launcher.manager import DomainManager, Identity
 from launcher.plan import HostPaths
 from launcher.virt import LifecycleEvent
@@ -24,13 +24,21 @@ UID = "11111111-2222-3333-4444-555555555555"
 
 
 class FakeVirt:
-    """Records calls; ``acpi_works`` decides whether shutdown powers the guest off."""
+    """Records calls; ``acpi_works`` decides whether shutdown powers the guest off;
+    ``moves_first`` puts the guest in that state just before shutdown/destroy reach it,
+    which libvirt then refuses."""
 
     def __init__(self, *, acpi_works: bool = True) -> None:
         self.events: asyncio.Queue[LifecycleEvent] = asyncio.Queue()
         self.calls: list[str] = []
         self.current: DomainState | None = None
         self.acpi_works = acpi_works
+        self.moves_first: DomainState | None = None
+
+    def _not_running(self) -> None:
+        if self.moves_first is not None:
+            self.current = self.moves_first
+            raise LibvirtFailure("Requested operation is not valid: domain is not running")
 
     async def define(self, xml: str) -> None:
         self.calls.append("define")
@@ -51,6 +59,7 @@ class FakeVirt:
 
     async def shutdown(self, name: str) -> None:
         self.calls.append("shutdown")
+        self._not_running()
         if self.acpi_works:
             self.current = DomainState.SHUTOFF
 
@@ -59,6 +68,7 @@ class FakeVirt:
 
     async def destroy(self, name: str) -> None:
         self.calls.append("destroy")
+        self._not_running()
         self.current = DomainState.SHUTOFF
 
     async def undefine(self, name: str) -> None:
@@ -153,6 +163,75 @@ async def test_graceful_stop_without_destroy_when_acpi_works(
     virt.current = DomainState.RUNNING
     await manager.graceful_stop(grace=5, clock=time.monotonic)
     assert virt.calls == ["shutdown"]
+
+
+@pytest.mark.parametrize(
+    ("grace", "moves_to", "call"),
+    [
+        pytest.param(5, DomainState.SHUTOFF, "shutdown", id="acpi-off"),
+        pytest.param(5, DomainState.SHUTDOWN, "shutdown", id="acpi-shutting-down"),
+        pytest.param(0, DomainState.SHUTOFF, "destroy", id="destroy-off"),
+    ],
+)
+async def test_graceful_stop_when_the_guest_moved_meanwhile(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+    monkeypatch: pytest.MonkeyPatch,
+    grace: float,
+    moves_to: DomainState,
+    call: str,
+) -> None:
+    """The guest goes off, or starts shutting down, between the look and the call (the
+    handler's kill won the race; the guest heard an earlier ACPI): libvirt's "domain is
+    not running" does not end the launcher; the stop goes on."""
+    manager, virt = manager_and_virt
+    monkeypatch.setattr("launcher.manager.ACPI_RETRY_SECONDS", 0.05)
+    virt.current = DomainState.RUNNING
+    virt.moves_first = moves_to
+
+    async def power_off_soon() -> None:
+        await asyncio.sleep(0.2)
+        virt.current = DomainState.SHUTOFF
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(power_off_soon())
+        await manager.graceful_stop(grace=grace, clock=time.monotonic)
+    assert virt.calls == [call]  # no button pressed for a guest already going down
+
+
+@pytest.mark.parametrize("state", [DomainState.PAUSED, DomainState.SHUTDOWN])
+async def test_graceful_stop_presses_no_button_it_cannot_press(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+    monkeypatch: pytest.MonkeyPatch,
+    state: DomainState,
+) -> None:
+    """A paused guest cannot hear ACPI and one shutting down needs none: the stop waits
+    for it and destroys it when the grace ends."""
+    manager, virt = manager_and_virt
+    monkeypatch.setattr("launcher.manager.ACPI_RETRY_SECONDS", 0.05)
+    virt.current = state
+    await manager.graceful_stop(grace=0.2, clock=time.monotonic)
+    assert virt.calls == ["destroy"]
+
+
+async def test_shutdown_and_kill_of_a_guest_going_off_meanwhile(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+) -> None:
+    """Shutdown and Kill report the domain off when it went off under them; a refusal
+    while the guest still runs is still an error."""
+    manager, virt = manager_and_virt
+    virt.moves_first = DomainState.SHUTOFF
+    for command in (manager.shutdown, manager.kill):
+        virt.current = DomainState.RUNNING
+        assert (await command()).state is DomainState.SHUTOFF
+    virt.current = DomainState.RUNNING
+    virt.moves_first = None
+
+    async def refuse(name: str) -> None:
+        raise LibvirtFailure("Requested operation is not valid: something else")
+
+    virt.destroy = refuse  # type: ignore[method-assign]
+    with pytest.raises(LibvirtFailure):
+        await manager.kill()
 
 
 async def test_events_become_domain_events(
