@@ -3,7 +3,8 @@
 The paths follow the launcher-pod contract: each launcher serves
 `<pods-dir>/<podUID>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`, and pushes
 domain events to `/var/run/kubevirt-py/nodes/<node>/domain-notify.sock` (a hostPath both
-sides mount at the same place).
+sides mount at the same place). The device plugins serve their sockets in the kubelet's
+device-plugins dir (`--device-plugins-dir`, empty: no device plugins).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Self
 
 from handler.actions import ActionsConfig
+from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
@@ -23,6 +25,7 @@ DEFAULT_NOTIFY_ROOT = Path("/var/run/kubevirt-py/nodes")
 NOTIFY_SOCKET_NAME = "domain-notify.sock"
 DEFAULT_DEVICES = ("/dev/kvm", "/dev/net/tun", "/dev/vhost-net")
 DEFAULT_REQUIRED_DEVICES = ("/dev/net/tun",)
+DEFAULT_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
 
 
 def notify_socket_for(node: str, root: Path = DEFAULT_NOTIFY_ROOT) -> Path:
@@ -58,6 +61,7 @@ class Config:
     log_format: str
     timing: Timing
     actions: ActionsConfig | None = None  # None: no certificates, no actions endpoint
+    device_plugins: DevicePluginsConfig | None = None  # None: no device plugins served
 
     @classmethod
     def from_args(
@@ -94,6 +98,7 @@ class Config:
             log_format=ns.log_format,
             timing=timing,
             actions=ActionsConfig.from_env(env),
+            device_plugins=_device_plugins(ns),
         )
 
 
@@ -110,6 +115,13 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--listen-port", type=int, default=8443)
     p.add_argument("--device", action="append", help="a device to check (repeatable)")
     p.add_argument("--required-device", action="append", help="unschedulable without it")
+    p.add_argument(
+        "--device-plugins-dir",
+        default=DEFAULT_DEVICE_PLUGINS_DIR,
+        help="the kubelet's device-plugin sockets dir; empty: serve no device plugins",
+    )
+    p.add_argument("--devices-per-resource", type=int, default=1000, help="guests per device")
+    p.add_argument("--device-check-interval", type=float, default=5.0)
     p.add_argument("--heartbeat-interval", type=float, default=60.0)
     p.add_argument("--acpi-interval", type=float, default=3.0, help="ACPI re-send, ≤ 5 s")
     p.add_argument("--resync-period", type=float, default=300.0)
@@ -118,6 +130,18 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--launcher-missing-timeout", type=float, default=30.0)
     p.add_argument("--log-format", choices=["json", "console"], default="json")
     return p
+
+
+def _device_plugins(ns: argparse.Namespace) -> DevicePluginsConfig | None:
+    if not ns.device_plugins_dir:
+        return None
+    if ns.devices_per_resource < 1 or ns.device_check_interval <= 0:
+        raise StartupError("--devices-per-resource and --device-check-interval must be > 0")
+    return DevicePluginsConfig(
+        directory=Path(ns.device_plugins_dir),
+        count=ns.devices_per_resource,
+        interval=ns.device_check_interval,
+    )
 
 
 def _env_path(env: Mapping[str, str], name: str) -> Path | None:

@@ -4,11 +4,13 @@
     launcher pool (connections) ───┼─▶ work queue ─▶ reconcile workers ─▶ launchers, status
     VMI informer (this node) ──────┘
     heartbeat (Node label + annotation)   http (/metrics /healthz /readyz)
+    device plugins (kubelet device-plugin API: kvm, tun, vhost-net)
 
-Start: unschedulable first, then the notify server, the launcher pool, the informer and
-the HTTP endpoint; workers start once the informer has listed, and the heartbeat then
-reports schedulable (when the required devices are usable). Stop (SIGTERM): report
-unschedulable, stop taking work, cancel the rest. Launchers and guests keep running: a
+Start: unschedulable first, then the device plugins, the notify server, the launcher
+pool, the informer and the HTTP endpoint; workers start once the informer has listed, and
+the heartbeat then reports schedulable (when the required devices are usable). Stop
+(SIGTERM): report unschedulable, stop taking work, withdraw the device plugins (the
+kubelet drops their resources), cancel the rest. Launchers and guests keep running: a
 restarted handler reconnects and reconverges.
 """
 
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import structlog
 
 from handler.actions import ActionsServer, node_publisher
 from handler.api import HandlerApi
 from handler.config import Config
+from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
 from handler.errors import Shutdown
@@ -88,6 +91,8 @@ class Handler:
         self.reconciler = self._reconciler(api, registry, wall)
         self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
+        plugins = config.device_plugins
+        self.device_plugins = DevicePlugins(plugins) if plugins is not None else None
         self.heartbeat = Heartbeat(
             api,
             node=config.node_name,
@@ -171,6 +176,7 @@ class Handler:
             "1 when virt-handler is ready (caches synced, serving), else 0.",
             ("node",),
         ).labels(self.config.node_name).set_function(lambda: 1.0 if self.ready() else 0.0)
+        self._table_gauges(registry)
         # /metrics asks each launcher for stats first (per-launcher timeouts inside).
         config = HealthConfig(
             host=self.config.listen_host,
@@ -179,6 +185,26 @@ class Handler:
             collect_deadline=self.config.timing.stats_timeout + 1.0,
         )
         return HealthServer(config, registry, ready=self.ready, collect=self.stats.collect)
+
+    def _table_gauges(self, registry: Registry) -> None:
+        """The sizes of the per-VMI tables; with no VMI on the node they are all 0."""
+        sizes: dict[str, tuple[str, Callable[[], int]]] = {
+            "kubevirt_py_handler_vmis_tracked": (
+                "VMIs the handler holds reconcile state for.",
+                lambda: len(self.reconciler.uids()),
+            ),
+            "kubevirt_py_handler_domains_cached": (
+                "Domains in the handler's domain cache.",
+                lambda: len(self.domains),
+            ),
+            "kubevirt_py_handler_launcher_connections": (
+                "Launcher connections the handler keeps open or is opening.",
+                lambda: len(self.launchers),
+            ),
+        }
+        for name, (help_text, size) in sizes.items():
+            child = registry.gauge(name, help_text, ("node",)).labels(self.config.node_name)
+            child.set_function(_as_float(size))
 
     def _actions(self, api: HandlerApi) -> ActionsServer | None:
         """The actions endpoint the controller's subresource API forwards to (mutual TLS)."""
@@ -211,6 +237,8 @@ class Handler:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._stop_on(stop), name="stop-signal")
                 await self._beat(schedulable=False)
+                if self.device_plugins is not None:
+                    tg.create_task(self.device_plugins.run(), name="device-plugins")
                 notify_started = asyncio.Event()
                 tg.create_task(self.notify.serve(started=notify_started), name="notify-server")
                 tg.create_task(self.launchers.run(), name="launcher-pool")
@@ -248,6 +276,8 @@ class Handler:
                 await self._beat(schedulable=False)
         except TimeoutError:
             log.warning("heartbeat_on_shutdown_timed_out")
+        if self.device_plugins is not None:
+            await self.device_plugins.shutdown(self.config.timing.shutdown_budget)
         raise Shutdown
 
     async def _beat(self, *, schedulable: bool) -> None:
@@ -261,3 +291,7 @@ class Handler:
             launcher = self.launchers.get(uid)
             connected = launcher is not None and launcher.state is LauncherState.CONNECTED
             yield key, launcher if connected else None
+
+
+def _as_float(size: Callable[[], int]) -> Callable[[], float]:
+    return lambda: float(size())

@@ -4,8 +4,8 @@ QEMU opens /dev/kvm (hardware acceleration), /dev/net/tun (tap devices for bridg
 binding) and /dev/vhost-net (in-kernel virtio-net). A device that is missing or not
 readable and writable would otherwise surface later as an obscure QEMU start failure.
 Missing optional devices only degrade (no KVM → TCG); a problem with a required one
-keeps the node unschedulable. (Advertising them through the kubelet device-plugin API is
-not done yet.)
+keeps the node unschedulable. The same check decides the health that the device plugins
+(handler.deviceplugin) report to the kubelet.
 """
 
 from __future__ import annotations

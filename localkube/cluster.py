@@ -82,11 +82,9 @@ class Cluster:
         await ensure_pki(self.pki, self.config.nodes)
         self._write_kubeconfigs(ports)
         await self._start_control_plane(ports)
-        missing = [n for n in self.config.nodes if not self._running(f"nodeagent-{n}")]
-        kvm = await self._kvm() if missing else False
         async with asyncio.TaskGroup() as tg:
             for node in self.config.nodes:
-                tg.create_task(self.start_node_agent(node, kvm=kvm))
+                tg.create_task(self.start_node_agent(node))
         await self._ensure(
             components.controller_manager(self.config, ports),
             f"{ports.server}/api/v1/namespaces/default/serviceaccounts/default",
@@ -174,14 +172,13 @@ class Cluster:
             )
         return result
 
-    async def start_node_agent(self, node: str, *, kvm: bool | None = None) -> None:
+    async def start_node_agent(self, node: str) -> None:
         """Start the node's agent unless running; wait for its Node to be Ready."""
         name = f"nodeagent-{node}"
         if self._running(name) and await self.node_ready(node) == "True":
             return
         if not self._running(name):
-            kvm = await self._kvm() if kvm is None else kvm
-            spawn_detached(components.node_agent(self.config, node, kvm=kvm), marker=self.marker)
+            spawn_detached(components.node_agent(self.config, node), marker=self.marker)
         since = time.time() - 1
         await self._wait(name, lambda: self.node_ready(node, since=since))
 
@@ -276,22 +273,6 @@ class Cluster:
             log.info("component_stopped", component=name, pid=pid)
         with contextlib.suppress(FileNotFoundError):
             self.paths.pidfile(name).unlink()
-
-    async def _kvm(self) -> bool:
-        if self.config.kvm is not None:
-            return self.config.kvm
-        probe_script = self.config.repo / "scripts" / "probe-kvm"
-        if not probe_script.is_file():
-            log.info("kvm_probe_absent", script=str(probe_script))
-            return False
-        try:
-            out = await run_cmd([str(probe_script)], timeout=180)
-        except CommandFailed as e:
-            log.warning("kvm_probe_failed", error=str(e))
-            return False
-        verdict = out.strip().splitlines()[-1].strip() if out.strip() else ""
-        log.info("kvm_probed", verdict=verdict)
-        return verdict == "kvm"
 
     async def _unmount_leftovers(self) -> None:
         for target in mounts_under([self.config.nodes_dir, self.paths.root]):

@@ -185,7 +185,7 @@ def scheduler(config: ClusterConfig, ports: Ports) -> DaemonSpec:
     )
 
 
-def node_agent(config: ClusterConfig, node: str, *, kvm: bool) -> DaemonSpec:
+def node_agent(config: ClusterConfig, node: str) -> DaemonSpec:
     paths = config.paths
     return DaemonSpec(
         name=f"nodeagent-{node}",
@@ -196,7 +196,6 @@ def node_agent(config: ClusterConfig, node: str, *, kvm: bool) -> DaemonSpec:
             f"--node={node}",
             f"--kubeconfig={paths.kubeconfig(f'node-{node}')}",
             f"--root={config.nodes_dir}",
-            f"--kvm={'on' if kvm else 'off'}",
             f"--python={config.python}",
             f"--repo={config.repo}",
         ),

@@ -31,7 +31,6 @@ class ClusterConfig:
     nodes: tuple[str, ...] = DEFAULT_NODES
     python: Path = Path(sys.executable)
     repo: Path = REPO
-    kvm: bool | None = None  # None: ask scripts/probe-kvm
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -43,7 +42,6 @@ class ClusterConfig:
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
             bin_dir=kube_bin,
             nodes=tuple(f"node{i:02d}" for i in range(1, count + 1)),
-            kvm=kvm_from_env(),
         )
 
     def replace(self, **changes: object) -> ClusterConfig:
@@ -58,11 +56,9 @@ class ClusterConfig:
     def paths(self) -> ClusterPaths:
         return ClusterPaths(root=self.state_dir)
 
-
-def kvm_from_env() -> bool | None:
-    """KUBEVIRT_PY_KVM=on|off forces the kvm device resource; anything else: probe."""
-    value = os.environ.get("KUBEVIRT_PY_KVM", "auto")
-    return {"on": True, "off": False}.get(value)
+    def device_plugins_dir(self, node: str) -> Path:
+        """The node agent's kubelet device-plugins dir (AgentConfig.device_plugins_dir)."""
+        return self.nodes_dir / node / "device-plugins"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

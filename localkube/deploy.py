@@ -28,9 +28,9 @@ LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Placement:
-    """Where this cluster's node agents keep pods, where handlers put notify sockets, and
-    the subresource API's port. The defaults are the local overlay's; test clusters running
-    beside a demo cluster on the same host use their own."""
+    """Where this cluster's node agents keep pods and device-plugin sockets, where handlers
+    put notify sockets, and the subresource API's port. The defaults are the local
+    overlay's; test clusters running beside a demo cluster on the same host use their own."""
 
     nodes_dir: Path = Path("/var/lib/kvpy")
     notify_root: Path = Path("/var/run/kubevirt-py")
@@ -52,6 +52,7 @@ def _overlay(place: Placement, base: str) -> dict[str, object]:
         ("replace", f"{container}/volumeMounts/0/mountPath", str(place.nodes_dir)),
         ("replace", "/spec/template/spec/volumes/1/hostPath/path", str(place.notify_root)),
         ("replace", f"{container}/volumeMounts/1/mountPath", str(place.notify_root)),
+        ("replace", "/spec/template/spec/volumes/3/hostPath/path", str(place.nodes_dir)),
     ]
     env = {"NOTIFY_HOST_DIR": notify, "SUBRESOURCES_PORT": str(place.api_port)}
     controller: list[tuple[str, str, object]] = [

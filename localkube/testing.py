@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from localkube.cluster import Cluster
-from localkube.config import REPO, ClusterConfig, kvm_from_env
+from localkube.config import REPO, ClusterConfig
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
 
@@ -47,7 +47,6 @@ def private_cluster_config(bin_dir: Path, *, session: int | None = None) -> Clus
         state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}",
         nodes_dir=Path(f"/var/lib/kvt{sid}"),
         bin_dir=bin_dir,
-        kvm=kvm_from_env(),
     )
 
 

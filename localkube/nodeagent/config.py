@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,10 @@ class AgentConfig:
     node: str
     kubeconfig: Path
     root: Path
-    kvm: bool
     python: Path
     repo: Path
     marker: tuple[str, str]
     max_pods: int = 110
-    device_capacity: int = 110
     lease_seconds: int = 40
     lease_renew_interval: float = 5.0
     status_interval: float = 10.0
@@ -42,6 +39,11 @@ class AgentConfig:
     def pods_dir(self) -> Path:
         return self.node_dir / "pods"
 
+    @property
+    def device_plugins_dir(self) -> Path:
+        """Where device plugins find kubelet.sock: per node, as each node has its own."""
+        return self.node_dir / "device-plugins"
+
     def pod_dir(self, uid: str) -> Path:
         return self.pods_dir / uid
 
@@ -51,33 +53,15 @@ class AgentConfig:
         p.add_argument("--node", required=True)
         p.add_argument("--kubeconfig", type=Path, required=True)
         p.add_argument("--root", type=Path, default=Path("/var/lib/kvpy"))
-        p.add_argument("--kvm", choices=("on", "off", "auto"), default="auto")
         p.add_argument("--python", type=Path, default=Path(sys.executable))
         p.add_argument("--repo", type=Path, default=REPO)
         a = p.parse_args(argv)
         marker = (MARKER_ENV, os.environ.get(MARKER_ENV, f"nodeagent-{a.node}"))
-        kvm = a.kvm == "on" or (a.kvm == "auto" and probe_kvm(a.repo))
         return cls(
             node=a.node,
             kubeconfig=a.kubeconfig,
             root=a.root,
-            kvm=kvm,
             python=a.python,
             repo=a.repo,
             marker=marker,
         )
-
-
-def probe_kvm(repo: Path) -> bool:
-    """``scripts/probe-kvm`` prints ``kvm`` when KVM can run a guest; absent → no KVM."""
-    script = repo / "scripts" / "probe-kvm"
-    if not script.is_file():
-        return False
-    try:
-        out = subprocess.run(
-            [str(script)], capture_output=True, text=True, timeout=180, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    lines = out.stdout.strip().splitlines()
-    return out.returncode == 0 and bool(lines) and lines[-1].strip() == "kvm"

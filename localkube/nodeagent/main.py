@@ -1,4 +1,5 @@
-"""Node agent entry point: register the Node, heartbeat, run the node's pods.
+"""Node agent entry point: register the Node, serve the device-plugin Registration,
+heartbeat, run the node's pods.
 
 SIGTERM/SIGINT stop the pods (within a short grace) and exit; SIGKILL leaves the pods
 running, as a dead kubelet would, and the next agent on this node adopts and restarts them.
@@ -16,6 +17,7 @@ import structlog
 import uvloop
 
 from localkube.nodeagent.config import AgentConfig
+from localkube.nodeagent.devices import DeviceManager
 from localkube.nodeagent.kube import Kube, KubeError, connect
 from localkube.nodeagent.manager import PodManager
 from localkube.nodeagent.node import NodeHeartbeat
@@ -41,15 +43,19 @@ async def run(cfg: AgentConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     cfg.pods_dir.mkdir(parents=True, exist_ok=True)
-    log.info("node_agent_starting", node=cfg.node, kvm=cfg.kvm, root=str(cfg.root))
+    log.info("node_agent_starting", node=cfg.node, root=str(cfg.root))
     kube: Kube
     async with connect(cfg.kubeconfig) as kube:
-        heartbeat = NodeHeartbeat(kube, cfg)
+        poke = asyncio.Event()
+        devices = DeviceManager(cfg.device_plugins_dir, on_change=poke.set)
+        heartbeat = NodeHeartbeat(kube, cfg, devices=devices.capacity, poke=poke)
         await _register(heartbeat)
         async with asyncio.TaskGroup() as tg:
-            beats = tg.create_task(heartbeat.run())
-            await PodManager(kube, cfg).run(stop)
+            plugins = tg.create_task(devices.run(), name="device-registration")
+            beats = tg.create_task(heartbeat.run(), name="node-heartbeat")
+            await PodManager(kube, cfg, devices).run(stop)
             beats.cancel()
+            plugins.cancel()
     log.info("node_agent_stopped", node=cfg.node)
 
 

@@ -13,6 +13,7 @@ import aiohttp
 import structlog
 
 from localkube.nodeagent.config import POD_ENV_MARKER, AgentConfig
+from localkube.nodeagent.devices import DeviceManager
 from localkube.nodeagent.kube import Kube, KubeError
 from localkube.nodeagent.podspec import Pod
 from localkube.nodeagent.worker import PodWorker
@@ -24,9 +25,10 @@ log = structlog.get_logger()
 class PodManager:
     """Keeps one PodWorker per pod bound to the node."""
 
-    def __init__(self, kube: Kube, cfg: AgentConfig) -> None:
+    def __init__(self, kube: Kube, cfg: AgentConfig, devices: DeviceManager) -> None:
         self._kube = kube
         self._cfg = cfg
+        self._devices = devices
         self._workers: dict[str, PodWorker] = {}
         self._finished: set[str] = set()
         self._tg: asyncio.TaskGroup | None = None
@@ -103,7 +105,7 @@ class PodManager:
             worker.update(pod)
             return
         assert self._tg is not None
-        worker = PodWorker(kube=self._kube, cfg=self._cfg, pod=pod)
+        worker = PodWorker(kube=self._kube, cfg=self._cfg, pod=pod, devices=self._devices)
         self._workers[pod.uid] = worker
         self._tg.create_task(self._run_worker(worker), name=f"pod-{pod.key}")
 

@@ -3,6 +3,10 @@
 The node lifecycle controller judges a node by its Lease in kube-node-lease; when the
 agent stops renewing it the controller marks the Node NotReady (Ready=Unknown) after
 --node-monitor-grace-period, as with a dead kubelet.
+
+Extended resources (devices.kubevirt.io/*) come only from registered device plugins
+(devices.py): a change is posted at once (`poke`), and one the Node still shows from an
+earlier agent reads 0 until its plugin registers again.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import os
 import platform
 import shutil
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,8 +27,7 @@ from localkube.nodeagent.kube import JSON, MERGE, SMP, Kube, KubeError
 log = structlog.get_logger()
 
 LOOPBACK = "127.0.0.1"
-KVM_RESOURCE = "devices.kubevirt.io/kvm"
-DEVICE_RESOURCES = ("devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net")
+DeviceCapacity = Callable[[], Mapping[str, str]]
 
 
 def now_rfc3339() -> str:
@@ -42,7 +46,8 @@ def _memory_kib() -> int:
 
 
 def capacity(cfg: AgentConfig) -> dict[str, str]:
-    """Resources as the machine has them; every node of the local cluster shares them."""
+    """Resources as the machine has them (every node of the local cluster shares them);
+    device-plugin resources are added by the caller."""
     disk = shutil.disk_usage(cfg.root if cfg.root.exists() else "/")
     cap = {
         "cpu": str(os.cpu_count() or 1),
@@ -52,10 +57,6 @@ def capacity(cfg: AgentConfig) -> dict[str, str]:
         "hugepages-2Mi": "0",
         "hugepages-1Gi": "0",
     }
-    for name in DEVICE_RESOURCES:
-        cap[name] = str(cfg.device_capacity)
-    if cfg.kvm:
-        cap[KVM_RESOURCE] = str(cfg.device_capacity)
     return cap
 
 
@@ -76,8 +77,8 @@ def _read(path: str) -> str:
         return ""
 
 
-def node_status(cfg: AgentConfig, *, version: str) -> JSON:
-    cap = capacity(cfg)
+def node_status(cfg: AgentConfig, *, version: str, devices: Mapping[str, str]) -> JSON:
+    cap = {**capacity(cfg), **devices}
     return {
         "capacity": cap,
         "allocatable": cap,
@@ -125,9 +126,14 @@ def conditions(*, transition: str) -> list[JSON]:
 class NodeHeartbeat:
     """Registers the Node, then keeps its Lease and Ready condition fresh."""
 
-    def __init__(self, kube: Kube, cfg: AgentConfig) -> None:
+    def __init__(
+        self, kube: Kube, cfg: AgentConfig, *, devices: DeviceCapacity, poke: asyncio.Event
+    ) -> None:
         self._kube = kube
         self._cfg = cfg
+        self._devices = devices
+        self._poke = poke  # set: post status now (device capacity changed)
+        self._stale: dict[str, str] = {}  # extended resources of an earlier agent → "0"
         self._transition = now_rfc3339()
         self._version = "v0.0.0"
         self._node_uid = ""
@@ -162,11 +168,14 @@ class NodeHeartbeat:
             )
             log.info("node_reregistered", node=cfg.node)
         self._node_uid = node["metadata"]["uid"]
+        shown = (node.get("status") or {}).get("capacity") or {}
+        self._stale = {name: "0" for name in shown if "/" in name}
         await self.post_status()
         await self.renew_lease()
 
     async def post_status(self) -> None:
-        status = node_status(self._cfg, version=self._version)
+        devices = {**self._stale, **self._devices()}
+        status = node_status(self._cfg, version=self._version, devices=devices)
         status["conditions"] = conditions(transition=self._transition)
         await self._kube.request(
             "PATCH",
@@ -206,17 +215,33 @@ class NodeHeartbeat:
             await self._kube.request("POST", path.rsplit("/", 1)[0], body=body)
 
     async def run(self) -> None:
-        """Renew the Lease every few seconds and post status every status_interval."""
+        """Renew the Lease every few seconds and post status every status_interval, or at
+        once when poked."""
         loop = asyncio.get_running_loop()
         next_status = loop.time() + self._cfg.status_interval
+        next_lease = loop.time() + self._cfg.lease_renew_interval
         while True:
-            await asyncio.sleep(self._cfg.lease_renew_interval)
+            poked = await self._wait_poke(max(0.0, next_lease - loop.time()))
             try:
-                await self.renew_lease()
-                if loop.time() >= next_status:
-                    await self.post_status()
+                if loop.time() >= next_lease:
+                    next_lease = loop.time() + self._cfg.lease_renew_interval
+                    await self.renew_lease()
+                if poked or loop.time() >= next_status:
                     next_status = loop.time() + self._cfg.status_interval
+                    await self.post_status()
             except (KubeError, OSError, TimeoutError) as e:
                 if (task := asyncio.current_task()) and task.cancelling():
                     raise
                 log.warning("node_heartbeat_failed", node=self._cfg.node, error=str(e))
+
+    async def _wait_poke(self, seconds: float) -> bool:
+        """Sleep `seconds`; True (early) when poked."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self._poke.wait()
+        except TimeoutError:
+            if (task := asyncio.current_task()) and task.cancelling():
+                raise
+            return False
+        self._poke.clear()
+        return True

@@ -29,6 +29,7 @@ class VolumeMount:
     mount_path: str
     read_only: bool
     sub_path: str
+    sub_path_expr: str  # $(VAR) references expanded with the container's env
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +52,7 @@ class Container:
                 mount_path=m["mountPath"],
                 read_only=bool(m.get("readOnly")),
                 sub_path=m.get("subPath", ""),
+                sub_path_expr=m.get("subPathExpr", ""),
             )
             for m in c.get("volumeMounts") or ()
         )

@@ -28,7 +28,12 @@ class Mount:
 
 
 def prologue(mounts: Sequence[Mount], workdir: str) -> str:
-    """The sh script run inside the new mount namespace before exec'ing the program."""
+    """The sh script run inside the new mount namespace before exec'ing the program.
+
+    Every bind comes first, the read-only remounts after them: a bind mount inherits the
+    read-only flag of the mount its source lies on, so a writable volume whose host path
+    is below a read-only one (a subPath of the same host dir) must be bound before.
+    """
     lines = ["set -e"]
     for m in mounts:
         src, dst = shlex.quote(str(m.source)), shlex.quote(m.target)
@@ -39,8 +44,9 @@ def prologue(mounts: Sequence[Mount], workdir: str) -> str:
             f'else mkdir -p "$(dirname {dst})"; [ -e {dst} ] || : > {dst}; fi'
         )
         lines.append(f"mount --bind {src} {dst}")
+    for m in mounts:
         if m.read_only:
-            lines.append(f"mount -o remount,bind,ro {dst}")
+            lines.append(f"mount -o remount,bind,ro {shlex.quote(m.target)}")
     lines.append(f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}")
     lines.append('exec "$@"')
     return "\n".join(lines)

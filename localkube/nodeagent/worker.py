@@ -4,7 +4,8 @@ A PodWorker owns its containers' processes. It stops in one of three ways:
 deletion (the API object got a deletionTimestamp: SIGTERM, wait out the grace period,
 SIGKILL, clean up, then delete the object with gracePeriodSeconds=0), disappearance
 (the object is gone: same without the delete), or agent shutdown (processes stopped
-within a short grace, the object left alone).
+within a short grace, the object left alone). Device-plugin resources a container requests
+are allocated once, before its first start, and freed when the pod's worker ends.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import contextlib
 import shutil
 import signal
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 import structlog
 
 from localkube.nodeagent import images
 from localkube.nodeagent.config import POD_ENV_MARKER, AgentConfig
+from localkube.nodeagent.devices import Allocation
 from localkube.nodeagent.env import base_env, container_env, expand
 from localkube.nodeagent.kube import JSON, SMP, Kube, KubeError
 from localkube.nodeagent.node import now_rfc3339
@@ -34,11 +37,21 @@ log = structlog.get_logger()
 API_ERRORS = (KubeError, aiohttp.ClientError, OSError, TimeoutError)
 
 
+class Devices(Protocol):
+    """The node's device manager, as a pod worker uses it."""
+
+    async def allocate(self, pod_uid: str, container: Container) -> Allocation: ...
+
+    def release(self, pod_uid: str) -> None: ...
+
+
 class PodWorker:
     """Runs one pod bound to this node until it is deleted or the agent stops."""
 
-    def __init__(self, *, kube: Kube, cfg: AgentConfig, pod: Pod) -> None:
+    def __init__(self, *, kube: Kube, cfg: AgentConfig, pod: Pod, devices: Devices) -> None:
         self._kube, self._cfg, self.pod = kube, cfg, pod
+        self._devices = devices
+        self._allocations: dict[str, Allocation] = {}
         self.uid = pod.uid
         self._dir = cfg.pod_dir(pod.uid)
         self._stop = asyncio.Event()
@@ -94,6 +107,7 @@ class PodWorker:
                     await self._lifecycle()
                 finally:
                     self._kill_all()
+                    self._devices.release(self.uid)
                 reporter.cancel()
             if self._shutdown:
                 return
@@ -192,12 +206,11 @@ class PodWorker:
         argv = images.argv_for(spec.image, spec.command, spec.args, python=self._cfg.python)
         base = base_env(self._cfg, self.pod, api=self._kube.server)
         env = await container_env(Refs(self._kube, self.pod), self.pod, spec, base=base)
-        binds = []
-        for m in spec.mounts:
-            if m.name not in mounts:
-                raise ConfigError(f"volumeMount {m.name!r} has no volume")
-            source = mounts[m.name] / m.sub_path if m.sub_path else mounts[m.name]
-            binds.append(Mount(source=source, target=m.mount_path, read_only=m.read_only))
+        if spec.name not in self._allocations:
+            self._allocations[spec.name] = await self._devices.allocate(self.uid, spec)
+        allocation = self._allocations[spec.name]
+        env.update(allocation.env)
+        binds = [*_binds(spec, mounts, env), *allocation.mounts]
         attempt = rec.restart_count + (1 if rec.ever_ran else 0)
         proc = await ContainerProcess.start(
             [expand(a, env) for a in argv],
@@ -314,3 +327,21 @@ class PodWorker:
             except API_ERRORS as e:
                 log.warning("pod_delete_failed", error=str(e), attempt=attempt)
             await asyncio.sleep(min(2**attempt, 10))
+
+
+def _binds(spec: Container, mounts: dict[str, Path], env: dict[str, str]) -> list[Mount]:
+    """The container's volumeMounts as bind mounts; subPath(Expr) dirs made as kubelet does."""
+    binds = []
+    for m in spec.mounts:
+        if m.name not in mounts:
+            raise ConfigError(f"volumeMount {m.name!r} has no volume")
+        sub = m.sub_path or expand(m.sub_path_expr, env)
+        source = mounts[m.name]
+        if sub:
+            if Path(sub).is_absolute() or ".." in Path(sub).parts:
+                raise ConfigError(f"volumeMount {m.name!r}: subPath {sub!r} must stay inside")
+            source = source / sub
+            if not source.exists():
+                source.mkdir(parents=True, exist_ok=True)
+        binds.append(Mount(source=source, target=m.mount_path, read_only=m.read_only))
+    return binds

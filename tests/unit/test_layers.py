@@ -1,5 +1,5 @@
-"""The layering rules hold: daemons never import each other, libvirt and kubernetes-asyncio
-stay behind their one door each."""
+"""The layering rules hold: daemons never import each other, libvirt, kubernetes-asyncio
+and grpc stay behind their one door each."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ DAEMONS = ("launcher", "handler", "controller", "virtctl_py")
 LIBVIRT_MODULES = {"libvirt", "libvirt_qemu", "libvirtaio"}
 LIBVIRT_DOOR = "launcher/virt.py"
 KUBE_DOOR = "shared/kube/"
+GRPC_DOOR = "shared/deviceplugin/rpc.py"
 
 
 def _imports(path: Path) -> set[str]:
@@ -65,5 +66,17 @@ def test_kubernetes_asyncio_only_behind_shared_kube() -> None:
         for p in _product_files()
         if "kubernetes_asyncio" in _imports(p)
         and not str(p.relative_to(REPO)).startswith(KUBE_DOOR)
+    ]
+    assert offenders == []
+
+
+def test_grpc_only_behind_shared_deviceplugin_rpc() -> None:
+    """Product code (the daemons, shared and the local cluster's node agent) reaches grpc
+    only through shared/deviceplugin/rpc.py."""
+    files = [*_product_files(), *(REPO / "localkube").rglob("*.py")]
+    offenders = [
+        str(p.relative_to(REPO))
+        for p in files
+        if "grpc" in _imports(p) and str(p.relative_to(REPO)) != GRPC_DOOR
     ]
     assert offenders == []

@@ -44,7 +44,8 @@ def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
 @pytest.mark.parametrize("path", ["manifests/overlays/local", "manifests/overlays/production"])
 def test_daemons_have_what_they_need(path: str) -> None:
     """Two controller replicas with their own ServiceAccount; a handler per node with the
-    kubelet pods dir and the notify dir and nothing else from the host."""
+    kubelet pods dir, the notify dir and the kubelet device-plugins dir (on the local
+    cluster: the node agent's own, through subPathExpr) and nothing else from the host."""
     docs = _build(path)
     controller = _workload(docs, "Deployment", "virt-controller")
     assert controller["spec"]["replicas"] == 2
@@ -52,8 +53,16 @@ def test_daemons_have_what_they_need(path: str) -> None:
     handler = _workload(docs, "DaemonSet", "virt-handler")["spec"]["template"]["spec"]
     assert handler["serviceAccountName"] == "virt-handler"
     host_paths = sorted(v["hostPath"]["path"] for v in handler["volumes"] if "hostPath" in v)
-    pods_dir = "/var/lib/kvpy" if path.endswith("local") else "/var/lib/kubelet/pods"
-    assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py"])
+    local = path.endswith("local")
+    pods_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/pods"
+    plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
+    assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir])
+    mounts = {m["name"]: m for m in handler["containers"][0]["volumeMounts"]}
+    plugins = mounts["device-plugins"]
+    assert plugins["mountPath"] == "/var/lib/kubelet/device-plugins"
+    assert not plugins.get("readOnly")
+    if local:
+        assert plugins["subPathExpr"] == "$(NODE_NAME)/device-plugins"
     assert not handler["containers"][0]["securityContext"].get("privileged", False)
 
 

@@ -3,7 +3,9 @@ namespace per test, the product's KubeClient as admin, and a controller subproce
 to the test's namespace.
 
 The cluster is the session's `kube_cluster` (tests/integration/cluster/fixtures.py,
-registered for the whole suite in tests/conftest.py): one cluster per pytest session.
+registered for the whole suite in tests/conftest.py): one cluster per pytest session. No
+handler runs here, so every test runs virt-handler's device plugins for the nodes
+(`device_plugins`), as the nodes' handlers would.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from localkube.cluster import Cluster
 from localkube.testing import dns_label
 from shared.kube import ClientConfig, KubeClient, Registry
+from tests.integration.cluster.deviceplugins import node_device_plugins
 from tests.integration.controller.harness import (
     NAMESPACES,
     ControllerProcess,
@@ -47,6 +50,14 @@ async def kube(kubevirt_cluster: Cluster) -> AsyncIterator[KubeClient]:
     )
     async with client:
         yield client
+
+
+@pytest.fixture(autouse=True)
+async def device_plugins(kubevirt_cluster: Cluster, kube: KubeClient) -> AsyncIterator[None]:
+    """No handler runs in these tests, so the suite runs virt-handler's device plugins on
+    every node itself: launcher pods (requesting devices.kubevirt.io/tun) can be scheduled."""
+    async with node_device_plugins(kubevirt_cluster, kube):
+        yield
 
 
 @pytest.fixture

@@ -77,6 +77,15 @@ def _vmi(kubectl: Kubectl, ns: str) -> dict[str, Any]:
     return json.loads(out) if out else {}
 
 
+def _pod_ip_shown(kubectl: Kubectl, ns: str, vmi: dict[str, Any]) -> bool:
+    """`kubectl get vmi` shows the VMI's active launcher pod's IP (KubeVirt's IP column)."""
+    (uid,) = [u for u, n in vmi["status"]["activePods"].items() if n == vmi["status"]["nodeName"]]
+    pods = json.loads(kubectl("get", "pods", "-n", ns, "-o", "json"))["items"]
+    ip = next(p["status"].get("podIP") for p in pods if p["metadata"]["uid"] == uid)
+    shown = kubectl("get", "vmi", vmi["metadata"]["name"], "-n", ns, "--no-headers")
+    return bool(ip) and vmi["status"]["interfaces"][0].get("ipAddress") == ip and ip in shown
+
+
 def _serial(cluster: Cluster, vmi: dict[str, Any]) -> str:
     node = vmi["status"]["nodeName"]
     uids = [u for u, n in vmi["status"].get("activePods", {}).items() if n == node]
@@ -119,6 +128,7 @@ def test_demo_vm_story(stack: Kubectl, kube_cluster: Cluster, kube_namespace: st
     serial = _wait(lambda: "KUBEVIRT-PY-USERDATA-END" in (t := _serial(kube_cluster, vmi)) and t,
                    120, "console output", lambda: _serial(kube_cluster, vmi)[-500:])  # fmt: skip
     assert "KUBEVIRT-PY-GUEST-BOOTED" in serial and "hello: from-kubevirt-py" in serial
+    assert _pod_ip_shown(stack, ns, _vmi(stack, ns))
 
     paused = _virtctl(kubeconfig, ns, "pause", "vm", "demo")
     assert paused.returncode == 0, paused.stderr
@@ -135,6 +145,7 @@ def test_demo_vm_story(stack: Kubectl, kube_cluster: Cluster, kube_namespace: st
     moved = _vmi(stack, ns)
     assert moved["status"]["nodeName"] != source
     assert _serial_after_move(kube_cluster, lambda: _vmi(stack, ns))
+    _wait(lambda: _pod_ip_shown(stack, ns, _vmi(stack, ns)), 60, "the target pod's IP shown")
 
     stopped = _virtctl(kubeconfig, ns, "stop", "demo", "--wait", "--timeout", "180")
     assert stopped.returncode == 0, stopped.stderr

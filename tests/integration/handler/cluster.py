@@ -91,6 +91,7 @@ class HandlerProcess:
             "--kubeconfig", str(self.cluster.kubeconfig),
             "--pods-dir", str(self.pods_dir),
             "--notify-socket", str(self.notify_socket),
+            "--device-plugins-dir", str(self.cluster.config.device_plugins_dir(self.node)),
             "--listen-host", "127.0.0.1",
             "--listen-port", str(self.port),
             "--heartbeat-interval", "5",
@@ -187,9 +188,12 @@ class SerialFollower:
 
 
 def qemu_pid(handler: HandlerProcess, pod_uid: str) -> int | None:
-    """The QEMU pid libvirt recorded in the launcher pod's private dir."""
+    """The QEMU pid libvirt recorded in the launcher pod's private dir (`<domain>.pid`;
+    `driver.pid` beside it is libvirtd's own)."""
     run = pod_volume(handler, pod_uid, "private") / "libvirt" / "run" / "qemu"
     for pidfile in run.glob("*.pid"):
+        if pidfile.name == "driver.pid":
+            continue
         with contextlib.suppress(ValueError, OSError):
             return int(pidfile.read_text().strip())
     return None

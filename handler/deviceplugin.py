@@ -1,0 +1,361 @@
+"""The node's guest devices advertised through the kubelet device-plugin API (v1beta1).
+
+Launcher pods request `devices.kubevirt.io/tun` (and `/kvm` unless guests may be emulated);
+the kubelet learns those resources from us: one plugin per device (`kvm` → /dev/kvm,
+`tun` → /dev/net/tun, `vhost-net` → /dev/vhost-net), each advertising `count` IDs that all
+share the one host device (so `count` guests fit), Healthy while the device check of
+handler.devices passes and Unhealthy otherwise. Allocate hands the container the host
+device node, read-write.
+
+Per plugin: serve `<dir>/kubevirt-<name>.sock`, Register with `<dir>/kubelet.sock`, then
+every `interval` re-check the device (a change reaches the kubelet through ListAndWatch)
+and watch both sockets: a recreated kubelet.sock (kubelet restarted) or our socket gone
+(a starting kubelet empties the directory) means serve anew and register again. Stop:
+stop serving and delete our sockets; the kubelet then drops the resource to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+import structlog
+
+from handler.devices import DeviceCheck, check_device
+from shared.deviceplugin import (
+    API_VERSION,
+    DEFAULT_DIR,
+    KUBELET_SOCKET,
+    AllocateRequest,
+    AllocateResponse,
+    AllocationRefused,
+    CallFailed,
+    ContainerAllocateResponse,
+    Device,
+    DevicePluginOptions,
+    DeviceSpec,
+    Health,
+    ListAndWatchResponse,
+    PreferredAllocationRequest,
+    PreferredAllocationResponse,
+    PreStartContainerRequest,
+    PreStartContainerResponse,
+    RegisterRequest,
+    RegistrationRefused,
+    rpc,
+)
+from shared.deviceplugin.messages import ContainerPreferredAllocationResponse
+from shared.tasks import cancelling
+
+log = structlog.get_logger("handler.deviceplugin")
+
+RESOURCE_PREFIX = "devices.kubevirt.io/"
+DEVICES: Mapping[str, Path] = MappingProxyType(
+    {"kvm": Path("/dev/kvm"), "tun": Path("/dev/net/tun"), "vhost-net": Path("/dev/vhost-net")}
+)
+MAX_BACKOFF = 30.0
+
+Identity = tuple[int, int] | None
+HealthCheck = Callable[[Path], DeviceCheck]
+DEFAULT_CHECK: HealthCheck = partial(check_device, required=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DevicePluginsConfig:
+    """Where the kubelet's device-plugin sockets live and how the plugins behave."""
+
+    directory: Path = DEFAULT_DIR
+    count: int = 1000  # IDs per resource: how many guests may share the device
+    interval: float = 5.0  # device re-check and socket watch
+    call_timeout: float = 5.0
+    stop_grace: float = 1.0
+    devices: Mapping[str, Path] = field(default_factory=lambda: DEVICES)
+
+
+class DevicePlugin:
+    """One device's plugin service (rpc.PluginService): its IDs, health and allocations."""
+
+    def __init__(self, *, name: str, path: Path, count: int) -> None:
+        self.name = name
+        self.path = path
+        self.resource = RESOURCE_PREFIX + name
+        self.endpoint = f"kubevirt-{name}.sock"
+        self._ids = tuple(f"{name}-{i}" for i in range(count))
+        self._known = frozenset(self._ids)
+        self.healthy = False
+        self.allocations = 0
+        self.serving = False
+        self._changed = asyncio.Event()
+
+    def set_health(self, healthy: bool) -> bool:
+        """Record the device's health; True (and ListAndWatch streams wake) when it changed."""
+        if healthy == self.healthy:
+            return False
+        self.healthy = healthy
+        self._wake()
+        return True
+
+    def set_serving(self, serving: bool) -> None:
+        """Not serving: open ListAndWatch streams end (the kubelet sees the plugin leave)."""
+        self.serving = serving
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def devices(self) -> ListAndWatchResponse:
+        health = Health.HEALTHY if self.healthy else Health.UNHEALTHY
+        return ListAndWatchResponse(devices=tuple(Device(id=i, health=health) for i in self._ids))
+
+    def options(self) -> DevicePluginOptions:
+        return DevicePluginOptions()
+
+    async def list_and_watch(self) -> AsyncIterator[ListAndWatchResponse]:
+        """The device list now and after every health change, until the caller goes or
+        the plugin stops serving."""
+        while self.serving:
+            changed = self._changed
+            yield self.devices()
+            await changed.wait()  # not I/O: waits for our own next health change
+
+    async def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        """Every container gets the host device node at the same path, read-write."""
+        responses = []
+        for container in request.container_requests:
+            unknown = sorted(set(container.devices_ids) - self._known)
+            if unknown:
+                raise AllocationRefused(f"{self.resource}: unknown device IDs {unknown[:3]}")
+            node = str(self.path)
+            spec = DeviceSpec(container_path=node, host_path=node, permissions="rw")
+            responses.append(ContainerAllocateResponse(devices=(spec,)))
+        self.allocations += 1
+        log.info("device_allocated", resource=self.resource, containers=len(responses))
+        return AllocateResponse(container_responses=tuple(responses))
+
+    async def preferred_allocation(
+        self, request: PreferredAllocationRequest
+    ) -> PreferredAllocationResponse:
+        """Any IDs do (they share one device): the required ones, then the first available."""
+        out = []
+        for c in request.container_requests:
+            ids = list(dict.fromkeys((*c.must_include_device_ids, *c.available_device_ids)))
+            chosen = tuple(ids[: c.allocation_size])
+            out.append(ContainerPreferredAllocationResponse(device_ids=chosen))
+        return PreferredAllocationResponse(container_responses=tuple(out))
+
+    async def pre_start(self, request: PreStartContainerRequest) -> PreStartContainerResponse:
+        return PreStartContainerResponse()
+
+
+class Kubelet(Protocol):
+    """How the plugins reach the kubelet (rpc over kubelet.sock, or a fake)."""
+
+    async def register(self, request: RegisterRequest) -> None: ...
+
+    def identity(self) -> Identity: ...
+
+
+class PluginServer(Protocol):
+    """One plugin served on its socket."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self, grace: float) -> None: ...
+
+    def alive(self) -> bool: ...
+
+
+ServerFactory = Callable[[DevicePlugin], PluginServer]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSocket:
+    """The kubelet's Registration service on `<directory>/kubelet.sock`."""
+
+    directory: Path
+    timeout: float
+
+    async def register(self, request: RegisterRequest) -> None:
+        await rpc.register(self.directory / KUBELET_SOCKET, request, timeout=self.timeout)
+
+    def identity(self) -> Identity:
+        return rpc.socket_identity(self.directory / KUBELET_SOCKET)
+
+
+class GrpcPluginServer:
+    """A plugin served over gRPC on `<directory>/<endpoint>`."""
+
+    def __init__(self, directory: Path, plugin: DevicePlugin) -> None:
+        self._server = rpc.UnixServer(directory / plugin.endpoint, rpc.plugin_handler(plugin))
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self, grace: float) -> None:
+        await self._server.stop(grace)
+
+    def alive(self) -> bool:
+        inode = self._server.inode
+        return inode is not None and rpc.socket_identity(self._server.path) == inode
+
+
+class DevicePlugins:
+    """Every device's plugin, kept registered with the kubelet until `shutdown`."""
+
+    def __init__(
+        self,
+        config: DevicePluginsConfig,
+        *,
+        kubelet: Kubelet | None = None,
+        serve: ServerFactory | None = None,
+        check: HealthCheck = DEFAULT_CHECK,
+    ) -> None:
+        self.config = config
+        self.plugins = tuple(
+            DevicePlugin(name=name, path=path, count=config.count)
+            for name, path in config.devices.items()
+        )
+        self._kubelet = kubelet or KubeletSocket(config.directory, config.call_timeout)
+        self._serve = serve or partial(GrpcPluginServer, config.directory)
+        self._check = check
+        self._stop = asyncio.Event()
+        self._done = asyncio.Event()
+        self._started = False
+        self.registrations = 0
+
+    async def run(self) -> None:
+        """One task per plugin; returns once `shutdown` has withdrawn every plugin."""
+        self._started = True
+        if self._stop.is_set():
+            return
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for plugin in self.plugins:
+                    tg.create_task(self._keep_registered(plugin), name=f"plugin-{plugin.name}")
+        finally:
+            self._done.set()
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop serving and delete our sockets; at most `timeout` seconds."""
+        self._stop.set()
+        if not self._started:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self._done.wait()
+        except TimeoutError:
+            if cancelling():
+                raise
+            log.warning("device_plugins_stop_timed_out")
+
+    def refresh(self, plugin: DevicePlugin) -> None:
+        """Re-check the plugin's device; log a health change once."""
+        check = self._check(plugin.path)
+        if plugin.set_health(check.ok):
+            log_fn = log.info if check.ok else log.warning
+            log_fn(
+                "device_health_changed",
+                resource=plugin.resource,
+                health=str(Health.HEALTHY if check.ok else Health.UNHEALTHY),
+                detail=check.message,
+            )
+
+    async def _keep_registered(self, plugin: DevicePlugin) -> None:
+        backoff, waiting_logged = 1.0, False
+        while not self._stop.is_set():
+            kubelet = self._kubelet.identity()
+            if kubelet is None:
+                if not waiting_logged:
+                    log.info("kubelet_socket_missing", directory=str(self.config.directory))
+                    waiting_logged = True
+                await self._sleep(self.config.interval)
+                continue
+            waiting_logged = False
+            try:
+                served = await self._serve_once(plugin, kubelet)
+            except Exception:  # a task boundary: one plugin's failure must not stop the handler
+                log.exception("device_plugin_failed", resource=plugin.resource)
+                served = False
+            if served:
+                backoff = 1.0
+            else:
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _serve_once(self, plugin: DevicePlugin, kubelet: Identity) -> bool:
+        """Serve, register and watch until something changes; False if it did not get
+        registered (retried after a backoff)."""
+        server = self._serve(plugin)
+        try:
+            plugin.set_serving(True)
+            await server.start()
+            if not await self._register(plugin):
+                return False
+            await self._watch(plugin, server, kubelet)
+            return True
+        except OSError as exc:
+            log.warning("device_plugin_serve_failed", resource=plugin.resource, error=str(exc))
+            return False
+        finally:
+            await self._withdraw(plugin, server)
+
+    async def _register(self, plugin: DevicePlugin) -> bool:
+        self.refresh(plugin)
+        request = RegisterRequest(
+            version=API_VERSION,
+            endpoint=plugin.endpoint,
+            resource_name=plugin.resource,
+            options=plugin.options(),
+        )
+        try:
+            await self._kubelet.register(request)
+        except RegistrationRefused as exc:
+            log.error(
+                "device_plugin_registration_refused",
+                resource=plugin.resource,
+                field=exc.field,
+                reason=exc.reason,
+            )
+            return False
+        except CallFailed as exc:
+            log.warning("device_plugin_register_failed", resource=plugin.resource, error=str(exc))
+            return False
+        self.registrations += 1
+        log.info("device_plugin_registered", resource=plugin.resource, healthy=plugin.healthy)
+        return True
+
+    async def _watch(self, plugin: DevicePlugin, server: PluginServer, kubelet: Identity) -> None:
+        """Until stopped, the kubelet restarts, or our socket disappears."""
+        while not self._stop.is_set():
+            await self._sleep(self.config.interval)
+            self.refresh(plugin)
+            if self._kubelet.identity() != kubelet:
+                log.info("kubelet_restarted", resource=plugin.resource)
+                return
+            if not server.alive():
+                log.info("device_plugin_socket_removed", resource=plugin.resource)
+                return
+
+    async def _withdraw(self, plugin: DevicePlugin, server: PluginServer) -> None:
+        """Stop serving (bounded, also when cancelled) and delete our socket."""
+        plugin.set_serving(False)
+        try:
+            async with asyncio.timeout(self.config.stop_grace + 2.0):
+                await server.stop(self.config.stop_grace)
+        except TimeoutError:
+            log.warning("device_plugin_stop_timed_out", resource=plugin.resource)
+        if self._stop.is_set():
+            log.info("device_plugin_stopped", resource=plugin.resource)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early on shutdown."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stop.wait()
