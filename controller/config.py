@@ -136,6 +136,7 @@ class Config:
             image_store=ns.image_store or None,
             kvm_probe_file=ns.kvm_probe_file or None,
             log_format=ns.launcher_log_format,
+            cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
         )
         migration = MigrationConfig(
             parallel_per_cluster=int(ns.parallel_migrations),
@@ -200,6 +201,7 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("image-store", "", "launcher --image-store (local clusters)"),
     ("kvm-probe-file", "", "launcher --kvm-probe-file"),
     ("launcher-log-format", "json", "launcher --log-format"),
+    ("cpu-allocation-ratio", "10", "vCPUs per requested CPU when a VMI sets no CPU request"),
     ("parallel-migrations", "5", "migrations in flight per cluster"),
     ("parallel-outbound-migrations-per-node", "2", "outbound migrations per node"),
     ("migration-unschedulable-timeout", "300", "seconds a target pod may stay unschedulable"),
@@ -215,6 +217,14 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("vmi-workers", "10", "VMI controller workers"),
     ("vm-workers", "3", "VM controller workers"),
 )
+
+
+def _millis_per_vcpu(ratio: str) -> int:
+    """KubeVirt's cpuAllocationRatio: a vCPU requests 1/ratio of a CPU (at least 1m)."""
+    value = float(ratio)
+    if value <= 0:
+        raise ValueError(f"--cpu-allocation-ratio must be positive, not {ratio}")
+    return max(1, round(1000 / value))
 
 
 def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:

@@ -41,3 +41,12 @@ def test_bad_boolean_is_a_config_error() -> None:
     """A value that is not a boolean is refused with the flag's value in the message."""
     with pytest.raises(ConfigError, match="maybe"):
         Config.from_args(["--use-emulation", "maybe"], environ={})
+
+
+def test_cpu_allocation_ratio_sets_the_request_per_vcpu() -> None:
+    """KubeVirt's cpuAllocationRatio: 10 (default) → 100m per vCPU, 50 → 20m; 0 is refused."""
+    assert Config.from_args([], environ={}).template.cpu_request_millis_per_vcpu == 100
+    cfg = Config.from_args(["--cpu-allocation-ratio", "50"], environ={})
+    assert cfg.template.cpu_request_millis_per_vcpu == 20
+    with pytest.raises(ConfigError, match="cpu-allocation-ratio"):
+        Config.from_args(["--cpu-allocation-ratio", "0"], environ={})
