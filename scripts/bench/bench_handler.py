@@ -251,7 +251,7 @@ async def measure(
     report(args, watcher, created, pauses, (rss_before, rss_after), (writes_before, writes_after))
     l50, l95 = pct(loaded, 0.5) * 1e3, pct(loaded, 0.95) * 1e3
     print(
-        f"    (above: once the host had settled, {settled_after:.0f} s after all were Running; "
+        f"    ((b) above: once the host had settled, {settled_after:.0f} s after all were Running; "
         f"right after, with the guests still booting on every core: P50 {l50:.0f} ms "
         f"P95 {l95:.0f} ms)"
     )
