@@ -201,6 +201,8 @@ class TemplateService:
             args += ["--image-store", cfg.image_store]
         if cfg.kvm_probe_file:
             args += ["--kvm-probe-file", cfg.kvm_probe_file]
+        if cfg.capabilities_seed:
+            args += ["--capabilities-seed", cfg.capabilities_seed]
         return args
 
     def resources(self, vmi: VirtualMachineInstance) -> dict[str, dict[str, str]]:

@@ -26,12 +26,15 @@ from shared.kube import AlreadyExists, KubeClient, NotFound, Resource, TooManyRe
 from shared.kube.resources import VMIS
 from shared.model.crd import KINDS, build_crd
 from tests.integration.controller.harness import free_port, sum_series
+from tests.integration.launcher.harness import cache_dir
 from tests.unit.handler.waiting import until_async
 
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
 LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
+# Launchers share the capability cache the bare-launcher tests use (no QEMU probe per start).
+CAPABILITIES_SEED = cache_dir() / "qemu-capabilities"
 
 
 def notify_root() -> Path:
@@ -62,6 +65,7 @@ def controller_args(root: Path) -> list[str]:
         "--launcher-command", "",
         "--notify-host-dir", str(root / "nodes"),
         "--log-format", "console",
+        "--capabilities-seed", str(CAPABILITIES_SEED),
     ]  # fmt: skip
 
 
