@@ -132,13 +132,8 @@ class MigrationTargets:
             raw = await launcher_call(socket, Method.PREPARE_MIGRATION_TARGET, args)
             result = PrepareTargetResult.from_wire(raw)
         except WireError as exc:
-            now = format_time(self._wall())
-            reason = f"preparing the target failed: {exc}"
             log.warning("migration_target_prepare_failed", error=str(exc))
-            await self._write(
-                vmi,
-                dataclasses.replace(state, failed=True, failure_reason=reason, end_timestamp=now),
-            )
+            await self._record_prepare_failure(vmi, state, f"preparing the target failed: {exc}")
             return
         log.info("migration_target_prepared", address=result.address)
         await self._write(vmi, dataclasses.replace(state, target_node_address=result.address))
@@ -159,6 +154,23 @@ class MigrationTargets:
         await self._writer.write_status(vmi, new, refresh=self._refresh(vmi))
         log.info("migration_target_took_over", vmi=vmi.key)
         return False
+
+    async def _record_prepare_failure(
+        self, vmi: VirtualMachineInstance, state: MigrationState, reason: str
+    ) -> None:
+        """Fail the migration, unless it was cancelled or settled meanwhile: a cancelled
+        migration's target pod goes away under a running prepare, and the abort the source
+        side recorded must not be overwritten by this (stale) failure."""
+        fresh = await self._get_vmi(vmi.namespace, vmi.name)
+        current = fresh.status.migration_state
+        if current is None or current.migration_uid != state.migration_uid:
+            return
+        if current.failed or current.completed or current.abort_requested:
+            log.info("migration_target_prepare_failure_superseded", failed=current.failed)
+            return
+        now = format_time(self._wall())
+        failed = dataclasses.replace(current, failed=True, failure_reason=reason, end_timestamp=now)
+        await self._write(fresh, failed)
 
     async def _write(self, vmi: VirtualMachineInstance, state: MigrationState) -> None:
         status = dataclasses.replace(vmi.status, migration_state=state)
