@@ -87,6 +87,26 @@ def set_schedulable(cluster: Cluster, node: str, value: str | None) -> None:
         kubectl(cluster, "label", "node", node, "--overwrite", f"kubevirt.io/schedulable={value}")
 
 
+async def health_get(port: int, path: str, *, timeout: float = 10.0) -> tuple[int, str]:
+    """GET on a daemon's local health endpoint; (0, error) when nothing answers."""
+    try:
+        async with (
+            asyncio.timeout(timeout),
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}{path}") as resp,
+        ):
+            return resp.status, await resp.text()
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+        return 0, str(e)
+
+
+async def scrape_metric(port: int, name: str, labels: Mapping[str, str]) -> float:
+    """Sum of a metric's series matching `labels` from the daemon's /metrics."""
+    status, text = await health_get(port, "/metrics")
+    assert status == 200, text
+    return sum_series(text, name, labels)
+
+
 @dataclass
 class ControllerProcess:
     """One `python -m controller` subprocess with its log file and health port."""
@@ -135,22 +155,10 @@ class ControllerProcess:
                 await asyncio.sleep(0.2)
 
     async def get(self, path: str) -> tuple[int, str]:
-        """GET on the health endpoint; (0, error) when nothing answers."""
-        try:
-            async with (
-                asyncio.timeout(5),
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{self.port}{path}") as resp,
-            ):
-                return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            return 0, str(e)
+        return await health_get(self.port, path)
 
     async def metric(self, name: str, **labels: str) -> float:
-        """Sum of a metric's series matching `labels` from /metrics."""
-        status, text = await self.get("/metrics")
-        assert status == 200, text
-        return sum_series(text, name, labels)
+        return await scrape_metric(self.port, name, labels)
 
     async def is_leader(self) -> bool:
         """kubevirt_virt_controller_leading_status == 1."""

@@ -17,15 +17,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
-
 from localkube.cluster import Cluster
 from localkube.config import REPO
 from localkube.health import log_tail
 from shared.kube import AlreadyExists, KubeClient, NotFound, Resource, TooManyRequests
 from shared.kube.resources import VMIS
 from shared.model.crd import KINDS, build_crd
-from tests.integration.controller.harness import free_port, sum_series
+from tests.integration.controller.harness import free_port, health_get, scrape_metric
 from tests.integration.launcher.harness import cache_dir
 from tests.unit.handler.waiting import until_async
 
@@ -124,20 +122,10 @@ class HandlerProcess:
         await until_async(ready, "handler /readyz", timeout=60, interval=0.2)
 
     async def get(self, path: str) -> tuple[int, str]:
-        try:
-            async with (
-                asyncio.timeout(10),
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{self.port}{path}") as resp,
-            ):
-                return resp.status, await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            return 0, str(e)
+        return await health_get(self.port, path)
 
     async def metric(self, name: str, **labels: str) -> float:
-        status, text = await self.get("/metrics")
-        assert status == 200, text
-        return sum_series(text, name, labels)
+        return await scrape_metric(self.port, name, labels)
 
     async def stop(self, sig: signal.Signals = signal.SIGTERM) -> int | None:
         """Signal it and wait (SIGKILL after 20 s); its exit code."""
