@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from localkube.imagestore import ImageStore, default_root, fill_container_disks
 from shared.wire.client import RpcClient
 from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
 
@@ -63,6 +64,11 @@ class Launcher:
         return self.root / "private"
 
     @property
+    def container_disks(self) -> Path:
+        """What the pod's init containers would have copied (filled at start)."""
+        return self.root / "container-disks"
+
+    @property
     def socket(self) -> Path:
         return self.sockets / LAUNCHER_SOCKET
 
@@ -80,6 +86,7 @@ class Launcher:
             sys.executable, "-m", "launcher",
             "--name", meta["name"], "--namespace", meta["namespace"], "--uid", meta["uid"],
             "--sockets-dir", str(self.sockets), "--private-dir", str(self.private),
+            "--container-disks-dir", str(self.container_disks),
             "--grace-period-seconds", str(self.grace), "--log-format", "console",
             "--kvm-probe-file", str(cache_dir() / "kvm-probe"),
             "--capabilities-seed", str(cache_dir() / "qemu-capabilities"),
@@ -92,6 +99,7 @@ class Launcher:
     def start(self, *, wait_ready: bool = True) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "host-disks").mkdir(exist_ok=True)
+        fill_container_disks(ImageStore(default_root(os.environ)), self.vmi, self.container_disks)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.argv(), stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO
