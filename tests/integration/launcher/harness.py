@@ -49,6 +49,8 @@ class Launcher:
     grace: int = 10
     notify_socket: Path | None = None
     extra_args: tuple[str, ...] = ()
+    # A command the launcher runs under (e.g. one that makes it a container).
+    wrapper: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
     log_path: Path = field(init=False)
 
@@ -94,7 +96,7 @@ class Launcher:
         ]  # fmt: skip
         if self.notify_socket is not None:
             args += ["--notify-socket", str(self.notify_socket)]
-        return args + list(self.extra_args)
+        return [*self.wrapper, *args, *self.extra_args]
 
     def start(self, *, wait_ready: bool = True) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
