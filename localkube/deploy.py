@@ -1,9 +1,9 @@
 """Deploys kubevirt-py onto the local cluster the way an operator deploys it onto a real one:
 certificates from scripts/gen-certs, then ``kubectl apply -k`` of an overlay.
 
-- Real nodes (kubelet + containerd): ``manifests/overlays/local-real``, the production
+- Real nodes (kubelet + containerd): ``manifests/overlays/local``, the production
   overlay with local image names, TCG and no ServiceMonitor. Nothing else differs.
-- Process-mode nodes: ``manifests/overlays/local``. There, kube-apiserver refuses loopback
+- Process-mode nodes: ``manifests/overlays/local-process``. There, kube-apiserver refuses loopback
   addresses in EndpointSlices, and those pods have loopback IPs, so the virt-api Service
   (selector removed by the overlay) gets an EndpointSlice with this host's own address,
   where the controllers serve the subresource API.
@@ -26,8 +26,8 @@ from localkube.errors import LocalKubeError
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "kubevirt"
-LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local"
-REAL_NODES_OVERLAY = REPO / "manifests" / "overlays" / "local-real"
+LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local-process"
+REAL_NODES_OVERLAY = REPO / "manifests" / "overlays" / "local"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 KUSTOMIZATIONS = [
     "manifests/base",
     "manifests/base/monitoring",
+    "manifests/overlays/local-process",
     "manifests/overlays/local",
-    "manifests/overlays/local-real",
     "manifests/overlays/production",
 ]
 
@@ -45,7 +45,7 @@ def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
 
 @pytest.mark.parametrize(
     "path",
-    ["manifests/overlays/local", "manifests/overlays/local-real", "manifests/overlays/production"],
+    ["manifests/overlays/local-process", "manifests/overlays/local", "manifests/overlays/production"],
 )
 def test_daemons_have_what_they_need(path: str) -> None:
     """Two controller replicas with their own ServiceAccount; a privileged handler per node
@@ -59,7 +59,7 @@ def test_daemons_have_what_they_need(path: str) -> None:
     handler = _workload(docs, "DaemonSet", "virt-handler")["spec"]["template"]["spec"]
     assert handler["serviceAccountName"] == "virt-handler"
     host_paths = sorted(v["hostPath"]["path"] for v in handler["volumes"] if "hostPath" in v)
-    local = path.endswith("local")
+    local = path.endswith("local-process")
     pods_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/pods"
     plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
     assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir])
@@ -96,7 +96,7 @@ def _strip_local_differences(docs: list[dict[str, Any]]) -> list[dict[str, Any]]
 def test_real_node_overlay_is_production_but_images_and_tcg() -> None:
     """The overlay the local real nodes run is the production overlay's objects, differing
     only in image names, TCG instead of KVM, and no ServiceMonitor (no Prometheus Operator)."""
-    local = _build("manifests/overlays/local-real")
+    local = _build("manifests/overlays/local")
     production = _build("manifests/overlays/production")
     assert _strip_local_differences(local) == _strip_local_differences(production)
     images = {
