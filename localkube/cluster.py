@@ -39,6 +39,7 @@ from localkube.procs import (
     stop_process,
 )
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
+from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 
 log = structlog.get_logger()
 
@@ -172,6 +173,10 @@ class Cluster:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:
                     tg.create_task(self._stop(f"nodeagent-{node}", grace=45))
+            # Per-container cgroups of the node agents (a killed agent leaves them behind).
+            agents_root = f"kvpy/{self.config.cluster_id}"
+            await kill_cgroup_tree(agents_root)
+            remove_cgroup_tree(agents_root)
         for name in reversed(CONTROL_PLANE):
             await self._stop(name, grace=15)
         reaped = await reap_marked(self.marker)
