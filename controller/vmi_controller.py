@@ -139,6 +139,9 @@ class VMIController(Reconciler):
             ),
             status=self._clear_sync_error(plan.status),
         )
+        if plan.status.is_final() and not vmi.status.is_final():
+            cond = plan.status.condition(VMIConditionType.SYNCHRONIZED)
+            log.warning("vmi_failed", reason=plan.status.reason, why=cond.message if cond else None)
         await self._write(vmi, new)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)

@@ -323,7 +323,10 @@ class Reconciler:
         if step.migration_state is not None:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if verdict.phase != vmi.status.phase_or_unset:
-            log.info("vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset))
+            why = verdict.failure.message if verdict.failure else None
+            log.info(
+                "vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset), why=why
+            )
         new = dataclasses.replace(vmi, status=status)
 
         async def refresh() -> VirtualMachineInstance:
