@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.launcher.harness import BOOT_MARKER
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,6 +47,40 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = ""
 [metrics]
   address = ""
+"""
+
+# Runs in the launcher image: a private libvirtd (configured as the launcher configures its
+# own) starts the guest copied out of the containerDisk under TCG; prints the serial console.
+BOOT_SCRIPT = """
+import os, subprocess, time, libvirt
+from launcher.libvirtd import QEMU_CONF
+os.makedirs("/run/lv/sock"); os.makedirs("/etc/libvirt", exist_ok=True)
+open("/etc/libvirt/qemu.conf", "w").write(QEMU_CONF)
+open("/run/lv/libvirtd.conf", "w").write('unix_sock_dir = "/run/lv/sock"\\n')
+daemon = subprocess.Popen(["tini", "-s", "--", "libvirtd", "-f", "/run/lv/libvirtd.conf"],
+                          stderr=open("/run/lv/libvirtd.log", "w"))
+deadline = time.monotonic() + 30
+while True:
+    try:
+        conn = libvirt.open("qemu+unix:///system?socket=/run/lv/sock/libvirt-sock")
+        break
+    except libvirt.libvirtError:
+        assert time.monotonic() < deadline, open("/run/lv/libvirtd.log").read()[-2000:]
+        time.sleep(0.1)
+dom = conn.createXML(\"\"\"<domain type='qemu'><name>t</name><memory unit='MiB'>256</memory>
+<os><type arch='x86_64' machine='q35'>hvm</type><kernel>/guest/vmlinuz</kernel>
+<initrd>/guest/initrd.img</initrd><cmdline>console=ttyS0</cmdline></os><devices>
+<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>
+<source file='/guest/disk.qcow2'/><target dev='vda' bus='virtio'/><readonly/></disk>
+<serial type='file'><source path='/run/lv/console'/></serial></devices></domain>\"\"\")
+deadline = time.monotonic() + 120
+while MARKER not in open("/run/lv/console", errors="replace").read():
+    assert time.monotonic() < deadline, "no boot marker on the console"
+    time.sleep(0.2)
+print(open("/run/lv/console", errors="replace").read())
+dom.destroy()
+daemon.terminate()
+daemon.wait()
 """
 
 
@@ -216,3 +252,25 @@ def test_tiny_guest_is_a_container_disk(imported: dict[str, Path], containerd: C
     stats = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
     assert set(stats) == {"/disk/disk.qcow2", "/boot/vmlinuz", "/boot/initrd.img"}, out
     assert all(uid == "107" and int(size) > 0 for uid, size in stats.values()), out
+
+
+def test_launcher_image_boots_the_container_disk_guest(
+    imported: dict[str, Path], containerd: Containerd, tmp_path: Path
+) -> None:
+    """The guest's files, copied out of the containerDisk image with busybox (as launcher
+    pods do), boot under TCG through a libvirtd and QEMU from the launcher image."""
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    containerd.run(
+        f"{REGISTRY}/tiny-guest:v1",
+        "/busybox", "cp", "/disk/disk.qcow2", "/boot/vmlinuz", "/boot/initrd.img", "/out/",
+        mounts=(
+            f"type=bind,src={busybox},dst=/busybox,options=rbind:ro",
+            f"type=bind,src={tmp_path},dst=/out,options=rbind:rw",
+        ),
+    )  # fmt: skip
+    script = BOOT_SCRIPT.replace("MARKER", repr(BOOT_MARKER))
+    console = containerd.run(
+        f"{REGISTRY}/virt-launcher:dev", "python3", "-c", script,
+        mounts=(f"type=bind,src={tmp_path},dst=/guest,options=rbind:ro",),
+    )  # fmt: skip
+    assert BOOT_MARKER in console
