@@ -14,7 +14,8 @@ bah() {
 project_inputs() {
   # deps: the [project] dependencies, one a line; dirs: the package directories the wheel
   # is built from; digest: a hash of pyproject.toml and every file in those directories.
-  "$(kv_python)" - "$KV_REPO" "$1" <<'PY'
+  # OCI_PYTHON: kv_python's answer, looked up once by the caller (pyenv shims are slow).
+  "${OCI_PYTHON:-$(kv_python)}" - "$KV_REPO" "$1" <<'PY'
 import fnmatch, hashlib, pathlib, sys, tomllib
 repo, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
 pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
