@@ -129,8 +129,9 @@ async def _serve(
         identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
         disks=DiskContext(
             work_dir=work_dir,
-            disk_roots=config.disk_roots,
             container_disks=config.container_disks_dir,
+            vmi_disks=config.vmi_disks_dir,
+            claim_capacities=config.claim_capacities,
         ),
         host=host,
         virt_type=virt_type_of(config),

@@ -13,6 +13,12 @@ the paths the VMI names). Such an image has no shell and no ``cp``, so the pod c
    ``kernel_boot/{kernel,initrd}``;
 3. the compute container mounts ``container-disks`` read-only at ``CONTAINER_DISKS_DIR``;
    the launcher's qcow2 overlay (in its private dir) uses the copy as its backing file.
+
+persistentVolumeClaim and hostDisk volumes are pod volumes of their own (KubeVirt's
+layout): each is mounted at ``VMI_DISKS_DIR/<volume>``, a claim holding its disk as
+``disk.img``, a hostDisk's hostPath volume being the directory of its path, so the disk
+is the path's last element there. A pod volume takes the VMI volume's name unless that is
+one of the pod's own (``pod_volume_name``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,14 @@ INITRD_FILE = "initrd"
 IMAGE_DISK_DIR = "/disk"
 
 MAX_CONTAINER_NAME = 63
+
+# PVC and hostDisk volumes, under the private dir (KubeVirt's hostdisk/PVC base dir).
+VMI_DISKS_SUBDIR = "vmi-disks"
+VMI_DISKS_DIR = f"{PRIVATE_DIR}/{VMI_DISKS_SUBDIR}"
+PVC_DISK_FILE = "disk.img"
+POD_OWN_VOLUMES = frozenset(
+    {SOCKETS_VOLUME, PRIVATE_VOLUME, NOTIFY_VOLUME, CONTAINER_DISKS_VOLUME, BINARY_VOLUME}
+)
 
 # sh (busybox's) in the user's image: copy each (source, name) pair into the output dir.
 # An empty source is the containerDisk convention: the one regular file under /disk.
@@ -99,6 +113,35 @@ def kernel_file() -> PurePosixPath:
 
 def initrd_file() -> PurePosixPath:
     return PurePosixPath(KERNEL_BOOT_DIR) / INITRD_FILE
+
+
+def vmi_disk_dir(volume: str) -> PurePosixPath:
+    """Where a PVC or hostDisk volume is mounted, relative to VMI_DISKS_DIR."""
+    return PurePosixPath(volume)
+
+
+def pvc_disk_file(volume: str) -> PurePosixPath:
+    """A filesystem-mode claim's disk, relative to VMI_DISKS_DIR."""
+    return vmi_disk_dir(volume) / PVC_DISK_FILE
+
+
+def host_disk_dir(path: str) -> str:
+    """The node directory a hostDisk's hostPath volume mounts: its path's directory."""
+    return str(PurePosixPath(path).parent)
+
+
+def host_disk_file(volume: str, path: str) -> PurePosixPath:
+    """A hostDisk's file, relative to VMI_DISKS_DIR: the path's last element in the mount."""
+    return vmi_disk_dir(volume) / PurePosixPath(path).name
+
+
+def pod_volume_name(volume: str) -> str:
+    """The pod volume carrying a VMI volume: its own name, as in KubeVirt, unless that
+    is one of the pod's own volumes (then a name derived from it that is not)."""
+    if volume not in POD_OWN_VOLUMES:
+        return volume
+    digest = hashlib.sha256(volume.encode()).hexdigest()[:8]
+    return f"vmi-{volume}-{digest}"
 
 
 def volume_init_container(volume: str) -> str:

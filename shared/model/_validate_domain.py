@@ -19,6 +19,11 @@ from shared.model.quantity import format_bytes, parse_millis
 from shared.model.vmi import VMISpec
 
 DISK_BUSES = frozenset({"virtio", "sata", "scsi", "usb"})
+# Disks per bus that libvirt and QEMU take on the launcher's machine (pc): libvirt adds
+# PCI bridges, AHCI and SCSI controllers and USB hubs as needed up to these counts, which
+# tests/integration/launcher/test_many_disks.py boots at once. Names go past vdz/sdz
+# (vdaa …); sata, scsi and usb disks share the sd names.
+DISK_BUS_LIMITS: dict[str, int] = {"virtio": 64, "sata": 24, "scsi": 28, "usb": 4}
 # virtio-blk carries at most 20 bytes of serial.
 _SERIAL = re.compile(r"[A-Za-z0-9_.+-]{1,20}")
 
@@ -95,12 +100,33 @@ def _validate_disk(errs: Errors, path: str, disk: Disk, spec: VMISpec) -> None:
         errs.add(f"{path}.name", f"no volume named {disk.name!r} in spec.volumes", disk.name)
 
 
+def _check_bus_limits(errs: Errors, disks_path: str, disks: tuple[Disk, ...]) -> None:
+    """Report the first disk past its bus's limit, naming the count and the limit."""
+    counts: dict[str, int] = {}
+    for i, disk in enumerate(disks):
+        bus = disk.effective_bus
+        if bus not in DISK_BUS_LIMITS:
+            continue
+        counts[bus] = counts.get(bus, 0) + 1
+        limit = DISK_BUS_LIMITS[bus]
+        if counts[bus] == limit + 1:
+            kind = "cdrom" if disk.is_cdrom else "disk"
+            total = sum(1 for d in disks if d.effective_bus == bus)
+            errs.add(
+                f"{disks_path}[{i}].{kind}.bus",
+                f"{total} disks on the {bus} bus: at most {limit} are supported",
+                bus,
+            )
+
+
 def validate_disks(errs: Errors, path: str, spec: VMISpec) -> None:
-    """Names unique labels, one target, known bus, boot order unique, a volume each."""
+    """Names unique labels, one target, known bus, per-bus limits, boot order unique, a
+    volume each."""
     disks = spec.domain.devices.disks
     disks_path = f"{path}.domain.devices.disks"
     for i, disk in enumerate(disks):
         _validate_disk(errs, f"{disks_path}[{i}]", disk, spec)
+    _check_bus_limits(errs, disks_path, disks)
     check_unique_names(errs, disks_path, [d.name for d in disks])
     seen: dict[int, int] = {}
     for i, disk in enumerate(disks):

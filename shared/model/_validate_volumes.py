@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import posixpath
 import re
 
 from shared.model._validate_common import (
@@ -20,6 +21,27 @@ from shared.model.enums import HostDiskType
 from shared.model.vmi import VMISpec
 from shared.model.volumes import CloudInitNoCloudSource, Volume
 
+# Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
+UNSUPPORTED_SOURCES: dict[str, str] = {
+    "dataVolume": "is not supported: DataVolumes need CDI's importer, which kubevirt-py does "
+    "not have; use a persistentVolumeClaim holding disk.img",
+    "cloudInitConfigDrive": "is not supported yet; use cloudInitNoCloud",
+    "configMap": "is not supported yet",
+    "secret": "is not supported yet",
+    "serviceAccount": "is not supported yet",
+    "downwardAPI": "is not supported yet",
+    "downwardMetrics": "is not supported yet",
+    "ephemeral": "is not supported yet",
+    "sysprep": "is not supported yet",
+    "memoryDump": "is not supported yet",
+}
+# A hostDisk's directory is mounted into the launcher pod: never the node's root or a
+# system tree.
+HOST_DISK_FORBIDDEN_DIRS = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
+    "/sbin", "/sys", "/usr", "/var/run", "/var/lib/kubelet", "/var/lib/containerd",
+    "/var/lib/kubevirt-py", "/var/log",
+)  # fmt: skip
 INTERFACE_MODELS = frozenset({"virtio", "e1000", "e1000e", "rtl8139", "ne2k_pci", "pcnet"})
 _MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
 
@@ -36,12 +58,28 @@ def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
     if vol.host_disk is not None:
         hd = vol.host_disk
         check_abs_path(errs, f"{path}.hostDisk.path", hd.path)
+        _check_host_disk_dir(errs, f"{path}.hostDisk.path", hd.path)
         if hd.type is None:
             errs.add(f"{path}.hostDisk.type", "is required (Disk or DiskOrCreate)")
         required = hd.type == HostDiskType.DISK_OR_CREATE
         check_quantity(errs, f"{path}.hostDisk.capacity", hd.capacity, required=required)
     if vol.empty_disk is not None:
         check_quantity(errs, f"{path}.emptyDisk.capacity", vol.empty_disk.capacity, required=True)
+
+
+def _check_host_disk_dir(errs: Errors, path: str, value: str | None) -> None:
+    """The directory of a hostDisk path is mounted into the pod: a directory of its own,
+    not the root, not in a system tree."""
+    if not value or not value.startswith("/") or posixpath.normpath(value) != value:
+        return  # check_abs_path reported it
+    directory = posixpath.dirname(value)
+    if directory == "/":
+        errs.add(path, "must be in a directory below / (the directory is mounted into the pod)")
+        return
+    for forbidden in HOST_DISK_FORBIDDEN_DIRS:
+        if directory == forbidden or directory.startswith(forbidden + "/"):
+            errs.add(path, f"must not be under {forbidden} (the directory is mounted into the pod)")
+            return
 
 
 def _check_payload(
@@ -106,6 +144,9 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
         elif len(sources) > 1:
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
         _validate_source(errs, vpath, vol)
+        for source in sources:
+            if source in UNSUPPORTED_SOURCES:
+                errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])
         if vol.cloud_init_no_cloud is not None:
             _validate_cloud_init(errs, f"{vpath}.cloudInitNoCloud", vol.cloud_init_no_cloud, limits)
         users = disk_names.count(vol.name) if vol.name else 0

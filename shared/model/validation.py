@@ -15,6 +15,7 @@ from shared.model._validate_common import (
     check_strings,
 )
 from shared.model._validate_domain import (
+    DISK_BUS_LIMITS,
     DISK_BUSES,
     validate_cpu,
     validate_disks,
@@ -30,6 +31,7 @@ from shared.model.vmi import VirtualMachineInstance, VMISpec
 
 __all__ = [
     "DISK_BUSES",
+    "DISK_BUS_LIMITS",
     "INTERFACE_MODELS",
     "FieldError",
     "ValidationLimits",

@@ -8,6 +8,7 @@ counted by `Volume.sources()` so validation can insist on exactly one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from shared.model._codec import Model, json_name
 from shared.model.enums import HostDiskType, PullPolicy
@@ -72,6 +73,16 @@ class CloudInitNoCloudSource(Model):
     network_data_base64: str | None = None
 
 
+# The typed volume sources; each daemon keys its per-source module table by these types.
+VolumeSource: TypeAlias = (
+    ContainerDiskSource
+    | PersistentVolumeClaimSource
+    | HostDiskSource
+    | EmptyDiskSource
+    | CloudInitNoCloudSource
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Volume(Model):
     """spec.volumes[]: exactly one source per volume."""
@@ -82,6 +93,20 @@ class Volume(Model):
     host_disk: HostDiskSource | None = None
     empty_disk: EmptyDiskSource | None = None
     cloud_init_no_cloud: CloudInitNoCloudSource | None = None
+
+    def source(self) -> VolumeSource | None:
+        """The typed source set on this volume (the first one, should there be several:
+        validation refuses that). Daemons pick their handling of a volume by its type."""
+        for value in (
+            self.container_disk,
+            self.persistent_volume_claim,
+            self.host_disk,
+            self.empty_disk,
+            self.cloud_init_no_cloud,
+        ):
+            if value is not None:
+                return value
+        return None
 
     def sources(self) -> tuple[str, ...]:
         """Wire names of every source set on this volume (typed or not)."""

@@ -109,8 +109,8 @@ def manager_and_virt(
         identity=Identity(namespace="default", name="tiny", uid=UID),
         disks=DiskContext(
             work_dir=tmp_path / "w",
-            disk_roots=(tmp_path,),
             container_disks=_container_disks(tmp_path / "cd"),
+            vmi_disks=tmp_path / "vmi-disks",
         ),
         host=HostPaths(
             serial_log=tmp_path / "serial.log",
