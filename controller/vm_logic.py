@@ -29,6 +29,7 @@ from controller.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from controller.transitions import vm_condition
 from shared.model import (
     API_VERSION,
+    ConditionReason,
     ConditionStatus,
     PrintableStatus,
     RunStrategy,
@@ -293,11 +294,22 @@ def printable_status(
     return _printable_up(vmi)
 
 
-def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+def _printable_error(vmi: VirtualMachineInstance) -> PrintableStatus | None:
+    """ErrorUnschedulable or ErrorPvcNotFound, from the VMI's conditions."""
     cond = vmi.status.condition(POD_SCHEDULED)
     unschedulable = cond is not None and cond.status == ConditionStatus.FALSE
     if unschedulable and cond is not None and cond.reason == UNSCHEDULABLE_REASON:
         return PrintableStatus.UNSCHEDULABLE
+    synced = vmi.status.condition(VMIConditionType.SYNCHRONIZED)
+    if synced is not None and synced.reason == ConditionReason.FAILED_PVC_NOT_FOUND:
+        return PrintableStatus.PVC_NOT_FOUND
+    return None
+
+
+def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+    error = _printable_error(vmi)
+    if error is not None:
+        return error
     phase = vmi.status.phase_or_unset
     if phase in STARTING_PHASES:
         return PrintableStatus.STARTING

@@ -27,6 +27,7 @@ from controller.reconcile import PodWriter, Reconciler, apply_metadata, refreshe
 from controller.template import TemplateService
 from controller.transitions import vmi_condition
 from controller.vmi_logic import VMIPlan, plan_vmi
+from controller.volumes import ClaimReason, read_claims
 from shared.kube import VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
 from shared.model import (
     Clock,
@@ -39,7 +40,9 @@ from shared.model import (
 log = structlog.get_logger("controller.vmi")
 
 # Synchronized=False reasons a later successful sync clears (not the final ones).
-TRANSIENT_REASONS = frozenset({"FailedCreate", "FailedDelete", "SyncFailed"})
+TRANSIENT_REASONS = frozenset(
+    {"FailedCreate", "FailedDelete", "SyncFailed", *(str(r) for r in ClaimReason)}
+)
 
 
 class VMIController(Reconciler):
@@ -157,7 +160,8 @@ class VMIController(Reconciler):
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
         await self._pods.delete(vmi.key, plan.delete_pods)
         if plan.create_pod:
-            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi))
+            claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
+            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi, claims=claims))
 
     async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
         """Patch only what changed (most syncs change nothing and cost no write)."""

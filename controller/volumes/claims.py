@@ -18,7 +18,7 @@ from typing import Any
 from controller.errors import SyncError
 from shared.kube import KubeClient, NotFound
 from shared.kube.resources import Resource
-from shared.model import VirtualMachineInstance
+from shared.model import ConditionReason, VirtualMachineInstance
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
 
@@ -29,7 +29,7 @@ GET_TIMEOUT = 10.0
 class ClaimReason(StrEnum):
     """Synchronized=False reasons of claims a VMI cannot use (yet)."""
 
-    NOT_FOUND = "FailedPvcNotFound"
+    NOT_FOUND = str(ConditionReason.FAILED_PVC_NOT_FOUND)
     LOST = "FailedPvcLost"
     UNSUPPORTED = "FailedPvcUnsupported"
 
