@@ -42,6 +42,9 @@ NODE_BINDS: tuple[tuple[str, str], ...] = (
     ("run-containerd", "/run/containerd"),
     ("log/pods", "/var/log/pods"),
     ("log/containers", "/var/log/containers"),
+    # hostDisk paths live on the node (KubeVirt's examples use /var/data/disk.img): each
+    # node has its own, removed with the node's directory.
+    ("var-data", "/var/data"),
 )
 # Global (not per-namespace) sysctls the kubelet writes at start.
 KUBELET_SYSCTLS = (
