@@ -101,6 +101,20 @@ async def read_claims(client: KubeClient, vmi: VirtualMachineInstance) -> dict[s
     return claims
 
 
+async def unbound_claims(client: KubeClient, vmi: VirtualMachineInstance) -> list[str]:
+    """ "PVC ns/name is not bound (Pending)" for each claim of the VMI not Bound (or gone)."""
+    found = []
+    for name in claim_names(vmi):
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                phase = Claim.from_dict(await client.get(PVCS, name, namespace=vmi.namespace)).phase
+        except NotFound:
+            phase = "not found"
+        if phase != "Bound":
+            found.append(f"PVC {vmi.namespace}/{name} is not bound ({phase})")
+    return found
+
+
 def check_claim(claim: Claim, *, namespace: str) -> None:
     """Refuse a Lost claim and a block-mode one (with why)."""
     where = f"PVC {namespace}/{claim.name}"

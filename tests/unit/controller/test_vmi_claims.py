@@ -84,3 +84,26 @@ async def test_unusable_claims_are_refused_with_why(
     assert "create" not in rig.writes()
     cond = rig.stored_vmi().status.condition("Synchronized")
     assert cond is not None and cond.reason == reason and text in (cond.message or "")
+
+
+async def test_an_unschedulable_pod_names_the_claims_not_bound() -> None:
+    """The claim exists but is not bound and the scheduler cannot place the pod: the
+    VMI's PodScheduled=False condition names the claim and keeps the scheduler's why."""
+    rig = Rig()
+    rig.api.seed(PVCS, _claim(phase="Pending"))
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    scheduler_says = "0/2 nodes are available: 2 node(s) didn't find available persistent volumes"
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": scheduler_says,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    rig.observe_pods(phase="Pending", conditions=[unschedulable])
+    rig.informers.vmis.store.upsert(KEY, rig.stored_vmi())
+    await rig.ctl.sync(KEY)
+    cond = rig.stored_vmi().status.condition("PodScheduled")
+    assert cond is not None and cond.status == "False"
+    assert cond.message == f"PVC ns/mypvc is not bound (Pending): {scheduler_says}"
