@@ -14,12 +14,13 @@ from typing import Any
 from controller.volumes import containerdisk, hostdisk, pvc
 from controller.volumes.base import PodVolumes, RenderContext
 from controller.volumes.claims import Claim, ClaimReason, read_claims
-from shared.model import VirtualMachineInstance
+from shared.model import VirtualMachineInstance, Volume
 from shared.model.volumes import ContainerDiskSource, HostDiskSource, PersistentVolumeClaimSource
 
 __all__ = ["Claim", "ClaimReason", "PodVolumes", "RenderContext", "read_claims", "render"]
 
-Renderer = Callable[[Any, Any, RenderContext], PodVolumes]
+# (volume, its typed source, context); each module takes its own source type.
+Renderer = Callable[[Volume, Any, RenderContext], PodVolumes]
 
 RENDERERS: Mapping[type[Any], Renderer] = {
     ContainerDiskSource: containerdisk.render,
