@@ -46,7 +46,8 @@ class Budget:
             if entry[1].done() and not entry[1].cancelled():
                 self.give(amount)  # granted just as we were cancelled
             else:
-                self._waiters.remove(entry)
+                if entry in self._waiters:  # _grant drops cancelled waiters it meets
+                    self._waiters.remove(entry)
                 self._grant()  # we may have been the head others queued behind
             raise
 

@@ -9,6 +9,7 @@ it, with the per-container limits passed again as a second guard.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import msgpack
@@ -16,7 +17,7 @@ import msgpack
 from shared.wire.errors import ErrorCode, LimitExceeded, ProtocolViolation
 from shared.wire.limits import Limits
 
-Buffer = bytes | bytearray | memoryview
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 # What a msgpack type byte announces: (kind, length-field bytes, fixed payload length).
 _SCALAR, _STR, _BIN, _EXT, _ARRAY, _MAP = range(6)
@@ -81,10 +82,16 @@ def measure(body: Buffer, limits: Limits) -> int:
 
     Raises LimitExceeded for the first limit the body goes over and ProtocolViolation
     (bad_frame) for bytes that are not one msgpack object. Cost: one step per object,
-    and never more than ``limits.max_objects`` steps. The loop is kept flat: it is the
-    price every frame pays.
+    and never more than ``limits.max_objects`` steps.
     """
-    data = body if isinstance(body, bytes | bytearray) else memoryview(body).cast("B")
+    if isinstance(body, bytes | bytearray):
+        return _walk(body, limits)
+    with memoryview(body) as view, view.cast("B") as data:  # released even on a refusal
+        return _walk(data, limits)
+
+
+def _walk(data: bytes | bytearray | memoryview, limits: Limits) -> int:
+    """measure's loop, kept flat: it is the price every measured frame pays."""
     end, pos, objects = len(data), 0, 0
     depth_stack: list[int] = []  # what is left of each enclosing container
     remaining = 1  # objects still to read in the innermost open container

@@ -11,6 +11,8 @@ full, so the rest waits in the kernel, not in this process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import mmap
 from collections.abc import Callable
 from typing import cast
 
@@ -24,7 +26,7 @@ class FrameReceiver(asyncio.BufferedProtocol):
         self._buf = bytearray(buffer_size)
         self._start = 0  # unread bytes are _buf[_start:_end]
         self._end = 0
-        self._body: bytearray | None = None  # a large body being filled in place
+        self._body: mmap.mmap | None = None  # a large body being filled in place
         self._filled = 0
         self._on_open = on_open
         self._transport: asyncio.Transport | None = None
@@ -93,24 +95,29 @@ class FrameReceiver(asyncio.BufferedProtocol):
         self._start += size
         return chunk
 
-    async def read_body(self, size: int) -> bytes | bytearray:
-        """The next ``size`` bytes; a size beyond the fixed buffer gets a buffer of its own."""
+    async def read_body(self, size: int) -> bytes | mmap.mmap:
+        """The next ``size`` bytes; a size beyond the fixed buffer gets a buffer of its own,
+        mapped straight from the kernel (not from the heap, which would keep it after use)."""
         if size <= len(self._buf):
             await self._fill(size)
             chunk = bytes(self._buf[self._start : self._start + size])
             self._start += size
             return chunk
-        body = bytearray(size)
+        body = mmap.mmap(-1, size)
         have = self._end - self._start  # all of it belongs to this frame: it is larger
         body[:have] = self._buf[self._start : self._end]
         self._start = self._end = 0
         self._body, self._filled = body, have
         self._resume()
-        while self._body is not None:
-            if self._eof:
-                self._body = None
-                raise asyncio.IncompleteReadError(bytes(body[: self._filled]), size)
-            await self._wait()
+        try:
+            while self._body is not None:
+                if self._eof:
+                    raise asyncio.IncompleteReadError(b"", size)  # no copy of what came
+                await self._wait()
+        except BaseException:
+            self._body = None
+            release(body)  # now, not when the exception's frames are collected
+            raise
         return body
 
     async def peek(self, size: int) -> bytes:
@@ -188,3 +195,10 @@ class FrameReceiver(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+def release(body: object) -> None:
+    """Unmap a body from read_body at once (bytes are left to the collector)."""
+    if isinstance(body, mmap.mmap):
+        with contextlib.suppress(BufferError):  # still exported: the collector unmaps it
+            body.close()

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from shared.wire.budget import Budget, Lease
-from shared.wire.decode import peek_id, unpack
+from shared.wire.decode import Buffer, peek_id, unpack
 from shared.wire.errors import (
     BadRequest,
     ErrorCode,
@@ -33,7 +33,7 @@ from shared.wire.errors import (
 )
 from shared.wire.framing import DEFAULT_LIMITS, encode_frame
 from shared.wire.limits import Limits
-from shared.wire.receiver import FrameReceiver
+from shared.wire.receiver import FrameReceiver, release
 from shared.wire.unixpath import bind_private
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[Any]]
@@ -141,10 +141,13 @@ class RpcServer:
                 while (request := await self._next_request(conn)) is not None:
                     conn.requests += 1
                     requests.create_task(self._dispatch(conn, *request))
+                    del request  # the task owns it: held here it would outlive its lease
                     if not self._has_room(conn) and not await self._make_room(conn):
                         break
         except* (asyncio.IncompleteReadError, ConnectionError):
             log.info("connection_dropped", conn=conn.id)
+        except* Exception:  # task boundary: a bug ends this connection, never the server
+            log.exception("connection_failed", conn=conn.id)
         finally:
             self._open -= 1
             receiver.close()
@@ -178,11 +181,7 @@ class RpcServer:
             else:
                 message: dict[str, Any] | None = None
                 try:
-                    body: bytes | bytearray | None = conn.receiver.buffered_body(size)
-                    if body is None:
-                        body = await self._read_body(conn, size)
-                    if body is not None:
-                        message = self._decode(conn, body, lease)
+                    message = await self._read_message(conn, size, lease)
                 finally:
                     if message is None:
                         lease.release()
@@ -201,24 +200,26 @@ class RpcServer:
             return False
         return True
 
-    async def _read_body(self, conn: _Conn, size: int) -> bytes | bytearray | None:
-        """A body that is not all here yet; None (and the connection closed) if it stalls."""
-        try:
-            async with asyncio.timeout(self._limits.frame_timeout):
-                return await conn.receiver.read_body(size)
-        except TimeoutError:
-            self._timed_out(conn)
-            return None
-
-    def _decode(self, conn: _Conn, body: bytes | bytearray, lease: Lease) -> dict[str, Any] | None:
-        """The body measured and decoded, its lease cut to what it costs; None if refused."""
+    async def _read_message(self, conn: _Conn, size: int, lease: Lease) -> dict[str, Any] | None:
+        """The frame's body, measured and decoded, its lease cut to what the message costs;
+        None if refused. The body dies with this call, before the lease is given back."""
+        body: Buffer | None = conn.receiver.buffered_body(size)
+        if body is None:
+            try:
+                async with asyncio.timeout(self._limits.frame_timeout):
+                    body = await conn.receiver.read_body(size)
+            except TimeoutError:
+                self._timed_out(conn)
+                return None
         try:
             message, objects = unpack(body, self._limits)
         except ProtocolViolation as exc:
             self._reject(conn, exc, peek_id(body))
             return None
-        if objects < len(body):  # measured: hold what it costs (the body itself is dropped next)
-            lease.shrink(self._limits.frame_cost(len(body), objects) - len(body))
+        finally:
+            release(body)
+        if objects < size:  # measured: hold what it costs (the body itself is gone)
+            lease.shrink(self._limits.frame_cost(size, objects) - size)
         return message
 
     async def _refuse_unread(self, conn: _Conn, size: int, exc: LimitExceeded) -> None:
