@@ -147,7 +147,11 @@ def unpack(body: Buffer, limits: Limits) -> tuple[dict[str, Any], int]:
         objects = len(body)
         try:
             message = msgpack.unpackb(
-                body, raw=False, strict_map_key=True, max_ext_len=limits.max_ext_len
+                body,
+                raw=False,
+                strict_map_key=True,
+                max_ext_len=limits.max_ext_len,
+                ext_hook=_refuse_ext if limits.max_ext_len == 0 else msgpack.ExtType,
             )
         except Exception as exc:  # msgpack raises several unrelated types for bad input
             measure(body, limits)  # names the limit, if one was the trouble
@@ -182,6 +186,10 @@ def peek_id(body: Buffer) -> int | None:
     if not width or len(value) < width:
         return None
     return int.from_bytes(value, "big", signed=first >= 0xD0)
+
+
+def _refuse_ext(_code: int, _data: bytes) -> Any:
+    raise ValueError("ext values are refused")  # even empty ones, which max_ext_len lets by
 
 
 def _unpackb(body: Buffer, limits: Limits) -> Any:

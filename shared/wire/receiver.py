@@ -193,8 +193,14 @@ class FrameReceiver(asyncio.BufferedProtocol):
             raise ConnectionResetError("connection lost")
 
     def close(self) -> None:
+        """Close once what was written has gone out."""
         if self._transport is not None:
             self._transport.close()
+
+    def abort(self) -> None:
+        """Close now, dropping unsent replies (a peer that stopped reading)."""
+        if self._transport is not None:
+            self._transport.abort()
 
 
 def release(body: object) -> None:

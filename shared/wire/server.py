@@ -104,31 +104,30 @@ class RpcServer:
 
     async def serve(self, path: Path, *, started: asyncio.Event | None = None) -> None:
         """Listen on ``path`` (0600, in a 0700 directory) and serve until cancelled."""
-        async with asyncio.TaskGroup() as tg:
+        sock = bind_private(path)
+        try:
+            async with asyncio.TaskGroup() as tg:
 
-            def on_open(receiver: FrameReceiver) -> None:
-                if self._open >= self._limits.max_connections:
-                    log.warning("connection_refused", reason="max_connections", open=self._open)
-                    receiver.close()
-                    return
-                self._open += 1
-                tg.create_task(self._serve_connection(receiver), name="rpc-connection")
+                def on_open(receiver: FrameReceiver) -> None:
+                    if self._open >= self._limits.max_connections:
+                        log.warning("connection_refused", reason="max_connections", open=self._open)
+                        receiver.close()
+                        return
+                    self._open += 1
+                    tg.create_task(self._serve_connection(receiver), name="rpc-connection")
 
-            def factory() -> FrameReceiver:
-                return FrameReceiver(buffer_size=self._limits.read_buffer, on_open=on_open)
+                def factory() -> FrameReceiver:
+                    return FrameReceiver(buffer_size=self._limits.read_buffer, on_open=on_open)
 
-            sock = bind_private(path)
-            try:
                 server = await asyncio.get_running_loop().create_unix_server(factory, sock=sock)
-            except BaseException:
-                sock.close()
-                raise
-            try:
-                if started is not None:
-                    started.set()
-                await asyncio.Future()  # until cancelled; the TaskGroup then cancels connections
-            finally:
-                server.close()
+                try:
+                    if started is not None:
+                        started.set()
+                    await asyncio.Future()  # until cancelled; the TaskGroup cancels connections
+                finally:
+                    server.close()
+        finally:
+            sock.close()
 
     async def _serve_connection(self, receiver: FrameReceiver) -> None:
         conn = _Conn(
@@ -262,7 +261,8 @@ class RpcServer:
             conn.slot_free.set()
 
     async def _drained(self, conn: _Conn) -> bool:
-        """Apply backpressure; a peer that stops reading loses its connection, not the server."""
+        """Apply backpressure; a peer that stops reading loses its connection (and the
+        replies it left unread), not the server."""
         try:
             async with asyncio.timeout(self._write_timeout):
                 await conn.receiver.drain()
@@ -273,7 +273,7 @@ class RpcServer:
             pass
         else:
             return True
-        conn.receiver.close()
+        conn.receiver.abort()
         return False
 
     def _route(self, message: Mapping[str, Any]) -> tuple[Handler, Mapping[str, Any]]:
