@@ -24,6 +24,7 @@ class FrameReceiver(asyncio.BufferedProtocol):
 
     def __init__(self, *, buffer_size: int, on_open: Callable[[FrameReceiver], None]) -> None:
         self._buf = bytearray(buffer_size)
+        self._view = memoryview(self._buf)  # never resized, so it may stay exported
         self._start = 0  # unread bytes are _buf[_start:_end]
         self._end = 0
         self._body: mmap.mmap | None = None  # a large body being filled in place
@@ -47,7 +48,7 @@ class FrameReceiver(asyncio.BufferedProtocol):
             return memoryview(self._body)[self._filled :]
         if self._end == len(self._buf):
             self._compact()
-        return memoryview(self._buf)[self._end :]
+        return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._body is not None:
