@@ -38,7 +38,6 @@ class TemplateConfig:
     # KubeVirt's useEmulation: guests may run under TCG, so no /dev/kvm is requested.
     use_emulation: bool = True
     notify_host_dir: str = DEFAULT_NOTIFY_HOST_DIR
-    image_store: str | None = None
     kvm_probe_file: str | None = None
     # A node directory of QEMU capability caches the launchers share (local clusters): a
     # launcher's libvirtd then skips probing QEMU (~1 s of CPU per start here).
@@ -136,7 +135,6 @@ class Config:
             launcher_command=tuple(shlex.split(ns.launcher_command)),
             use_emulation=_flag(ns.use_emulation),
             notify_host_dir=ns.notify_host_dir,
-            image_store=ns.image_store or None,
             kvm_probe_file=ns.kvm_probe_file or None,
             capabilities_seed=ns.capabilities_seed or None,
             log_format=ns.launcher_log_format,
@@ -202,7 +200,6 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("launcher-command", "", "command of the launcher container (blank: image entrypoint)"),
     ("use-emulation", "true", "let guests run under TCG: no /dev/kvm request"),
     ("notify-host-dir", DEFAULT_NOTIFY_HOST_DIR, "host dir of <node>/domain-notify.sock"),
-    ("image-store", "", "launcher --image-store (local clusters)"),
     ("kvm-probe-file", "", "launcher --kvm-probe-file"),
     ("capabilities-seed", "", "launcher --capabilities-seed (a shared node dir; local clusters)"),
     ("launcher-log-format", "json", "launcher --log-format"),

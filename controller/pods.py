@@ -49,7 +49,9 @@ class LauncherPod:
     # The scheduler's message while PodScheduled=False with reason Unschedulable.
     unschedulable: str | None = None
     unschedulable_since: str | None = None
-    # Why a terminal pod ended ("compute exited 1 (Error)"), if it says.
+    # The compute container terminated (the launcher is dead even if the pod still runs).
+    compute_terminated: bool = False
+    # Why a terminal pod or its compute container ended ("compute exited 1 (Error)").
     failure: str | None = None
     created: str | None = None
     ip: str | None = None  # status.podIP, once the pod has one
@@ -73,6 +75,11 @@ class LauncherPod:
     def gone_or_going(self) -> bool:
         """Terminal or being deleted: it no longer counts as the VMI's live pod."""
         return self.terminal or self.deleting
+
+    @property
+    def launcher_down(self) -> bool:
+        """Terminal, or its compute container terminated: its launcher will not come back."""
+        return self.terminal or self.compute_terminated
 
     @property
     def is_migration_target(self) -> bool:
@@ -100,10 +107,12 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
     status = raw.get("status") or {}
     labels = meta.get("labels") or {}
     unschedulable, since = _unschedulable(status)
+    compute_terminated = _compute_state(status).get("terminated") is not None
     try:
         phase = PodPhase(status.get("phase") or "Pending")
     except ValueError:
         phase = PodPhase.UNKNOWN
+    ended = phase in (PodPhase.FAILED, PodPhase.SUCCEEDED)
     return LauncherPod(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -116,7 +125,8 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         deleting=meta.get("deletionTimestamp") is not None,
         unschedulable=unschedulable,
         unschedulable_since=since,
-        failure=_failure(status) if phase in (PodPhase.FAILED, PodPhase.SUCCEEDED) else None,
+        compute_terminated=compute_terminated,
+        failure=_failure(status) if ended or compute_terminated else None,
         created=meta.get("creationTimestamp") or None,
         ip=status.get("podIP") or None,
     )
@@ -141,19 +151,24 @@ def _unschedulable(status: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _compute_state(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The compute container's state ({"running": …} / {"terminated": …}), {} if unknown."""
+    for cs in status.get("containerStatuses") or ():
+        if cs.get("name") == COMPUTE_CONTAINER:
+            return cs.get("state") or {}
+    return {}
+
+
 def _failure(status: Mapping[str, Any]) -> str | None:
     """The compute container's termination (exit code, reason, message), else the pod's."""
-    for cs in status.get("containerStatuses") or ():
-        if cs.get("name") != COMPUTE_CONTAINER:
-            continue
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            text = f"{COMPUTE_CONTAINER} exited {term.get('exitCode')}"
-            if term.get("reason"):
-                text += f" ({term['reason']})"
-            if term.get("message"):
-                text += f": {term['message']}"
-            return text
+    term = _compute_state(status).get("terminated")
+    if term:
+        text = f"{COMPUTE_CONTAINER} exited {term.get('exitCode')}"
+        if term.get("reason"):
+            text += f" ({term['reason']})"
+        if term.get("message"):
+            text += f": {term['message']}"
+        return text
     reason, message = status.get("reason"), status.get("message")
     if reason or message:
         return ": ".join(str(p) for p in (reason, message) if p)

@@ -13,13 +13,17 @@ the handler lives in one place and is tested without a cluster:
 - the `sockets` emptyDir the handler finds under the kubelet's pods dir, a `private`
   emptyDir for the launcher's state, and the handlers' notify directory as a hostPath
   mounted at the same path: the launcher dials `<notify dir>/<its node>/domain-notify.sock`
-  (default /var/run/kubevirt-py/nodes/<node>/domain-notify.sock, where the handler listens).
+  (default /var/run/kubevirt-py/nodes/<node>/domain-notify.sock, where the handler listens);
+- containerDisk and kernelBoot files copied out of their images by init containers into
+  the `container-disks` emptyDir, mounted read-only in the compute container (the layout
+  is shared/podlayout.py's, which the launcher reads by).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from controller.config import TemplateConfig
@@ -39,6 +43,7 @@ from controller.labels import (
 )
 from controller.overhead import memory_overhead_bytes
 from controller.pods import COMPUTE_CONTAINER
+from shared import podlayout
 from shared.model import (
     ConditionReason,
     VirtualMachineInstance,
@@ -53,10 +58,6 @@ SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LEN = 5
 MAX_NAME = 253
 
-# Paths inside the launcher container.
-SOCKETS_DIR = "/var/run/kubevirt/sockets"
-PRIVATE_DIR = "/var/run/kubevirt-private"
-NOTIFY_SOCKET_NAME = "domain-notify.sock"
 NODE_NAME_ENV = "NODE_NAME"
 
 # Grace added on top of the VMI's: the launcher's (to finish its own shutdown) and the pod's.
@@ -85,7 +86,7 @@ def notify_socket_path(notify_dir: str) -> str:
 
     The notify directory is a hostPath mounted at the same path inside the pod, so the
     handler (which listens there on the host) and the launcher agree on one path."""
-    return f"{notify_dir.rstrip('/')}/$({NODE_NAME_ENV})/{NOTIFY_SOCKET_NAME}"
+    return f"{notify_dir.rstrip('/')}/$({NODE_NAME_ENV})/{podlayout.NOTIFY_SOCKET_NAME}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +141,69 @@ class TemplateService:
                 "nodeSelector": {**vmi.spec.node_selector, SCHEDULABLE_LABEL: "true"},
                 "automountServiceAccountToken": False,
                 "enableServiceLinks": False,
+                "initContainers": self._init_containers(vmi),
                 "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA)],
                 "volumes": [
-                    {"name": "sockets", "emptyDir": {}},
-                    {"name": "private", "emptyDir": {}},
-                    {"name": "notify", "hostPath": self._notify_host_path()},
+                    {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
+                    {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
                 ],
             },
         }
+
+    def _init_containers(self, vmi: VirtualMachineInstance) -> list[dict[str, Any]]:
+        """busybox out of the launcher image, then one copy per containerDisk volume and
+        one for kernelBoot, each running the user's image (podlayout's contract)."""
+        binary = {
+            "name": podlayout.BINARY_INIT_CONTAINER,
+            "image": self.config.launcher_image,
+            "imagePullPolicy": self.config.image_pull_policy,
+            "command": [
+                podlayout.LAUNCHER_BUSYBOX,
+                "cp",
+                podlayout.LAUNCHER_BUSYBOX,
+                podlayout.BUSYBOX,
+            ],
+            "volumeMounts": [{"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR}],
+        }
+        copies = [binary]
+        for volume in vmi.spec.volumes:
+            cd = volume.container_disk
+            if cd is None or not volume.name:
+                continue
+            files = [podlayout.CopyFile(source=cd.path or None, name=podlayout.DISK_FILE)]
+            copies.append(
+                _copy_container(
+                    podlayout.volume_init_container(volume.name),
+                    image=cd.image or "",
+                    pull_policy=cd.image_pull_policy,
+                    out_dir=podlayout.volume_dir(volume.name),
+                    files=files,
+                )
+            )
+        boot = vmi.spec.domain.kernel_boot
+        if boot is not None and boot.container is not None:
+            c = boot.container
+            files = [
+                podlayout.CopyFile(source=path, name=name)
+                for path, name in (
+                    (c.kernel_path, podlayout.KERNEL_FILE),
+                    (c.initrd_path, podlayout.INITRD_FILE),
+                )
+                if path
+            ]
+            copies.append(
+                _copy_container(
+                    podlayout.KERNEL_BOOT_INIT_CONTAINER,
+                    image=c.image or "",
+                    pull_policy=c.image_pull_policy,
+                    out_dir=PurePosixPath(podlayout.KERNEL_BOOT_DIR),
+                    files=files,
+                )
+            )
+        return copies
 
     def _notify_host_path(self) -> dict[str, str]:
         return {"path": self.config.notify_host_dir, "type": "DirectoryOrCreate"}
@@ -174,9 +230,14 @@ class TemplateService:
             ],
             "resources": self.resources(vmi),
             "volumeMounts": [
-                {"name": "sockets", "mountPath": SOCKETS_DIR},
-                {"name": "private", "mountPath": PRIVATE_DIR},
-                {"name": "notify", "mountPath": self.config.notify_host_dir},
+                {"name": podlayout.SOCKETS_VOLUME, "mountPath": podlayout.SOCKETS_DIR},
+                {"name": podlayout.PRIVATE_VOLUME, "mountPath": podlayout.PRIVATE_DIR},
+                {"name": podlayout.NOTIFY_VOLUME, "mountPath": self.config.notify_host_dir},
+                {
+                    "name": podlayout.CONTAINER_DISKS_VOLUME,
+                    "mountPath": podlayout.CONTAINER_DISKS_DIR,
+                    "readOnly": True,
+                },
             ],
         }
         if self.config.launcher_command:
@@ -190,15 +251,14 @@ class TemplateService:
             "--name", vmi.name,
             "--namespace", vmi.namespace,
             "--uid", vmi.uid,
-            "--sockets-dir", SOCKETS_DIR,
-            "--private-dir", PRIVATE_DIR,
+            "--sockets-dir", podlayout.SOCKETS_DIR,
+            "--private-dir", podlayout.PRIVATE_DIR,
+            "--container-disks-dir", podlayout.CONTAINER_DISKS_DIR,
             "--notify-socket", notify_socket_path(cfg.notify_host_dir),
             "--grace-period-seconds", str(launcher_grace),
             "--virt-type", "auto" if cfg.use_emulation else "kvm",
             "--log-format", cfg.log_format,
         ]  # fmt: skip
-        if cfg.image_store:
-            args += ["--image-store", cfg.image_store]
         if cfg.kvm_probe_file:
             args += ["--kvm-probe-file", cfg.kvm_probe_file]
         if cfg.capabilities_seed:
@@ -237,6 +297,30 @@ class TemplateService:
         if cpu_lim is not None:
             limits["cpu"] = str(cpu_lim)
         return {"requests": requests, "limits": limits}
+
+
+def _copy_container(
+    name: str,
+    *,
+    image: str,
+    pull_policy: str | None,
+    out_dir: PurePosixPath,
+    files: list[podlayout.CopyFile],
+) -> dict[str, Any]:
+    """An init container running the user's image (no shell of its own needed) that
+    copies `files` into the container-disks volume with the launcher's busybox."""
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "command": podlayout.copy_command(out_dir, files),
+        "volumeMounts": [
+            {"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR, "readOnly": True},
+            {"name": podlayout.CONTAINER_DISKS_VOLUME, "mountPath": podlayout.CONTAINER_DISKS_DIR},
+        ],
+    }
+    if pull_policy:
+        container["imagePullPolicy"] = str(pull_policy)
+    return container
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:

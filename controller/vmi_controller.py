@@ -13,6 +13,7 @@ one attempt: a Conflict requeues the key and the sync is re-planned from fresh s
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 
 import structlog
 
@@ -118,11 +119,13 @@ class VMIController(Reconciler):
             log.debug("expectations_pending", pending=str(self._pods.expectations.pending(key)))
             return
         pods = self._informers.pods.store.by_index(VMI_UID_INDEX, vmi.uid)
+        now = self._clock()
         plan = plan_vmi(
             vmi,
             pods,
-            now=self._clock(),
+            now=now,
             unschedulable_timeout=self._timing.vmi_unschedulable_timeout,
+            handler_down=self._handler_down(vmi.status.node_name, now),
         )
         try:
             await self._apply_pods(vmi, plan)
@@ -136,9 +139,20 @@ class VMIController(Reconciler):
             ),
             status=self._clear_sync_error(plan.status),
         )
+        if plan.status.is_final() and not vmi.status.is_final():
+            cond = plan.status.condition(VMIConditionType.SYNCHRONIZED)
+            log.warning("vmi_failed", reason=plan.status.reason, why=cond.message if cond else None)
         await self._write(vmi, new)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
+
+    def _handler_down(self, node_name: str | None, now: datetime) -> bool:
+        """The handler of `node_name` heartbeated once and not within the timeout (as the
+        node controller judges it: it owns the VMIs of such a node)."""
+        node = self._informers.nodes.store.get(node_name) if node_name else None
+        if node is None or node.heartbeat is None:
+            return False
+        return (now - node.heartbeat).total_seconds() >= self._timing.heartbeat_timeout
 
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
         await self._pods.delete(vmi.key, plan.delete_pods)

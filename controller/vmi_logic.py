@@ -7,9 +7,13 @@ is handed to the handler of its node:
           └──────────────┴────────────────────→ Failed (invalid spec, pod failed or gone,
                                                          unschedulable for too long)
 
-From Scheduled on, the handler owns the phase; the controller only keeps the finalizer,
-the node label and activePods true and says when the pod is gone. Deletion and final
-phases delete the pods, and the finalizer goes once they are gone.
+From Scheduled on, the handler owns the phase; the controller keeps the finalizer, the
+node label and activePods true, and fails the VMI when its launcher is dead: the launcher
+pod on the node the guest runs on is terminal, its compute container terminated, or it is
+gone (KubeVirt's VMI controller does the same for pods that are down). The handler sees
+the same death through the launcher's socket; both write reason LauncherDied, and the
+first write wins: the phase only moves forward, and a final VMI is never planned again.
+Deletion and final phases delete the pods, and the finalizer goes once they are gone.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from controller.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REAS
 from controller.pods import LauncherPod
 from controller.transitions import vmi_condition, with_phases
 from shared.model import (
+    ConditionReason,
     ConditionStatus,
     FieldError,
     VirtualMachineInstance,
@@ -47,6 +52,7 @@ class FailureReason(enum.StrEnum):
     POD_NOT_EXISTS = "PodNotExists"
     UNSCHEDULABLE = "Unschedulable"
     NODE_UNRESPONSIVE = "NodeUnresponsive"
+    LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the handler writes it too
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,14 +75,20 @@ def plan_vmi(
     *,
     now: datetime,
     unschedulable_timeout: float,
+    handler_down: bool = False,
 ) -> VMIPlan:
-    """The plan for one VMI given every pod labelled with its UID."""
+    """The plan for one VMI given every pod labelled with its UID. `handler_down`: the
+    handler of the VMI's node stopped heartbeating, so the node controller judges its
+    pods (it fails the VMI as NodeUnresponsive once the pod is gone)."""
     phase = vmi.status.phase_or_unset
     if vmi.metadata.is_deleting or phase.is_final():
         return _plan_teardown(vmi, pods)
     if phase in PRE_HANDOFF:
         return _plan_pre_handoff(vmi, pods, now=now, timeout=unschedulable_timeout)
     if phase in POST_HANDOFF:
+        dead = None if handler_down else dead_launcher(vmi, pods)
+        if dead is not None:
+            return VMIPlan(status=launcher_died(vmi.status, dead, now), finalizer=True)
         return _plan_post_handoff(vmi, pods, now=now)
     return VMIPlan(status=vmi.status)
 
@@ -205,12 +217,59 @@ def _plan_handoff(
 # ---- after the handoff ----------------------------------------------------------------
 
 
+def live_node(vmi: VirtualMachineInstance) -> str | None:
+    """The node the guest runs on: nodeName, or a completed migration's target (the
+    target handler moves nodeName there a moment later)."""
+    state = vmi.status.migration_state
+    if state is not None and state.completed and state.target_node:
+        return state.target_node
+    return vmi.status.node_name
+
+
+def dead_launcher(vmi: VirtualMachineInstance, pods: Sequence[LauncherPod]) -> str | None:
+    """Why the VMI's launcher is dead, or None while it lives.
+
+    Its launcher is a pod on the node the guest runs on; it is dead when every such pod
+    is down (terminal, or its compute container terminated) or there is none. A pod being
+    deleted still runs (a graceful shutdown: the handler judges its end); a migration's
+    target pod elsewhere, or the source pod after a completed migration, is not it.
+    """
+    node = live_node(vmi)
+    if not node:
+        return None
+    here = [p for p in pods if p.node_name == node]
+    if any(not p.launcher_down for p in here):
+        return None
+    if here:
+        newest = max(here, key=lambda p: (p.created or "", p.name))
+        return newest.describe_failure()
+    named = [uid for uid, where in vmi.status.active_pods.items() if where == node]
+    which = f"virt-launcher pod {named[0]}" if named else "the virt-launcher pod"
+    return f"{which} on node {node} no longer exists"
+
+
+def launcher_died(status: VMIStatus, message: str, now: datetime) -> VMIStatus:
+    """Failed(LauncherDied), Ready=False saying why, the live-guest conditions dropped:
+    the handler writes nothing to a final VMI, so the controller leaves it consistent."""
+    status = failed(status, FailureReason.LAUNCHER_DIED, message, now)
+    status = vmi_condition(
+        status,
+        VMIConditionType.READY,
+        ConditionStatus.FALSE,
+        reason=ConditionReason.GUEST_NOT_RUNNING,
+        message=message,
+        now=now,
+    )
+    for gone in (VMIConditionType.PAUSED, VMIConditionType.AGENT_CONNECTED):
+        status = status.without_condition(gone)
+    return status
+
+
 def _plan_post_handoff(
     vmi: VirtualMachineInstance, pods: Sequence[LauncherPod], *, now: datetime
 ) -> VMIPlan:
-    """Keep activePods, the node label and the finalizer. Phase and the Ready condition
-    belong to the handler now (it sees a vanished launcher first); a dead handler's VMIs
-    are the node controller's."""
+    """Keep activePods, the node label and the finalizer while the launcher lives. Phase
+    and the Ready condition are the handler's; a dead handler's VMIs the node controller's."""
     status = vmi.status
     active = {p.uid: p.node_name for p in pods if p.node_name and not p.terminal}
     if dict(status.active_pods) != active:

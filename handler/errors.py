@@ -48,5 +48,11 @@ class SyncError(HandlerError):
         self.fatal = fatal
 
 
+class Superseded(HandlerError):
+    """A status write no longer applies to the VMI on the server: another writer made it
+    final meanwhile (the controller failed it: final is final), or a new VMI of the same
+    name replaced it. The write is dropped; the next reconcile starts from the new state."""
+
+
 class LauncherUnavailable(HandlerError):
     """No connection to the VMI's launcher right now (not ready yet, or reconnecting)."""

@@ -4,6 +4,13 @@ KubeVirt's rules, ported: a running, paused or blocked domain is Running; a gues
 powered itself off (or was stopped because the VMI or its pod was deleted) Succeeded; a
 crash, a QEMU that died, a domain destroyed behind our back, or a dead launcher is
 Failed with a reason. Succeeded and Failed never change again.
+
+A dead launcher (`launcher_failure`): its command socket vanished or refuses connections
+while its domain was last reported alive. A container takes QEMU along with it, so the
+guest is gone too (KubeVirt's handler treats the domain of a dead launcher as deleted and
+fails the VMI). Not a dead launcher: one that exited after a stop was asked (the guest's
+end is judged from its domain), one whose domain was reported off first (shut down,
+crashed, migrated away: that verdict stands), one still starting (no socket yet).
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from handler.domains import DomainRecord
-from shared.model import VirtualMachineInstance, VMIPhase
+from handler.launchers import LauncherState
+from shared.model import ConditionReason, VirtualMachineInstance, VMIPhase
 from shared.wire.domain import DomainState
 
 
@@ -23,7 +31,7 @@ class FailureReason(StrEnum):
     QEMU_DIED = "QemuDied"
     DOMAIN_DESTROYED = "DomainDestroyed"
     DOMAIN_VANISHED = "DomainVanished"
-    LAUNCHER_DIED = "LauncherDied"
+    LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the controller writes it too
     INVALID_SPEC = "InvalidSpec"
 
 
@@ -55,6 +63,46 @@ NOT_STARTED_REASONS = frozenset({"", "Unknown"})
 TRANSIENT_PAUSE_REASONS = frozenset(
     {"StartingUp", "Migration", "Save", "Dump", "Snapshot", "ShuttingDown", "PostCopy"}
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LauncherView:
+    """What the handler knows about a VMI's launcher when it judges it."""
+
+    state: LauncherState
+    waited: float  # seconds in `state`
+    pod_uid: str | None  # its pod (status.activePods), named in the message
+
+
+def launcher_failure(
+    vmi: VirtualMachineInstance,
+    domain: DomainRecord | None,
+    launcher: LauncherView,
+    *,
+    stopping: bool,
+    missing_timeout: float,
+) -> Failure | None:
+    """Failed(LauncherDied) when the launcher is dead and its domain not reported off."""
+    if stopping or (domain is not None and domain.is_off):
+        return None
+    pod = "the virt-launcher"
+    if launcher.pod_uid:
+        pod += f" of pod {launcher.pod_uid}"
+    if launcher.state is LauncherState.GONE:
+        return Failure(
+            reason=FailureReason.LAUNCHER_DIED,
+            message=f"{pod} died: its command socket is gone or refuses connections",
+        )
+    if (
+        launcher.state is LauncherState.WAITING
+        and vmi.status.phase is VMIPhase.RUNNING
+        and launcher.waited >= missing_timeout
+    ):
+        return Failure(
+            reason=FailureReason.LAUNCHER_DIED,
+            message=f"{pod} has served no command socket for {launcher.waited:.0f}s",
+        )
+    return None
 
 
 def user_paused(domain: DomainRecord) -> bool:

@@ -5,7 +5,9 @@ Shape (KubeVirt's): read the VMI from the informer cache and its domain from the
 cache → act on the launcher (Sync while Scheduled, ACPI/Kill while stopping, Delete once
 final) → always compute and write status, a failed step's `SyncError` included (it
 becomes the Synchronized condition). The status writer diffs and skips no-op writes, so
-a VMI reaches Running in one write and gets its agent condition in a second.
+a VMI reaches Running in one write and gets its agent condition in a second. A write
+never lands on a VMI that became final meanwhile or was replaced (`Superseded`): the
+controller fails VMIs whose launcher pod died too, and the first verdict stands.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import structlog
 
 from handler import commands
 from handler.domains import DomainCache, DomainRecord
-from handler.errors import SyncError
+from handler.errors import Superseded, SyncError
 from handler.launchers import (
     LauncherPort,
     LauncherState,
@@ -30,8 +32,8 @@ from handler.launchers import (
     pod_on_node,
 )
 from handler.migration_source import handed_over, plan_source, run_source_step, source_state
-from handler.phase import Failure, FailureReason, decide
-from handler.status import Observed, next_status
+from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
+from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
 from shared.kube import KubeError, NotFound
 from shared.model import (
@@ -91,6 +93,7 @@ class _Local:
     """What the handler remembers about one VMI between reconciles (lost on restart)."""
 
     uid: str
+    pod_uid: str | None = None  # the launcher pod last found here (kept if activePods drops it)
     stop: StopState | None = None
     guest_info: GuestOSInfo | None = None
     launcher_deleted: bool = False
@@ -138,6 +141,9 @@ class Reconciler:
             except SyncError as exc:
                 log.warning("sync_failed", reason=str(exc.reason), error=exc.message)
                 self._d.queue.add_rate_limited(key)
+            except Superseded as exc:
+                log.info("status_write_superseded", why=str(exc))
+                self._d.queue.add_rate_limited(key)
             except NotFound:
                 log.info("vmi_gone_during_reconcile")
             except KubeError as exc:
@@ -155,7 +161,7 @@ class Reconciler:
         if vmi.is_final() or handed_over(vmi, self._o.node):
             await self._finish(vmi, local)  # migrated away: its launcher here is deleted
             return
-        socket = self._socket_of(vmi)
+        socket = self._socket_of(vmi, local)
         if vmi.status.phase_or_unset not in ACTIVE_PHASES or socket is None:
             return  # the controller's part (Pending, Scheduling) or no launcher pod here yet
         launcher = self._d.launchers.ensure(uid=vmi.uid, key=key, socket=socket)
@@ -274,7 +280,7 @@ class Reconciler:
         """Once final: Delete on the launcher (it exits, its pod completes), then let go."""
         if local.launcher_deleted:
             return
-        socket = self._socket_of(vmi)
+        socket = self._socket_of(vmi, local)
         launcher = self._d.launchers.get(vmi.uid)
         if launcher is None and socket is not None and socket.exists():
             launcher = self._d.launchers.ensure(uid=vmi.uid, key=vmi.key, socket=socket)
@@ -317,11 +323,14 @@ class Reconciler:
         if step.migration_state is not None:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if verdict.phase != vmi.status.phase_or_unset:
-            log.info("vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset))
+            why = verdict.failure.message if verdict.failure else None
+            log.info(
+                "vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset), why=why
+            )
         new = dataclasses.replace(vmi, status=status)
 
         async def refresh() -> VirtualMachineInstance:
-            return await self._d.get_vmi(vmi.namespace, vmi.name)
+            return still_applies(vmi, await self._d.get_vmi(vmi.namespace, vmi.name))
 
         result = await self._d.status.write_status(vmi, new, refresh=refresh)
         if result is not vmi:
@@ -331,25 +340,18 @@ class Reconciler:
     def _failure(
         self, step: _Pass, record: DomainRecord | None, *, stopping: bool
     ) -> Failure | None:
-        state = step.launcher.state
-        if stopping or (record is not None and record.is_off):
-            return None
-        if state is LauncherState.GONE:
-            return Failure(
-                reason=FailureReason.LAUNCHER_DIED,
-                message="the launcher is gone: its socket vanished or refuses connections",
-            )
-        waited = self._d.clock() - step.launcher.since
-        if (
-            state is LauncherState.WAITING
-            and step.vmi.status.phase is VMIPhase.RUNNING
-            and waited >= self._o.launcher_missing_timeout
-        ):
-            return Failure(
-                reason=FailureReason.LAUNCHER_DIED,
-                message=f"no launcher socket for a Running VMI after {waited:.0f}s",
-            )
-        return None
+        view = LauncherView(
+            state=step.launcher.state,
+            waited=self._d.clock() - step.launcher.since,
+            pod_uid=step.local.pod_uid,
+        )
+        return launcher_failure(
+            step.vmi,
+            record,
+            view,
+            stopping=stopping,
+            missing_timeout=self._o.launcher_missing_timeout,
+        )
 
     # ---- bookkeeping -----------------------------------------------------------------
 
@@ -357,8 +359,13 @@ class Reconciler:
     def _stopping(vmi: VirtualMachineInstance, record: DomainRecord | None) -> bool:
         return vmi.metadata.is_deleting or (record is not None and record.status.graceful_shutdown)
 
-    def _socket_of(self, vmi: VirtualMachineInstance) -> Path | None:
+    def _socket_of(self, vmi: VirtualMachineInstance, local: _Local) -> Path | None:
+        """The launcher socket of the VMI's pod here. A pod that activePods stops naming
+        while the VMI still runs here is still its launcher: its death is ours to see."""
         pod_uid = pod_on_node(vmi.status.active_pods, self._o.node)
+        if pod_uid is None and vmi.status.node_name == self._o.node:
+            pod_uid = local.pod_uid
+        local.pod_uid = pod_uid
         return None if pod_uid is None else launcher_socket(self._o.pods_dir, pod_uid)
 
     def _current(self, key: str) -> VirtualMachineInstance | None:

@@ -5,7 +5,8 @@ phaseTransitionTimestamps, interfaces (filled once), guestOSInfo, and the condit
 Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
-and the status writer skips the write.
+and the status writer skips the write. `still_applies` guards the writer's conflict retry:
+a VMI someone else made final, or a new VMI of the same name, is never written over.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from handler.domains import DomainRecord
-from handler.errors import SyncError
+from handler.errors import Superseded, SyncError
 from handler.phase import Verdict, user_paused
 from shared.model import (
     ConditionReason,
@@ -178,3 +179,15 @@ def _same(a: VMICondition, b: VMICondition) -> bool:
     """Same status and reason: keep the existing one, whoever wrote its message — two
     writers that only disagree on wording must not take turns rewriting it."""
     return (a.status, a.reason) == (b.status, b.reason)
+
+
+def still_applies(
+    planned: VirtualMachineInstance, fresh: VirtualMachineInstance
+) -> VirtualMachineInstance:
+    """`fresh` (re-read after a Conflict) if a write planned from `planned` may still land
+    on it; raises Superseded when it became final meanwhile or is another VMI."""
+    if fresh.uid != planned.uid:
+        raise Superseded(f"replaced by VMI uid {fresh.uid}")
+    if fresh.is_final() and not planned.is_final():
+        raise Superseded(f"{fresh.status.phase_or_unset} ({fresh.status.reason}) meanwhile")
+    return fresh

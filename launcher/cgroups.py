@@ -28,12 +28,13 @@ class Partition:
         return f"/machine/{self.name}"
 
     def create(self) -> bool:
-        """Make the partition in every hierarchy; False (logged) when cgroups are not writable."""
-        if (self._root / "cgroup.controllers").exists():
-            controllers = [self._root]  # pure cgroup v2
-        else:  # v1 or hybrid: every mounted hierarchy, the unified one included
-            controllers = [p for p in self._root.iterdir() if p.is_dir()]
+        """Make the partition in every hierarchy; False (logged) when cgroups are not writable
+        (a container's read-only /sys/fs/cgroup): libvirt must then use no cgroups."""
         try:
+            if (self._root / "cgroup.controllers").exists():
+                controllers = [self._root]  # pure cgroup v2
+            else:  # v1 or hybrid: every mounted hierarchy, the unified one included
+                controllers = [p for p in self._root.iterdir() if p.is_dir()]
             for ctrl in controllers:
                 self._make(ctrl / "machine")
                 self._make(ctrl / "machine" / f"{self.name}.partition")

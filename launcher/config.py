@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Self
+
+from shared import podlayout
 
 
 class VirtType(StrEnum):
@@ -28,7 +29,7 @@ class Config:
     private_dir: Path
     notify_socket: Path | None
     grace_period_seconds: int
-    image_store: Path
+    container_disks_dir: Path
     disk_roots: tuple[Path, ...]
     virt_type: VirtType
     kvm_probe_file: Path | None
@@ -57,7 +58,7 @@ class Config:
             private_dir=ns.private_dir,
             notify_socket=ns.notify_socket,
             grace_period_seconds=ns.grace_period_seconds,
-            image_store=ns.image_store,
+            container_disks_dir=ns.container_disks_dir,
             disk_roots=tuple(ns.disk_root or [ns.private_dir]),
             virt_type=VirtType(ns.virt_type),
             kvm_probe_file=ns.kvm_probe_file,
@@ -66,11 +67,6 @@ class Config:
             log_format=ns.log_format,
             capabilities_seed=ns.capabilities_seed,
         )
-
-
-def _default_store() -> Path:
-    cache = Path(os.environ.get("KUBEVIRT_PY_CACHE", Path.home() / ".cache" / "kubevirt-py"))
-    return Path(os.environ.get("KUBEVIRT_PY_IMAGE_STORE", cache / "images"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,7 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--private-dir", type=Path, required=True, help="pod-private state root")
     p.add_argument("--notify-socket", type=Path, help="the handler's domain-notify socket")
     p.add_argument("--grace-period-seconds", type=int, default=30)
-    p.add_argument("--image-store", type=Path, default=_default_store())
+    p.add_argument(
+        "--container-disks-dir",
+        type=Path,
+        default=Path(podlayout.CONTAINER_DISKS_DIR),
+        help="where the pod's init containers copied containerDisk and kernelBoot files",
+    )
     p.add_argument(
         "--disk-root",
         type=Path,

@@ -2,6 +2,8 @@
 
 Every path that comes from the spec is checked to stay under the pod's directories; user
 data is written to files and handed to tools as file names, never through a shell.
+containerDisk and kernelBoot files are where the pod's init containers copied them
+(shared/podlayout.py); the launcher never looks at an image itself.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ import asyncio
 import base64
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from launcher.errors import DiskFailure, ImageNotFound
-from shared.images import ImageStore, ImageStoreError
+from shared import podlayout
 from shared.model import VirtualMachineInstance
 from shared.model.quantity import parse_bytes
 from shared.model.volumes import CloudInitNoCloudSource, HostDiskSource
@@ -25,7 +27,7 @@ class DiskContext:
 
     work_dir: Path
     disk_roots: tuple[Path, ...]
-    images: ImageStore
+    container_disks: Path  # the pod's container-disks volume (podlayout.CONTAINER_DISKS_DIR)
 
 
 def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
@@ -40,11 +42,34 @@ def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
     return resolved
 
 
-def image_file(images: ImageStore, ref: str, path: str | None, *, field: str) -> Path:
-    try:
-        return images.disk(ref, None) if path is None else images.file(ref, path)
-    except ImageStoreError as exc:
-        raise ImageNotFound(f"{field}: {exc}") from exc
+def _copied(ctx: DiskContext, rel: PurePosixPath, *, field: str, image: str) -> Path:
+    path = ctx.container_disks / rel
+    if not path.is_file():
+        raise ImageNotFound(
+            f"{field}: {path} is missing: the pod's init container did not copy it "
+            f"from image {image!r}"
+        )
+    return path
+
+
+def container_disk_file(ctx: DiskContext, volume: str, *, field: str, image: str) -> Path:
+    """The copy of a containerDisk volume's disk image."""
+    return _copied(ctx, podlayout.disk_file(volume), field=field, image=image)
+
+
+def kernel_boot_files(
+    ctx: DiskContext, *, kernel: bool, initrd: bool, field: str, image: str
+) -> tuple[Path | None, Path | None]:
+    """The copies of the kernelBoot container's kernel and initrd (each when the VMI
+    names it)."""
+    return (
+        _copied(ctx, podlayout.kernel_file(), field=f"{field}.kernelPath", image=image)
+        if kernel
+        else None,
+        _copied(ctx, podlayout.initrd_file(), field=f"{field}.initrdPath", image=image)
+        if initrd
+        else None,
+    )
 
 
 async def _run(*argv: str, what: str) -> None:

@@ -1,10 +1,21 @@
 """The launcher's private libvirt daemon, as KubeVirt's launcher pod runs its own.
 
-libvirtd in system mode uses fixed paths (/run/libvirt, /var/lib/libvirt, …). Each
-launcher gives its daemon a mount namespace where those paths are bind mounts of
-directories under the launcher's private dir, a distinct host UUID, and tini as a
-subreaper so QEMU exits are reaped at once (libvirt waits for QEMU to vanish).
-Paths reach the namespace's shell as positional arguments, never as code.
+libvirtd in system mode uses fixed paths (/run/libvirt, /var/lib/libvirt, …), which must
+be the daemon's own. Two ways to get there (``Isolation``):
+
+- MOUNT_NAMESPACE, when the launcher has CAP_SYS_ADMIN (process-mode nodes, where pods
+  share the host's filesystem): a mount namespace where those paths are bind mounts of
+  directories under the launcher's private dir. Paths reach the namespace's shell as
+  positional arguments, never as code.
+- CONTAINER, without CAP_SYS_ADMIN (a real container: ``unshare --mount`` is refused,
+  and the container already has a filesystem of its own): libvirtd uses the system paths
+  as they are; its qemu.conf is written where it reads it (/etc/libvirt).
+
+Either way the daemon gets its config through ``-f``, a distinct host UUID, its socket and
+the guest's console/agent sockets and serial log under the private dir (where the handler
+finds them), and tini as a subreaper so QEMU exits are reaped at once (libvirt waits for
+QEMU to vanish). Without a cgroup partition (read-only cgroupfs in a container) libvirt is
+told to use no cgroups at all, so QEMU stays in the container's cgroup and dies with it.
 """
 
 from __future__ import annotations
@@ -15,7 +26,9 @@ import os
 import shutil
 import signal
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import structlog
@@ -32,6 +45,10 @@ BINDS: tuple[tuple[str, str], ...] = (
     ("log", "/var/log/libvirt"),
     ("etc", "/etc/libvirt"),
 )
+SYSTEM_DIRS = dict(BINDS)
+CAP_SYS_ADMIN = 21
+# sun_path is 108 bytes; QEMU binds the guest's console and agent sockets.
+MAX_SOCKET_PATH = 107
 
 _NAMESPACE_SCRIPT = """
 set -e
@@ -49,11 +66,67 @@ security_driver = "none"
 stdio_handler = "file"
 namespaces = [ ]
 """
+NO_CGROUPS = "cgroup_controllers = [ ]\n"
+
+
+class Isolation(StrEnum):
+    """How the daemon gets libvirt's fixed system paths to itself (see the module doc)."""
+
+    MOUNT_NAMESPACE = "mount-namespace"
+    CONTAINER = "container"
+
+
+def has_cap_sys_admin(proc_status: str) -> bool:
+    """CapEff of a /proc/<pid>/status text has CAP_SYS_ADMIN (bit 21)."""
+    for line in proc_status.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
+
+
+def _own_status() -> str:
+    return Path("/proc/self/status").read_text()
+
+
+def choose_isolation(read_status: Callable[[], str] = _own_status) -> Isolation:
+    """A mount namespace of our own when we may make one; else the container's."""
+    if has_cap_sys_admin(read_status()):
+        return Isolation.MOUNT_NAMESPACE
+    return Isolation.CONTAINER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonPaths:
+    """The daemon's files. ``root`` (under the launcher's private dir) always holds its
+    socket, config, log and the guest's sockets and serial log; libvirt's system dirs
+    (``system``) are bind mounts of root's subdirs, or the container's own."""
+
     root: Path
+    isolation: Isolation = Isolation.MOUNT_NAMESPACE
+    system_root: Path = Path("/")  # where the container's system dirs are (tests move it)
+
+    def system(self, sub: str) -> Path:
+        """libvirt's system dir `sub` (run, lib, cache, log, etc) as this launcher sees it."""
+        if self.isolation is Isolation.MOUNT_NAMESPACE:
+            return self.root / sub
+        return self.system_root / SYSTEM_DIRS[sub].lstrip("/")
+
+    @property
+    def guest_dir(self) -> Path:
+        """The guest's console/agent sockets (the handler reads them here)."""
+        return self.root / "run" / "kvpy"
+
+    @property
+    def guest_dir_for_qemu(self) -> Path:
+        """The same dir as QEMU sees it: short inside the namespace, where /run/libvirt
+        is root/run; the private path itself in a container."""
+        if self.isolation is Isolation.MOUNT_NAMESPACE:
+            return Path(SYSTEM_DIRS["run"]) / "kvpy"
+        return self.guest_dir
+
+    @property
+    def serial_log(self) -> Path:
+        return self.root / "log" / "kvpy" / "serial.log"
 
     @property
     def socket(self) -> Path:
@@ -76,12 +149,16 @@ class DaemonPaths:
         return self.root / "libvirtd.log"
 
     @property
+    def qemu_conf(self) -> Path:
+        return self.system("etc") / "qemu.conf"
+
+    @property
     def qemu_pids(self) -> Path:
-        return self.root / "run" / "qemu"
+        return self.system("run") / "qemu"
 
     @property
     def capabilities(self) -> Path:
-        return self.root / "cache" / "qemu" / "capabilities"
+        return self.system("cache") / "qemu" / "capabilities"
 
 
 class LibvirtDaemon:
@@ -101,23 +178,31 @@ class LibvirtDaemon:
         self._emulator = emulator
         self._process: asyncio.subprocess.Process | None = None
 
-    def prepare(self, *, capabilities_seed: Path | None) -> None:
+    def prepare(self, *, capabilities_seed: Path | None, cgroups: bool = True) -> None:
         """Lay out fresh private dirs and config; seed the capability cache if given.
 
         Whatever an earlier daemon left here (domain definitions, pid files) is stale: a
-        launcher owns exactly one VM for exactly one run.
+        launcher owns exactly one VM for exactly one run. ``cgroups`` False: libvirt
+        places QEMU in no cgroup of its own (it stays in the launcher's).
         """
-        shutil.rmtree(self.paths.root, ignore_errors=True)
+        paths = self.paths
+        shutil.rmtree(paths.root, ignore_errors=True)
         for sub, _ in BINDS:
-            (self.paths.root / sub).mkdir(parents=True, exist_ok=True)
-        self.paths.socket.parent.mkdir(parents=True, exist_ok=True)
-        self.paths.config.write_text(
-            f'unix_sock_dir = "{self.paths.socket.parent}"\n'
+            (paths.root / sub).mkdir(parents=True, exist_ok=True)
+            paths.system(sub).mkdir(parents=True, exist_ok=True)
+        for directory in (paths.socket.parent, paths.guest_dir, paths.serial_log.parent):
+            directory.mkdir(parents=True, exist_ok=True)
+        socket = paths.guest_dir_for_qemu / "console.sock"
+        if len(str(socket)) > MAX_SOCKET_PATH:
+            raise StartupError(f"{socket}: too long for a Unix socket; use a shorter private dir")
+        paths.config.write_text(
+            f'unix_sock_dir = "{paths.socket.parent}"\n'
             'unix_sock_rw_perms = "0770"\n'
             f'host_uuid = "{uuid.uuid4()}"\n'
             'log_outputs = "3:stderr"\n'
         )
-        (self.paths.root / "etc" / "qemu.conf").write_text(QEMU_CONF)
+        paths.qemu_conf.write_text(QEMU_CONF + ("" if cgroups else NO_CGROUPS))
+        log.info("libvirtd_prepared", isolation=str(paths.isolation), cgroups=cgroups)
         if capabilities_seed and capabilities_seed.is_dir():
             shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
 
@@ -128,13 +213,9 @@ class LibvirtDaemon:
                 raise StartupError(
                     f"{tool} not found: install libvirt-daemon-system, qemu-system-x86 and tini"
                 )
-        binds = [str(part) for sub, target in BINDS for part in (self.paths.root / sub, target)]
         with self.paths.log.open("ab") as logfile:
             self._process = await asyncio.create_subprocess_exec(
-                "unshare", "--mount", "--propagation", "private", "--",
-                "sh", "-c", _NAMESPACE_SCRIPT, "libvirtd-ns",
-                str(self._libvirtd), str(self._tini), str(self.paths.config),
-                str(self.paths.pidfile), *binds,
+                *self._argv(),
                 stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                 start_new_session=True,
             )  # fmt: skip
@@ -147,6 +228,18 @@ class LibvirtDaemon:
         except TimeoutError:
             raise StartupError(self._failure(f"no socket after {timeout:g}s")) from None
         log.info("libvirtd_started", pid=self._process.pid, socket=str(self.paths.socket))
+
+    def _argv(self) -> list[str]:
+        daemon = [str(self._libvirtd), "-f", str(self.paths.config), "-p", str(self.paths.pidfile)]
+        if self.paths.isolation is Isolation.CONTAINER:
+            return [str(self._tini), "-s", "--", *daemon]
+        binds = [str(part) for sub, target in BINDS for part in (self.paths.root / sub, target)]
+        return [
+            "unshare", "--mount", "--propagation", "private", "--",
+            "sh", "-c", _NAMESPACE_SCRIPT, "libvirtd-ns",
+            str(self._libvirtd), str(self._tini), str(self.paths.config),
+            str(self.paths.pidfile), *binds,
+        ]  # fmt: skip
 
     async def _accepting(self) -> bool:
         """The daemon listens on its socket. It binds (the file appears) before it listens:

@@ -23,14 +23,13 @@ from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
 from launcher.disks import DiskContext
 from launcher.errors import StartupError
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon
+from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.virt import Virt
 from shared import logs
-from shared.images import ImageStore
 from shared.wire.client import RpcClient, Tier
 from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.server import RpcServer, ServerInfo
@@ -80,20 +79,22 @@ async def run(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     config.sockets_dir.mkdir(parents=True, exist_ok=True)
     daemon = LibvirtDaemon(
-        paths=DaemonPaths(root=config.private_dir / "libvirt"),
+        paths=DaemonPaths(root=config.private_dir / "libvirt", isolation=choose_isolation()),
         libvirtd=config.libvirtd,
         tini=config.tini,
     )
-    daemon.prepare(capabilities_seed=config.capabilities_seed)
     partition = Partition(f"kvpy-{config.uid.replace('-', '')[:20]}-{os.getpid()}")
     try:
+        cgroups = partition.create()
+        daemon.prepare(capabilities_seed=config.capabilities_seed, cgroups=cgroups)
         await daemon.start()
         virt = await Virt.open(daemon.paths.uri)
         await virt.warm_up()
         if config.capabilities_seed is not None:
             daemon.save_capabilities(config.capabilities_seed)
+        host = _host_paths(daemon, partition.xml_path if cgroups else None)
         try:
-            await _serve(config, daemon=daemon, virt=virt, partition=partition, stop=stop)
+            await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
         finally:
             await virt.close()
     finally:
@@ -105,20 +106,20 @@ async def run(config: Config) -> None:
         log.info("launcher_stopped")
 
 
-def _host_paths(daemon: LibvirtDaemon, partition: Partition) -> HostPaths:
-    # QEMU binds these sockets; inside the daemon's namespace /run/libvirt is short.
-    (daemon.paths.root / "run" / "kvpy").mkdir(parents=True, exist_ok=True)
-    (daemon.paths.root / "log" / "kvpy").mkdir(parents=True, exist_ok=True)
+def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
+    """Where QEMU puts the guest's serial log and binds its console and agent sockets (the
+    handler finds them under the private dir), and the cgroup partition, if any."""
+    qemu_dir = daemon.paths.guest_dir_for_qemu
     return HostPaths(
-        serial_log=daemon.paths.root / "log" / "kvpy" / "serial.log",
-        console_socket=Path("/run/libvirt/kvpy/console.sock"),
-        agent_socket=Path("/run/libvirt/kvpy/agent.sock"),
-        partition=partition.xml_path if partition.create() else None,
+        serial_log=daemon.paths.serial_log,
+        console_socket=qemu_dir / "console.sock",
+        agent_socket=qemu_dir / "agent.sock",
+        partition=partition,
     )
 
 
 async def _serve(
-    config: Config, *, daemon: LibvirtDaemon, virt: Virt, partition: Partition, stop: asyncio.Event
+    config: Config, *, daemon: LibvirtDaemon, virt: Virt, host: HostPaths, stop: asyncio.Event
 ) -> None:
     notifier = Notifier(config.notify_socket)
     work_dir = config.private_dir / "disks"
@@ -129,9 +130,9 @@ async def _serve(
         disks=DiskContext(
             work_dir=work_dir,
             disk_roots=config.disk_roots,
-            images=ImageStore(config.image_store),
+            container_disks=config.container_disks_dir,
         ),
-        host=_host_paths(daemon, partition),
+        host=host,
         virt_type=virt_type_of(config),
         publish=notifier.publish,
     )

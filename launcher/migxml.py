@@ -4,8 +4,8 @@ libvirt refuses a destination definition whose guest ABI differs from the runnin
 (device addresses, controllers, CPU model), so the destination XML starts from the
 source's migratable XML — addresses and all — and only the host-side details are taken
 from the definition the target launcher built for itself: disk files (its own overlay
-and cloud-init ISO), the serial log, the console and agent sockets, and the cgroup
-partition (each launcher has its own).
+and cloud-init ISO), the kernelBoot kernel and initrd (its own pod's copies), the serial
+log, the console and agent sockets, and the cgroup partition (each launcher has its own).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def destination_xml(source_xml: str, target_xml: str) -> str:
     if src.findtext("uuid") != tgt.findtext("uuid"):
         raise XmlMismatch("the target prepared a different domain (uuid differs)")
     _disks(src, tgt)
+    _boot_files(src, tgt)
     _chardevs(src, tgt)
     _partition(src, tgt)
     return ET.tostring(src, encoding="unicode")
@@ -64,6 +65,13 @@ def _disks(src: ET.Element, tgt: ET.Element) -> None:
         backing = disk.find("backingStore")
         if backing is not None:
             disk.remove(backing)
+
+
+def _boot_files(src: ET.Element, tgt: ET.Element) -> None:
+    for tag in ("kernel", "initrd"):
+        ours, theirs = src.find(f"os/{tag}"), tgt.find(f"os/{tag}")
+        if ours is not None and theirs is not None:
+            ours.text = theirs.text
 
 
 def _chardevs(src: ET.Element, tgt: ET.Element) -> None:

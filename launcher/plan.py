@@ -66,9 +66,8 @@ async def _disk_source(
     """The file backing a volume and its format."""
     name = volume.name or ""
     if volume.container_disk is not None:
-        cd = volume.container_disk
-        image = disks.image_file(
-            ctx.images, cd.image or "", cd.path, field=f"{field}.containerDisk"
+        image = disks.container_disk_file(
+            ctx, name, field=f"{field}.containerDisk", image=volume.container_disk.image or ""
         )
         overlay = await disks.container_disk_overlay(
             image, fmt=_format_of(image), ctx=ctx, volume=name
@@ -140,17 +139,13 @@ def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan |
     boot = vmi.spec.domain.kernel_boot
     if boot is None or boot.container is None:
         return None
-    c, field = boot.container, "spec.domain.firmware.kernelBoot.container"
-    image = c.image or ""
-    kernel = (
-        disks.image_file(ctx.images, image, c.kernel_path, field=f"{field}.kernelPath")
-        if c.kernel_path
-        else None
-    )
-    initrd = (
-        disks.image_file(ctx.images, image, c.initrd_path, field=f"{field}.initrdPath")
-        if c.initrd_path
-        else None
+    c = boot.container
+    kernel, initrd = disks.kernel_boot_files(
+        ctx,
+        kernel=bool(c.kernel_path),
+        initrd=bool(c.initrd_path),
+        field="spec.domain.firmware.kernelBoot.container",
+        image=c.image or "",
     )
     return KernelPlan(kernel=kernel, initrd=initrd, cmdline=boot.kernel_args or "")
 

@@ -23,7 +23,7 @@ import structlog
 
 from localkube import components
 from localkube.components import Ports
-from localkube.config import MARKER_ENV, ClusterConfig
+from localkube.config import MARKER_ENV, ClusterConfig, NodeKind
 from localkube.errors import CommandFailed, ComponentFailed
 from localkube.health import admin_ssl, insecure_ssl, log_tail, probe, wait_healthy
 from localkube.pki import Pki, ensure_pki, write_kubeconfig
@@ -38,6 +38,8 @@ from localkube.procs import (
     spawn_detached,
     stop_process,
 )
+from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
+from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 
 log = structlog.get_logger()
 
@@ -57,10 +59,25 @@ class Cluster:
     """One local cluster described by a ClusterConfig."""
 
     def __init__(self, config: ClusterConfig) -> None:
+        kind_file = config.paths.root / "node-kind"
+        if kind_file.exists():  # a cluster keeps the node kind it was made with
+            config = config.replace(node_kind=NodeKind(kind_file.read_text().strip()))
         self.config = config
         self.paths = config.paths
         self.pki = Pki(config.paths.pki)
         self.marker = (MARKER_ENV, config.cluster_id)
+
+    @property
+    def real_nodes(self) -> bool:
+        return self.config.node_kind == NodeKind.KUBELET
+
+    def fleet(self) -> Fleet:
+        """The real nodes (kubelet clusters only)."""
+        return Fleet(self.config, marker=self.marker)
+
+    def node_component(self, node: str) -> str:
+        """The process that makes ``node`` a node: its kubelet or its node agent."""
+        return f"kubelet-{node}" if self.real_nodes else f"nodeagent-{node}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -79,12 +96,16 @@ class Cluster:
             d.mkdir(parents=True, exist_ok=True)
         idle = not any(self._running(name) for name in CONTROL_PLANE)
         ports = Ports.load_or_pick(self.paths.ports_file, repick_busy=idle)
-        await ensure_pki(self.pki, self.config.nodes)
-        self._write_kubeconfigs(ports)
-        await self._start_control_plane(ports)
-        async with asyncio.TaskGroup() as tg:
-            for node in self.config.nodes:
-                tg.create_task(self.start_node_agent(node))
+        (self.paths.root / "node-kind").write_text(f"{self.config.node_kind}\n")
+        if self.real_nodes:
+            await self._up_real_nodes(ports)
+        else:
+            await ensure_pki(self.pki, self.config.nodes)
+            self._write_kubeconfigs(ports)
+            await self._start_control_plane(ports)
+            async with asyncio.TaskGroup() as tg:
+                for node in self.config.nodes:
+                    tg.create_task(self.start_node_agent(node))
         await self._ensure(
             components.controller_manager(self.config, ports),
             f"{ports.server}/api/v1/namespaces/default/serviceaccounts/default",
@@ -96,13 +117,38 @@ class Cluster:
             kubeconfig=str(self.kubeconfig),
         )
 
-    async def _start_control_plane(self, ports: Ports) -> None:
+    async def _up_real_nodes(self, ports: Ports) -> None:
+        """Kubelet nodes: network, certificates for the gateway address, control plane, then
+        each node's containerd (images imported) and kubelet + kube-proxy."""
+        fleet = self.fleet()
+        await fleet.prepare_network()
+        plan = fleet.plan
+        ips = (plan.kubernetes_service_ip, plan.gateway)
+        await ensure_pki(self.pki, self.config.nodes, ips=ips, extra=extra_certs())
+        self._write_kubeconfigs(ports)
+        fleet.write_kubeconfigs(ports.apiserver)
+        await self._start_control_plane(ports, apiserver_extra=apiserver_flags(plan, self.pki))
+        await fleet.start_runtimes()
+        fleet.start_kubelets()
+        since = time.time() - 1
+        async with asyncio.TaskGroup() as tg:
+            for node in self.config.nodes:
+                tg.create_task(self._wait_ready(node, since=since))
+
+    async def _wait_ready(self, node: str, *, since: float) -> None:
+        await self._wait(
+            self.node_component(node), lambda: self.node_ready(node, since=since), timeout=120
+        )
+
+    async def _start_control_plane(
+        self, ports: Ports, *, apiserver_extra: tuple[str, ...] = ()
+    ) -> None:
         ctl = insecure_ssl()
         await self._ensure(
             components.etcd(self.config, ports), f"http://127.0.0.1:{ports.etcd}/health"
         )
         await self._ensure(
-            components.apiserver(self.config, ports),
+            components.apiserver(self.config, ports, extra=apiserver_extra),
             f"{ports.server}/readyz",
             ssl_ctx=admin_ssl(self.pki),
             timeout=180,
@@ -119,10 +165,18 @@ class Cluster:
         )
 
     async def down(self, *, purge: bool = False) -> None:
-        """Stop node agents (and their pods), then the control plane; reap stragglers."""
-        async with asyncio.TaskGroup() as tg:
-            for node in self.config.nodes:
-                tg.create_task(self._stop(f"nodeagent-{node}", grace=45))
+        """Stop the nodes (and their pods), then the control plane; reap stragglers."""
+        if self.real_nodes:
+            if (self.paths.root / "net.json").exists():
+                await self.fleet().down()
+        else:
+            async with asyncio.TaskGroup() as tg:
+                for node in self.config.nodes:
+                    tg.create_task(self._stop(f"nodeagent-{node}", grace=45))
+            # Per-container cgroups of the node agents (a killed agent leaves them behind).
+            agents_root = f"kvpy/{self.config.cluster_id}"
+            await kill_cgroup_tree(agents_root)
+            remove_cgroup_tree(agents_root)
         for name in reversed(CONTROL_PLANE):
             await self._stop(name, grace=15)
         reaped = await reap_marked(self.marker)
@@ -164,8 +218,8 @@ class Cluster:
             ready = await self.node_ready(node) if admin else "no credentials"
             result.append(
                 ComponentStatus(
-                    name=f"nodeagent-{node}",
-                    pid=self._pid(f"nodeagent-{node}"),
+                    name=self.node_component(node),
+                    pid=self._pid(self.node_component(node)),
                     healthy=ready == "True",
                     detail=f"Ready={ready}",
                 )
@@ -203,7 +257,8 @@ class Cluster:
     # -- internals ------------------------------------------------------------------
 
     def _check_binaries(self) -> None:
-        missing = [b for b in BINARIES if not (self.config.bin_dir / b).is_file()]
+        needed = (*BINARIES, "kubelet", "kube-proxy") if self.real_nodes else BINARIES
+        missing = [b for b in needed if not (self.config.bin_dir / b).is_file()]
         if missing:
             raise ComponentFailed(
                 "control-plane build",

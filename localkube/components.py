@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from localkube.config import ClusterConfig
-from localkube.pki import Pki
+from localkube.pki import SERVICE_CIDR, Pki
 from localkube.procs import DaemonSpec
 
 # The local cluster notices a dead node agent quickly (kubeadm's default is 40s).
@@ -21,6 +21,14 @@ NODE_MONITOR_PERIOD = "2s"
 # PodTemplates bypass the watch cache so watches from a compacted resourceVersion reach
 # etcd and get 410 Gone exactly as on a cluster whose cache window has moved on.
 WATCH_CACHE_SIZES = "podtemplates#0"
+# Process-mode nodes share the host's loopback: the apiserver stays there, and the Service
+# range is virtual (no kube-proxy, nothing routes to it).
+PROCESS_MODE_ADDRESSES = (
+    "--bind-address=127.0.0.1",
+    "--advertise-address=127.0.0.1",
+    f"--service-cluster-ip-range={SERVICE_CIDR}",
+    "--endpoint-reconciler-type=none",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,15 +108,14 @@ def etcd(config: ClusterConfig, ports: Ports) -> DaemonSpec:
     )
 
 
-def apiserver(config: ClusterConfig, ports: Ports) -> DaemonSpec:
+def apiserver(config: ClusterConfig, ports: Ports, *, extra: tuple[str, ...] = ()) -> DaemonSpec:
+    """kube-apiserver; ``extra`` replaces the process-mode address and Service flags."""
     paths, pki = config.paths, Pki(config.paths.pki)
     return DaemonSpec(
         name="kube-apiserver",
         argv=(
             str(config.bin_dir / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
             f"--secure-port={ports.apiserver}",
             f"--tls-cert-file={pki.crt('apiserver')}",
             f"--tls-private-key-file={pki.key('apiserver')}",
@@ -119,8 +126,7 @@ def apiserver(config: ClusterConfig, ports: Ports) -> DaemonSpec:
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
             "--allow-privileged=true",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--endpoint-reconciler-type=none",
+            *(extra or PROCESS_MODE_ADDRESSES),
             f"--watch-cache-sizes={WATCH_CACHE_SIZES}",
             f"--requestheader-client-ca-file={pki.crt('front-proxy-ca')}",
             "--requestheader-allowed-names=front-proxy-client",

@@ -11,6 +11,7 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 DEFAULT_CLUSTER_DIR = "/var/lib/kubevirt-py/cluster"
@@ -19,6 +20,25 @@ DEFAULT_NODES_DIR = "/var/lib/kvpy"
 DEFAULT_NODES = ("node01", "node02")
 MARKER_ENV = "KVPY_LOCALKUBE"
 REPO = Path(__file__).resolve().parent.parent
+
+
+class NodeKind(StrEnum):
+    """``kubelet``: real kubelets with containerd and runc, each node in its own network and
+    mount namespaces (what ./scripts/up runs). ``process``: our node agent running pods as
+    host processes (fast; for the controller/handler suites and process-level checks)."""
+
+    KUBELET = "kubelet"
+    PROCESS = "process"
+
+
+def read_image_list(path: Path) -> tuple[tuple[str, Path], ...]:
+    """scripts/build-images' output: one ``<ref> <oci archive>`` per line."""
+    images = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            ref, archive = line.split(maxsplit=1)
+            images.append((ref, Path(archive)))
+    return tuple(images)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,17 +51,22 @@ class ClusterConfig:
     nodes: tuple[str, ...] = DEFAULT_NODES
     python: Path = Path(sys.executable)
     repo: Path = REPO
+    node_kind: NodeKind = NodeKind.PROCESS
+    images: tuple[tuple[str, Path], ...] = ()
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
         env = os.environ
         count = int(env.get("KUBEVIRT_PY_NODES", str(len(DEFAULT_NODES))))
         kube_bin = bin_dir or Path(env.get("KUBEVIRT_PY_KUBE_BIN", ""))
+        image_list = env.get("KUBEVIRT_PY_IMAGE_LIST")
         return cls(
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
             bin_dir=kube_bin,
             nodes=tuple(f"node{i:02d}" for i in range(1, count + 1)),
+            node_kind=NodeKind(env.get("KUBEVIRT_PY_NODE_KIND", NodeKind.KUBELET)),
+            images=read_image_list(Path(image_list)) if image_list else (),
         )
 
     def replace(self, **changes: object) -> ClusterConfig:

@@ -1,9 +1,12 @@
 """Deploys kubevirt-py onto the local cluster the way an operator deploys it onto a real one:
-certificates from scripts/gen-certs, then ``kubectl apply -k manifests/overlays/local``.
+certificates from scripts/gen-certs, then ``kubectl apply -k`` of an overlay.
 
-One local twist: kube-apiserver refuses loopback addresses in EndpointSlices, and local pods
-have loopback IPs, so the virt-api Service (selector removed by the overlay) gets an
-EndpointSlice with this host's own address, where the controllers serve the subresource API.
+- Real nodes (kubelet + containerd): ``manifests/overlays/local``, the production
+  overlay with local image names, TCG and no ServiceMonitor. Nothing else differs.
+- Process-mode nodes: ``manifests/overlays/local-process``. There, kube-apiserver refuses loopback
+  addresses in EndpointSlices, and those pods have loopback IPs, so the virt-api Service
+  (selector removed by the overlay) gets an EndpointSlice with this host's own address,
+  where the controllers serve the subresource API.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from localkube.errors import LocalKubeError
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "kubevirt"
-LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local"
+LOCAL_OVERLAY = REPO / "manifests" / "overlays" / "local-process"
+REAL_NODES_OVERLAY = REPO / "manifests" / "overlays" / "local"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,20 +140,31 @@ def endpoint_slice(ip: str, port: int) -> dict[str, object]:
 
 
 def deploy(
-    kubectl: Kubectl, *, certs: Path, place: Placement | None = None, timeout: float = 180
+    kubectl: Kubectl,
+    *,
+    certs: Path,
+    place: Placement | None = None,
+    real_nodes: bool = False,
+    timeout: float = 180,
 ) -> None:
-    """Certificates, the local overlay (adapted to ``place``), the virt-api endpoint; then
-    wait until the daemons run and the subresource API is Available."""
+    """Certificates, the overlay (on process-mode nodes: adapted to ``place``, plus the
+    virt-api endpoint); then wait until the daemons run and the subresource API is
+    Available."""
     place = place or Placement()
     kubectl("apply", "-f", str(REPO / "manifests" / "base" / "namespace.yaml"))
     gen = [sys.executable, str(REPO / "scripts" / "lib" / "kvcerts.py"), "--out", str(certs),
-           "--apply", "--kubectl", str(kubectl.binary), "--kubeconfig", str(kubectl.kubeconfig),
-           "--api-san", f"IP:{host_ip()}"]  # fmt: skip
+           "--apply", "--kubectl", str(kubectl.binary),
+           "--kubeconfig", str(kubectl.kubeconfig)]  # fmt: skip
+    if not real_nodes:
+        gen += ["--api-san", f"IP:{host_ip()}"]
     done = subprocess.run(gen, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise LocalKubeError(f"scripts/gen-certs failed: {done.stderr.strip()}")
-    _apply_overlay(kubectl, place)
-    kubectl("apply", "-f", "-", stdin=json.dumps(endpoint_slice(host_ip(), place.api_port)))
+    if real_nodes:
+        kubectl("apply", "-k", str(REAL_NODES_OVERLAY))
+    else:
+        _apply_overlay(kubectl, place)
+        kubectl("apply", "-f", "-", stdin=json.dumps(endpoint_slice(host_ip(), place.api_port)))
     # The APIService was (re)applied without a caBundle: patch it in again.
     bundle = base64.b64encode((certs / "ca" / "ca.crt").read_bytes()).decode()
     kubectl(
@@ -193,8 +208,10 @@ def main() -> None:
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--certs", type=Path, required=True)
     args = parser.parse_args()
+    kind_file = args.kubeconfig.parent / "node-kind"  # written by the cluster's `up`
+    real = kind_file.exists() and kind_file.read_text().strip() == "kubelet"
     try:
-        deploy(Kubectl(args.kubectl, args.kubeconfig), certs=args.certs)
+        deploy(Kubectl(args.kubectl, args.kubeconfig), certs=args.certs, real_nodes=real)
     except LocalKubeError as exc:
         sys.exit(f"deploy failed: {exc}")
     print("kubevirt-py deployed: virt-controller x2, virt-handler per node, subresources API up")

@@ -17,10 +17,12 @@ import yaml
 
 from localkube.procs import run_cmd
 
-SERVICE_IP = "10.0.0.1"
+# Process-mode clusters' Service range: virtual (nothing routes there), inside 198.18.0.0/15.
+# Real-node clusters take theirs from their address block (localkube/realnode/netplan.py).
+SERVICE_CIDR = "198.19.255.0/24"
+SERVICE_IP = "198.19.255.1"
 APISERVER_SANS = (
     "IP:127.0.0.1",
-    f"IP:{SERVICE_IP}",
     "DNS:localhost",
     "DNS:kubernetes",
     "DNS:kubernetes.default",
@@ -144,10 +146,12 @@ def _extensions(spec: CertSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def control_plane_certs() -> list[CertSpec]:
-    """The leaf certificates signed by the cluster CA."""
+def control_plane_certs(ips: Sequence[str]) -> list[CertSpec]:
+    """The leaf certificates signed by the cluster CA; ``ips``: kube-apiserver's addresses
+    besides loopback (its Service IP, the real nodes' gateway)."""
+    sans = (*APISERVER_SANS, *(f"IP:{ip}" for ip in ips))
     return [
-        CertSpec(name="apiserver", cn="kube-apiserver", server=True, sans=APISERVER_SANS),
+        CertSpec(name="apiserver", cn="kube-apiserver", server=True, sans=sans),
         CertSpec(name="admin", cn="kubernetes-admin", orgs=("system:masters",)),
         CertSpec(name="controller-manager", cn="system:kube-controller-manager"),
         CertSpec(name="scheduler", cn="system:kube-scheduler"),
@@ -159,12 +163,18 @@ def node_cert(node: str) -> CertSpec:
     return CertSpec(name=f"node-{node}", cn=f"system:node:{node}", orgs=("system:nodes",))
 
 
-async def ensure_pki(pki: Pki, nodes: tuple[str, ...]) -> None:
+async def ensure_pki(
+    pki: Pki,
+    nodes: tuple[str, ...],
+    *,
+    ips: Sequence[str] = (SERVICE_IP,),
+    extra: Sequence[CertSpec] = (),
+) -> None:
     """All CAs, certificates and keys the cluster needs (idempotent)."""
     await pki.ensure_ca("ca", "kubevirt-py-localkube-ca")
     await pki.ensure_ca("front-proxy-ca", "kubevirt-py-localkube-front-proxy-ca")
     await pki.ensure_service_account_key()
-    for spec in control_plane_certs():
+    for spec in [*control_plane_certs(ips), *extra]:
         await pki.ensure_cert(spec, ca="ca")
     await pki.ensure_cert(
         CertSpec(name="front-proxy-client", cn="front-proxy-client"), ca="front-proxy-ca"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from localkube.cluster import Cluster
-from localkube.config import REPO, ClusterConfig
+from localkube.config import REPO, ClusterConfig, NodeKind, read_image_list
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
 
@@ -40,13 +40,35 @@ def build_control_plane(repo: Path = REPO) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def private_cluster_config(bin_dir: Path, *, session: int | None = None) -> ClusterConfig:
-    """A cluster private to one test session (pid-keyed dirs; short node paths)."""
+def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
+    """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
+    script = repo / "scripts" / "build-images"
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
+        raise ComponentFailed("image build", f"{script} exited {proc.returncode}", tail)
+    listing = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvpy-images-{os.getpid()}.list"
+    listing.write_text(proc.stdout)
+    return read_image_list(listing)
+
+
+def private_cluster_config(
+    bin_dir: Path,
+    *,
+    session: int | None = None,
+    kind: NodeKind = NodeKind.PROCESS,
+    images: tuple[tuple[str, Path], ...] = (),
+) -> ClusterConfig:
+    """A cluster private to one test session (pid-keyed dirs; short node paths). A session
+    may run one cluster of each node kind."""
     sid = session if session is not None else os.getpid()
+    real = kind == NodeKind.KUBELET
     return ClusterConfig(
-        state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}",
-        nodes_dir=Path(f"/var/lib/kvt{sid}"),
+        state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}{'-kubelet' if real else ''}",
+        nodes_dir=Path(f"/var/lib/kvt{sid}{'k' if real else ''}"),
         bin_dir=bin_dir,
+        node_kind=kind,
+        images=images,
     )
 
 
@@ -54,9 +76,11 @@ def reap_stale_test_clusters(bin_dir: Path) -> list[int]:
     """Tear down clusters of test sessions whose pytest process is gone."""
     stale = []
     for entry in TEST_STATE_ROOT.glob(f"{TEST_STATE_PREFIX}*"):
-        sid = entry.name.removeprefix(TEST_STATE_PREFIX)
+        sid, _, suffix = entry.name.removeprefix(TEST_STATE_PREFIX).partition("-")
         if sid.isdigit() and not pid_alive(int(sid)):
-            asyncio.run(Cluster(private_cluster_config(bin_dir, session=int(sid))).down(purge=True))
+            kind = NodeKind.KUBELET if suffix == "kubelet" else NodeKind.PROCESS
+            config = private_cluster_config(bin_dir, session=int(sid), kind=kind)
+            asyncio.run(Cluster(config).down(purge=True))
             stale.append(int(sid))
     return stale
 
@@ -69,15 +93,17 @@ def _running_healthy(cluster: Cluster) -> bool:
 
 
 @contextmanager
-def session_cluster() -> Iterator[Cluster]:
+def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     """Build, start from an empty state dir, yield, then tear down and purge.
 
-    If this process's private cluster is already up (another fixture started it), it
-    is yielded as is and left to that fixture to tear down.
+    Real nodes need the images too (scripts/build-images). If this process's private
+    cluster is already up (another fixture started it), it is yielded as is and left to
+    that fixture to tear down.
     """
     bin_dir = build_control_plane()
     reap_stale_test_clusters(bin_dir)
-    cluster = Cluster(private_cluster_config(bin_dir))
+    images = build_images() if kind == NodeKind.KUBELET else ()
+    cluster = Cluster(private_cluster_config(bin_dir, kind=kind, images=images))
     if _running_healthy(cluster):
         yield cluster
         return

@@ -1,7 +1,11 @@
-"""The container images the node agent can "pull": each maps to a local entry point.
+"""The container images the node agent can "pull".
 
-There is no container runtime here; an image is a name for a program in the venv. An
-image missing from IMAGES fails its pod the way a failed pull does (ErrImagePull).
+There is no container runtime here. An entry-point image (IMAGES) is a name for a program
+in the venv, run on the host's filesystem. Any other image registered in the local image
+store (localkube/imagestore.py) is a *data image* (a containerDisk: files, no program):
+its container runs its own command chrooted into a read-only view of the image's files
+(runtime.py). An image that is neither fails its pod the way a failed pull does
+(ErrImagePull).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localkube.errors import LocalKubeError
+from localkube.imagestore import ImageStore, ImageStoreError
+from localkube.nodeagent.refs import ConfigError
 
 PYTHON = "{python}"  # replaced by the venv's interpreter
 
@@ -72,14 +78,41 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 class ImageNotFound(LocalKubeError):
-    """The image has no local entry point: the pod waits with ErrImagePull."""
+    """The image has no local entry point (nor files in the store): the pod waits with
+    ErrImagePull."""
 
-    def __init__(self, image: str) -> None:
+    def __init__(self, image: str, *, store: Path | None = None) -> None:
         known = ", ".join(i.repository for i in IMAGES)
+        where = f" or images in the local image store {store}" if store else ""
         super().__init__(
-            f'image "{image}" is not available on this node: localkube maps only these '
-            f"image repositories to local programs: {known}"
+            f'image "{image}" is not available on this node: localkube runs only these '
+            f"image repositories as local programs: {known}{where}"
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """What a container runs: its argv, and for a data image the image's root directory
+    (in the store, never written) that the argv runs chrooted into."""
+
+    argv: list[str]
+    rootfs: Path | None = None
+
+
+def resolve(
+    image: str, command: Sequence[str], args: Sequence[str], *, python: Path, store: ImageStore
+) -> Launch:
+    """An entry-point image, else a data image from the store; ImageNotFound otherwise."""
+    try:
+        return Launch(argv=argv_for(image, command, args, python=python))
+    except ImageNotFound:
+        try:
+            rootfs = store.rootfs(image)
+        except ImageStoreError:
+            raise ImageNotFound(image, store=store.root) from None
+    if not command:
+        raise ConfigError(f'image "{image}" has no entry point here: the container needs a command')
+    return Launch(argv=[*command, *args], rootfs=rootfs)
 
 
 def repository(image: str) -> str:

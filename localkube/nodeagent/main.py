@@ -16,6 +16,7 @@ import aiohttp
 import structlog
 import uvloop
 
+from localkube.nodeagent.cgroups import prune
 from localkube.nodeagent.config import AgentConfig
 from localkube.nodeagent.devices import DeviceManager
 from localkube.nodeagent.kube import Kube, KubeError, connect
@@ -56,6 +57,8 @@ async def run(cfg: AgentConfig) -> None:
             await PodManager(kube, cfg, devices).run(stop)
             beats.cancel()
             plugins.cancel()
+    if cfg.node_cgroup is not None and cfg.cgroup_root is not None:
+        prune(cfg.node_cgroup, stop_at=cfg.cgroup_root)
     log.info("node_agent_stopped", node=cfg.node)
 
 

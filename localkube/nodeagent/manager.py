@@ -12,6 +12,7 @@ import shutil
 import aiohttp
 import structlog
 
+from localkube.nodeagent.cgroups import Cgroup
 from localkube.nodeagent.config import POD_ENV_MARKER, AgentConfig
 from localkube.nodeagent.devices import DeviceManager
 from localkube.nodeagent.kube import Kube, KubeError
@@ -132,6 +133,9 @@ class PodManager:
             if uid in live or uid in self._workers:
                 continue
             await reap_marked((POD_ENV_MARKER, uid), grace=1)
+            cgroup = self._cfg.pod_cgroup(uid)
+            if cgroup is not None and cgroup.is_dir():
+                await Cgroup(cgroup).empty()
             if mounts_under([entry]):
                 log.error("orphan_pod_dir_has_mounts", dir=str(entry))
                 continue

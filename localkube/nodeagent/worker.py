@@ -6,6 +6,8 @@ SIGKILL, clean up, then delete the object with gracePeriodSeconds=0), disappeara
 (the object is gone: same without the delete), or agent shutdown (processes stopped
 within a short grace, the object left alone). Device-plugin resources a container requests
 are allocated once, before its first start, and freed when the pod's worker ends.
+When a container's main process ends, every other process of the container is ended too
+(its cgroup, cgroups.py), as a runtime does: nothing it started outlives it.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from typing import Protocol
 import aiohttp
 import structlog
 
+from localkube.imagestore import ImageStore
 from localkube.nodeagent import images
-from localkube.nodeagent.config import POD_ENV_MARKER, AgentConfig
+from localkube.nodeagent.cgroups import Cgroup
+from localkube.nodeagent.config import CONTAINER_ENV_MARKER, POD_ENV_MARKER, AgentConfig
 from localkube.nodeagent.devices import Allocation
 from localkube.nodeagent.env import base_env, container_env, expand
 from localkube.nodeagent.kube import JSON, SMP, Kube, KubeError
 from localkube.nodeagent.node import now_rfc3339
 from localkube.nodeagent.podspec import Container, Pod, RestartPolicy
 from localkube.nodeagent.refs import ConfigError, Refs
-from localkube.nodeagent.runtime import ContainerProcess, Mount
+from localkube.nodeagent.runtime import ContainerProcess, Mount, RootView
 from localkube.nodeagent.status import ContainerRecord, pod_status
 from localkube.nodeagent.volumes import prepare_volumes
 from localkube.procs import mounts_under, reap_marked, reap_mentioning, run_cmd
@@ -100,7 +104,7 @@ class PodWorker:
     async def run(self) -> None:
         with structlog.contextvars.bound_contextvars(pod=self.pod.key, uid=self.uid):
             log.info("pod_worker_started", phase=self.pod.phase)
-            await reap_marked((POD_ENV_MARKER, self.uid), grace=0)  # orphans of a past agent
+            await self._end_pod_processes()  # orphans of a past agent
             async with asyncio.TaskGroup() as tg:
                 reporter = tg.create_task(self._report_loop())
                 try:
@@ -108,6 +112,7 @@ class PodWorker:
                 finally:
                     self._kill_all()
                     self._devices.release(self.uid)
+                    await self._end_pod_processes()
                 reporter.cancel()
             if self._shutdown:
                 return
@@ -183,6 +188,8 @@ class PodWorker:
                 continue
             started = loop.time()
             code = await self._await_exit(proc)
+            if leftovers := await proc.end_leftovers():
+                log.warning("container_leftovers_killed", container=spec.name, pids=leftovers)
             rec.set_terminated(code, proc.log_tail() if code != 0 else "")
             self._changed.set()
             log.info("container_exited", container=spec.name, exit_code=code)
@@ -203,26 +210,47 @@ class PodWorker:
     async def _start(
         self, spec: Container, rec: ContainerRecord, mounts: dict[str, Path]
     ) -> ContainerProcess:
-        argv = images.argv_for(spec.image, spec.command, spec.args, python=self._cfg.python)
+        launch = images.resolve(
+            spec.image,
+            spec.command,
+            spec.args,
+            python=self._cfg.python,
+            store=ImageStore(self._cfg.image_store),
+        )
         base = base_env(self._cfg, self.pod, api=self._kube.server)
         env = await container_env(Refs(self._kube, self.pod), self.pod, spec, base=base)
+        marker = (CONTAINER_ENV_MARKER, f"{self.uid}/{spec.name}")
+        env[marker[0]] = marker[1]
         if spec.name not in self._allocations:
             self._allocations[spec.name] = await self._devices.allocate(self.uid, spec)
         allocation = self._allocations[spec.name]
         env.update(allocation.env)
         binds = [*_binds(spec, mounts, env), *allocation.mounts]
         attempt = rec.restart_count + (1 if rec.ever_ran else 0)
+        pod_cgroup = self._cfg.pod_cgroup(self.uid)
+        view = None
+        if launch.rootfs is not None:
+            view = RootView(image=launch.rootfs, base=self._dir / "rootfs" / spec.name)
         proc = await ContainerProcess.start(
-            [expand(a, env) for a in argv],
+            [expand(a, env) for a in launch.argv],
             env=env,
             mounts=binds,
             workdir=spec.working_dir,
             log_file=self._dir / "logs" / spec.name / f"{attempt}.log",
+            marker=marker,
+            cgroup=Cgroup.make(pod_cgroup / spec.name) if pod_cgroup else None,
+            view=view,
         )
         rec.set_running()
         self._changed.set()
         self._procs[spec.name] = proc
-        log.info("container_started", container=spec.name, pid=proc.pid, argv=argv)
+        log.info(
+            "container_started",
+            container=spec.name,
+            pid=proc.pid,
+            argv=launch.argv,
+            image_root=str(launch.rootfs) if launch.rootfs else None,
+        )
         return proc
 
     async def _await_exit(self, proc: ContainerProcess) -> int:
@@ -262,6 +290,15 @@ class PodWorker:
         for proc in self._procs.values():
             if not proc.exited:
                 proc.kill_group()
+
+    async def _end_pod_processes(self) -> None:
+        """Every process of the pod's containers (their cgroups, their env marker), e.g.
+        the orphans a killed agent left; the pod's cgroups are removed."""
+        await reap_marked((POD_ENV_MARKER, self.uid), grace=0)
+        path = self._cfg.pod_cgroup(self.uid)
+        leftovers = await Cgroup(path).empty() if path is not None and path.is_dir() else []
+        if leftovers:
+            log.warning("pod_leftovers_killed", pids=leftovers)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, waking early when the pod is stopping."""

@@ -22,6 +22,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from localkube.imagestore import ImageStore, default_root, fill_container_disks
 from shared.wire.client import RpcClient
 from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
 
@@ -53,13 +54,16 @@ def up(cache: Path) -> None:
     vmi = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
     vmi["metadata"]["uid"] = str(uuid.uuid4())
     ROOT.mkdir(parents=True, exist_ok=True)
-    for stale in ("sockets", "private"):
+    for stale in ("sockets", "private", "container-disks"):
         shutil.rmtree(ROOT / stale, ignore_errors=True)
+    # What a launcher pod's init containers copy out of the images (shared/podlayout.py).
+    fill_container_disks(ImageStore(default_root(os.environ)), vmi, ROOT / "container-disks")
     log = (ROOT / "launcher.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "launcher", "--name", vmi["metadata"]["name"],
          "--namespace", vmi["metadata"]["namespace"], "--uid", vmi["metadata"]["uid"],
          "--sockets-dir", str(ROOT / "sockets"), "--private-dir", str(ROOT / "private"),
+         "--container-disks-dir", str(ROOT / "container-disks"),
          "--kvm-probe-file", str(cache / "kvm-probe"), "--log-format", "console",
          "--capabilities-seed", str(cache / "qemu-capabilities")],
         stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True,

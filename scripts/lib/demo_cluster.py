@@ -50,7 +50,12 @@ def serial_log(vmi: dict[str, object], nodes_dir: Path) -> Path:
     status = vmi["status"]
     assert isinstance(status, dict)
     ((pod_uid, node),) = dict(status["activePods"]).items()
-    volumes = Path(nodes_dir, str(node), "pods", str(pod_uid), "volumes", "kubernetes.io~empty-dir")
+    # A real node's kubelet dir is <nodes dir>/<node>/kubelet; a process-mode node's pods
+    # sit right under <nodes dir>/<node>.
+    for pods in (Path(nodes_dir, str(node), "kubelet", "pods"), Path(nodes_dir, str(node), "pods")):
+        if pods.is_dir():
+            break
+    volumes = pods / str(pod_uid) / "volumes" / "kubernetes.io~empty-dir"
     return volumes / "private" / "libvirt" / "log" / "kvpy" / "serial.log"
 
 

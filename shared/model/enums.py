@@ -101,6 +101,9 @@ class ConditionReason(enum.StrEnum):
     INVALID_SPEC = "InvalidSpec"
     NODE_UNRESPONSIVE = "NodeUnresponsive"
     UNSCHEDULABLE = "Unschedulable"
+    # VMI status.reason of a VMI whose virt-launcher died: the handler (command socket
+    # gone) and the controller (launcher pod down or gone) write the same reason.
+    LAUNCHER_DIED = "LauncherDied"
 
 
 class RunStrategy(enum.StrEnum):

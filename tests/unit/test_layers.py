@@ -80,3 +80,12 @@ def test_grpc_only_behind_shared_deviceplugin_rpc() -> None:
         if "grpc" in _imports(p) and str(p.relative_to(REPO)) != GRPC_DOOR
     ]
     assert offenders == []
+
+
+def test_product_never_imports_the_test_bed() -> None:
+    """The daemons and shared never import localkube: in particular the local image store
+    (localkube/imagestore.py) is test-bed only; launchers read containerDisk and kernelBoot
+    files where the pod's init containers copied them."""
+    offenders = [str(p.relative_to(REPO)) for p in _product_files() if "localkube" in _imports(p)]
+    assert offenders == []
+    assert not (REPO / "shared" / "images.py").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 KUSTOMIZATIONS = [
     "manifests/base",
     "manifests/base/monitoring",
+    "manifests/overlays/local-process",
     "manifests/overlays/local",
     "manifests/overlays/production",
 ]
@@ -41,11 +43,15 @@ def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
     return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
 
 
-@pytest.mark.parametrize("path", ["manifests/overlays/local", "manifests/overlays/production"])
+@pytest.mark.parametrize(
+    "path",
+    ["manifests/overlays/local-process", "manifests/overlays/local", "manifests/overlays/production"],
+)
 def test_daemons_have_what_they_need(path: str) -> None:
-    """Two controller replicas with their own ServiceAccount; a handler per node with the
-    kubelet pods dir, the notify dir and the kubelet device-plugins dir (on the local
-    cluster: the node agent's own, through subPathExpr) and nothing else from the host."""
+    """Two controller replicas with their own ServiceAccount; a privileged handler per node
+    (the node's device nodes) with the kubelet pods dir, the notify dir and the kubelet
+    device-plugins dir (on process-mode nodes: the node agent's own, through subPathExpr)
+    and nothing else from the host: no host network or pid namespace."""
     docs = _build(path)
     controller = _workload(docs, "Deployment", "virt-controller")
     assert controller["spec"]["replicas"] == 2
@@ -53,7 +59,7 @@ def test_daemons_have_what_they_need(path: str) -> None:
     handler = _workload(docs, "DaemonSet", "virt-handler")["spec"]["template"]["spec"]
     assert handler["serviceAccountName"] == "virt-handler"
     host_paths = sorted(v["hostPath"]["path"] for v in handler["volumes"] if "hostPath" in v)
-    local = path.endswith("local")
+    local = path.endswith("local-process")
     pods_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/pods"
     plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
     assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir])
@@ -63,7 +69,45 @@ def test_daemons_have_what_they_need(path: str) -> None:
     assert not plugins.get("readOnly")
     if local:
         assert plugins["subPathExpr"] == "$(NODE_NAME)/device-plugins"
-    assert not handler["containers"][0]["securityContext"].get("privileged", False)
+    assert handler["containers"][0]["securityContext"]["privileged"] is True
+    assert not handler.get("hostNetwork") and not handler.get("hostPID")
+
+
+def _strip_local_differences(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects with image names, the two env values a local cluster sets, and the
+    ServiceMonitor taken out (env in name order: a merge patch moves the entries it sets)."""
+    kept = []
+    for doc in copy.deepcopy(docs):
+        if doc["kind"] == "ServiceMonitor":
+            continue
+        for c in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            c.pop("image", None)
+            for env in c.get("env", []):
+                if env["name"] in (
+                    "VIRT_CONTROLLER_USE_EMULATION",
+                    "VIRT_CONTROLLER_LAUNCHER_IMAGE",
+                ):
+                    env.pop("value")
+            c["env"] = sorted(c.get("env", []), key=lambda e: str(e["name"]))
+        kept.append(doc)
+    return kept
+
+
+def test_real_node_overlay_is_production_but_images_and_tcg() -> None:
+    """The overlay the local real nodes run is the production overlay's objects, differing
+    only in image names, TCG instead of KVM, and no ServiceMonitor (no Prometheus Operator)."""
+    local = _build("manifests/overlays/local")
+    production = _build("manifests/overlays/production")
+    assert _strip_local_differences(local) == _strip_local_differences(production)
+    images = {
+        c["image"]
+        for d in local
+        for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    }
+    assert images == {
+        "registry.local/kubevirt-py/virt-controller:dev",
+        "registry.local/kubevirt-py/virt-handler:dev",
+    }
 
 
 def test_no_secret_material_is_committed() -> None:

@@ -66,8 +66,13 @@ def launchers(guest: Path) -> Iterator[Callable[..., Launcher]]:
         return launcher
 
     yield make
-    for launcher in started:
-        _stop_and_check(launcher)
+    failures = []
+    for launcher in started:  # every launcher is stopped, even after one check failed
+        try:
+            _stop_and_check(launcher)
+        except AssertionError as e:
+            failures.append(str(e))
+    assert not failures, failures
 
 
 def _stop_and_check(launcher: Launcher) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from localkube.imagestore import ImageStore, default_root, fill_container_disks
 from shared.wire.client import RpcClient
 from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
 
@@ -48,6 +49,8 @@ class Launcher:
     grace: int = 10
     notify_socket: Path | None = None
     extra_args: tuple[str, ...] = ()
+    # A command the launcher runs under (e.g. one that makes it a container).
+    wrapper: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
     log_path: Path = field(init=False)
 
@@ -61,6 +64,11 @@ class Launcher:
     @property
     def private(self) -> Path:
         return self.root / "private"
+
+    @property
+    def container_disks(self) -> Path:
+        """What the pod's init containers would have copied (filled at start)."""
+        return self.root / "container-disks"
 
     @property
     def socket(self) -> Path:
@@ -80,6 +88,7 @@ class Launcher:
             sys.executable, "-m", "launcher",
             "--name", meta["name"], "--namespace", meta["namespace"], "--uid", meta["uid"],
             "--sockets-dir", str(self.sockets), "--private-dir", str(self.private),
+            "--container-disks-dir", str(self.container_disks),
             "--grace-period-seconds", str(self.grace), "--log-format", "console",
             "--kvm-probe-file", str(cache_dir() / "kvm-probe"),
             "--capabilities-seed", str(cache_dir() / "qemu-capabilities"),
@@ -87,11 +96,12 @@ class Launcher:
         ]  # fmt: skip
         if self.notify_socket is not None:
             args += ["--notify-socket", str(self.notify_socket)]
-        return args + list(self.extra_args)
+        return [*self.wrapper, *args, *self.extra_args]
 
     def start(self, *, wait_ready: bool = True) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "host-disks").mkdir(exist_ok=True)
+        fill_container_disks(ImageStore(default_root(os.environ)), self.vmi, self.container_disks)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.argv(), stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=REPO

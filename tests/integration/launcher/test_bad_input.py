@@ -34,6 +34,14 @@ def _with_volume(volume: dict[str, Any]) -> dict[str, Any]:
     return vmi
 
 
+def _renamed_container_disk(name: str, source: dict[str, Any]) -> dict[str, Any]:
+    """A containerDisk volume whose copy the pod does not have (no init container ran)."""
+    vmi = tiny_vmi(name="idle")
+    vmi["spec"]["volumes"][0] = {"name": name, "containerDisk": source}
+    vmi["spec"]["domain"]["devices"]["disks"][0]["name"] = name
+    return vmi
+
+
 def _with_memory(guest: str) -> dict[str, Any]:
     vmi = tiny_vmi(name="idle")
     vmi["spec"]["domain"]["memory"]["guest"] = guest
@@ -55,8 +63,8 @@ def _with_memory(guest: str) -> dict[str, Any]:
             "disk_error", "", id="hostdisk-outside-pod",
         ),
         pytest.param(
-            _with_volume({"containerDisk": {"image": "registry.local/nope:v1"}}),
-            "image_not_found", "", id="unknown-image",
+            _renamed_container_disk("nope", {"image": "registry.local/nope:v1"}),
+            "image_not_found", "", id="container-disk-not-copied",
         ),
         pytest.param(
             {**tiny_vmi(name="idle"), "spec": {**tiny_vmi()["spec"], "volumes": []}},

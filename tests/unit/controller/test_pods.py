@@ -40,6 +40,19 @@ def test_failure_names_the_compute_containers_exit() -> None:
     )
 
 
+def test_compute_terminated_in_a_running_pod_is_a_dead_launcher() -> None:
+    """compute ended while the pod still runs (other containers live on): launcher down,
+    and the pod says how compute ended; a running compute is not down."""
+    statuses = [{"name": "compute", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+    pod = decode_pod(pod_dict(node="node01", phase="Running", container_statuses=statuses))
+    assert pod.launcher_down and not pod.terminal
+    assert pod.failure == "compute exited 137 (Error)"
+    running = [{"name": "compute", "state": {"running": {"startedAt": ago(5)}}}]
+    alive = decode_pod(pod_dict(node="node01", phase="Running", container_statuses=running))
+    assert not alive.launcher_down and alive.failure is None
+    assert decode_pod(pod_dict(phase="Succeeded")).launcher_down
+
+
 def test_pod_level_reason_when_no_container_ended() -> None:
     """Evictions say so at the pod level."""
     raw = pod_dict(phase="Failed")

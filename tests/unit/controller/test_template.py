@@ -207,14 +207,9 @@ def test_volumes_and_mounts_form_the_socket_contract() -> None:
 
 def test_launcher_args_parse_with_the_launchers_own_parser() -> None:
     """Every argument the template emits is one the launcher accepts."""
-    c = compute(
-        render(
-            image_store="/srv/images", kvm_probe_file="/srv/kvm-probe", capabilities_seed="/srv/c"
-        )
-    )
+    c = compute(render(kvm_probe_file="/srv/kvm-probe", capabilities_seed="/srv/c"))
     args = parse_launcher_args(c["args"])
     assert args["name"] == "vm1" and args["namespace"] == "ns" and args["uid"] == VMI_UID
-    assert args["image_store"] == "/srv/images"
     assert args["kvm_probe_file"] == "/srv/kvm-probe"
     assert str(args["capabilities_seed"]) == "/srv/c"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from controller.config import TemplateConfig, TimingConfig
 from controller.errors import SyncError
 from controller.informers import Informers, build_informers
+from controller.node_logic import NodeView
 from controller.pods import decode_pod
 from controller.recent import Recent
 from controller.reconcile import PodWriter
@@ -101,7 +103,7 @@ class Rig:
             if plural == "pods":
                 raw = copy.deepcopy(stored)
                 raw.setdefault("status", {}).update(status)
-                if status.get("phase") == "Running":
+                if status.get("phase") in ("Running", "Failed", "Succeeded"):
                     raw.setdefault("spec", {})["nodeName"] = "node01"
                 self.informers.pods._put(key, raw["metadata"]["resourceVersion"], decode_pod(raw))
 
@@ -195,3 +197,46 @@ async def test_pod_update_that_changes_nothing_we_read_does_not_enqueue() -> Non
     assert len(rig.queue) == 0
     rig.informers.pods.resync()
     assert len(rig.queue) == 1
+
+
+async def running(rig: Rig) -> None:
+    """A VMI handed to node01 and made Running (as its handler would)."""
+    rig.seed_vmi()
+    await rig.ctl.sync(KEY)
+    rig.observe_pods(phase="Running")
+    await rig.ctl.sync(KEY)
+    stored = rig.api.stored(VMIS, KEY)
+    stored["status"]["phase"] = "Running"
+    rig.informers.vmis.store.upsert(KEY, VirtualMachineInstance.from_dict(copy.deepcopy(stored)))
+
+
+KILLED = [{"name": "compute", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+
+
+async def test_dead_launcher_pod_fails_a_running_vmi_with_one_write() -> None:
+    """The launcher pod ends in Error under a Running VMI: one status write to
+    Failed(LauncherDied); syncing again leaves the status alone (a final VMI's is never
+    touched) and only drops the finalizer (its only pod is terminal)."""
+    rig = Rig()
+    await running(rig)
+    before = len(rig.writes())
+    rig.observe_pods(phase="Failed", containerStatuses=KILLED)
+    await rig.ctl.sync(KEY)
+    assert rig.writes()[before:] == ["patch"]
+    vmi = rig.stored_vmi()
+    assert (vmi.status.phase, vmi.status.reason) == ("Failed", "LauncherDied")
+    await rig.ctl.sync(KEY)
+    after = rig.stored_vmi()
+    assert after.status == vmi.status and after.metadata.finalizers == ()
+
+
+async def test_dead_launcher_on_a_dead_handlers_node_is_left_to_the_node_controller() -> None:
+    """The node's handler heartbeat is stale: the VMI controller leaves the phase alone
+    (the node controller fails it as NodeUnresponsive)."""
+    rig = Rig()
+    await running(rig)
+    stale = NodeView(name="node01", schedulable="false", heartbeat=NOW - timedelta(minutes=10))
+    rig.informers.nodes._put("node01", "1", stale)
+    rig.observe_pods(phase="Failed", containerStatuses=KILLED)
+    await rig.ctl.sync(KEY)
+    assert rig.stored_vmi().status.phase == "Running"

@@ -9,10 +9,11 @@ import pytest
 
 from controller.pods import LauncherPod, PodPhase
 from controller.vmi_logic import FailureReason, VMIPlan, plan_vmi
-from shared.model import VirtualMachineInstance, VMIPhase
+from shared.model import MigrationState, VirtualMachineInstance, VMIPhase
 from tests.unit.controller.builders import (
     NOW,
     ago,
+    condition,
     make_pod,
     make_vmi,
     unschedulable,
@@ -167,13 +168,116 @@ def test_after_handoff_the_controller_only_keeps_bookkeeping() -> None:
     assert p.labels == {"kubevirt.io/nodeName": "node01"} and p.finalizer is True
 
 
-def test_after_handoff_a_vanished_pod_leaves_phase_and_ready_to_the_handler() -> None:
-    """The pod on the VMI's node is gone: activePods drops it; phase and Ready untouched
-    (the handler owns them from Scheduled on)."""
+KILLED = [{"name": "compute", "state": {"terminated": {"exitCode": 137, "reason": "Error"}}}]
+
+
+@pytest.mark.parametrize(
+    ("pods", "names"),
+    [
+        pytest.param(
+            [make_pod(node="node01", phase="Failed", uid="x", container_statuses=KILLED)],
+            "launcher pod virt-launcher-vm1-abcde failed: compute exited 137 (Error)",
+            id="pod-failed",
+        ),
+        pytest.param(
+            [make_pod(node="node01", phase="Succeeded", uid="x")],
+            "launcher pod virt-launcher-vm1-abcde ended in phase Succeeded",
+            id="pod-succeeded",
+        ),
+        pytest.param(
+            [make_pod(node="node01", phase="Running", uid="x", container_statuses=KILLED)],
+            "launcher pod virt-launcher-vm1-abcde failed: compute exited 137 (Error)",
+            id="compute-terminated-pod-running",
+        ),
+        pytest.param([], "virt-launcher pod x on node node01 no longer exists", id="pod-gone"),
+    ],
+)
+@pytest.mark.parametrize("phase", [VMIPhase.SCHEDULED, VMIPhase.RUNNING])
+def test_after_handoff_a_dead_launcher_fails_the_vmi(
+    pods: list[LauncherPod], names: str, phase: VMIPhase
+) -> None:
+    """The launcher pod on the VMI's node is terminal, its compute container terminated,
+    or it is gone: Failed(LauncherDied) in one write, the message naming the pod, Ready
+    False, the live-guest conditions dropped, activePods kept as they were."""
+    vmi = make_vmi(
+        phase=phase,
+        node="node01",
+        active_pods={"x": "node01"},
+        conditions=(condition("Ready"), condition("AgentConnected"), condition("Paused")),
+    )
+    p = plan(vmi, pods)
+    assert (p.status.phase, p.status.reason) == (VMIPhase.FAILED, "LauncherDied")
+    assert phases(p)[-1] == "Failed"
+    sync = p.status.condition("Synchronized")
+    assert sync is not None and sync.reason == "LauncherDied" and sync.message == names
+    ready = p.status.condition("Ready")
+    assert ready is not None and (ready.status, ready.reason) == ("False", "GuestNotRunning")
+    assert p.status.condition("AgentConnected") is None and p.status.condition("Paused") is None
+    assert dict(p.status.active_pods) == {"x": "node01"}
+    assert not p.create_pod and not p.delete_pods and p.finalizer is True
+    again = plan(dataclasses.replace(vmi, status=p.status), pods)
+    assert again.status == p.status  # final: never planned again
+
+
+def test_a_pod_being_deleted_is_a_graceful_shutdown_left_to_the_handler() -> None:
+    """The launcher pod is deleting but still running (ACPI in progress): no verdict."""
+    going = make_pod(node="node01", phase="Running", uid="x", deleting=True)
     vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"x": "node01"})
-    p = plan(vmi, [])
-    assert p.status.condition("Ready") is None
-    assert p.status.phase == VMIPhase.RUNNING and dict(p.status.active_pods) == {}
+    assert plan(vmi, [going]).status.phase == VMIPhase.RUNNING
+
+
+def test_an_old_dead_pod_beside_the_live_launcher_is_not_a_death() -> None:
+    """Migrated away and back: the earlier pod on this node ended, the current one runs."""
+    old = make_pod(node="node01", phase="Succeeded", uid="old", created=ago(600))
+    live = make_pod(node="node01", phase="Running", uid="new", migration_uid="m2")
+    vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"new": "node01"})
+    p = plan(vmi, [old, live])
+    assert p.status.phase == VMIPhase.RUNNING and dict(p.status.active_pods) == {"new": "node01"}
+
+
+def test_a_failing_migration_target_pod_does_not_fail_the_vmi() -> None:
+    """During a migration the target pod on the other node dies: the guest runs on."""
+    source = make_pod(node="node01", phase="Running", uid="src")
+    target = make_pod(
+        node="node02", phase="Failed", uid="tgt", migration_uid="m", container_statuses=KILLED
+    )
+    state = MigrationState(source_node="node01", target_node="node02", migration_uid="m")
+    vmi = make_vmi(
+        phase=VMIPhase.RUNNING,
+        node="node01",
+        active_pods={"src": "node01", "tgt": "node02"},
+        migration_state=state,
+    )
+    p = plan(vmi, [source, target])
+    assert p.status.phase == VMIPhase.RUNNING and dict(p.status.active_pods) == {"src": "node01"}
+
+
+def test_the_source_pod_ending_after_a_completed_migration_is_the_hand_off() -> None:
+    """Migration completed, nodeName not yet moved: the source launcher exits (its pod
+    Succeeded) while the target runs the guest: no verdict. The target pod dying then is
+    the VMI's death."""
+    source = make_pod(node="node01", phase="Succeeded", uid="src")
+    target = make_pod(node="node02", phase="Running", uid="tgt", migration_uid="m")
+    state = MigrationState(
+        source_node="node01", target_node="node02", migration_uid="m", completed=True
+    )
+    vmi = make_vmi(
+        phase=VMIPhase.RUNNING,
+        node="node01",
+        active_pods={"src": "node01", "tgt": "node02"},
+        migration_state=state,
+    )
+    assert plan(vmi, [source, target]).status.phase == VMIPhase.RUNNING
+    dead = dataclasses.replace(target, phase=PodPhase.FAILED)
+    p = plan(vmi, [source, dead])
+    assert (p.status.phase, p.status.reason) == (VMIPhase.FAILED, "LauncherDied")
+
+
+def test_a_dead_handlers_node_is_left_to_the_node_controller() -> None:
+    """handler_down: the node controller fails the VMI (NodeUnresponsive), not this one."""
+    vmi = make_vmi(phase=VMIPhase.RUNNING, node="node01", active_pods={"x": "node01"})
+    p = plan_vmi(vmi, [], now=NOW, unschedulable_timeout=TIMEOUT, handler_down=True)
+    assert p.status.phase == VMIPhase.RUNNING
 
 
 def test_steady_state_after_handoff_is_a_fixed_point() -> None:

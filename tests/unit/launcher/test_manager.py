@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from launcher.errors import InvalidSpec, LibvirtFailure
 from launcher.manager import DomainManager, Identity
 from launcher.plan import HostPaths
 from launcher.virt import LifecycleEvent
-from shared.images import ImageStore
+from shared import podlayout
 from shared.wire.domain import DomainEvent, DomainState, EventType
 from shared.wire.stats import DomainStats
 from tests.integration.launcher.harness import tiny_vmi
@@ -82,15 +81,17 @@ class FakeVirt:
         return {}
 
 
-def _store(root: Path) -> ImageStore:
-    """An image store holding the tiny guest's layout with placeholder files."""
-    ref = "registry.local/kubevirt-py/tiny-guest:v1"
-    entry = root / hashlib.sha256(ref.encode()).hexdigest()[:16]
-    for rel in ("rootfs/boot/vmlinuz", "rootfs/boot/initrd.img", "rootfs/disk/disk.qcow2"):
-        (entry / rel).parent.mkdir(parents=True, exist_ok=True)
-        (entry / rel).write_bytes(b"k" * 512)  # raw placeholders; overlays are real qcow2
-    (entry / "ref").write_text(ref)
-    return ImageStore(root)
+def _container_disks(root: Path) -> Path:
+    """A container-disks volume as the init containers leave it for the tiny guest, with
+    placeholder files (raw; the overlays made on top are real qcow2)."""
+    for rel in (
+        podlayout.disk_file("containerdisk"),
+        podlayout.kernel_file(),
+        podlayout.initrd_file(),
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"k" * 512)
+    return root
 
 
 @pytest.fixture
@@ -107,7 +108,9 @@ def manager_and_virt(
         virt=virt,
         identity=Identity(namespace="default", name="tiny", uid=UID),
         disks=DiskContext(
-            work_dir=tmp_path / "w", disk_roots=(tmp_path,), images=_store(tmp_path / "img")
+            work_dir=tmp_path / "w",
+            disk_roots=(tmp_path,),
+            container_disks=_container_disks(tmp_path / "cd"),
         ),
         host=HostPaths(
             serial_log=tmp_path / "serial.log",

@@ -9,6 +9,8 @@ import pytest
 from launcher.migxml import XmlMismatch, destination_xml, writable_disks
 
 SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
+<os><type>hvm</type><kernel>/a/cd/kernel_boot/kernel</kernel>
+<initrd>/a/cd/kernel_boot/initrd</initrd></os>
 <vcpu>1</vcpu><resource><partition>/machine/src</partition></resource>
 <devices>
  <disk type="file" device="disk"><source file="/a/disks/cd-overlay.qcow2" index="2"/>
@@ -20,7 +22,9 @@ SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
   <log file="/a/serial.log" append="on"/></serial>
 </devices></domain>"""
 
-TARGET = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid><vcpu>1</vcpu>
+TARGET = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
+<os><type>hvm</type><kernel>/b/cd/kernel_boot/kernel</kernel>
+<initrd>/b/cd/kernel_boot/initrd</initrd></os><vcpu>1</vcpu>
 <resource><partition>/machine/dst</partition></resource>
 <devices>
  <disk type="file" device="disk"><source file="/b/disks/cd-overlay.qcow2"/><target dev="vda"/></disk>
@@ -31,8 +35,8 @@ TARGET = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid><vcpu>1</v
 
 
 def test_paths_and_partition_come_from_the_target_abi_from_the_source() -> None:
-    """Disk files, serial log and partition are the target's; PCI addresses are kept and
-    the source's backing chain details are dropped."""
+    """Disk files, kernel and initrd, serial log and partition are the target's; PCI
+    addresses are kept and the source's backing chain details are dropped."""
     out = ET.fromstring(destination_xml(SOURCE, TARGET))
     files = [d.findall("source")[0].get("file") for d in out.iterfind("devices/disk")]
     assert files == ["/b/disks/cd-overlay.qcow2", "/b/disks/ci.iso"]
@@ -40,6 +44,8 @@ def test_paths_and_partition_come_from_the_target_abi_from_the_source() -> None:
     assert out.find("devices/disk/backingStore") is None
     assert out.findtext("resource/partition") == "/machine/dst"
     assert out.findall("devices/serial/log")[0].get("file") == "/b/serial.log"
+    assert out.findtext("os/kernel") == "/b/cd/kernel_boot/kernel"
+    assert out.findtext("os/initrd") == "/b/cd/kernel_boot/initrd"
 
 
 def test_a_different_domain_is_refused() -> None:

@@ -1,0 +1,189 @@
+"""Configuration files of one real node: containerd, the CNI network, kubelet, kube-proxy.
+
+Pure functions from a ``NodeLayout`` to text, so the settings that mattered on this machine
+(../shared/docs/real-nodes-lab.md) are visible in one place and unit-tested:
+
+- containerd: private root/state/sockets, runc with cgroupfs, ``restrict_oom_score_adj``
+  (the pause container asks for -998, which this machine refuses), the locally built pause
+  image, Debian's CNI plugins;
+- kubelet: cgroupfs driver under a cgroup root of its own, ``failCgroupV1: false`` (this
+  machine has v1 hybrid cgroups), no swap check, client-certificate authentication for
+  kube-apiserver's logs/exec calls, image GC and eviction relaxed so images built here stay;
+- kube-proxy: iptables mode inside the node's network namespace, no conntrack sysctls
+  (those are not per namespace).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+PAUSE_IMAGE = "registry.local/kubevirt-py/pause:3.10"
+CNI_BIN_DIR = "/usr/lib/cni"
+RUNC = "/usr/sbin/runc"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLayout:
+    """Where one real node keeps its state on the host, and its addresses."""
+
+    name: str
+    dir: Path
+    node_ip: str
+    pod_cidr: str
+    pod_gateway: str
+    cluster_cidr: str
+    cgroup_root: str
+    routes: tuple[tuple[str, str], ...]  # (other node's pod range, via its node IP)
+
+    @property
+    def containerd_dir(self) -> Path:
+        return self.dir / "containerd"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.containerd_dir / "containerd.sock"
+
+    @property
+    def cni_conf_dir(self) -> Path:
+        return self.dir / "cni" / "net.d"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        """Bound over /var/lib/kubelet inside the node's mount namespace."""
+        return self.dir / "kubelet"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.dir / "config"
+
+    @property
+    def sysctl_dir(self) -> Path:
+        """Files bound over the global /proc/sys entries the kubelet rewrites."""
+        return self.dir / "sysctl"
+
+
+def containerd_toml(node: NodeLayout) -> str:
+    d = node.containerd_dir
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""\
+version = 2
+root = "{d / "root"}"
+state = "{d / "state"}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = "{node.containerd_socket}"
+[ttrpc]
+  address = "{node.containerd_socket}.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d / "opt"}"
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  max_container_log_line_size = 16384
+  [{cri}.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        BinaryName = "{RUNC}"
+        SystemdCgroup = false
+  [{cri}.cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{node.cni_conf_dir}"
+"""
+
+
+def cni_conflist(node: NodeLayout) -> str:
+    """A bridge in the node's namespace, addresses from the node's pod range; no masquerade."""
+    ipam = {
+        "type": "host-local",
+        "ranges": [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": str(node.dir / "cni" / "ipam"),
+    }
+    bridge = {
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": True,
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": ipam,
+    }
+    return json.dumps({"cniVersion": "1.0.0", "name": "kubevirt-py", "plugins": [bridge]}, indent=2)
+
+
+def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": node.node_ip,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": node.cgroup_root,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
+        "podLogsDir": "/var/log/pods",
+        "resolvConf": str(node.config_dir / "resolv.conf"),
+        "maxPods": 60,
+        "serializeImagePulls": False,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+            "imagefs.available": "1%",
+        },
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(ca_file)},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "protectKernelDefaults": False,
+        "localStorageCapacityIsolation": True,
+        "nodeStatusReportFrequency": "10s",
+        "shutdownGracePeriod": "0s",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def kube_proxy_yaml(node: NodeLayout, *, kubeconfig: Path) -> str:
+    config = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node.name,
+        "bindAddress": node.node_ip,
+        "clusterCIDR": node.cluster_cidr,
+        "mode": "iptables",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "healthzBindAddress": "127.0.0.1:10256",
+        # Conntrack limits are host-wide sysctls: leave them alone.
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+        "nodePortAddresses": [f"{node.node_ip}/32"],
+    }
+    return yaml.safe_dump(config, sort_keys=False)

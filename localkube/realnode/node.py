@@ -1,0 +1,177 @@
+"""One real node: containerd + runc, the kubelet and kube-proxy, in the node's namespaces.
+
+Built from the same pin as the control plane (scripts/build-control-plane builds kubelet and
+kube-proxy too); containerd, runc and the CNI plugins are Debian's. Images built by
+scripts/build-images are imported into the node's containerd (pods use them without a
+registry, as ``imagePullPolicy: IfNotPresent``/``Never`` do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from localkube.errors import ComponentFailed
+from localkube.health import log_tail
+from localkube.procs import (
+    DaemonSpec,
+    carries_marker,
+    read_pidfile,
+    reap_mentioning,
+    run_cmd,
+    spawn_detached,
+    stop_process,
+)
+from localkube.realnode import configs
+from localkube.realnode.configs import NodeLayout
+from localkube.realnode.namespaces import NodeNamespaces
+
+log = structlog.get_logger()
+
+CONTAINERD = "/usr/bin/containerd"
+CTR = "/usr/bin/ctr"
+K8S_NAMESPACE = "k8s.io"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeInputs:
+    """What a node needs from its cluster."""
+
+    bin_dir: Path
+    kubeconfig: Path
+    proxy_kubeconfig: Path
+    ca_file: Path
+    logs: Path
+    run: Path
+    marker: tuple[str, str]
+    images: tuple[tuple[str, Path], ...]
+
+
+class RealNode:
+    def __init__(self, *, ns: NodeNamespaces, inputs: NodeInputs) -> None:
+        self.ns = ns
+        self.layout: NodeLayout = ns.layout
+        self.inputs = inputs
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    def _spec(self, component: str, argv: Sequence[str]) -> DaemonSpec:
+        name = f"{component}-{self.name}"
+        return DaemonSpec(
+            name=name,
+            argv=(*self.ns.enter(), *argv),
+            log_file=self.inputs.logs / f"{name}.log",
+            pidfile=self.inputs.run / f"{name}.pid",
+        )
+
+    def specs(self) -> dict[str, DaemonSpec]:
+        cfg, bin_dir = self.layout.config_dir, self.inputs.bin_dir
+        return {
+            "containerd": self._spec(
+                "containerd", [CONTAINERD, "--config", str(cfg / "containerd.toml")]
+            ),
+            "kubelet": self._spec(
+                "kubelet",
+                [
+                    str(bin_dir / "kubelet"),
+                    f"--config={cfg / 'kubelet.yaml'}",
+                    f"--kubeconfig={self.inputs.kubeconfig}",
+                    f"--hostname-override={self.name}",
+                    f"--node-ip={self.layout.node_ip}",
+                    "--v=1",
+                ],
+            ),
+            "kube-proxy": self._spec(
+                "kube-proxy",
+                [str(bin_dir / "kube-proxy"), f"--config={cfg / 'kube-proxy.yaml'}", "--v=1"],
+            ),
+        }
+
+    def running(self, component: str) -> bool:
+        pid = read_pidfile(self.specs()[component].pidfile)
+        return pid is not None and carries_marker(pid, self.inputs.marker)
+
+    def write_configs(self) -> None:
+        node, cfg = self.layout, self.layout.config_dir
+        cfg.mkdir(parents=True, exist_ok=True)
+        node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+        (cfg / "containerd.toml").write_text(configs.containerd_toml(node))
+        (node.cni_conf_dir / "10-kubevirt-py.conflist").write_text(configs.cni_conflist(node))
+        (cfg / "kubelet.yaml").write_text(configs.kubelet_yaml(node, ca_file=self.inputs.ca_file))
+        (cfg / "kube-proxy.yaml").write_text(
+            configs.kube_proxy_yaml(node, kubeconfig=self.inputs.proxy_kubeconfig)
+        )
+        (cfg / "resolv.conf").write_text("# no cluster DNS; nothing resolves outside\n")
+
+    async def start_runtime(self) -> None:
+        """Namespaces, containerd (answering), and the images imported."""
+        self.write_configs()
+        await self.ns.create()
+        if not self.running("containerd"):
+            spawn_detached(self.specs()["containerd"], marker=self.inputs.marker)
+        await self._wait_containerd()
+        await self.import_images()
+
+    def start_kubelet(self) -> None:
+        for component in ("kubelet", "kube-proxy"):
+            if not self.running(component):
+                spawn_detached(self.specs()[component], marker=self.inputs.marker)
+
+    async def _wait_containerd(self, timeout: float = 30.0) -> None:
+        spec = self.specs()["containerd"]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            with contextlib.suppress(Exception):
+                await self._ctr("version", timeout=5)
+                return
+            if not self.running("containerd"):
+                break
+            await asyncio.sleep(0.2)
+        raise ComponentFailed(spec.name, "containerd did not answer", log_tail(spec.log_file))
+
+    async def _ctr(self, *args: str, timeout: float = 120.0) -> str:
+        return await run_cmd(
+            [CTR, "--address", str(self.layout.containerd_socket), "-n", K8S_NAMESPACE, *args],
+            timeout=timeout,
+        )
+
+    async def import_images(self) -> None:
+        """Import every image archive not imported yet (a stamp per archive content)."""
+        stamps = self.layout.dir / "images"
+        stamps.mkdir(parents=True, exist_ok=True)
+        for ref, archive in self.inputs.images:
+            stat = archive.stat()
+            key = hashlib.sha256(f"{ref} {archive} {stat.st_size} {stat.st_mtime_ns}".encode())
+            stamp = stamps / key.hexdigest()[:16]
+            if stamp.exists() and ref in await self._ctr("images", "ls", "-q", timeout=30):
+                continue
+            await self._ctr("images", "import", str(archive), timeout=300)
+            stamp.write_text(f"{ref} {archive}\n")
+            log.info("image_imported", node=self.name, image=ref)
+
+    async def stop(self, *, grace: float = 20.0) -> None:
+        """kubelet and kube-proxy, then every container (the node's cgroups), then containerd
+        and its shims, then the namespaces."""
+        for component in ("kubelet", "kube-proxy"):
+            await self._stop(component, grace=grace)
+        await self.ns.kill_processes()
+        await self._stop("containerd", grace=grace)
+        await reap_mentioning(self.layout.containerd_dir)
+        await self.ns.destroy()
+
+    async def _stop(self, component: str, *, grace: float) -> None:
+        spec = self.specs()[component]
+        pid = read_pidfile(spec.pidfile)
+        if pid is not None:
+            await stop_process(pid, marker=self.inputs.marker, grace=grace)
+        with contextlib.suppress(FileNotFoundError):
+            spec.pidfile.unlink()

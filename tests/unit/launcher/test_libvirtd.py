@@ -1,0 +1,90 @@
+"""How the launcher gives its libvirtd the system paths: its own mount namespace when it
+has CAP_SYS_ADMIN (process-mode nodes), the container's filesystem otherwise (real
+nodes); and no libvirt cgroups when the launcher could not make its partition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.libvirtd import (
+    NO_CGROUPS,
+    DaemonPaths,
+    Isolation,
+    LibvirtDaemon,
+    choose_isolation,
+    has_cap_sys_admin,
+)
+
+STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapPrm:\t{eff}\nCapEff:\t{eff}\n"
+ALL_CAPS = "000001ffffffffff"
+# A container runtime's default set (CAP_CHOWN … CAP_SETFCAP, without CAP_SYS_ADMIN).
+RUNTIME_DEFAULT = "00000000a80425fb"
+
+
+@pytest.mark.parametrize(
+    ("eff", "isolation"),
+    [
+        pytest.param(ALL_CAPS, Isolation.MOUNT_NAMESPACE, id="root-on-the-host"),
+        pytest.param(f"{1 << 21:016x}", Isolation.MOUNT_NAMESPACE, id="only-sys-admin"),
+        pytest.param(RUNTIME_DEFAULT, Isolation.CONTAINER, id="runtime-default-set"),
+        pytest.param(f"{(1 << 41) - 1 - (1 << 21):016x}", Isolation.CONTAINER, id="all-but"),
+    ],
+)
+def test_isolation_follows_cap_sys_admin(eff: str, isolation: Isolation) -> None:
+    """CapEff bit 21 decides: with it a mount namespace of our own, without it the
+    container's (unshare --mount would be refused)."""
+    assert choose_isolation(lambda: STATUS.format(eff=eff)) is isolation
+
+
+def test_no_cap_eff_line_means_no_capability() -> None:
+    """A status text without CapEff is read as no capabilities."""
+    assert not has_cap_sys_admin("Name:\tx\n")
+
+
+def _daemon(root: Path, isolation: Isolation) -> LibvirtDaemon:
+    paths = DaemonPaths(root=root / "private", isolation=isolation, system_root=root / "sys")
+    return LibvirtDaemon(paths=paths, libvirtd=Path("/usr/sbin/libvirtd"), tini=Path("/tini"))
+
+
+def test_mount_namespace_keeps_everything_under_the_private_dir(tmp_path: Path) -> None:
+    """Process-mode nodes: qemu.conf and libvirt's dirs live under the private dir (bind
+    mounted over the system paths inside unshare), QEMU's sockets go to /run/libvirt/kvpy."""
+    daemon = _daemon(tmp_path, Isolation.MOUNT_NAMESPACE)
+    daemon.prepare(capabilities_seed=None)
+    private = tmp_path / "private"
+    assert (private / "etc" / "qemu.conf").is_file()
+    assert NO_CGROUPS not in (private / "etc" / "qemu.conf").read_text()
+    assert daemon.paths.qemu_pids == private / "run" / "qemu"
+    assert daemon.paths.guest_dir_for_qemu == Path("/run/libvirt/kvpy")
+    argv = daemon._argv()
+    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
+    assert not (tmp_path / "sys").exists()
+
+
+def test_container_uses_its_own_system_dirs_without_unshare(tmp_path: Path) -> None:
+    """Without CAP_SYS_ADMIN: no unshare, no bind mounts; qemu.conf where libvirtd reads
+    it (/etc/libvirt), pid files and capabilities in the system dirs; the guest's sockets
+    and serial log stay under the private dir, where the handler looks."""
+    daemon = _daemon(tmp_path, Isolation.CONTAINER)
+    daemon.prepare(capabilities_seed=None)
+    system = tmp_path / "sys"
+    assert (system / "etc" / "libvirt" / "qemu.conf").is_file()
+    assert daemon.paths.qemu_pids == system / "run" / "libvirt" / "qemu"
+    assert daemon.paths.capabilities == system / "var/cache/libvirt/qemu/capabilities"
+    assert daemon.paths.guest_dir_for_qemu == tmp_path / "private" / "run" / "kvpy"
+    assert daemon.paths.guest_dir.is_dir() and daemon.paths.serial_log.parent.is_dir()
+    conf = str(daemon.paths.config)
+    assert daemon._argv() == [
+        "/tini", "-s", "--", "/usr/sbin/libvirtd", "-f", conf, "-p", str(daemon.paths.pidfile),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("isolation", list(Isolation))
+def test_no_partition_means_no_libvirt_cgroups(tmp_path: Path, isolation: Isolation) -> None:
+    """When the cgroup partition could not be made (read-only cgroupfs), qemu.conf tells
+    libvirt to use no cgroup controllers, so QEMU stays in the launcher's cgroup."""
+    daemon = _daemon(tmp_path, isolation)
+    daemon.prepare(capabilities_seed=None, cgroups=False)
+    assert "cgroup_controllers = [ ]" in daemon.paths.qemu_conf.read_text()

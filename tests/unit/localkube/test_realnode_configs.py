@@ -1,0 +1,117 @@
+"""Real nodes' addresses and configuration files: the settings that mattered on this machine."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from localkube.realnode import configs
+from localkube.realnode.configs import NodeLayout
+from localkube.realnode.netplan import BLOCKS, NetPlan, NetPlanError
+
+SUPERNET = ipaddress.ip_network("198.18.0.0/15")
+
+
+def _layout(tmp_path: Path) -> NodeLayout:
+    plan = NetPlan(block=3)
+    return NodeLayout(
+        name="node01",
+        dir=tmp_path / "node01",
+        node_ip=plan.node_ip(1),
+        pod_cidr=plan.pod_cidr(1),
+        pod_gateway=plan.pod_gateway(1),
+        cluster_cidr=plan.cluster_cidr,
+        cgroup_root="/kvpy3-node01",
+        routes=((plan.pod_cidr(2), plan.node_ip(2)),),
+    )
+
+
+@pytest.mark.parametrize("block", [0, 7, BLOCKS - 1])
+def test_every_address_is_inside_the_benchmark_range(block: int) -> None:
+    """Node, pod, Service and gateway addresses of any block lie in 198.18.0.0/15, and the
+    ranges of one block do not overlap."""
+    plan = NetPlan(block=block)
+    nets = [ipaddress.ip_network(plan.node_cidr), ipaddress.ip_network(plan.service_cidr)]
+    nets += [ipaddress.ip_network(plan.pod_cidr(i)) for i in (1, 2, 14)]
+    for net in nets:
+        assert net.subnet_of(SUPERNET)  # type: ignore[arg-type]
+    for a in nets:
+        for b in nets:
+            assert a is b or not a.overlaps(b)
+    assert ipaddress.ip_address(plan.gateway) in nets[0]
+    assert ipaddress.ip_address(plan.kubernetes_service_ip) in nets[1]
+    assert ipaddress.ip_network(plan.cluster_cidr).subnet_of(SUPERNET)  # type: ignore[arg-type]
+
+
+def test_blocks_are_disjoint_and_names_fit_interfaces() -> None:
+    """Two clusters never share addresses; interface names fit Linux's 15 characters."""
+    a, b = NetPlan(block=0), NetPlan(block=1)
+    assert not ipaddress.ip_network(a.cluster_cidr).overlaps(ipaddress.ip_network(b.cluster_cidr))
+    last = NetPlan(block=BLOCKS - 1)
+    assert len(last.bridge) <= 15 and len(last.host_veth(14)) <= 15
+
+
+def test_node_index_out_of_range_is_refused() -> None:
+    """A 15th node has no pod range: a clear error, not an overlapping range."""
+    with pytest.raises(NetPlanError, match="node index 15"):
+        NetPlan(block=0).pod_cidr(15)
+
+
+def test_pick_skips_blocks_in_use_and_keeps_its_choice(tmp_path: Path) -> None:
+    """A new cluster takes the lowest free block; later loads return the saved one."""
+    path = tmp_path / "net.json"
+    assert NetPlan.load_or_pick(path, taken={0, 1}).block == 2
+    assert NetPlan.load_or_pick(path, taken={0, 1, 2}).block == 2
+    with pytest.raises(NetPlanError):
+        NetPlan.load_or_pick(tmp_path / "other.json", taken=set(range(BLOCKS)))
+
+
+def test_containerd_settings_that_mattered(tmp_path: Path) -> None:
+    """Private sockets and state, runc with cgroupfs, restricted oom_score_adj, the local
+    pause image and Debian's CNI plugins."""
+    node = _layout(tmp_path)
+    doc = tomllib.loads(configs.containerd_toml(node))
+    assert doc["grpc"]["address"] == str(node.containerd_socket)
+    assert doc["root"].startswith(str(node.dir)) and doc["state"].startswith(str(node.dir))
+    cri = doc["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["sandbox_image"] == configs.PAUSE_IMAGE
+    runc = cri["containerd"]["runtimes"]["runc"]["options"]
+    assert runc == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
+    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(node.cni_conf_dir)}
+
+
+def test_cni_network_never_masquerades(tmp_path: Path) -> None:
+    """The pod bridge hands out the node's own range and masquerades nothing."""
+    node = _layout(tmp_path)
+    bridge = json.loads(configs.cni_conflist(node))["plugins"][0]
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"] == [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]]
+
+
+def test_kubelet_runs_on_v1_cgroups_under_its_own_root(tmp_path: Path) -> None:
+    """cgroupfs under the node's own root, cgroup v1 allowed, no swap check, client
+    certificates for kube-apiserver, and no image GC of the images built here."""
+    node = _layout(tmp_path)
+    cfg = yaml.safe_load(configs.kubelet_yaml(node, ca_file=Path("/ca.crt")))
+    assert cfg["cgroupDriver"] == "cgroupfs" and cfg["cgroupRoot"] == "/kvpy3-node01"
+    assert cfg["failCgroupV1"] is False and cfg["failSwapOn"] is False
+    assert cfg["address"] == node.node_ip and cfg["readOnlyPort"] == 0
+    assert cfg["authentication"]["x509"] == {"clientCAFile": "/ca.crt"}
+    assert cfg["authentication"]["anonymous"] == {"enabled": False}
+    assert cfg["imageGCHighThresholdPercent"] == 100
+    assert cfg["containerRuntimeEndpoint"] == f"unix://{node.containerd_socket}"
+
+
+def test_kube_proxy_leaves_host_wide_sysctls_alone(tmp_path: Path) -> None:
+    """kube-proxy touches no conntrack limit (host-wide) and knows the cluster's range."""
+    node = _layout(tmp_path)
+    cfg = yaml.safe_load(configs.kube_proxy_yaml(node, kubeconfig=Path("/kp")))
+    assert cfg["conntrack"]["maxPerCore"] == 0 and cfg["conntrack"]["min"] == 0
+    assert cfg["clusterCIDR"] == node.cluster_cidr and cfg["mode"] == "iptables"
+    assert cfg["iptables"]["localhostNodePorts"] is False
