@@ -22,7 +22,6 @@ from launcher.disks import DiskContext
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, MigrationPort, Migrations, SourceMigrator
 from launcher.plan import HostPaths
-from shared.images import ImageStore
 from shared.wire.domain import DomainState
 from shared.wire.server import RpcServer, ServerInfo
 from tests.unit.launcher.test_manager import UID, FakeVirt
@@ -36,7 +35,7 @@ def build_server(work: Path) -> RpcServer:
     manager = DomainManager(
         virt=virt,
         identity=identity,
-        disks=DiskContext(work_dir=work / "w", disk_roots=(work,), images=ImageStore(work / "i")),
+        disks=DiskContext(work_dir=work / "w", disk_roots=(work,), container_disks=work / "cd"),
         host=HostPaths(
             serial_log=work / "serial.log",
             console_socket=work / "c.sock",
