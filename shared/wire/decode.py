@@ -2,9 +2,9 @@
 
 msgpack-python bounds each str, bin, ext, array and map, but not the nesting depth nor
 the number of objects, and one byte on the wire (an empty map) becomes ~72 bytes of
-Python objects. `measure` walks the encoded bytes once, allocating nothing, and raises
-`LimitExceeded` naming the first limit a frame goes over; only then does msgpack decode
-it, with the per-container limits passed again as a second guard.
+Python objects. `measure` walks the encoded bytes once, building none of the decoded
+objects, and raises `LimitExceeded` naming the first limit a frame goes over; only then
+does msgpack decode it, with the per-container limits passed again as a second guard.
 """
 
 from __future__ import annotations
