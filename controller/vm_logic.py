@@ -279,6 +279,16 @@ def _conditions(
     return tuple(out)
 
 
+# The VMI's Synchronized=False reasons (from its launcher pod's containers) `kubectl get vm`
+# shows as they are, as KubeVirt does.
+IMAGE_PULL_STATUS = {
+    "ErrImagePull": PrintableStatus.ERR_IMAGE_PULL,
+    "ErrImageNeverPull": PrintableStatus.ERR_IMAGE_PULL,
+    "InvalidImageName": PrintableStatus.ERR_IMAGE_PULL,
+    "ImagePullBackOff": PrintableStatus.IMAGE_PULL_BACK_OFF,
+}
+
+
 def printable_status(
     vm: VirtualMachine, vmi: VirtualMachineInstance | None, status: VMStatus, *, now: datetime
 ) -> PrintableStatus:
@@ -293,11 +303,22 @@ def printable_status(
     return _printable_up(vmi)
 
 
-def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+def _printable_not_started(vmi: VirtualMachineInstance) -> PrintableStatus | None:
+    """ErrorUnschedulable or an image the kubelet cannot get, if that holds the VMI up."""
     cond = vmi.status.condition(POD_SCHEDULED)
     unschedulable = cond is not None and cond.status == ConditionStatus.FALSE
     if unschedulable and cond is not None and cond.reason == UNSCHEDULABLE_REASON:
         return PrintableStatus.UNSCHEDULABLE
+    sync = vmi.status.condition(VMIConditionType.SYNCHRONIZED)
+    if sync is not None and sync.status == ConditionStatus.FALSE:
+        return IMAGE_PULL_STATUS.get(sync.reason or "")
+    return None
+
+
+def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+    held = _printable_not_started(vmi)
+    if held is not None:
+        return held
     phase = vmi.status.phase_or_unset
     if phase in STARTING_PHASES:
         return PrintableStatus.STARTING
