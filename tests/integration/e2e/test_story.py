@@ -1,6 +1,9 @@
-"""The user's story end to end on the real local cluster: kubevirt-py deployed from its
-manifests, the demo VM through controller, launcher pod and handler, driven with virtctl-py,
-scraped for metrics, and refused for a user without RBAC rights."""
+"""The user's story on process-mode nodes, for what real nodes cannot do yet: kubevirt-py
+deployed from manifests/overlays/local-process, the demo VM driven with virtctl-py through a
+live migration (the guest keeps ticking on the other node; migration between nodes that
+share nothing needs the migration proxy, issue 10), scraped for metrics, and refused for a
+user without RBAC rights. The same story without the migration runs on real kubelet nodes
+in tests/integration/realnodes/test_story.py."""
 
 from __future__ import annotations
 
