@@ -44,6 +44,7 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         nodes_dir=kube_cluster.config.nodes_dir,
         notify_root=Path(f"/run/kvpy-e{os.getpid()}"),
         api_port=_free_port(),
+        admission_port=_free_port(),
     )
     deploy(kubectl, certs=tmp_path_factory.mktemp("certs"), place=place, timeout=240)
     yield kubectl
