@@ -53,7 +53,11 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         lambda: not json.loads(kubectl("get", "vmi", "-A", "-o", "json"))["items"], 90, "VMIs gone"
     )
     kubectl(
-        "delete", "-k", str(REPO / "manifests" / "overlays" / "local-process"), "--wait=false", check=False
+        "delete",
+        "-k",
+        str(REPO / "manifests" / "overlays" / "local-process"),
+        "--wait=false",
+        check=False,
     )
 
 
