@@ -20,6 +20,12 @@ def _waiting(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait (with --wait)")
 
 
+def _dry_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dry-run", action="store_true", help="check the request without changing anything"
+    )
+
+
 def build() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="virtctl-py", description="Manage kubevirt-py virtual machines."
@@ -30,6 +36,15 @@ def build() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, help=text)
         p.add_argument("name")
         _waiting(p)
+        _dry_run(p)
+        if verb == "start":
+            p.add_argument("--paused", action="store_true", help="start the VM paused")
+        else:
+            p.add_argument("--force", action="store_true", help="with --grace-period")
+            p.add_argument(
+                "--grace-period", type=int, default=-1,
+                help="seconds before the VM is killed (with --force; restart takes 0 only)",
+            )  # fmt: skip
     for verb, text in (("pause", "pause a VM or VMI"), ("unpause", "unpause a VM or VMI")):
         p = sub.add_parser(verb, help=text)
         p.add_argument("kind", choices=["vm", "vmi"])
@@ -38,6 +53,7 @@ def build() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="live-migrate a VM's VMI to another node")
     p.add_argument("name")
     _waiting(p)
+    _dry_run(p)
     sub.add_parser("migrate-cancel", help="cancel a VM's migration in progress").add_argument(
         "name"
     )

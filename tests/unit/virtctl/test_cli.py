@@ -1,4 +1,4 @@
-"""virtctl-py's decisions: writes per run strategy, emitted manifests, errors and exit codes."""
+"""virtctl-py's decisions: emitted manifests, errors and exit codes."""
 
 from __future__ import annotations
 
@@ -11,86 +11,13 @@ import pytest
 import yaml
 
 from shared.kube import Forbidden, KubeError, NotFound
-from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
+from shared.model import RunStrategy, VirtualMachine
 from shared.model.validation import validate_vm
-from virtctl_py import cli, lifecycle, manifests
+from virtctl_py import cli, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.main import explain, main
 from virtctl_py.output import render
 from virtctl_py.session import Target, resolve
-
-
-def _vm(strategy: str) -> VirtualMachine:
-    return VirtualMachine.from_dict(
-        {
-            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vm-uid"},
-            "spec": {"runStrategy": strategy},
-        }
-    )
-
-
-def _vmi(phase: str = "Running") -> VirtualMachineInstance:
-    return VirtualMachineInstance.from_dict(
-        {
-            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vmi-uid"},
-            "status": {"phase": phase},
-        }
-    )
-
-
-@pytest.mark.parametrize(
-    ("strategy", "vmi", "spec_patch", "actions"),
-    [
-        pytest.param("Halted", None, {"runStrategy": "Always"}, [], id="halted-start"),
-        pytest.param("Manual", None, None, ["Start"], id="manual-start"),
-        pytest.param("RerunOnFailure", _vmi("Failed"), None, ["Start"], id="rerun-after-failure"),
-    ],
-)
-def test_start_plans(
-    strategy: str, vmi: VirtualMachineInstance | None, spec_patch: Any, actions: list[str]
-) -> None:
-    """start flips Halted to Always and otherwise asks through stateChangeRequests."""
-    plan = lifecycle.plan_start(_vm(strategy), vmi)
-    assert plan.spec_patch == spec_patch
-    assert [r["action"] for r in plan.requests] == actions
-
-
-def test_start_refuses_a_running_vm() -> None:
-    """Starting a running VM is a conflict (exit 6), not a silent no-op."""
-    with pytest.raises(CliError) as info:
-        lifecycle.plan_start(_vm("Always"), _vmi())
-    assert info.value.code == Exit.CONFLICT
-
-
-@pytest.mark.parametrize(
-    ("strategy", "spec_patch", "actions"),
-    [
-        pytest.param("Always", {"runStrategy": "Halted"}, [], id="always"),
-        pytest.param("RerunOnFailure", {"runStrategy": "Halted"}, [], id="rerun"),
-        pytest.param("Manual", None, ["Stop"], id="manual"),
-    ],
-)
-def test_stop_plans(strategy: str, spec_patch: Any, actions: list[str]) -> None:
-    """stop halts restarting strategies and asks Manual VMs to stop their VMI by uid."""
-    plan = lifecycle.plan_stop(_vm(strategy), _vmi())
-    assert plan.spec_patch == spec_patch
-    assert [r["action"] for r in plan.requests] == actions
-    if actions:
-        assert plan.requests[0]["uid"] == "vmi-uid"
-
-
-def test_restart_is_stop_then_start() -> None:
-    """restart asks to stop this VMI (by uid) and start a new one."""
-    plan = lifecycle.plan_restart(_vm("Always"), _vmi())
-    assert plan.requests == ({"action": "Stop", "uid": "vmi-uid"}, {"action": "Start"})
-    with pytest.raises(CliError):
-        lifecycle.plan_restart(_vm("Always"), None)
-
-
-def test_migration_manifest() -> None:
-    """migrate creates a VMIM for the VMI."""
-    m = lifecycle.migration("ns", "vm1")
-    assert m["spec"] == {"vmiName": "vm1"} and m["metadata"]["namespace"] == "ns"
 
 
 def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) -> None:
