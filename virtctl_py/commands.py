@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 from typing import Any
 
 import yaml
@@ -184,11 +186,31 @@ async def version(kube: KubeClient, target: Target, args: argparse.Namespace) ->
     return "\n".join(lines)
 
 
+def _user_data(args: argparse.Namespace) -> str | None:
+    """--cloud-init-user-data is base64 (upstream); --user-data plain text."""
+    if args.cloud_init_user_data is not None and args.user_data is not None:
+        raise CliError("give --cloud-init-user-data or --user-data, not both", code=Exit.USAGE)
+    if args.cloud_init_user_data is None:
+        return str(args.user_data) if args.user_data is not None else None
+    try:
+        return base64.b64decode(args.cloud_init_user_data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as e:
+        raise CliError(
+            f"--cloud-init-user-data must be base64-encoded: {e}", code=Exit.USAGE
+        ) from e
+
+
 def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
+    VolumeFlag = manifests.VolumeFlag
     flags = manifests.VMFlags(
         name=args.name, namespace=namespace, memory=args.memory, cpus=args.cpus,
-        run_strategy=args.run_strategy, container_disk=args.container_disk,
+        run_strategy=args.run_strategy,
+        container_disks=tuple(
+            VolumeFlag.parse(v, flag="--volume-containerdisk") for v in args.container_disks
+        ),
+        pvcs=tuple(VolumeFlag.parse(v, flag="--volume-pvc") for v in args.pvcs),
+        instancetype=args.instancetype, preference=args.preference,
         kernel_image=args.kernel_image, kernel_args=args.kernel_args,
-        user_data=args.user_data, grace=args.grace,
+        user_data=_user_data(args), grace=args.grace,
     )  # fmt: skip
     return yaml.safe_dump(manifests.vm_manifest(flags), sort_keys=False).rstrip()

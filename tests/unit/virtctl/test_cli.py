@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from shared.kube import Forbidden, KubeError, NotFound
+from shared.kube import Conflict, Forbidden, KubeError, NotFound
 from shared.model import RunStrategy, VirtualMachine
 from shared.model.validation import validate_vm
-from virtctl_py import cli, manifests
+from virtctl_py import cli, completion, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.main import explain, main
 from virtctl_py.output import render
-from virtctl_py.session import Target, resolve
+from virtctl_py.session import Target
 
 
 def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,8 +27,8 @@ def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) 
             "vm",
             "--name",
             "demo",
-            "--container-disk",
-            "registry.local/x:v1",
+            "--volume-containerdisk",
+            "src:registry.local/x:v1,name:root,bootorder:1",
             "--user-data",
             "#cloud-config",
         ]
@@ -43,7 +42,6 @@ def test_create_vm_needs_a_disk() -> None:
     """Without a disk or kernel image there is nothing to boot: a usage error."""
     flags = manifests.VMFlags(
         name="x", namespace=None, memory="1Gi", cpus=1, run_strategy=RunStrategy.ALWAYS,
-        container_disk=None, kernel_image=None, kernel_args="", user_data=None, grace=30,
     )  # fmt: skip
     with pytest.raises(CliError) as info:
         manifests.vm_manifest(flags)
@@ -70,6 +68,12 @@ def test_expose_needs_labels() -> None:
             "kubevirt.io:edit",
             id="forbidden",
         ),
+        pytest.param(
+            Conflict(409, "Conflict", "VM is already running"),
+            Exit.CONFLICT,
+            "VM is already running",
+            id="conflict-keeps-the-apis-reason",
+        ),
     ],
 )
 def test_errors_name_the_object_and_exit_code(error: KubeError, code: Exit, text: str) -> None:
@@ -93,20 +97,13 @@ def test_output_formats() -> None:
     assert yaml.safe_load(render(data, fmt="yaml")) == data
 
 
-def test_namespace_from_context(tmp_path: Any) -> None:
-    """Without -n the namespace comes from the kubeconfig's current context."""
-    kc = tmp_path / "kc"
-    kc.write_text(
-        yaml.safe_dump(
-            {"current-context": "c", "contexts": [{"name": "c", "context": {"namespace": "team"}}]}
-        )
-    )
-    assert resolve(kubeconfig=str(kc), context=None, namespace=None).namespace == "team"
-    assert resolve(kubeconfig=str(kc), context=None, namespace="x").namespace == "x"
-
-
-def test_completion_lists_verbs() -> None:
-    """The bash completion script offers every verb."""
-    script = cli.bash_completion(cli.build())
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_lists_verbs_and_their_flags(shell: str) -> None:
+    """bash and zsh scripts offer every verb, then that verb's flags (kubectl's included)."""
+    script = completion.script(cli.build(), shell)
     for verb in ("start", "migrate-cancel", "console", "fslist", "completion"):
         assert verb in script
+    start = next(line for line in script.splitlines() if line.strip().startswith("start)"))
+    for flag in ("--paused", "--dry-run", "--wait", "--namespace", "--context", "--as"):
+        assert flag in start
+    assert ("compdef _virtctl_py" if shell == "zsh" else "complete -F _virtctl_py") in script
