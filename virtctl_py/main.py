@@ -111,7 +111,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except CliError as err:
         _fail(err)
     if out:
-        print(out)
+        _print(out)
+
+
+def _print(text: str) -> None:
+    """Print the answer; a reader that went away (`| head`) ends us quietly, as kubectl."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,3 +104,17 @@ def test_bodies_are_empty_by_default() -> None:
     """No flag, no field: the API applies KubeVirt's defaults."""
     for verb in ("start", "stop", "restart", "migrate"):
         assert lifecycle.body(verb, lifecycle.VerbOptions()) == {}
+
+
+def test_answer_into_a_closed_pipe_ends_quietly() -> None:
+    """`virtctl-py … | head -1`: the reader leaving ends the command with exit 0 and no
+    traceback, as kubectl does."""
+    code = (
+        "import sys; from virtctl_py import main as m; "
+        "m._print('\\n'.join(str(i) for i in range(200000)))"
+    )
+    proc = subprocess.run(
+        f"{sys.executable} -c \"{code}\" | head -1",
+        shell=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.stdout == "0\n" and "Traceback" not in proc.stderr
