@@ -280,6 +280,16 @@ def _conditions(
     return tuple(out)
 
 
+# The VMI's Synchronized=False reasons (from its launcher pod's containers) `kubectl get vm`
+# shows as they are, as KubeVirt does.
+IMAGE_PULL_STATUS = {
+    "ErrImagePull": PrintableStatus.ERR_IMAGE_PULL,
+    "ErrImageNeverPull": PrintableStatus.ERR_IMAGE_PULL,
+    "InvalidImageName": PrintableStatus.ERR_IMAGE_PULL,
+    "ImagePullBackOff": PrintableStatus.IMAGE_PULL_BACK_OFF,
+}
+
+
 def printable_status(
     vm: VirtualMachine, vmi: VirtualMachineInstance | None, status: VMStatus, *, now: datetime
 ) -> PrintableStatus:
@@ -294,22 +304,25 @@ def printable_status(
     return _printable_up(vmi)
 
 
-def _printable_error(vmi: VirtualMachineInstance) -> PrintableStatus | None:
-    """ErrorUnschedulable or ErrorPvcNotFound, from the VMI's conditions."""
+def _printable_not_started(vmi: VirtualMachineInstance) -> PrintableStatus | None:
+    """ErrorUnschedulable, a claim that does not exist or an image the kubelet cannot get,
+    if that holds the VMI up."""
     cond = vmi.status.condition(POD_SCHEDULED)
     unschedulable = cond is not None and cond.status == ConditionStatus.FALSE
     if unschedulable and cond is not None and cond.reason == UNSCHEDULABLE_REASON:
         return PrintableStatus.UNSCHEDULABLE
-    synced = vmi.status.condition(VMIConditionType.SYNCHRONIZED)
-    if synced is not None and synced.reason == ConditionReason.FAILED_PVC_NOT_FOUND:
-        return PrintableStatus.PVC_NOT_FOUND
+    sync = vmi.status.condition(VMIConditionType.SYNCHRONIZED)
+    if sync is not None and sync.status == ConditionStatus.FALSE:
+        if sync.reason == ConditionReason.FAILED_PVC_NOT_FOUND:
+            return PrintableStatus.PVC_NOT_FOUND
+        return IMAGE_PULL_STATUS.get(sync.reason or "")
     return None
 
 
 def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
-    error = _printable_error(vmi)
-    if error is not None:
-        return error
+    held = _printable_not_started(vmi)
+    if held is not None:
+        return held
     phase = vmi.status.phase_or_unset
     if phase in STARTING_PHASES:
         return PrintableStatus.STARTING

@@ -26,6 +26,8 @@ DISK_BUSES = frozenset({"virtio", "sata", "scsi", "usb"})
 DISK_BUS_LIMITS: dict[str, int] = {"virtio": 64, "sata": 24, "scsi": 28, "usb": 4}
 # virtio-blk carries at most 20 bytes of serial.
 _SERIAL = re.compile(r"[A-Za-z0-9_.+-]{1,20}")
+# QEMU machine type names (pc, q35, pc-q35-9.2, pc-i440fx-rhel7.6.0, virt, …).
+_MACHINE_TYPE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
@@ -161,3 +163,14 @@ def validate_kernel_boot(errs: Errors, path: str, domain: DomainSpec) -> None:
     check_abs_path(errs, f"{c_path}.initrdPath", container.initrd_path, required=False)
     if kb.kernel_args is not None and any(ch in kb.kernel_args for ch in "\n\r\t\0"):
         errs.add(f"{kb_path}.kernelArgs", "must be a single line", kb.kernel_args)
+
+
+def validate_machine(errs: Errors, path: str, domain: DomainSpec) -> None:
+    """machine.type, when set, is a plain QEMU machine type name (no markup, no spaces)."""
+    machine_type = domain.machine.type
+    if machine_type is not None and not _MACHINE_TYPE.fullmatch(machine_type):
+        errs.add(
+            f"{path}.machine.type",
+            "must be a QEMU machine type: 1-64 of a-z 0-9 . _ -, starting with a letter or digit",
+            machine_type,
+        )

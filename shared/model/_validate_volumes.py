@@ -18,6 +18,7 @@ from shared.model._validate_common import (
     check_unique_names,
 )
 from shared.model.enums import HostDiskType
+from shared.model.quantity import format_bytes
 from shared.model.vmi import VMISpec
 from shared.model.volumes import CloudInitNoCloudSource, Volume
 
@@ -46,7 +47,15 @@ INTERFACE_MODELS = frozenset({"virtio", "e1000", "e1000e", "rtl8139", "ne2k_pci"
 _MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
 
 
-def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
+def _check_capacity(
+    errs: Errors, path: str, value: str | int | None, *, required: bool, limit: int
+) -> None:
+    size = check_quantity(errs, path, value, required=required)
+    if size is not None and size > limit:
+        errs.add(path, f"must be at most {format_bytes(limit)}", value)
+
+
+def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLimits) -> None:
     """Per-source rules for the typed volume sources."""
     if vol.container_disk is not None:
         cd = vol.container_disk
@@ -62,9 +71,21 @@ def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
         if hd.type is None:
             errs.add(f"{path}.hostDisk.type", "is required (Disk or DiskOrCreate)")
         required = hd.type == HostDiskType.DISK_OR_CREATE
-        check_quantity(errs, f"{path}.hostDisk.capacity", hd.capacity, required=required)
+        _check_capacity(
+            errs,
+            f"{path}.hostDisk.capacity",
+            hd.capacity,
+            required=required,
+            limit=limits.max_disk_bytes,
+        )
     if vol.empty_disk is not None:
-        check_quantity(errs, f"{path}.emptyDisk.capacity", vol.empty_disk.capacity, required=True)
+        _check_capacity(
+            errs,
+            f"{path}.emptyDisk.capacity",
+            vol.empty_disk.capacity,
+            required=True,
+            limit=limits.max_disk_bytes,
+        )
 
 
 def _check_host_disk_dir(errs: Errors, path: str, value: str | None) -> None:
@@ -143,7 +164,7 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(vpath, "must set a volume source")
         elif len(sources) > 1:
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
-        _validate_source(errs, vpath, vol)
+        _validate_source(errs, vpath, vol, limits)
         for source in sources:
             if source in UNSUPPORTED_SOURCES:
                 errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])

@@ -20,6 +20,7 @@ from shared.model._validate_domain import (
     validate_cpu,
     validate_disks,
     validate_kernel_boot,
+    validate_machine,
     validate_memory,
 )
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
@@ -68,6 +69,7 @@ def validate_vmi_spec(
     validate_volumes(errs, path, spec, limits)
     validate_networks(errs, path, spec)
     validate_kernel_boot(errs, domain_path, spec.domain)
+    validate_machine(errs, domain_path, spec.domain)
     grace = spec.termination_grace_period_seconds
     if grace is not None and grace < 0:
         errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)

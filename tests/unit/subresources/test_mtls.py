@@ -28,7 +28,7 @@ from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
 from controller.subresources.server import SubresourceServer
 from controller.subresources.tls import CertDir, handler_client_context, serving_context
 from handler.actions import ActionsConfig, ActionsServer, node_publisher
-from shared.kube import NODES, VMIS, NotFound, Registry, Resource
+from shared.kube import NODES, VMIS, ListResult, NotFound, Registry, Resource
 from shared.wire.launcher_api import Method
 from tests.unit.subresources.certs import (
     HANDLER_SERVER_NAME,
@@ -174,6 +174,15 @@ class FakeKube:
         assert resource == SUBJECT_ACCESS_REVIEWS
         self.reviews.append(body)
         return {"status": {"allowed": True}}
+
+    async def patch(self, resource: Resource, name: str, patch: Any, **_: Any) -> dict[str, Any]:
+        raise AssertionError("the VM verbs are not called here")
+
+    async def list(self, resource: Resource, **_: Any) -> ListResult:
+        raise AssertionError("the VM verbs are not called here")
+
+    async def delete(self, resource: Resource, name: str, **_: Any) -> dict[str, Any]:
+        raise AssertionError("the VM verbs are not called here")
 
 
 def front_proxy_tls(certs: Certs, client: Path | None) -> ssl.SSLContext:
