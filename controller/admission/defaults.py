@@ -122,7 +122,7 @@ def default_vmi_spec(spec: Mapping[str, Any], defaults: Defaults) -> dict[str, A
         if not devices:
             del domain["devices"]
     machine = _obj(domain, "machine")
-    if machine is not None and machine.get("type") is None:
+    if machine is not None and not machine.get("type"):  # "" is the default too (KubeVirt)
         machine["type"] = defaults.machine_type
     _default_memory(domain)
     _default_cpu(domain)

@@ -166,9 +166,10 @@ def validate_kernel_boot(errs: Errors, path: str, domain: DomainSpec) -> None:
 
 
 def validate_machine(errs: Errors, path: str, domain: DomainSpec) -> None:
-    """machine.type, when set, is a plain QEMU machine type name (no markup, no spaces)."""
+    """machine.type, when set, is a plain QEMU machine type name (no markup, no spaces);
+    an empty one means the default, as in KubeVirt (its examples write `type: ""`)."""
     machine_type = domain.machine.type
-    if machine_type is not None and not _MACHINE_TYPE.fullmatch(machine_type):
+    if machine_type and not _MACHINE_TYPE.fullmatch(machine_type):
         errs.add(
             f"{path}.machine.type",
             "must be a QEMU machine type: 1-64 of a-z 0-9 . _ -, starting with a letter or digit",

@@ -83,6 +83,13 @@ def test_machine_memory_cpu_grace() -> None:
     assert spec["terminationGracePeriodSeconds"] == 30
 
 
+def test_an_empty_machine_type_gets_the_default() -> None:
+    """`machine: {type: ""}` (KubeVirt's examples) is the default machine type too."""
+    raw = demo_vmi()["spec"]
+    raw["domain"]["machine"] = {"type": ""}
+    assert default_vmi_spec(raw, DEFAULTS)["domain"]["machine"] == {"type": "pc"}
+
+
 def test_guest_memory_from_requests() -> None:
     """Only requests.memory set: memory.guest takes it."""
     raw = demo_vmi()["spec"]

@@ -42,9 +42,9 @@ def test_rule(changes: dict[str, Any], path: str, fragment: str) -> None:
     assert any(fragment in m for m in messages_at(vmi_errors(changes), path))
 
 
-@pytest.mark.parametrize("machine", ["pc", "q35", "pc-q35-9.2", "pc-i440fx-rhel7.6.0"])
+@pytest.mark.parametrize("machine", ["pc", "q35", "pc-q35-9.2", "pc-i440fx-rhel7.6.0", ""])
 def test_machine_types_pass(machine: str) -> None:
-    """QEMU's own machine type names are valid."""
+    """QEMU's own machine type names are valid; "" means the default (KubeVirt's examples)."""
     assert (
         messages_at(vmi_errors({"spec.domain.machine.type": machine}), "spec.domain.machine.type")
         == []
