@@ -136,7 +136,7 @@ class TemplateService:
             raise SyncError(ConditionReason.FAILED_CREATE, "VMI has no name or UID yet")
         grace = vmi.spec.grace_period_seconds
         sources = volumes.render(vmi, volumes.RenderContext(claims=claims))
-        return {
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -167,6 +167,9 @@ class TemplateService:
                 ],
             },
         }
+        if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
+            pod["spec"]["serviceAccountName"] = sources.service_account_name
+        return pod
 
     def _binary_init_container(self) -> dict[str, Any]:
         """busybox out of the launcher image, for the image copies (podlayout's contract)."""

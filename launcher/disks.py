@@ -38,6 +38,11 @@ class DiskContext:
         """The directory a PVC or hostDisk volume is mounted at."""
         return self.vmi_disks / podlayout.vmi_disk_dir(volume)
 
+    def config_mount_of(self, kind_subdir: str, volume: str) -> Path:
+        """The directory a config volume (or a cloud-init Secret) is mounted at: under
+        the private dir, which holds vmi_disks too (podlayout)."""
+        return self.vmi_disks.parent / podlayout.config_dir(kind_subdir, volume)
+
 
 def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
     """``path`` resolved, refusing anything outside ``roots`` (symlinks included)."""

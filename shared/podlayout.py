@@ -19,6 +19,13 @@ layout): each is mounted at ``VMI_DISKS_DIR/<volume>``, a claim holding its disk
 ``disk.img``, a hostDisk's hostPath volume being the directory of its path, so the disk
 is the path's last element there. A pod volume takes the VMI volume's name unless that is
 one of the pod's own (``pod_volume_name``).
+
+Config volumes (configMap, secret, downwardAPI, serviceAccount) are pod volumes the kubelet
+fills, mounted read-only at ``PRIVATE_DIR/<kind dir>/<volume>`` (KubeVirt's source dirs);
+the launcher builds an ISO of the files there. The serviceAccount's is a projected volume
+(token, ca.crt, namespace: what the kubelet's automount would hold) and the pod runs as
+that account. A cloud-init secretRef (networkDataSecretRef) is the Secret mounted at
+``PRIVATE_DIR/secret/<volume>-udata`` (``-ndata``), as in KubeVirt.
 """
 
 from __future__ import annotations
@@ -69,6 +76,13 @@ MAX_CONTAINER_NAME = 63
 VMI_DISKS_SUBDIR = "vmi-disks"
 VMI_DISKS_DIR = f"{PRIVATE_DIR}/{VMI_DISKS_SUBDIR}"
 PVC_DISK_FILE = "disk.img"
+# Config volumes, under the private dir: `<kind dir>/<volume>` (KubeVirt's source dirs).
+CONFIG_MAP_SUBDIR = "config-map"
+SECRET_SUBDIR = "secret"
+DOWNWARD_API_SUBDIR = "downwardapi"
+SERVICE_ACCOUNT_SUBDIR = "service-account"
+USER_DATA_SUFFIX = "-udata"
+NETWORK_DATA_SUFFIX = "-ndata"
 POD_OWN_VOLUMES = frozenset(
     {SOCKETS_VOLUME, PRIVATE_VOLUME, NOTIFY_VOLUME, CONTAINER_DISKS_VOLUME, BINARY_VOLUME}
 )
@@ -150,6 +164,26 @@ def pod_volume_name(volume: str) -> str:
         return volume
     digest = hashlib.sha256(volume.encode()).hexdigest()[:8]
     return f"vmi-{volume}-{digest}"
+
+
+def config_dir(kind_subdir: str, volume: str) -> PurePosixPath:
+    """Where a config volume (or a cloud-init Secret) is mounted, relative to PRIVATE_DIR."""
+    return PurePosixPath(kind_subdir, volume)
+
+
+def config_mount_path(kind_subdir: str, volume: str) -> str:
+    """The compute container's mount path of a config volume."""
+    return str(PurePosixPath(PRIVATE_DIR) / config_dir(kind_subdir, volume))
+
+
+def derived_volume_name(volume: str, suffix: str) -> str:
+    """A second pod volume of one VMI volume (cloud-init's `<volume>-udata`), cut with a
+    hash suffix to a valid volume name."""
+    name = pod_volume_name(f"{volume}{suffix}")
+    if len(name) <= MAX_CONTAINER_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_CONTAINER_NAME - 9]}-{digest}"
 
 
 def volume_init_container(volume: str) -> str:

@@ -1,7 +1,7 @@
 """The launcher pod's share of each VMI volume: one module per source that needs the pod
 to carry something, picked by the type of the volume's source (a table, not if-chains).
 
-Sources without an entry (emptyDisk, cloudInitNoCloud) are made by the launcher alone.
+Sources without an entry (emptyDisk) are made by the launcher alone.
 Adding a source: the model's typed field, its validation, a module here and one in
 launcher/volumes.
 """
@@ -11,11 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.volumes import containerdisk, hostdisk, pvc
+from controller.volumes import cloudinit, config, containerdisk, hostdisk, pvc
 from controller.volumes.base import PodVolumes, RenderContext
 from controller.volumes.claims import Claim, ClaimReason, read_claims
 from shared.model import VirtualMachineInstance, Volume
-from shared.model.volumes import ContainerDiskSource, HostDiskSource, PersistentVolumeClaimSource
+from shared.model.volumes import (
+    CloudInitConfigDriveSource,
+    CloudInitNoCloudSource,
+    ConfigMapSource,
+    ContainerDiskSource,
+    DownwardAPISource,
+    HostDiskSource,
+    PersistentVolumeClaimSource,
+    SecretSource,
+    ServiceAccountSource,
+)
 
 __all__ = ["Claim", "ClaimReason", "PodVolumes", "RenderContext", "read_claims", "render"]
 
@@ -26,6 +36,12 @@ RENDERERS: Mapping[type[Any], Renderer] = {
     ContainerDiskSource: containerdisk.render,
     PersistentVolumeClaimSource: pvc.render,
     HostDiskSource: hostdisk.render,
+    CloudInitNoCloudSource: cloudinit.render,
+    CloudInitConfigDriveSource: cloudinit.render,
+    ConfigMapSource: config.render_config_map,
+    SecretSource: config.render_secret,
+    DownwardAPISource: config.render_downward_api,
+    ServiceAccountSource: config.render_service_account,
 }
 
 

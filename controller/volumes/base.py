@@ -11,12 +11,14 @@ from controller.volumes.claims import Claim
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodVolumes:
-    """Pod volumes, compute-container mounts, init containers and launcher arguments."""
+    """Pod volumes, compute-container mounts, init containers, launcher arguments and the
+    service account the pod runs as (a serviceAccount volume's; None: none)."""
 
     volumes: tuple[dict[str, Any], ...] = ()
     mounts: tuple[dict[str, Any], ...] = ()
     init_containers: tuple[dict[str, Any], ...] = ()
     launcher_args: tuple[str, ...] = ()
+    service_account_name: str | None = None
 
     @staticmethod
     def merged(parts: Iterable[PodVolumes]) -> PodVolumes:
@@ -27,6 +29,9 @@ class PodVolumes:
             mounts=tuple(m for p in parts for m in p.mounts),
             init_containers=tuple(c for p in parts for c in p.init_containers),
             launcher_args=tuple(a for p in parts for a in p.launcher_args),
+            service_account_name=next(
+                (p.service_account_name for p in parts if p.service_account_name), None
+            ),
         )
 
 

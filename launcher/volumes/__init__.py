@@ -11,14 +11,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from launcher.errors import DiskFailure
-from launcher.volumes import cloudinit, containerdisk, emptydisk, hostdisk, pvc
+from launcher.volumes import (
+    cloudinit,
+    config,
+    configdrive,
+    containerdisk,
+    emptydisk,
+    hostdisk,
+    pvc,
+)
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
 from shared.model.volumes import (
+    CloudInitConfigDriveSource,
     CloudInitNoCloudSource,
+    ConfigMapSource,
     ContainerDiskSource,
+    DownwardAPISource,
     EmptyDiskSource,
     HostDiskSource,
     PersistentVolumeClaimSource,
+    SecretSource,
+    ServiceAccountSource,
 )
 
 __all__ = ["RESOLVERS", "ResolvedDisk", "VolumeRequest", "resolve"]
@@ -28,6 +41,11 @@ Resolver = Callable[[VolumeRequest, Any], Awaitable[ResolvedDisk]]
 RESOLVERS: Mapping[type[Any], Resolver] = {
     ContainerDiskSource: containerdisk.resolve,
     CloudInitNoCloudSource: cloudinit.resolve,
+    CloudInitConfigDriveSource: configdrive.resolve,
+    ConfigMapSource: config.resolve,
+    SecretSource: config.resolve,
+    DownwardAPISource: config.resolve,
+    ServiceAccountSource: config.resolve,
     EmptyDiskSource: emptydisk.resolve,
     HostDiskSource: hostdisk.resolve,
     PersistentVolumeClaimSource: pvc.resolve,

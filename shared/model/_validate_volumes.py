@@ -17,6 +17,11 @@ from shared.model._validate_common import (
     check_quantity,
     check_unique_names,
 )
+from shared.model._validate_config import (
+    check_secret_ref,
+    validate_config_volume,
+    validate_service_accounts,
+)
 from shared.model.enums import HostDiskType
 from shared.model.quantity import format_bytes
 from shared.model.vmi import VMISpec
@@ -26,11 +31,6 @@ from shared.model.volumes import CloudInitNoCloudSource, Volume
 UNSUPPORTED_SOURCES: dict[str, str] = {
     "dataVolume": "is not supported: DataVolumes need CDI's importer, which kubevirt-py does "
     "not have; use a persistentVolumeClaim holding disk.img",
-    "cloudInitConfigDrive": "is not supported yet; use cloudInitNoCloud",
-    "configMap": "is not supported yet",
-    "secret": "is not supported yet",
-    "serviceAccount": "is not supported yet",
-    "downwardAPI": "is not supported yet",
     "downwardMetrics": "is not supported yet",
     "ephemeral": "is not supported yet",
     "sysprep": "is not supported yet",
@@ -123,13 +123,14 @@ def _check_payload(
 def _validate_cloud_init(
     errs: Errors, path: str, ci: CloudInitNoCloudSource, limits: ValidationLimits
 ) -> None:
-    """Exactly one user-data form, at most one network-data form, each decodable and bounded."""
+    """Exactly one user-data form, at most one network-data form, each decodable and bounded
+    (NoCloud and ConfigDrive alike)."""
     user_forms = [
         k
         for k, v in (
             ("userData", ci.user_data),
             ("userDataBase64", ci.user_data_base64),
-            ("secretRef", ci.extra.get("secretRef")),
+            ("secretRef", ci.user_data_secret_ref),
         )
         if v is not None
     ]
@@ -138,7 +139,7 @@ def _validate_cloud_init(
         for k, v in (
             ("networkData", ci.network_data),
             ("networkDataBase64", ci.network_data_base64),
-            ("networkDataSecretRef", ci.extra.get("networkDataSecretRef")),
+            ("networkDataSecretRef", ci.network_data_secret_ref),
         )
         if v is not None
     ]
@@ -150,6 +151,8 @@ def _validate_cloud_init(
     limit = limits.max_userdata_bytes
     _check_payload(errs, f"{path}.userData", ci.user_data, ci.user_data_base64, limit)
     _check_payload(errs, f"{path}.networkData", ci.network_data, ci.network_data_base64, limit)
+    check_secret_ref(errs, f"{path}.secretRef", ci.user_data_secret_ref)
+    check_secret_ref(errs, f"{path}.networkDataSecretRef", ci.network_data_secret_ref)
 
 
 def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationLimits) -> None:
@@ -165,11 +168,15 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
         elif len(sources) > 1:
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
         _validate_source(errs, vpath, vol, limits)
+        validate_config_volume(errs, vpath, vol)
         for source in sources:
             if source in UNSUPPORTED_SOURCES:
                 errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])
         if vol.cloud_init_no_cloud is not None:
             _validate_cloud_init(errs, f"{vpath}.cloudInitNoCloud", vol.cloud_init_no_cloud, limits)
+        if vol.cloud_init_config_drive is not None:
+            drive = vol.cloud_init_config_drive
+            _validate_cloud_init(errs, f"{vpath}.cloudInitConfigDrive", drive, limits)
         users = disk_names.count(vol.name) if vol.name else 0
         if vol.name and users == 0:
             kind = "cloud-init volume" if vol.is_cloud_init else "volume"
@@ -177,6 +184,7 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
         elif users > 1:
             errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
+    validate_service_accounts(errs, vols_path, spec.volumes)
 
 
 def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:

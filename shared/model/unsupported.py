@@ -43,13 +43,22 @@ from shared.model.objects import KubeObject
 from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
+    CloudInitConfigDriveSource,
     CloudInitNoCloudSource,
+    ConfigMapSource,
     ContainerDiskSource,
+    DownwardAPISource,
+    DownwardAPIVolumeFile,
     EmptyDiskSource,
     HostDiskSource,
+    LocalObjectReference,
     Network,
+    ObjectFieldSelector,
     PersistentVolumeClaimSource,
     PodNetwork,
+    ResourceFieldSelector,
+    SecretSource,
+    ServiceAccountSource,
     Volume,
 )
 
@@ -112,16 +121,22 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {
-            "cloudInitConfigDrive", "configMap", "secret", "serviceAccount", "dataVolume",
-            "downwardAPI", "downwardMetrics", "ephemeral", "sysprep", "memoryDump",
-        }
+        {"dataVolume", "downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
     ),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset({"hotpluggable"}),
     HostDiskSource: frozenset({"shared"}),
     EmptyDiskSource: frozenset(),
-    CloudInitNoCloudSource: frozenset({"secretRef", "networkDataSecretRef"}),
+    CloudInitNoCloudSource: frozenset(),
+    CloudInitConfigDriveSource: frozenset(),
+    LocalObjectReference: frozenset(),
+    ConfigMapSource: frozenset(),
+    SecretSource: frozenset(),
+    ServiceAccountSource: frozenset(),
+    DownwardAPISource: frozenset(),
+    DownwardAPIVolumeFile: frozenset(),
+    ObjectFieldSelector: frozenset(),
+    ResourceFieldSelector: frozenset(),
     Network: frozenset({"multus"}),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
     VMSpec: frozenset(

@@ -55,14 +55,11 @@ def test_the_shared_layout_is_kubevirts() -> None:
 
 
 def test_every_source_that_needs_the_pod_has_a_renderer() -> None:
-    """Renderers are keyed by the model's typed sources; emptyDisk and cloud-init need
-    nothing from the pod."""
+    """Renderers are keyed by the model's typed sources; only emptyDisk needs nothing
+    from the pod (cloud-init may name Secrets)."""
     typed = set(typing.get_args(VolumeSource))
     assert set(volumes.RENDERERS) <= typed
-    assert {t.__name__ for t in typed - set(volumes.RENDERERS)} == {
-        "EmptyDiskSource",
-        "CloudInitNoCloudSource",
-    }
+    assert {t.__name__ for t in typed - set(volumes.RENDERERS)} == {"EmptyDiskSource"}
 
 
 def test_a_pvc_is_a_pod_volume_mounted_where_the_launcher_looks() -> None:

@@ -146,10 +146,92 @@ RULES = [
         id="data-volume-refused",
     ),
     pytest.param(
-        {f"{VOLS}[3]": {"name": "data", "configMap": {"name": "cm"}}},
-        f"{VOLS}[3].configMap",
+        {f"{VOLS}[3]": {"name": "data", "ephemeral": {}}},
+        f"{VOLS}[3].ephemeral",
         "not supported yet",
-        id="config-map-refused",
+        id="ephemeral-refused",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "configMap": {}}},
+        f"{VOLS}[3].configMap.name",
+        "is required",
+        id="config-map-no-name",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "secret": {"secretName": "Bad_Name"}}},
+        f"{VOLS}[3].secret.secretName",
+        "DNS-1123 subdomain",
+        id="secret-bad-name",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "configMap": {"name": "cm", "volumeLabel": "x" * 33}}},
+        f"{VOLS}[3].configMap.volumeLabel",
+        "1 to 32 printable characters",
+        id="config-map-label-too-long",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "serviceAccount": {}}},
+        f"{VOLS}[3].serviceAccount.serviceAccountName",
+        "is required",
+        id="service-account-no-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[2]": {"name": "scratch", "serviceAccount": {"serviceAccountName": "a"}},
+            f"{VOLS}[3]": {"name": "data", "serviceAccount": {"serviceAccountName": "b"}},
+        },
+        f"{VOLS}[3].serviceAccount",
+        "only one serviceAccount volume",
+        id="two-service-accounts",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "downwardAPI": {
+                    "fields": [{"path": "../up", "fieldRef": {"fieldPath": "metadata.labels"}}]
+                },
+            }
+        },
+        f"{VOLS}[3].downwardAPI.fields[0].path",
+        "relative path without '..'",
+        id="downward-api-escaping-path",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "downwardAPI": {
+                    "fields": [{"path": "n", "fieldRef": {"fieldPath": "spec.nodeName"}}]
+                },
+            }
+        },
+        f"{VOLS}[3].downwardAPI.fields[0].fieldRef.fieldPath",
+        "must be one of metadata.annotations",
+        id="downward-api-field-not-in-volumes",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "downwardAPI": {"fields": [{"path": "n"}]}}},
+        f"{VOLS}[3].downwardAPI.fields[0]",
+        "exactly one of fieldRef, resourceFieldRef",
+        id="downward-api-no-ref",
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": DELETE, f"{CI}.secretRef": {}},
+        f"{CI}.secretRef.name",
+        "is required",
+        id="secret-ref-no-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[1]": {
+                "name": "cloudinitdisk",
+                "cloudInitConfigDrive": {"userData": "x", "secretRef": {"name": "s"}},
+            }
+        },
+        f"{VOLS}[1].cloudInitConfigDrive",
+        "exactly one of userData, userDataBase64, secretRef (found userData, secretRef)",
+        id="config-drive-two-user-data",
     ),
     pytest.param(
         {f"{VOLS}[2].emptyDisk.capacity": DELETE},
