@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -191,6 +192,10 @@ class _Connections:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def add(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def track(self) -> None:
         task = asyncio.current_task()
         if task is not None:
@@ -213,27 +218,35 @@ class _Connections:
 
 
 async def _handshake(
-    config: ProxyConfig, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> bool:
-    """Server-side TLS on an accepted connection; False (logged, closed) unless the client
-    presented a handler certificate of our CA."""
-    peer = writer.get_extra_info("peername")
+    config: ProxyConfig, conn: socket.socket
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """Server-side TLS on an accepted socket; None (logged, closed) unless the client
+    presented a handler certificate of our CA. The TLS layer is in place before anything
+    is read (asyncio's StreamWriter.start_tls would lose a ClientHello already buffered)."""
+    loop = asyncio.get_running_loop()
+    peer = conn.getpeername()
+    reader = asyncio.StreamReader(limit=CHUNK)
+    protocol = asyncio.StreamReaderProtocol(reader)
     try:
-        await writer.start_tls(
-            config.server_context(), ssl_handshake_timeout=config.handshake_timeout
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: protocol,
+            conn,
+            ssl=config.server_context(),
+            ssl_handshake_timeout=config.handshake_timeout,
         )
     except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
         if cancelling():
             raise
         log.warning("migration_proxy_refused", peer=str(peer), why=f"tls: {exc}")
-        writer.close()
-        return False
+        conn.close()
+        return None
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     cn = peer_cn(writer)
     if cn != config.peer_cn:
         log.warning("migration_proxy_refused", peer=str(peer), why=f"client CN {cn!r}")
         writer.close()
-        return False
-    return True
+        return None
+    return reader, writer
 
 
 class TargetProxy:
@@ -251,31 +264,33 @@ class TargetProxy:
         self._config = config
         self._sockets = sockets
         self._xml = domain_xml.encode()
-        self._servers: list[asyncio.Server] = []
+        self._listeners: list[socket.socket] = []
         self._conns = _Connections()
         self.ports: dict[Stream, int] = {}
 
     async def open(self) -> dict[Stream, int]:
-        """Listen on one free port per stream (plain TCP; TLS is started per connection)."""
+        """Listen on one free port per stream; each runs an accept loop until `close`."""
+        loop = asyncio.get_running_loop()
         for stream in Stream:
-
-            async def accept(
-                r: asyncio.StreamReader, w: asyncio.StreamWriter, s: Stream = stream
-            ) -> None:
-                await self._accept(s, r, w)
-
-            server = await asyncio.start_server(accept, host=self._config.host, port=0)
-            self._servers.append(server)
-            self.ports[stream] = int(server.sockets[0].getsockname()[1])
+            listener = socket.create_server((self._config.host, 0), backlog=16)
+            listener.setblocking(False)
+            self._listeners.append(listener)
+            self.ports[stream] = int(listener.getsockname()[1])
+            self._conns.add(loop.create_task(self._serve(stream, listener)))
         log.info("migration_proxy_target_open", migration=self.migration_uid, ports=self.ports)
         return self.ports
 
-    async def _accept(
-        self, stream: Stream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self._conns.track()
-        if not await _handshake(self._config, reader, writer):
+    async def _serve(self, stream: Stream, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            self._conns.add(loop.create_task(self._accept(stream, conn)))
+
+    async def _accept(self, stream: Stream, conn: socket.socket) -> None:
+        opened = await _handshake(self._config, conn)
+        if opened is None:
             return
+        reader, writer = opened
         if stream is Stream.DOMAIN_XML:
             writer.write(self._xml)
             with contextlib.suppress(OSError, TimeoutError):
@@ -296,10 +311,10 @@ class TargetProxy:
         await splice((reader, writer), inner)
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
-        await self._conns.cancel_all()
-        self._servers.clear()
+        await self._conns.cancel_all()  # the accept loops first, then their sockets
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
         log.info("migration_proxy_target_closed", migration=self.migration_uid)
 
 
