@@ -54,6 +54,7 @@ class Leaf:
     cn: str
     server: bool
     sans: tuple[str, ...] = ()
+    also_client: bool = False  # the handler's: its migration proxy dials the other handler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +93,7 @@ def leaves(opts: Options) -> list[Leaf]:
     return [
         Leaf(secret=SECRETS[0], cn=f"{opts.api_service}.{ns}.svc", server=True, sans=api),
         Leaf(secret=SECRETS[1], cn=CONTROLLER_CN, server=False),
-        Leaf(secret=SECRETS[2], cn=HANDLER_CN, server=True, sans=handler),
+        Leaf(secret=SECRETS[2], cn=HANDLER_CN, server=True, sans=handler, also_client=True),
     ]
 
 
@@ -128,6 +129,8 @@ def ensure_leaf(out: Path, leaf: Leaf, *, ca: tuple[Path, Path], days: int) -> P
     if crt.exists() and key.exists():
         return sdir
     usage = "serverAuth" if leaf.server else "clientAuth"
+    if leaf.server and leaf.also_client:
+        usage = "serverAuth,clientAuth"
     ext = [
         "basicConstraints=CA:FALSE",
         "keyUsage=critical,digitalSignature,keyEncipherment",
