@@ -1,9 +1,8 @@
-"""The user's story on process-mode nodes, for what real nodes cannot do yet: kubevirt-py
-deployed from manifests/overlays/local-process, the demo VM driven with virtctl-py through a
-live migration (the guest keeps ticking on the other node; migration between nodes that
-share nothing needs the migration proxy, issue 10), scraped for metrics, and refused for a
-user without RBAC rights. The same story without the migration runs on real kubelet nodes
-in tests/integration/realnodes/test_story.py."""
+"""The user's story on process-mode nodes (deployed from manifests/overlays/local-process):
+the demo VM driven with virtctl-py through pause/unpause, a live migration (the guest keeps
+ticking on the other node), stop and start, scraped for metrics, and refused for a user
+without RBAC rights. The same story runs on real kubelet nodes in
+tests/integration/realnodes/ (test_story.py, test_migration.py)."""
 
 from __future__ import annotations
 
