@@ -27,6 +27,7 @@ from typing import Any
 
 from controller.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from controller.transitions import vm_condition
+from controller.vm_instancetype import expand_spec
 from shared.model import (
     API_VERSION,
     ConditionReason,
@@ -46,6 +47,7 @@ from shared.model import (
     format_time,
     parse_time,
 )
+from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 
 RESTARTING = frozenset({RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE})
 STARTING_PHASES = frozenset(
@@ -356,9 +358,18 @@ def _printable_down(
 # ---- the VMI a VM creates -------------------------------------------------------------
 
 
-def vmi_from_template(vm: VirtualMachine) -> dict[str, Any]:
-    """The VMI body: the template's metadata and spec, named after and owned by the VM."""
+def vmi_from_template(
+    vm: VirtualMachine,
+    *,
+    instancetype: InstancetypeSpec | None = None,
+    preference: PreferenceSpec | None = None,
+) -> dict[str, Any]:
+    """The VMI body: the template's metadata and spec (expanded with the VM's instancetype
+    and preference), named after and owned by the VM."""
     meta = vm.spec.template.metadata
+    spec = vm.spec.template.spec.to_dict()
+    if instancetype is not None or preference is not None:
+        spec = expand_spec(spec, instancetype=instancetype, preference=preference)
     return {
         "apiVersion": API_VERSION,
         "kind": VirtualMachineInstance.KIND,
@@ -378,5 +389,5 @@ def vmi_from_template(vm: VirtualMachine) -> dict[str, Any]:
                 }
             ],
         },
-        "spec": vm.spec.template.spec.to_dict(),
+        "spec": spec,
     }

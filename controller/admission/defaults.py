@@ -9,6 +9,9 @@ For a VMI spec (and a VM's template spec):
 - machine.type (the launcher's machine type unless configured);
 - memory.guest from resources.requests.memory, and requests.memory from memory.guest;
 - CPU topology counts default to 1; terminationGracePeriodSeconds to 30.
+A VM's template leaves to its instancetype the CPU and memory defaults, and to its
+preference the disk buses and machine type: the VMI the VM controller creates is expanded
+with them, then defaulted at its own admission.
 Malformed input is left as it is: validation then names what is wrong.
 """
 
@@ -49,7 +52,15 @@ def _list(parent: dict[str, Any], key: str) -> list[Any] | None:
     return value if isinstance(value, list) else None
 
 
-def _default_disks(spec: dict[str, Any], devices: dict[str, Any]) -> None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Leave:
+    """What a VM's template leaves to its instancetype / preference."""
+
+    sizing: bool = False  # cpu and memory (instancetype)
+    preferences: bool = False  # disk buses, machine type (preference)
+
+
+def _default_disks(spec: dict[str, Any], devices: dict[str, Any], *, buses: bool) -> None:
     disks = _list(devices, "disks")
     volumes = spec.get("volumes")
     if disks is None:
@@ -58,13 +69,15 @@ def _default_disks(spec: dict[str, Any], devices: dict[str, Any]) -> None:
     for vol in volumes if isinstance(volumes, list) else ():
         name = vol.get("name") if isinstance(vol, dict) else None
         if isinstance(name, str) and name and name not in named:
-            disks.append({"name": name, "disk": {"bus": DEFAULT_DISK_BUS}})
+            disks.append({"name": name, "disk": {"bus": DEFAULT_DISK_BUS} if buses else {}})
             named.add(name)
     for disk in disks:
         if not isinstance(disk, dict):
             continue
         if not any(disk.get(k) is not None for k in ("disk", "cdrom", "lun")):
             disk["disk"] = {}
+        if not buses:
+            continue
         for kind, bus in (("disk", DEFAULT_DISK_BUS), ("cdrom", DEFAULT_CDROM_BUS)):
             target = disk.get(kind)
             if isinstance(target, dict) and target.get("bus") is None:
@@ -109,23 +122,27 @@ def _default_cpu(domain: dict[str, Any]) -> None:
             cpu[key] = 1
 
 
-def default_vmi_spec(spec: Mapping[str, Any], defaults: Defaults) -> dict[str, Any]:
-    """A copy of a VMI spec with KubeVirt's defaults filled in."""
+def default_vmi_spec(
+    spec: Mapping[str, Any], defaults: Defaults, *, leave: _Leave = _Leave()
+) -> dict[str, Any]:
+    """A copy of a VMI spec with KubeVirt's defaults filled in (but what `leave` says)."""
     out: dict[str, Any] = copy_json(spec)
     domain = _obj(out, "domain")
     if domain is None:
         return out
     devices = _obj(domain, "devices")
     if devices is not None:
-        _default_disks(out, devices)
+        _default_disks(out, devices, buses=not leave.preferences)
         _default_network(out, devices)
         if not devices:
             del domain["devices"]
-    machine = _obj(domain, "machine")
-    if machine is not None and not machine.get("type"):  # "" is the default too (KubeVirt)
-        machine["type"] = defaults.machine_type
-    _default_memory(domain)
-    _default_cpu(domain)
+    if not leave.preferences:
+        machine = _obj(domain, "machine")
+        if machine is not None and not machine.get("type"):  # "" is the default too
+            machine["type"] = defaults.machine_type
+    if not leave.sizing:
+        _default_memory(domain)
+        _default_cpu(domain)
     if out.get("terminationGracePeriodSeconds") is None:
         out["terminationGracePeriodSeconds"] = DEFAULT_GRACE_PERIOD_SECONDS
     return out
@@ -141,7 +158,11 @@ def default_vm_spec(spec: Mapping[str, Any], defaults: Defaults) -> dict[str, An
     if template_spec is None:
         template_spec = {}
     if isinstance(template_spec, dict):
-        template["spec"] = default_vmi_spec(template_spec, defaults)
+        leave = _Leave(
+            sizing=out.get("instancetype") is not None,
+            preferences=out.get("preference") is not None,
+        )
+        template["spec"] = default_vmi_spec(template_spec, defaults, leave=leave)
     return out
 
 

@@ -2,7 +2,9 @@
 path, in one answer. Pure functions over wire dicts, plus the one lookup a migration needs.
 
 - The object must parse into the model (a type error names its path);
-- the model's validation (shared.model.validation), and
+- the model's validation (shared.model.validation);
+- a VM's instancetype and preference named with a kind of theirs, and no template field
+  an instancetype sets (controller.vm_instancetype), and
 - every field kubevirt-py would not honour (shared.model.unsupported).
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from controller.vm_instancetype import instancetype_conflicts, matcher_errors
 from shared.model import (
     FieldError,
     KubeObject,
@@ -25,9 +28,16 @@ from shared.model.unsupported import unsupported_fields
 from shared.model.validation import validate_migration, validate_vm, validate_vmi
 
 _Validator = Callable[[Any], list[FieldError]]
+
+
+def _validate_vm(vm: VirtualMachine) -> list[FieldError]:
+    """The VM's own rules, its instancetype/preference matchers and conflicts."""
+    return [*validate_vm(vm), *matcher_errors(vm), *instancetype_conflicts(vm)]
+
+
 KINDS: Mapping[str, tuple[type[KubeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, validate_vmi),
-    VirtualMachine.KIND: (VirtualMachine, validate_vm),
+    VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, validate_migration),
 }
 

@@ -53,8 +53,11 @@ def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: Validation
             errs.add(cpu_path, f"is not a valid quantity: {e.message}", res.cpu)
 
 
-def validate_memory(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
-    """Guest memory present, positive, within [min, max], not above the memory limit."""
+def validate_memory(
+    errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits, *, required: bool = True
+) -> None:
+    """Guest memory present (unless an instancetype gives it: `required` false), positive,
+    within [min, max], not above the memory limit."""
     guest_path = f"{path}.memory.guest"
     req_path = f"{path}.resources.requests.memory"
     lim_path = f"{path}.resources.limits.memory"
@@ -62,7 +65,8 @@ def validate_memory(errs: Errors, path: str, domain: DomainSpec, limits: Validat
     request = check_quantity(errs, req_path, domain.resources.requests.memory)
     limit = check_quantity(errs, lim_path, domain.resources.limits.memory)
     if domain.guest_memory() is None:
-        errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")
+        if required:
+            errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")
         return
     if domain.memory.guest is not None:
         effective, eff_path = guest, guest_path

@@ -38,6 +38,7 @@ from shared.model.domain import (
     ResourceRequirements,
 )
 from shared.model.errors import FieldError
+from shared.model.instancetype import InstancetypeMatcher
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
 from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
@@ -140,9 +141,10 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Network: frozenset({"multus"}),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
     VMSpec: frozenset(
-        {"instancetype", "preference", "dataVolumeTemplates", "updateVolumesStrategy"}
+        {"dataVolumeTemplates", "updateVolumesStrategy"}
     ),
     VMITemplateSpec: frozenset(),
+    InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
 }  # fmt: skip
 

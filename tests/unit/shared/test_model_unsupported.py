@@ -188,12 +188,17 @@ def test_vm_and_migration_specs_are_walked() -> None:
     """A VM's own fields and its template, and a migration's spec, are checked."""
     vm = VirtualMachine.from_dict({
         "spec": {
-            "instancetype": {"name": "u1.small"},
+            "instancetype": {"name": "u1.small", "inferFromVolume": "root"},
+            "dataVolumeTemplates": [],
             "template": {"spec": {"domain": {"devices": {"gpus": []}}}},
         }
     })  # fmt: skip
     paths = [e.path for e in unsupported_fields(vm)]
-    assert paths == ["spec.instancetype", "spec.template.spec.domain.devices.gpus"]
+    assert paths == [
+        "spec.dataVolumeTemplates",
+        "spec.instancetype.inferFromVolume",
+        "spec.template.spec.domain.devices.gpus",
+    ]
     vmim = VirtualMachineInstanceMigration.from_dict(
         {"spec": {"vmiName": "a", "addedNodeSelector": {"a": "b"}}}
     )
