@@ -30,6 +30,7 @@ from shared.kube import (
     VMIMS,
     VMIS,
     VMS,
+    EventRecorder,
     Expectations,
     HealthConfig,
     HealthServer,
@@ -37,6 +38,8 @@ from shared.kube import (
     LeaderConfig,
     LeaderElector,
     QueueConfig,
+    Recorder,
+    RecorderConfig,
     Registry,
     StatusWriter,
     StatusWriterConfig,
@@ -88,8 +91,17 @@ class Controller:
             wrap=wrap,
             vmi_writes=vmi_recent,
         )
+        self.recorder = EventRecorder(
+            client, RecorderConfig(component="virt-controller"), registry=registry
+        )
         self.loops = _build_loops(
-            config, client, registry, self.informers, clock=clock, vmi_recent=vmi_recent
+            config,
+            client,
+            registry,
+            self.informers,
+            clock=clock,
+            vmi_recent=vmi_recent,
+            recorder=self.recorder,
         )
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
@@ -115,6 +127,7 @@ class Controller:
         """Serve until cancelled (or until the Lease is lost: LeadershipLost)."""
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.health.run(), name="health")
+            tg.create_task(self.recorder.run(), name="event-recorder")
             for informer in self.informers.all():
                 tg.create_task(informer.run(), name=f"informer-{informer.name}")
             tg.create_task(self.elector.run(self._lead), name="leader-election")
@@ -161,6 +174,7 @@ def _build_loops(
     *,
     clock: Clock,
     vmi_recent: Recent[VirtualMachineInstance],
+    recorder: Recorder,
 ) -> Loops:
     vmi_writer = StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry)
     templates = TemplateService(config.template)
@@ -168,7 +182,7 @@ def _build_loops(
     return Loops(
         vmi=VMIController(
             queue=_queue("vmi", registry),
-            pods=PodWriter(client, Expectations()),
+            pods=PodWriter(client, Expectations(), recorder),
             # One attempt: a Conflict re-plans the sync from fresh state (KubeVirt's way).
             writer=StatusWriter(
                 client,
@@ -181,6 +195,7 @@ def _build_loops(
             templates=templates,
             timing=config.timing,
             **common,
+            recorder=recorder,
         ),
         vm=VMController(
             queue=_queue("vm", registry),
@@ -189,10 +204,11 @@ def _build_loops(
             vmi_recent=vmi_recent,
             timing=config.timing,
             **common,
+            recorder=recorder,
         ),
         migration=MigrationController(
             queue=_queue("migration", registry),
-            pods=PodWriter(client, Expectations()),
+            pods=PodWriter(client, Expectations(), recorder),
             writer=StatusWriter(
                 client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
             ),
@@ -201,6 +217,7 @@ def _build_loops(
             templates=templates,
             config=config.migration,
             **common,
+            recorder=recorder,
         ),
         node=NodeController(
             queue=_queue("node", registry),

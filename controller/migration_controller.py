@@ -27,7 +27,19 @@ from controller.pods import LauncherPod
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.template import TemplateService
-from shared.kube import VMIMS, VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
+from shared.kube import (
+    VMIMS,
+    VMIS,
+    DiscardRecorder,
+    EventType,
+    Handlers,
+    KubeClient,
+    NotFound,
+    Recorder,
+    StatusWriter,
+    WorkQueue,
+)
+from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     Clock,
     MigrationPhase,
@@ -58,8 +70,10 @@ class MigrationController(Reconciler):
         templates: TemplateService,
         config: MigrationConfig,
         clock: Clock,
+        recorder: Recorder | None = None,
     ) -> None:
         super().__init__(queue)
+        self._recorder = recorder or DiscardRecorder()
         self._client = client
         self._informers = informers
         self._pods = pods
@@ -197,10 +211,11 @@ class MigrationController(Reconciler):
     async def _apply(
         self, m: Migration, vmi: VirtualMachineInstance | None, plan: MigrationPlan
     ) -> None:
-        await self._pods.delete(m.key, plan.delete_pods)
+        await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
             source = vmi.status.node_name or ""
-            await self._pods.create(m.key, self._templates.target_pod(vmi, m, source_node=source))
+            pod = self._templates.target_pod(vmi, m, source_node=source)
+            await self._pods.create(m.key, pod, involved=m, what="migration target pod")
         if plan.vmi_state is not None and vmi is not None:
             await self._write_vmi_state(vmi, plan)
         new = dataclasses.replace(
@@ -217,6 +232,21 @@ class MigrationController(Reconciler):
             return
         if written is not m:
             self._recent.remember(written)
+            self._phase_event(m, written)
+
+    def _phase_event(self, old: Migration, new: Migration) -> None:
+        """KubeVirt's SuccessfulMigration / FailedMigration on the VMIM."""
+        was, now = old.status.phase_or_unset, new.status.phase_or_unset
+        if was == now:
+            return
+        if now is MigrationPhase.SUCCEEDED:
+            message = "Source node reported migration succeeded"
+            self._recorder.event(new, EventType.NORMAL, "SuccessfulMigration", message)
+        elif now is MigrationPhase.FAILED:
+            state = new.status.migration_state
+            why = state.failure_reason if state and state.failure_reason else "unknown"
+            message = f"Migration failed: {why}"
+            self._recorder.event(new, EventType.WARNING, "FailedMigration", message)
 
     async def _write_vmi_state(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
         if vmi.status.migration_state == plan.vmi_state:
@@ -227,4 +257,6 @@ class MigrationController(Reconciler):
         written = await self._vmi_writer.write_status(vmi, new, refresh=refresh)
         if written is not vmi:
             self._vmi_recent.remember(written)
+            for type_, reason, message in vmi_transition_events(vmi.status, written.status):
+                self._recorder.event(written, type_, reason, message)
         log.info("migration_state_written", vmi=vmi.key)

@@ -23,9 +23,12 @@ from shared.kube import (
     ApiError,
     Conflict,
     DeleteOptions,
+    DiscardRecorder,
+    EventType,
     Expectations,
     KubeClient,
     NotFound,
+    Recorder,
     Resource,
     TransportError,
     WorkQueue,
@@ -117,12 +120,23 @@ class Reconciler(abc.ABC):
 class PodWriter:
     """Creates and deletes pods with expectations set before each write."""
 
-    def __init__(self, client: KubeClient, expectations: Expectations) -> None:
+    def __init__(
+        self, client: KubeClient, expectations: Expectations, recorder: Recorder | None = None
+    ) -> None:
         self._client = client
         self.expectations = expectations
+        self._recorder = recorder or DiscardRecorder()
 
-    async def create(self, key: str, body: Mapping[str, Any]) -> None:
-        """Create one pod for `key`; AlreadyExists means the cache lags (still expected)."""
+    async def create(
+        self,
+        key: str,
+        body: Mapping[str, Any],
+        *,
+        involved: KubeObject | None = None,
+        what: str = "virtual machine pod",
+    ) -> None:
+        """Create one pod for `key`; AlreadyExists means the cache lags (still expected).
+        SuccessfulCreate / FailedCreate events go on `involved` (KubeVirt's: on the VMI)."""
         meta = body["metadata"]
         self.expectations.expect_creations(key, 1)
         try:
@@ -132,10 +146,20 @@ class PodWriter:
             return
         except (ApiError, TransportError) as e:
             self.expectations.creation_observed(key)
+            self._event(involved, EventType.WARNING, "FailedCreate", f"Error creating pod: {e}")
             raise SyncError(ConditionReason.FAILED_CREATE, f"pod {meta['name']}: {e}") from e
         log.info("launcher_pod_created", pod=meta["name"])
+        self._event(
+            involved, EventType.NORMAL, "SuccessfulCreate", f"Created {what} {meta['name']}"
+        )
 
-    async def delete(self, key: str, pods: Iterable[LauncherPod]) -> None:
+    def _event(self, obj: KubeObject | None, type_: EventType, reason: str, message: str) -> None:
+        if obj is not None:
+            self._recorder.event(obj, type_, reason, message)
+
+    async def delete(
+        self, key: str, pods: Iterable[LauncherPod], *, involved: KubeObject | None = None
+    ) -> None:
         """Delete these pods (by UID precondition) and expect their disappearance."""
         doomed = list(pods)
         if not doomed:
@@ -150,6 +174,10 @@ class PodWriter:
                 self.expectations.deletion_observed(key, pod.uid)
             except (ApiError, TransportError) as e:
                 self.expectations.deletion_observed(key, pod.uid)
+                message = f"Error deleting pod {pod.name}: {e}"
+                self._event(involved, EventType.WARNING, "FailedDelete", message)
                 raise SyncError(ConditionReason.FAILED_DELETE, f"pod {pod.name}: {e}") from e
             else:
                 log.info("launcher_pod_deleted", pod=pod.name)
+                message = f"Deleted virtual machine pod {pod.name}"
+                self._event(involved, EventType.NORMAL, "SuccessfulDelete", message)

@@ -25,10 +25,13 @@ from shared.kube import (
     ApiError,
     Conflict,
     DeleteOptions,
+    DiscardRecorder,
+    EventType,
     Expectations,
     Handlers,
     KubeClient,
     NotFound,
+    Recorder,
     StatusWriter,
     TransportError,
     WorkQueue,
@@ -62,8 +65,10 @@ class VMController(Reconciler):
         vmi_recent: Recent[VirtualMachineInstance],
         timing: TimingConfig,
         clock: Clock,
+        recorder: Recorder | None = None,
     ) -> None:
         super().__init__(queue)
+        self._recorder = recorder or DiscardRecorder()
         self._client = client
         self._informers = informers
         self._expectations = expectations
@@ -160,8 +165,14 @@ class VMController(Reconciler):
             return  # the cache lags; the VMI's add event settles the expectation
         except (ApiError, TransportError) as e:
             self._expectations.creation_observed(vm.key)
+            message = f"Error creating virtual machine instance: {e}"
+            self._recorder.event(vm, EventType.WARNING, "FailedCreate", message)
             raise SyncError(ConditionReason.FAILED_CREATE, f"VMI {vm.key}: {e}") from e
         log.info("vmi_created")
+        message = (
+            f"Started the virtual machine by creating the new virtual machine instance {vm.name}"
+        )
+        self._recorder.event(vm, EventType.NORMAL, "SuccessfulCreate", message)
 
     async def _delete_vmi(self, vm: VirtualMachine, uid: str) -> None:
         self._expectations.expect_deletions(vm.key, [uid])
@@ -173,6 +184,10 @@ class VMController(Reconciler):
             self._expectations.deletion_observed(vm.key, uid)
         except (ApiError, TransportError) as e:
             self._expectations.deletion_observed(vm.key, uid)
+            message = f"Error deleting virtual machine instance {vm.name}: {e}"
+            self._recorder.event(vm, EventType.WARNING, "FailedDelete", message)
             raise SyncError(ConditionReason.FAILED_DELETE, f"VMI {vm.key}: {e}") from e
         else:
             log.info("vmi_deleted", uid=uid)
+            message = f"Stopped the virtual machine by deleting the virtual machine instance {uid}"
+            self._recorder.event(vm, EventType.NORMAL, "SuccessfulDelete", message)

@@ -29,7 +29,17 @@ from controller.transitions import vmi_condition
 from controller.vmi_logic import VMIPlan, plan_vmi
 from controller.volumes import ClaimReason, read_claims
 from controller.volumes.claims import claim_names, unbound_claims
-from shared.kube import VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
+from shared.kube import (
+    VMIS,
+    DiscardRecorder,
+    Handlers,
+    KubeClient,
+    NotFound,
+    Recorder,
+    StatusWriter,
+    WorkQueue,
+)
+from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     Clock,
     ConditionStatus,
@@ -63,8 +73,10 @@ class VMIController(Reconciler):
         templates: TemplateService,
         timing: TimingConfig,
         clock: Clock,
+        recorder: Recorder | None = None,
     ) -> None:
         super().__init__(queue)
+        self._recorder = recorder or DiscardRecorder()
         self._client = client
         self._informers = informers
         self._pods = pods
@@ -179,10 +191,11 @@ class VMIController(Reconciler):
         return (now - node.heartbeat).total_seconds() >= self._timing.heartbeat_timeout
 
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
-        await self._pods.delete(vmi.key, plan.delete_pods)
+        await self._pods.delete(vmi.key, plan.delete_pods, involved=vmi)
         if plan.create_pod:
             claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
-            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi, claims=claims))
+            pod = self._templates.launcher_pod(vmi, claims=claims)
+            await self._pods.create(vmi.key, pod, involved=vmi)
 
     async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
         """Patch only what changed (most syncs change nothing and cost no write)."""
@@ -198,6 +211,8 @@ class VMIController(Reconciler):
             return  # deleted meanwhile; its delete event cleans up
         if written is not old:
             self._recent.remember(written)
+            for type_, reason, message in vmi_transition_events(old.status, written.status):
+                self._recorder.event(written, type_, reason, message)
 
     def _with_sync_error(self, vmi: VirtualMachineInstance, e: SyncError) -> VirtualMachineInstance:
         status = vmi_condition(

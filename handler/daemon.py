@@ -44,6 +44,8 @@ from handler.notify import NotifyServer
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
 from shared.kube import (
     VMIS,
+    DiscardRecorder,
+    EventRecorder,
     Handlers,
     HealthConfig,
     HealthServer,
@@ -77,8 +79,10 @@ class Handler:
         api: HandlerApi,
         registry: Registry,
         wall: Clock = utc_now,
+        recorder: EventRecorder | None = None,
     ) -> None:
         t = config.timing
+        self.recorder = recorder
         self.config = config
         self._synced = False
         self._stopping = False
@@ -166,6 +170,7 @@ class Handler:
             clock=time.monotonic,
             wall=wall,
             outgoing=self.outgoing,
+            recorder=self.recorder or DiscardRecorder(),
         )
         options = ReconcileOptions(
             node=self.config.node_name,
@@ -250,6 +255,8 @@ class Handler:
                 tg.create_task(self.informer.run(), name="vmi-informer")
                 tg.create_task(self.vmim_informer.run(), name="vmim-informer")
                 tg.create_task(self.http.run(), name="http")
+                if self.recorder is not None:
+                    tg.create_task(self.recorder.run(), name="event-recorder")
                 if self.actions is not None:
                     tg.create_task(self.actions.run(), name="actions")
                 await notify_started.wait()

@@ -16,7 +16,15 @@ from handler.config import Config
 from handler.daemon import Handler
 from handler.errors import StartupError
 from shared import logs
-from shared.kube import HANDLER_RATE_LIMIT, ClientConfig, ConfigError, KubeClient, Registry
+from shared.kube import (
+    HANDLER_RATE_LIMIT,
+    ClientConfig,
+    ConfigError,
+    EventRecorder,
+    KubeClient,
+    RecorderConfig,
+    Registry,
+)
 
 
 def main() -> None:
@@ -45,7 +53,13 @@ async def run(config: Config) -> None:
         user_agent="virt-handler-py",
     )
     async with await KubeClient.connect(client_config, registry=registry) as client:
-        await Handler(config, api=KubeApi(client), registry=registry).run(stop)
+        recorder = EventRecorder(
+            client,
+            RecorderConfig(component="virt-handler", host=config.node_name),
+            registry=registry,
+        )
+        handler = Handler(config, api=KubeApi(client), registry=registry, recorder=recorder)
+        await handler.run(stop)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from handler.migration_source import OutgoingMigrations, handed_over, source_sta
 from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
-from shared.kube import KubeError, NotFound
+from shared.kube import DiscardRecorder, EventType, KubeError, NotFound, Recorder
+from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     Clock,
     GuestOSInfo,
@@ -124,6 +125,7 @@ class ReconcilerDeps:
     clock: Callable[[], float] = time.monotonic
     wall: Clock = utc_now
     outgoing: OutgoingMigrations = field(default_factory=OutgoingMigrations)
+    recorder: Recorder = field(default_factory=DiscardRecorder)
 
 
 class Reconciler:
@@ -234,6 +236,12 @@ class Reconciler:
         if local.stop is None:
             local.stop = StopState(asked_at=now)
             log.info("vmi_stopping", deleting=vmi.metadata.is_deleting)
+            if vmi.metadata.is_deleting:
+                self._d.recorder.event(vmi, EventType.NORMAL, "Deleted", "Signaled Deletion")
+            else:
+                self._d.recorder.event(
+                    vmi, EventType.NORMAL, "ShuttingDown", "Signaled Graceful Shutdown"
+                )
         if record is None:
             await self._fetch_domain(step)
             record = self._d.domains.get(vmi.uid)
@@ -343,6 +351,8 @@ class Reconciler:
         result = await self._d.status.write_status(vmi, new, refresh=refresh)
         if result is not vmi:
             step.local.written = (vmi.metadata.resource_version, result)
+            for type_, reason, message in vmi_transition_events(vmi.status, result.status):
+                self._d.recorder.event(result, type_, reason, message)
         return result
 
     def _failure(

@@ -7,6 +7,7 @@ kubernetes-asyncio (imported in `transport` alone).
 - `expectations`: creations/deletions in flight, so a lagging informer cannot cause doubles
 - `leader`: Lease-based leader election
 - `status`: the one place status is written (diffed, conflict-retried, counted)
+- `events`: the corev1 Event recorder (rate-limited, aggregated, never blocking)
 - `metrics` + `health`: Prometheus registry and the /metrics /healthz /readyz endpoint
 """
 
@@ -28,6 +29,13 @@ from shared.kube.errors import (
     TooManyRequests,
     TransportError,
     Unauthorized,
+)
+from shared.kube.events import (
+    DiscardRecorder,
+    EventRecorder,
+    EventType,
+    Recorder,
+    RecorderConfig,
 )
 from shared.kube.expectations import Expectations
 from shared.kube.health import HealthConfig, HealthServer, build_app
@@ -94,6 +102,9 @@ __all__ = [
     "Conflict",
     "Counter",
     "DeleteOptions",
+    "DiscardRecorder",
+    "EventRecorder",
+    "EventType",
     "Expectations",
     "Expired",
     "Forbidden",
@@ -118,6 +129,8 @@ __all__ = [
     "PatchType",
     "QueueConfig",
     "RateLimit",
+    "Recorder",
+    "RecorderConfig",
     "Registry",
     "Resource",
     "Selector",

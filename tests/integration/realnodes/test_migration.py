@@ -14,7 +14,15 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_story import REPO, _pod_uid, _virtctl, _vmi, _wait
+from tests.integration.realnodes.test_story import (
+    REPO,
+    _described,
+    _pod_uid,
+    _reasons,
+    _virtctl,
+    _vmi,
+    _wait,
+)
 
 pytestmark = pytest.mark.cluster
 TICKS = re.compile(r"KUBEVIRT-PY-TICK (\d+)")
@@ -79,5 +87,9 @@ def test_demo_vm_live_migrates_between_real_nodes(
         "ticks continue on the target's console",
         lambda: _last_tick(real_cluster, target, target_pod),
     )
+    _described(k, ns, "vmi", {"Migrating", "Migrated"})
+    vmim_uid = vmim["metadata"]["uid"]
+    _wait(lambda: {"SuccessfulCreate", "SuccessfulMigration"} <= _reasons(k, ns, vmim_uid),
+          60, "the VMIM's events", lambda: _reasons(k, ns, vmim_uid))  # fmt: skip
     mig = _private(real_cluster, target, target_pod) / "mig" / state["migrationUid"][:8]
     _wait(lambda: not mig.exists(), 60, f"{mig} removed by the target handler")

@@ -62,6 +62,29 @@ def _condition(vmi: dict[str, Any], kind: str) -> str:
     return next((c["status"] for c in conds if c["type"] == kind), "")
 
 
+def _reasons(k: Kubectl, ns: str, uid: str) -> set[str]:
+    """The reasons of the Events recorded on the object with this UID."""
+    out = k("get", "events", "-n", ns, "--field-selector", f"involvedObject.uid={uid}",
+            "-o", "json")  # fmt: skip
+    return {e["reason"] for e in json.loads(out)["items"]}
+
+
+def _described(k: Kubectl, ns: str, kind: str, reasons: set[str]) -> set[str]:
+    """The reasons in `kubectl describe`'s Events of the demo object, once all of `reasons`."""
+
+    def listed() -> set[str]:
+        text = k("describe", kind, "demo", "-n", ns).split("\nEvents:")[-1]
+        rows = (line.split() for line in text.splitlines())
+        return {r[1] for r in rows if len(r) > 1 and r[0] in ("Normal", "Warning")}
+
+    return _wait(  # type: ignore[no-any-return]
+        lambda: reasons <= (seen := listed()) and seen,
+        60,
+        f"{kind} events {sorted(reasons)}",
+        listed,
+    )
+
+
 def _pod_uid(vmi: dict[str, Any]) -> tuple[str, str]:
     node = vmi["status"]["nodeName"]
     (uid,) = [u for u, n in vmi["status"]["activePods"].items() if n == node]
@@ -129,6 +152,8 @@ def test_demo_vm_story_on_real_nodes(
         assert done.returncode == 0, done.stderr
         _wait(lambda w=want: (_condition(_vmi(k, ns), "Paused") == "True") == bool(w), 60, verb)  # type: ignore[misc]
 
+    _described(k, ns, "vmi", {"SuccessfulCreate", "Created", "Started", "Paused", "Resumed"})
+    _described(k, ns, "vm", {"SuccessfulCreate"})
     _assert_metrics(k, vmi)
 
     first_uid = vmi["metadata"]["uid"]
@@ -156,9 +181,13 @@ def test_demo_vm_story_on_real_nodes(
         lambda: _vmi(k, ns).get("status"),
     )
     assert again["metadata"]["uid"] != first_uid
+    died = _wait(lambda: {"Stopped", "LauncherDied"} <= (r := _reasons(k, ns, first_uid)) and r,
+                 60, "the failed VMI's events", lambda: _reasons(k, ns, first_uid))  # fmt: skip
+    assert "Started" in died, died
 
     stopped = _virtctl(kubeconfig, ns, "stop", "demo", "--wait", "--timeout", "180")
     assert stopped.returncode == 0, stopped.stderr
     started = _virtctl(kubeconfig, ns, "start", "demo", "--wait", "--timeout", "300")
     assert started.returncode == 0, started.stderr
+    _described(k, ns, "vm", {"SuccessfulCreate", "SuccessfulDelete"})
     _assert_rbac_covers_calls(k, ns)
