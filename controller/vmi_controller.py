@@ -142,6 +142,7 @@ class VMIController(Reconciler):
             now=now,
             unschedulable_timeout=self._timing.vmi_unschedulable_timeout,
             handler_down=self._handler_down(vmi.status.node_name, now),
+            released=self._released(pods, now),
         )
         plan = await self._name_unbound_claims(vmi, plan)
         try:
@@ -186,9 +187,20 @@ class VMIController(Reconciler):
         """The handler of `node_name` heartbeated once and not within the timeout (as the
         node controller judges it: it owns the VMIs of such a node)."""
         node = self._informers.nodes.store.get(node_name) if node_name else None
-        if node is None or node.heartbeat is None:
-            return False
-        return (now - node.heartbeat).total_seconds() >= self._timing.heartbeat_timeout
+        return node is not None and node.handler_down(
+            now=now, timeout=self._timing.heartbeat_timeout
+        )
+
+    def _released(self, pods: list[LauncherPod], now: datetime) -> frozenset[str]:
+        """UIDs of pods on dead nodes known stopped (controller/node_logic.py's rule)."""
+        timeout, released = self._timing.heartbeat_timeout, set()
+        for pod in pods:
+            node = self._informers.nodes.store.get(pod.node_name) if pod.node_name else None
+            if node is None or pod.terminal:
+                continue
+            if node.pod_gone(pod, dead=node.dead(now=now, timeout=timeout)):
+                released.add(pod.uid)
+        return frozenset(released)
 
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
         await self._pods.delete(vmi.key, plan.delete_pods, involved=vmi)

@@ -77,13 +77,16 @@ def plan_vmi(
     now: datetime,
     unschedulable_timeout: float,
     handler_down: bool = False,
+    released: frozenset[str] = frozenset(),
 ) -> VMIPlan:
     """The plan for one VMI given every pod labelled with its UID. `handler_down`: the
     handler of the VMI's node stopped heartbeating, so the node controller judges its
-    pods (it fails the VMI as NodeUnresponsive once the pod is gone)."""
+    pods (it fails the VMI as NodeUnresponsive once the pod is gone). `released`: UIDs of
+    pods on dead nodes known stopped though the API still lists them (node_logic.py's
+    rule): they no longer hold a final or deleted VMI's finalizer."""
     phase = vmi.status.phase_or_unset
     if vmi.metadata.is_deleting or phase.is_final():
-        return _plan_teardown(vmi, pods)
+        return _plan_teardown(vmi, pods, released)
     if phase in PRE_HANDOFF:
         return _plan_pre_handoff(vmi, pods, now=now, timeout=unschedulable_timeout)
     if phase in POST_HANDOFF:
@@ -116,18 +119,22 @@ def describe_field_errors(errors: Sequence[FieldError]) -> str:
 # ---- deletion and final phases --------------------------------------------------------
 
 
-def _plan_teardown(vmi: VirtualMachineInstance, pods: Sequence[LauncherPod]) -> VMIPlan:
+def _plan_teardown(
+    vmi: VirtualMachineInstance, pods: Sequence[LauncherPod], released: frozenset[str]
+) -> VMIPlan:
     """Delete what still runs; drop the finalizer once nothing does.
 
     A deleted VMI takes all its pods with it; a final one only those still running
-    (terminal pods stay for their logs until the VMI itself goes).
+    (terminal pods stay for their logs until the VMI itself goes). A pod on a dead node
+    that will never report its end (`released`) does not keep the finalizer: else the VM
+    of a VMI failed by its node's death could never start it again.
     """
     if vmi.metadata.is_deleting:
         doomed = tuple(p for p in pods if not p.deleting)
-        remaining = pods
+        remaining = [p for p in pods if p.uid not in released]
     else:
         doomed = tuple(p for p in pods if not p.gone_or_going)
-        remaining = [p for p in pods if not p.terminal]
+        remaining = [p for p in pods if not p.terminal and p.uid not in released]
     return VMIPlan(status=vmi.status, delete_pods=doomed, finalizer=bool(remaining))
 
 

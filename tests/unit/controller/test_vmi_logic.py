@@ -147,6 +147,22 @@ def test_deleted_vmi_deletes_its_pods_and_keeps_the_finalizer_until_they_are_gon
     assert p.finalizer is False
 
 
+def test_pods_released_by_a_dead_node_do_not_hold_the_finalizer() -> None:
+    """A pod on a dead node known stopped (`released`) still listed by the API: a deleted
+    or failed VMI drops its finalizer anyway, so its VM can start a new one; a pod not
+    released keeps it."""
+    stuck = make_pod(node="node01", phase="Running", deleting=True, uid="stuck")
+    deleted = make_vmi(phase=VMIPhase.FAILED, node="node01", deleting=True)
+    assert plan_vmi(deleted, [stuck], now=NOW, unschedulable_timeout=300).finalizer is True
+    p = plan_vmi(
+        deleted, [stuck], now=NOW, unschedulable_timeout=300, released=frozenset({"stuck"})
+    )
+    assert p.finalizer is False and p.delete_pods == ()
+    failed = make_vmi(phase=VMIPhase.FAILED, node="node01")
+    p = plan_vmi(failed, [stuck], now=NOW, unschedulable_timeout=300, released=frozenset({"stuck"}))
+    assert p.finalizer is False
+
+
 def test_final_vmi_stops_live_pods_and_keeps_terminal_ones() -> None:
     """Failed/Succeeded: live pods are deleted, terminal ones kept for their logs."""
     live = make_pod(node="node01", phase="Running", uid="a")
