@@ -1,0 +1,199 @@
+"""bench_handler.py on real nodes (`--nodes kubelet`): a private 2-node cluster of kubelets
+with containerd + runc (localkube.testing.session_cluster(NodeKind.KUBELET): the images are
+built and imported), kubevirt-py deployed from manifests/overlays/local, then N VMIs
+(examples/vmi-tiny.yaml: kernelBoot + containerDisk from the tiny-guest image) created at
+R/s. Printed:
+
+(a) create -> Running, P50 / P95 / max; and create -> the guest's boot marker on its serial
+    console (`KUBEVIRT-PY-GUEST-BOOTED`, seen by the sampler);
+(b) domain event -> VMI status (pause through the launcher socket, as in process mode), once
+    the window below has closed;
+(c) API writes per VMI (kube-apiserver's counters);
+(g) the host CPU per VMI by component over the window from the first create until every
+    guest has booted (proc_sampler.py, cpu_table.py: kubelet, containerd, shims + runc,
+    init containers, launcher, libvirtd, QEMU start + boot, handler and controller pods,
+    control plane, this benchmark, and the rest of the host).
+Migration rows (e)/(f) stay in process mode (migration between real nodes needs issue 10's
+per-migration proxy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import uvloop
+from cpu_table import Window, print_table, split
+from handler_common import (
+    NAMESPACE,
+    Watcher,
+    create_paced,
+    delete_all,
+    pause_latencies,
+    pct,
+    report_pauses,
+    report_start,
+    report_writes,
+    settle,
+    writes,
+)
+from proc_sampler import Sampler
+
+from localkube.cluster import Cluster
+from localkube.config import NodeKind
+from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
+from localkube.deploy import Kubectl, deploy
+from localkube.testing import session_cluster
+from shared.kube import PODS, ClientConfig, KubeClient, Registry
+from tests.integration.controller.harness import NAMESPACES
+
+RATIO_ENV = "VIRT_CONTROLLER_CPU_ALLOCATION_RATIO"
+LEASE = "virt-controller-py"
+
+
+def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
+    began = time.monotonic()
+    with session_cluster(NodeKind.KUBELET) as cluster:
+        kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
+        deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
+        if args.cpu_allocation_ratio is not None:
+            set_ratio(kubectl, args.cpu_allocation_ratio)
+        print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
+        uvloop.run(bench(cluster, args))
+
+
+def set_ratio(kubectl: Kubectl, ratio: float) -> None:
+    """Roll the controllers out with another CPU allocation ratio; wait until one of the new
+    pods holds the leader Lease (else the first VMIs would wait for the old lease)."""
+    deployment = "deployment/virt-controller"
+    kubectl("set", "env", "-n", KUBEVIRT_NAMESPACE, deployment, f"{RATIO_ENV}={ratio:g}")
+    kubectl("rollout", "status", "-n", KUBEVIRT_NAMESPACE, deployment, "--timeout=300s")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        selector = "kubevirt.io=virt-controller"
+        listed = kubectl("get", "pods", "-n", KUBEVIRT_NAMESPACE, "-l", selector, "-o", "json")
+        pods = json.loads(listed)["items"]
+        names = [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+        lease = json.loads(
+            kubectl("get", "lease", "-n", KUBEVIRT_NAMESPACE, LEASE, "-o", "json", check=False)
+            or "{}"
+        )
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if any(holder.startswith(f"{n}-") for n in names):
+            return
+        time.sleep(1)
+    print("    (warning: no new controller pod leads after the ratio change)")
+
+
+def sampler_for(cluster: Cluster) -> Sampler:
+    fleet = cluster.fleet()
+    roots = {fleet.node(n).layout.cgroup_root: n for n in cluster.config.nodes}
+    ours = (f"{cluster.config.nodes_dir}/", f"{cluster.config.state_dir}/")
+    return Sampler(ours=ours, cgroup_roots=roots, nodes_dir=cluster.config.nodes_dir)
+
+
+async def bench(cluster: Cluster, args: argparse.Namespace) -> None:
+    config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
+    async with await KubeClient.connect(config, registry=Registry()) as kube:
+        with contextlib.suppress(Exception):
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            await kube.create(NAMESPACES, body)
+        settled = await settle(longest=90)
+        print(f"    (host settled for {settled:.0f} s before the first create)")
+        try:
+            await measure(cluster, kube, args)
+        finally:
+            await delete_all(kube)
+
+
+async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) -> None:
+    sampler, watcher = sampler_for(cluster), Watcher()
+    created: dict[str, float] = {}
+    writes_before = await writes(cluster)
+    async with asyncio.TaskGroup() as tg:
+        watch = tg.create_task(watcher.run(kube))
+        await asyncio.sleep(0.5)
+        window = Window.start(await asyncio.to_thread(sampler.snapshot))
+        stop, sampled = asyncio.Event(), asyncio.Event()
+        sampling = tg.create_task(sample(sampler, window, args.interval, (stop, sampled)))
+        await create_paced(kube, count=args.vmis, rate=args.rate, created=created)
+        try:
+            await watcher.until(lambda: len(watcher.running) >= args.vmis, args.timeout)
+            await until_booted(sampler, watcher, args.vmis, sampled, args.timeout)
+        except TimeoutError:
+            print(
+                f"    timed out after {args.timeout:g} s: {len(watcher.running)} Running, "
+                f"{len(sampler.boots)} booted of {args.vmis}"
+            )
+        stop.set()
+        await sampling
+        window.add(await asyncio.to_thread(sampler.snapshot))
+        writes_after = await writes(cluster)
+        pod_roles = await roles_of_pods(kube)
+        names = sorted(watcher.running)[: args.pause_sample]
+        pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
+        watch.cancel()
+    report_start(args.rate, [watcher.running[n] - created[n] for n in watcher.running])
+    booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
+    report_booted([booted[n] - created[n] for n in booted], len(created))
+    report_pauses(pauses)
+    report_writes((writes_before, writes_after), len(watcher.running))
+    rows = split(window, pod_roles, sampler.boots)
+    print_table(rows, vmis=len(created), seconds=window.seconds)
+
+
+async def sample(
+    sampler: Sampler, window: Window, interval: float, events: tuple[asyncio.Event, asyncio.Event]
+) -> None:
+    """A snapshot every `interval` seconds until `stop` is set, setting `sampled` after each
+    (one at a time: the sampler is not thread-safe)."""
+    stop, sampled = events
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+        if not stop.is_set():
+            window.add(await asyncio.to_thread(sampler.snapshot))
+            sampled.set()
+
+
+async def until_booted(
+    sampler: Sampler, watcher: Watcher, count: int, sampled: asyncio.Event, timeout: float
+) -> None:
+    """Until the sampler has seen the boot marker of `count` Running VMIs' guests."""
+    async with asyncio.timeout(timeout):
+        while sum(1 for p in watcher.pod_of.values() if p in sampler.boots) < count:
+            sampled.clear()
+            await sampled.wait()
+
+
+async def roles_of_pods(kube: KubeClient) -> dict[str, str]:
+    """Pod UID -> its kubevirt.io label (virt-launcher, virt-handler, virt-controller)."""
+    items = (await kube.list(PODS)).items
+    return {
+        p["metadata"]["uid"]: (p["metadata"].get("labels") or {}).get("kubevirt.io", "")
+        for p in items
+    }
+
+
+def socket_finder(cluster: Cluster, watcher: Watcher) -> Callable[[str], Path]:
+    """A VMI's launcher socket, on its node's /var/lib/kubelet as seen from the host."""
+
+    def socket_of(name: str) -> Path:
+        pod = watcher.pod_of[name]
+        pod_dir = cluster.config.nodes_dir / watcher.node_of[name] / "kubelet" / "pods" / pod
+        return pod_dir / "volumes" / "kubernetes.io~empty-dir" / "sockets" / "launcher-sock"
+
+    return socket_of
+
+
+def report_booted(latencies: list[float], created: int) -> None:
+    print(f"    create -> guest boot marker on its console, {len(latencies)}/{created} VMIs")
+    print(
+        f"    P50 {pct(latencies, 0.5):.2f} s  P95 {pct(latencies, 0.95):.2f} s  "
+        f"max {max(latencies, default=float('nan')):.2f} s"
+    )
