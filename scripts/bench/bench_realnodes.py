@@ -23,17 +23,19 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import uvloop
-from cpu_table import Window, print_table, split
+from cpu_table import Window, checks, print_table, split
 from handler_common import (
     NAMESPACE,
     Watcher,
     create_paced,
     delete_all,
+    host_cpu_seconds,
     pause_latencies,
     pct,
     report_pauses,
@@ -104,7 +106,13 @@ async def bench(cluster: Cluster, args: argparse.Namespace) -> None:
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
             await kube.create(NAMESPACES, body)
         settled = await settle(longest=90)
-        print(f"    (host settled for {settled:.0f} s before the first create)")
+        before = host_cpu_seconds()
+        await asyncio.sleep(5)
+        busy = (host_cpu_seconds() - before) / 5
+        print(
+            f"    (waited {settled:.0f} s for the host to settle; before the first create it was "
+            f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
+        )
         try:
             await measure(cluster, kube, args)
         finally:
@@ -145,6 +153,7 @@ async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) 
     report_writes((writes_before, writes_after), len(watcher.running))
     rows = split(window, pod_roles, sampler.boots)
     print_table(rows, vmis=len(created), seconds=window.seconds)
+    print(f"    checks: {checks(window, pod_roles, sampler.boots)}")
 
 
 async def sample(
