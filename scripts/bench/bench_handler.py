@@ -238,6 +238,12 @@ def main() -> None:
         help=f"process mode: default {PROCESS_RATIO:g}; kubelet mode: the manifests' unless set",
     )
     parser.add_argument("--interval", type=float, default=0.5, help="kubelet mode: /proc sampling")
+    parser.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=300.0,
+        help="kubelet mode: longest wait for the host to be < 25%% busy before the first create",
+    )
     args = parser.parse_args()
     kind = NodeKind(args.nodes)
     print(

@@ -105,7 +105,7 @@ async def bench(cluster: Cluster, args: argparse.Namespace) -> None:
         with contextlib.suppress(Exception):
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
             await kube.create(NAMESPACES, body)
-        settled = await settle(longest=90)
+        settled = await settle(busy_below=0.25, longest=args.settle_timeout)
         before = host_cpu_seconds()
         await asyncio.sleep(5)
         busy = (host_cpu_seconds() - before) / 5
