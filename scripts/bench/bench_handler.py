@@ -239,6 +239,9 @@ def main() -> None:
     )
     parser.add_argument("--interval", type=float, default=0.5, help="kubelet mode: /proc sampling")
     parser.add_argument(
+        "--floor", type=int, default=2, help="kubelet mode: bare-launcher boots for (h)"
+    )
+    parser.add_argument(
         "--settle-timeout",
         type=float,
         default=300.0,

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import uvloop
-from cpu_table import Window, checks, print_table, split
+from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
+from floor_boot import boot_floor, report_floor
 from handler_common import (
     NAMESPACE,
     Watcher,
@@ -44,6 +45,7 @@ from handler_common import (
     settle,
     writes,
 )
+from pod_timeline import print_timeline
 from proc_sampler import Sampler
 
 from localkube.cluster import Cluster
@@ -60,13 +62,22 @@ LEASE = "virt-controller-py"
 
 def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
     began = time.monotonic()
-    with session_cluster(NodeKind.KUBELET) as cluster:
-        kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-        deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
-        if args.cpu_allocation_ratio is not None:
-            set_ratio(kubectl, args.cpu_allocation_ratio)
-        print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
-        uvloop.run(bench(cluster, args))
+    measured: list[Cluster] = []
+    try:
+        with session_cluster(NodeKind.KUBELET) as cluster:
+            kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
+            deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
+            if args.cpu_allocation_ratio is not None:
+                set_ratio(kubectl, args.cpu_allocation_ratio)
+            print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
+            qemu_in_pods = uvloop.run(bench(cluster, args))
+            measured.append(cluster)
+    except Exception as exc:  # a teardown error after the report: retry the teardown
+        if not measured:
+            raise
+        print(f"    (cluster teardown failed: {exc!r}; tearing down again)")
+        asyncio.run(measured[0].down(purge=True))
+    report_floor(qemu_in_pods, boot_floor(args.floor, work))
 
 
 def set_ratio(kubectl: Kubectl, ratio: float) -> None:
@@ -99,7 +110,8 @@ def sampler_for(cluster: Cluster) -> Sampler:
     return Sampler(ours=ours, cgroup_roots=roots, nodes_dir=cluster.config.nodes_dir)
 
 
-async def bench(cluster: Cluster, args: argparse.Namespace) -> None:
+async def bench(cluster: Cluster, args: argparse.Namespace) -> list[float]:
+    """The measured run; QEMU's CPU-seconds to the boot marker, per guest."""
     config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
     async with await KubeClient.connect(config, registry=Registry()) as kube:
         with contextlib.suppress(Exception):
@@ -114,13 +126,14 @@ async def bench(cluster: Cluster, args: argparse.Namespace) -> None:
             f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
         )
         try:
-            await measure(cluster, kube, args)
+            return await measure(cluster, kube, args)
         finally:
             await delete_all(kube)
 
 
-async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) -> None:
+async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) -> list[float]:
     sampler, watcher = sampler_for(cluster), Watcher()
+    to_wall = time.time() - time.monotonic()
     created: dict[str, float] = {}
     writes_before = await writes(cluster)
     async with asyncio.TaskGroup() as tg:
@@ -142,18 +155,23 @@ async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) 
         await sampling
         window.add(await asyncio.to_thread(sampler.snapshot))
         writes_after = await writes(cluster)
-        pod_roles = await roles_of_pods(kube)
+        pods = {p["metadata"]["uid"]: p for p in (await kube.list(PODS)).items}
         names = sorted(watcher.running)[: args.pause_sample]
         pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
         watch.cancel()
     report_start(args.rate, [watcher.running[n] - created[n] for n in watcher.running])
+    times = {n: (created[n] + to_wall, t + to_wall) for n, t in watcher.running.items()}
+    print_timeline(pods, watcher.pod_of, times)
     booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
     report_booted([booted[n] - created[n] for n in booted], len(created))
     report_pauses(pauses)
     report_writes((writes_before, writes_after), len(watcher.running))
+    pod_roles = {uid: (p["metadata"].get("labels") or {}).get("kubevirt.io", "")
+                 for uid, p in pods.items()}  # fmt: skip
     rows = split(window, pod_roles, sampler.boots)
     print_table(rows, vmis=len(created), seconds=window.seconds)
     print(f"    checks: {checks(window, pod_roles, sampler.boots)}")
+    return [b.qemu_cpu for uid, b in sampler.boots.items() if pod_roles.get(uid) == LAUNCHER_POD]
 
 
 async def sample(
@@ -178,15 +196,6 @@ async def until_booted(
         while sum(1 for p in watcher.pod_of.values() if p in sampler.boots) < count:
             sampled.clear()
             await sampled.wait()
-
-
-async def roles_of_pods(kube: KubeClient) -> dict[str, str]:
-    """Pod UID -> its kubevirt.io label (virt-launcher, virt-handler, virt-controller)."""
-    items = (await kube.list(PODS)).items
-    return {
-        p["metadata"]["uid"]: (p["metadata"].get("labels") or {}).get("kubevirt.io", "")
-        for p in items
-    }
 
 
 def socket_finder(cluster: Cluster, watcher: Watcher) -> Callable[[str], Path]:
