@@ -45,7 +45,7 @@ from handler_common import (
     settle,
     writes,
 )
-from pod_timeline import print_timeline
+from pod_timeline import epoch, print_timeline
 from proc_sampler import Sampler
 
 from localkube.cluster import Cluster
@@ -53,7 +53,7 @@ from localkube.config import NodeKind
 from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
 from localkube.deploy import Kubectl, deploy
 from localkube.testing import session_cluster
-from shared.kube import PODS, ClientConfig, KubeClient, Registry
+from shared.kube import PODS, VMIS, ClientConfig, KubeClient, Registry
 from tests.integration.controller.harness import NAMESPACES
 
 RATIO_ENV = "VIRT_CONTROLLER_CPU_ALLOCATION_RATIO"
@@ -156,11 +156,13 @@ async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) 
         window.add(await asyncio.to_thread(sampler.snapshot))
         writes_after = await writes(cluster)
         pods = {p["metadata"]["uid"]: p for p in (await kube.list(PODS)).items}
+        vmis = (await kube.list(VMIS, namespace=NAMESPACE)).items
+        stamped = {v["metadata"]["name"]: epoch(v["metadata"]["creationTimestamp"]) for v in vmis}
         names = sorted(watcher.running)[: args.pause_sample]
         pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
         watch.cancel()
     report_start(args.rate, [watcher.running[n] - created[n] for n in watcher.running])
-    times = {n: (created[n] + to_wall, t + to_wall) for n, t in watcher.running.items()}
+    times = {n: (stamped[n], t + to_wall) for n, t in watcher.running.items() if n in stamped}
     print_timeline(pods, watcher.pod_of, times)
     booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
     report_booted([booted[n] - created[n] for n in booted], len(created))

@@ -1,7 +1,8 @@
 """Where create -> Running goes on real nodes, from the launcher pods' own timestamps.
 
-Kubernetes stamps pods in whole seconds (creationTimestamp, conditions, container
-start/finish), so each stage is a median over the VMIs with about a second of resolution:
+Kubernetes stamps objects in whole seconds (creationTimestamp, conditions, container
+start/finish; only the VMI's Running is this benchmark's own watch time), so each stage is a
+median over the VMIs with about a second of resolution:
 enough to see whether the kubelet's pod start, the init containers or the launcher's own
 start dominate.
 """
@@ -23,8 +24,12 @@ STAGES = (
 )
 
 
+def epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def _ts(text: str | None) -> float | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    return epoch(text) if text else None
 
 
 def pod_marks(pod: Mapping[str, Any]) -> dict[str, float]:
@@ -54,7 +59,7 @@ def print_timeline(
     vmi_times: Mapping[str, tuple[float, float]],
 ) -> None:
     """pods: pod UID -> pod; pod_of: VMI name -> launcher pod UID; vmi_times: VMI name ->
-    (created, Running) in epoch seconds."""
+    (its creationTimestamp, when the watch saw it Running) in epoch seconds."""
     spans: dict[str, list[float]] = {label: [] for label, _, _ in STAGES}
     for name, (created, running) in vmi_times.items():
         pod = pods.get(pod_of.get(name, ""))
