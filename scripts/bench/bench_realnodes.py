@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,12 +73,22 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
             qemu_in_pods = uvloop.run(bench(cluster, args))
             measured.append(cluster)
+            keep_pod_logs(cluster, work / "pods")
     except Exception as exc:  # a teardown error after the report: retry the teardown
         if not measured:
             raise
         print(f"    (cluster teardown failed: {exc!r}; tearing down again)")
         asyncio.run(measured[0].down(purge=True))
     report_floor(qemu_in_pods, boot_floor(args.floor, work))
+
+
+def keep_pod_logs(cluster: Cluster, into: Path) -> None:
+    """The benchmark's and kubevirt's pod logs (launchers, handlers, controllers), kept in
+    the work dir before the cluster and its node dirs go."""
+    for node in cluster.config.nodes:
+        for pod_dir in (cluster.config.nodes_dir / node / "log" / "pods").glob("*"):
+            if pod_dir.name.startswith((f"{NAMESPACE}_", f"{KUBEVIRT_NAMESPACE}_")):
+                shutil.copytree(pod_dir, into / node / pod_dir.name, dirs_exist_ok=True)
 
 
 def set_ratio(kubectl: Kubectl, ratio: float) -> None:
