@@ -71,9 +71,8 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
             if args.cpu_allocation_ratio is not None:
                 set_ratio(kubectl, args.cpu_allocation_ratio)
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
-            qemu_in_pods = uvloop.run(bench(cluster, args))
+            qemu_in_pods = uvloop.run(bench(cluster, args, work))
             measured.append(cluster)
-            keep_pod_logs(cluster, work / "pods")
     except Exception as exc:  # a teardown error after the report: retry the teardown
         if not measured:
             raise
@@ -121,7 +120,7 @@ def sampler_for(cluster: Cluster) -> Sampler:
     return Sampler(ours=ours, cgroup_roots=roots, nodes_dir=cluster.config.nodes_dir)
 
 
-async def bench(cluster: Cluster, args: argparse.Namespace) -> list[float]:
+async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> list[float]:
     """The measured run; QEMU's CPU-seconds to the boot marker, per guest."""
     config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
     async with await KubeClient.connect(config, registry=Registry()) as kube:
@@ -137,7 +136,9 @@ async def bench(cluster: Cluster, args: argparse.Namespace) -> list[float]:
             f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
         )
         try:
-            return await measure(cluster, kube, args)
+            in_pods = await measure(cluster, kube, args)
+            await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
+            return in_pods
         finally:
             await delete_all(kube)
 
