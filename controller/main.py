@@ -16,6 +16,7 @@ import sys
 import structlog
 import uvloop
 
+from controller.admission import AdmissionConfig, AdmissionServer
 from controller.app import Controller
 from controller.config import Config
 from controller.errors import ConfigError
@@ -47,7 +48,7 @@ def main() -> None:
     except* LeadershipLost:
         log.error("leadership_lost_exiting")
         sys.exit(1)
-    except* (KubeConfigError, SetupError) as group:
+    except* (KubeConfigError, SetupError, ConfigError) as group:
         print(f"virt-controller-py: {group.exceptions[0]}", file=sys.stderr)
         sys.exit(2)
 
@@ -62,6 +63,7 @@ async def run(config: Config) -> None:
         request_timeout=config.timing.request_timeout,
     )
     subresources = SubresourceConfig.from_env(os.environ)  # None: no serving cert mounted
+    admission = AdmissionConfig.from_env(os.environ)  # likewise
     client = await KubeClient.connect(client_config, registry=registry)
     async with client:
         controller = Controller(config, client, registry)
@@ -74,6 +76,10 @@ async def run(config: Config) -> None:
                     # the reconcile loops.
                     server = SubresourceServer(subresources, client, registry)
                     tg.create_task(server.run(), name="subresources")
+                if admission is not None:
+                    # So does every replica serve the admission webhooks.
+                    webhooks = AdmissionServer(admission, client, registry)
+                    tg.create_task(webhooks.run(), name="admission")
         except* Shutdown:
             log.info("controller_stopped")
 

@@ -20,6 +20,20 @@ from controller.labels import (
 )
 
 COMPUTE_CONTAINER = "compute"
+# The kubelet's waiting reasons for an image it cannot get (kubelet/images/types.go).
+IMAGE_PULL_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImagePullFailure:
+    """A container of the pod waits for an image the kubelet cannot get."""
+
+    reason: str  # one of IMAGE_PULL_REASONS
+    container: str
+    image: str
+    message: str
 
 
 class PodPhase(enum.StrEnum):
@@ -55,6 +69,7 @@ class LauncherPod:
     failure: str | None = None
     created: str | None = None
     ip: str | None = None  # status.podIP, once the pod has one
+    image_pull: ImagePullFailure | None = None
 
     @property
     def key(self) -> str:
@@ -129,6 +144,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         failure=_failure(status) if ended or compute_terminated else None,
         created=meta.get("creationTimestamp") or None,
         ip=status.get("podIP") or None,
+        image_pull=_image_pull(status),
     )
 
 
@@ -149,6 +165,24 @@ def _unschedulable(status: Mapping[str, Any]) -> tuple[str | None, str | None]:
             message = str(cond.get("message") or "the scheduler found no node")
             return message, cond.get("lastTransitionTime") or None
     return None, None
+
+
+def _image_pull(status: Mapping[str, Any]) -> ImagePullFailure | None:
+    """The first (init) container waiting for an image it cannot get, if any."""
+    statuses = [
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ]
+    for cs in statuses:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_PULL_REASONS:
+            return ImagePullFailure(
+                reason=str(waiting["reason"]),
+                container=str(cs.get("name") or ""),
+                image=str(cs.get("image") or ""),
+                message=str(waiting.get("message") or ""),
+            )
+    return None
 
 
 def _compute_state(status: Mapping[str, Any]) -> Mapping[str, Any]:

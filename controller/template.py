@@ -14,18 +14,21 @@ the handler lives in one place and is tested without a cluster:
   emptyDir for the launcher's state, and the handlers' notify directory as a hostPath
   mounted at the same path: the launcher dials `<notify dir>/<its node>/domain-notify.sock`
   (default /var/run/kubevirt-py/nodes/<node>/domain-notify.sock, where the handler listens);
-- containerDisk and kernelBoot files copied out of their images by init containers into
-  the `container-disks` emptyDir, mounted read-only in the compute container (the layout
-  is shared/podlayout.py's, which the launcher reads by).
+- what the VMI's volumes need in the pod (controller/volumes, one module per source):
+  containerDisk and kernelBoot files copied out of their images by init containers into
+  the `container-disks` emptyDir, mounted read-only in the compute container; PVCs and
+  hostDisks as pod volumes under `vmi-disks/<volume>` (the layout is shared/podlayout.py's,
+  which the launcher reads by).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
+from controller import volumes
 from controller.config import TemplateConfig
 from controller.errors import SyncError
 from controller.labels import (
@@ -43,6 +46,7 @@ from controller.labels import (
 )
 from controller.overhead import memory_overhead_bytes
 from controller.pods import COMPUTE_CONTAINER
+from controller.volumes import Claim
 from shared import podlayout
 from shared.model import (
     ConditionReason,
@@ -95,9 +99,11 @@ class TemplateService:
 
     config: TemplateConfig
 
-    def launcher_pod(self, vmi: VirtualMachineInstance) -> dict[str, Any]:
-        """The launcher Pod of a VMI."""
-        return self._pod(vmi, seed=vmi.uid, extra_labels={})
+    def launcher_pod(
+        self, vmi: VirtualMachineInstance, *, claims: Mapping[str, Claim] | None = None
+    ) -> dict[str, Any]:
+        """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name)."""
+        return self._pod(vmi, seed=vmi.uid, extra_labels={}, claims=claims or {})
 
     def target_pod(
         self,
@@ -108,7 +114,9 @@ class TemplateService:
     ) -> dict[str, Any]:
         """A migration target pod: the launcher pod, labelled with the VMIM's UID and kept
         off the source node."""
-        pod = self._pod(vmi, seed=migration.uid, extra_labels={MIGRATION_JOB_LABEL: migration.uid})
+        pod = self._pod(
+            vmi, seed=migration.uid, extra_labels={MIGRATION_JOB_LABEL: migration.uid}, claims={}
+        )
         not_source = {"key": "metadata.name", "operator": "NotIn", "values": [source_node]}
         required = {"nodeSelectorTerms": [{"matchFields": [not_source]}]}
         pod["spec"]["affinity"] = {
@@ -117,12 +125,18 @@ class TemplateService:
         return pod
 
     def _pod(
-        self, vmi: VirtualMachineInstance, *, seed: str, extra_labels: dict[str, str]
+        self,
+        vmi: VirtualMachineInstance,
+        *,
+        seed: str,
+        extra_labels: dict[str, str],
+        claims: Mapping[str, Claim],
     ) -> dict[str, Any]:
         if not vmi.uid or not vmi.name:
             raise SyncError(ConditionReason.FAILED_CREATE, "VMI has no name or UID yet")
         grace = vmi.spec.grace_period_seconds
-        return {
+        sources = volumes.render(vmi, volumes.RenderContext(claims=claims))
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -141,22 +155,25 @@ class TemplateService:
                 "nodeSelector": {**vmi.spec.node_selector, SCHEDULABLE_LABEL: "true"},
                 "automountServiceAccountToken": False,
                 "enableServiceLinks": False,
-                "initContainers": self._init_containers(vmi),
-                "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA)],
+                "initContainers": [self._binary_init_container(), *sources.init_containers],
+                "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA, sources)],
                 "volumes": [
                     {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
                     {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
                     {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
                     {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
                     {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
+                    *sources.volumes,
                 ],
             },
         }
+        if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
+            pod["spec"]["serviceAccountName"] = sources.service_account_name
+        return pod
 
-    def _init_containers(self, vmi: VirtualMachineInstance) -> list[dict[str, Any]]:
-        """busybox out of the launcher image, then one copy per containerDisk volume and
-        one for kernelBoot, each running the user's image (podlayout's contract)."""
-        binary = {
+    def _binary_init_container(self) -> dict[str, Any]:
+        """busybox out of the launcher image, for the image copies (podlayout's contract)."""
+        return {
             "name": podlayout.BINARY_INIT_CONTAINER,
             "image": self.config.launcher_image,
             "imagePullPolicy": self.config.image_pull_policy,
@@ -168,42 +185,6 @@ class TemplateService:
             ],
             "volumeMounts": [{"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR}],
         }
-        copies = [binary]
-        for volume in vmi.spec.volumes:
-            cd = volume.container_disk
-            if cd is None or not volume.name:
-                continue
-            files = [podlayout.CopyFile(source=cd.path or None, name=podlayout.DISK_FILE)]
-            copies.append(
-                _copy_container(
-                    podlayout.volume_init_container(volume.name),
-                    image=cd.image or "",
-                    pull_policy=cd.image_pull_policy,
-                    out_dir=podlayout.volume_dir(volume.name),
-                    files=files,
-                )
-            )
-        boot = vmi.spec.domain.kernel_boot
-        if boot is not None and boot.container is not None:
-            c = boot.container
-            files = [
-                podlayout.CopyFile(source=path, name=name)
-                for path, name in (
-                    (c.kernel_path, podlayout.KERNEL_FILE),
-                    (c.initrd_path, podlayout.INITRD_FILE),
-                )
-                if path
-            ]
-            copies.append(
-                _copy_container(
-                    podlayout.KERNEL_BOOT_INIT_CONTAINER,
-                    image=c.image or "",
-                    pull_policy=c.image_pull_policy,
-                    out_dir=PurePosixPath(podlayout.KERNEL_BOOT_DIR),
-                    files=files,
-                )
-            )
-        return copies
 
     def _notify_host_path(self) -> dict[str, str]:
         return {"path": self.config.notify_host_dir, "type": "DirectoryOrCreate"}
@@ -218,12 +199,14 @@ class TemplateService:
             labels[VM_LABEL] = owner.name
         return labels
 
-    def _container(self, vmi: VirtualMachineInstance, launcher_grace: int) -> dict[str, Any]:
+    def _container(
+        self, vmi: VirtualMachineInstance, launcher_grace: int, sources: volumes.PodVolumes
+    ) -> dict[str, Any]:
         container: dict[str, Any] = {
             "name": COMPUTE_CONTAINER,
             "image": self.config.launcher_image,
             "imagePullPolicy": self.config.image_pull_policy,
-            "args": self._args(vmi, launcher_grace),
+            "args": [*self._args(vmi, launcher_grace), *sources.launcher_args],
             "env": [
                 {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -238,6 +221,7 @@ class TemplateService:
                     "mountPath": podlayout.CONTAINER_DISKS_DIR,
                     "readOnly": True,
                 },
+                *sources.mounts,
             ],
         }
         if self.config.launcher_command:
@@ -297,30 +281,6 @@ class TemplateService:
         if cpu_lim is not None:
             limits["cpu"] = str(cpu_lim)
         return {"requests": requests, "limits": limits}
-
-
-def _copy_container(
-    name: str,
-    *,
-    image: str,
-    pull_policy: str | None,
-    out_dir: PurePosixPath,
-    files: list[podlayout.CopyFile],
-) -> dict[str, Any]:
-    """An init container running the user's image (no shell of its own needed) that
-    copies `files` into the container-disks volume with the launcher's busybox."""
-    container: dict[str, Any] = {
-        "name": name,
-        "image": image,
-        "command": podlayout.copy_command(out_dir, files),
-        "volumeMounts": [
-            {"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR, "readOnly": True},
-            {"name": podlayout.CONTAINER_DISKS_VOLUME, "mountPath": podlayout.CONTAINER_DISKS_DIR},
-        ],
-    }
-    if pull_policy:
-        container["imagePullPolicy"] = str(pull_policy)
-    return container
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:

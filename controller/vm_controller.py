@@ -17,6 +17,7 @@ from controller.informers import Informers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.vm_logic import Backoff, VMPlan, plan_vm, vmi_from_template
+from controller.vm_revisions import Expansion, expansion
 from shared.kube import (
     VMIS,
     VMS,
@@ -149,9 +150,12 @@ class VMController(Reconciler):
             await self._create_vmi(vm)
 
     async def _create_vmi(self, vm: VirtualMachine) -> None:
+        named = vm.spec.instancetype is not None or vm.spec.preference is not None
+        exp = await expansion(self._client, vm) if named else Expansion()
+        body = vmi_from_template(vm, instancetype=exp.instancetype, preference=exp.preference)
         self._expectations.expect_creations(vm.key, 1)
         try:
-            await self._client.create(VMIS, vmi_from_template(vm), namespace=vm.namespace)
+            await self._client.create(VMIS, body, namespace=vm.namespace)
         except AlreadyExists:
             return  # the cache lags; the VMI's add event settles the expectation
         except (ApiError, TransportError) as e:

@@ -27,8 +27,10 @@ from typing import Any
 
 from controller.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from controller.transitions import vm_condition
+from controller.vm_instancetype import expand_spec
 from shared.model import (
     API_VERSION,
+    ConditionReason,
     ConditionStatus,
     PrintableStatus,
     RunStrategy,
@@ -45,6 +47,7 @@ from shared.model import (
     format_time,
     parse_time,
 )
+from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 
 RESTARTING = frozenset({RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE})
 STARTING_PHASES = frozenset(
@@ -279,6 +282,16 @@ def _conditions(
     return tuple(out)
 
 
+# The VMI's Synchronized=False reasons (from its launcher pod's containers) `kubectl get vm`
+# shows as they are, as KubeVirt does.
+IMAGE_PULL_STATUS = {
+    "ErrImagePull": PrintableStatus.ERR_IMAGE_PULL,
+    "ErrImageNeverPull": PrintableStatus.ERR_IMAGE_PULL,
+    "InvalidImageName": PrintableStatus.ERR_IMAGE_PULL,
+    "ImagePullBackOff": PrintableStatus.IMAGE_PULL_BACK_OFF,
+}
+
+
 def printable_status(
     vm: VirtualMachine, vmi: VirtualMachineInstance | None, status: VMStatus, *, now: datetime
 ) -> PrintableStatus:
@@ -293,11 +306,25 @@ def printable_status(
     return _printable_up(vmi)
 
 
-def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+def _printable_not_started(vmi: VirtualMachineInstance) -> PrintableStatus | None:
+    """ErrorUnschedulable, a claim that does not exist or an image the kubelet cannot get,
+    if that holds the VMI up."""
     cond = vmi.status.condition(POD_SCHEDULED)
     unschedulable = cond is not None and cond.status == ConditionStatus.FALSE
     if unschedulable and cond is not None and cond.reason == UNSCHEDULABLE_REASON:
         return PrintableStatus.UNSCHEDULABLE
+    sync = vmi.status.condition(VMIConditionType.SYNCHRONIZED)
+    if sync is not None and sync.status == ConditionStatus.FALSE:
+        if sync.reason == ConditionReason.FAILED_PVC_NOT_FOUND:
+            return PrintableStatus.PVC_NOT_FOUND
+        return IMAGE_PULL_STATUS.get(sync.reason or "")
+    return None
+
+
+def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
+    held = _printable_not_started(vmi)
+    if held is not None:
+        return held
     phase = vmi.status.phase_or_unset
     if phase in STARTING_PHASES:
         return PrintableStatus.STARTING
@@ -331,9 +358,18 @@ def _printable_down(
 # ---- the VMI a VM creates -------------------------------------------------------------
 
 
-def vmi_from_template(vm: VirtualMachine) -> dict[str, Any]:
-    """The VMI body: the template's metadata and spec, named after and owned by the VM."""
+def vmi_from_template(
+    vm: VirtualMachine,
+    *,
+    instancetype: InstancetypeSpec | None = None,
+    preference: PreferenceSpec | None = None,
+) -> dict[str, Any]:
+    """The VMI body: the template's metadata and spec (expanded with the VM's instancetype
+    and preference), named after and owned by the VM."""
     meta = vm.spec.template.metadata
+    spec = vm.spec.template.spec.to_dict()
+    if instancetype is not None or preference is not None:
+        spec = expand_spec(spec, instancetype=instancetype, preference=preference)
     return {
         "apiVersion": API_VERSION,
         "kind": VirtualMachineInstance.KIND,
@@ -353,5 +389,5 @@ def vmi_from_template(vm: VirtualMachine) -> dict[str, Any]:
                 }
             ],
         },
-        "spec": vm.spec.template.spec.to_dict(),
+        "spec": spec,
     }

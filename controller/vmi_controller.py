@@ -20,13 +20,15 @@ import structlog
 from controller.config import TimingConfig
 from controller.errors import SyncError
 from controller.informers import VMI_UID_INDEX, Informers
-from controller.labels import VMI_FINALIZER
+from controller.labels import POD_SCHEDULED, VMI_FINALIZER
 from controller.pods import LauncherPod
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.template import TemplateService
 from controller.transitions import vmi_condition
 from controller.vmi_logic import VMIPlan, plan_vmi
+from controller.volumes import ClaimReason, read_claims
+from controller.volumes.claims import claim_names, unbound_claims
 from shared.kube import VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
 from shared.model import (
     Clock,
@@ -39,7 +41,9 @@ from shared.model import (
 log = structlog.get_logger("controller.vmi")
 
 # Synchronized=False reasons a later successful sync clears (not the final ones).
-TRANSIENT_REASONS = frozenset({"FailedCreate", "FailedDelete", "SyncFailed"})
+TRANSIENT_REASONS = frozenset(
+    {"FailedCreate", "FailedDelete", "SyncFailed", *(str(r) for r in ClaimReason)}
+)
 
 
 class VMIController(Reconciler):
@@ -127,6 +131,7 @@ class VMIController(Reconciler):
             unschedulable_timeout=self._timing.vmi_unschedulable_timeout,
             handler_down=self._handler_down(vmi.status.node_name, now),
         )
+        plan = await self._name_unbound_claims(vmi, plan)
         try:
             await self._apply_pods(vmi, plan)
         except SyncError as e:
@@ -146,6 +151,25 @@ class VMIController(Reconciler):
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
 
+    async def _name_unbound_claims(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> VMIPlan:
+        """An unschedulable launcher pod of a VMI with claims: the PodScheduled condition
+        names the claims not bound (the scheduler's message does not)."""
+        cond = plan.status.condition(POD_SCHEDULED)
+        if cond is None or cond.status != ConditionStatus.FALSE or not claim_names(vmi):
+            return plan
+        unbound = await unbound_claims(self._client, vmi)
+        if not unbound:
+            return plan
+        status = vmi_condition(
+            plan.status,
+            POD_SCHEDULED,
+            ConditionStatus.FALSE,
+            reason=cond.reason or "",
+            message=f"{'; '.join(unbound)}: {cond.message or ''}",
+            now=self._clock(),
+        )
+        return dataclasses.replace(plan, status=status)
+
     def _handler_down(self, node_name: str | None, now: datetime) -> bool:
         """The handler of `node_name` heartbeated once and not within the timeout (as the
         node controller judges it: it owns the VMIs of such a node)."""
@@ -157,7 +181,8 @@ class VMIController(Reconciler):
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
         await self._pods.delete(vmi.key, plan.delete_pods)
         if plan.create_pod:
-            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi))
+            claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
+            await self._pods.create(vmi.key, self._templates.launcher_pod(vmi, claims=claims))
 
     async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
         """Patch only what changed (most syncs change nothing and cost no write)."""

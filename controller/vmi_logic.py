@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
-from controller.pods import LauncherPod
+from controller.pods import IMAGE_PULL_REASONS, ImagePullFailure, LauncherPod
 from controller.transitions import vmi_condition, with_phases
+from shared import podlayout
 from shared.model import (
     ConditionReason,
     ConditionStatus,
@@ -157,9 +158,47 @@ def _plan_pre_handoff(
     if pod.unschedulable is not None:
         return _plan_unschedulable(scheduling, pod, extra, now=now, timeout=timeout)
     scheduling = scheduling.without_condition(POD_SCHEDULED)
+    scheduling = with_image_pull(scheduling, vmi, pod.image_pull, now=now)
     if pod.running_on_node:
         return _plan_handoff(scheduling, pod, extra, vmi=vmi, now=now)
     return VMIPlan(status=scheduling, delete_pods=extra)
+
+
+def with_image_pull(
+    status: VMIStatus,
+    vmi: VirtualMachineInstance,
+    failure: ImagePullFailure | None,
+    *,
+    now: datetime,
+) -> VMIStatus:
+    """Mirror a launcher pod container that cannot get its image onto the VMI as
+    Synchronized=False (reason ErrImagePull, ImagePullBackOff, …), naming the VMI field the
+    image comes from; drop the condition once the images are there."""
+    current = status.condition(VMIConditionType.SYNCHRONIZED)
+    if failure is None:
+        if current is not None and current.reason in IMAGE_PULL_REASONS:
+            return status.without_condition(VMIConditionType.SYNCHRONIZED)
+        return status
+    message = f"{image_field(vmi, failure.container)}: image {failure.image!r}: {failure.message}"
+    return vmi_condition(
+        status,
+        VMIConditionType.SYNCHRONIZED,
+        ConditionStatus.FALSE,
+        reason=failure.reason,
+        message=message.rstrip(": "),
+        now=now,
+    )
+
+
+def image_field(vmi: VirtualMachineInstance, container: str) -> str:
+    """The VMI field whose image a launcher pod container runs (its init containers copy
+    containerDisk and kernelBoot files out of the user's images)."""
+    if container == podlayout.KERNEL_BOOT_INIT_CONTAINER:
+        return "spec.domain.firmware.kernelBoot.container.image"
+    for i, volume in enumerate(vmi.spec.volumes):
+        if volume.name and podlayout.volume_init_container(volume.name) == container:
+            return f"spec.volumes[{i}].containerDisk.image"
+    return f"container {container}"
 
 
 def _plan_without_pod(vmi: VirtualMachineInstance, now: datetime) -> VMIPlan:

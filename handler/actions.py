@@ -31,6 +31,7 @@ import structlog
 from aiohttp import WSMsgType, web
 
 from handler.errors import HandlerError
+from shared import podlayout
 from shared.kube import KubeError
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.model import VirtualMachineInstance
@@ -49,9 +50,9 @@ DEFAULT_PORT = 8186
 ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
 CONSOLE = "console"
 CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
-EMPTY_DIRS = Path("volumes") / "kubernetes.io~empty-dir"
+EMPTY_DIRS = Path(podlayout.EMPTY_DIRS)
 # Where the launcher's QEMU binds the serial console, inside the pod's `private` emptyDir.
-CONSOLE_SOCKET = Path("private") / "libvirt" / "run" / "kvpy" / "console.sock"
+CONSOLE_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.CONSOLE_SOCKET)
 
 # action → (HTTP method, launcher command); the console (None) is relayed, not called.
 ROUTES: Mapping[str, tuple[str, Method | None]] = {

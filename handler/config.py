@@ -19,6 +19,7 @@ from typing import Self
 from handler.actions import ActionsConfig
 from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
+from handler.migration_proxy import ProxyConfig
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
 DEFAULT_NOTIFY_ROOT = Path("/var/run/kubevirt-py/nodes")
@@ -61,6 +62,8 @@ class Config:
     log_format: str
     timing: Timing
     actions: ActionsConfig | None = None  # None: no certificates, no actions endpoint
+    # None: no certificates, no migration proxy (only one-host migrations work)
+    migration_proxy: ProxyConfig | None = None
     device_plugins: DevicePluginsConfig | None = None  # None: no device plugins served
 
     @classmethod
@@ -98,6 +101,7 @@ class Config:
             log_format=ns.log_format,
             timing=timing,
             actions=ActionsConfig.from_env(env),
+            migration_proxy=ProxyConfig.from_env(env),
             device_plugins=_device_plugins(ns),
         )
 

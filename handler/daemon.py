@@ -38,6 +38,7 @@ from handler.launchers import (
     PoolConfig,
 )
 from handler.metrics import VMIStatsCollector
+from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
@@ -88,6 +89,7 @@ class Handler:
         )
         self.notify = NotifyServer(config.notify_socket, self.domains)
         self.informer = self._informer(api)
+        self.outgoing = OutgoingMigrations(config.migration_proxy)
         self.reconciler = self._reconciler(api, registry, wall)
         self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
@@ -137,6 +139,7 @@ class Handler:
             Handlers(
                 on_add=lambda m: self.vmim_queue.add(m.key),
                 on_update=lambda _old, new: self.vmim_queue.add(new.key),
+                on_delete=lambda m: self.vmim_queue.add(m.key),  # closes its proxy ports
             )
         )
         self.vmim_informer = informer
@@ -148,6 +151,7 @@ class Handler:
             get_vmi=api.get_vmi,
             writer=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
             wall=wall,
+            proxy=self.config.migration_proxy,
         )
 
     def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
@@ -161,6 +165,7 @@ class Handler:
             queue=self.queue,
             clock=time.monotonic,
             wall=wall,
+            outgoing=self.outgoing,
         )
         options = ReconcileOptions(
             node=self.config.node_name,

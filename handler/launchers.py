@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import structlog
 
 from handler.errors import LauncherUnavailable
+from shared import podlayout
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.wire.client import RpcClient, Tier, Timeouts
 from shared.wire.errors import CallTimeout, Disconnected, RemoteError, VersionMismatch, WireError
@@ -30,14 +31,14 @@ from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
 
 log = structlog.get_logger("handler.launchers")
 
-SOCKETS_VOLUME = "sockets"
+SOCKETS_VOLUME = podlayout.SOCKETS_VOLUME
 UNRESPONSIVE_MARKER = "unresponsive"
 OnChange = Callable[[str], None]
 
 
 def launcher_socket(pods_dir: Path, pod_uid: str) -> Path:
     """Where the launcher of pod `pod_uid` serves, as seen from the node."""
-    volume = pods_dir / pod_uid / "volumes" / "kubernetes.io~empty-dir" / SOCKETS_VOLUME
+    volume = pods_dir / pod_uid / podlayout.EMPTY_DIRS / SOCKETS_VOLUME
     return volume / LAUNCHER_SOCKET
 
 

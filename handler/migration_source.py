@@ -12,22 +12,34 @@ at PreparingTarget and sets abortRequested on cancel):
 
 The source launcher runs the migration as a background job and reports it in its domain
 status' `migration` map (pushed with domain events), matched to this migration by the
-target's address.
+address it was given: the target's own address when both launchers share one host, or,
+when the target published proxy ports (targetDirectMigrationNodePorts), the migration's
+dir in the source pod where this handler's end of the proxy listens (`OutgoingMigrations`;
+handler.migration_proxy). That end closes when the migration ends, or the VMI leaves.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from handler.commands import sync_error
 from handler.domains import DomainRecord
-from handler.errors import LauncherUnavailable
-from handler.launchers import LauncherPort
+from handler.errors import LauncherUnavailable, SyncError, SyncReason
+from handler.launchers import LauncherPort, pod_on_node
+from handler.migration_proxy import (
+    ProxyConfig,
+    SourceProxy,
+    decode_ports,
+    migration_dir,
+    on_node,
+)
 from shared.model import MigrationAbortStatus, MigrationState, VirtualMachineInstance
 from shared.wire.errors import WireError
 from shared.wire.launcher_api import Method
@@ -60,11 +72,19 @@ class SourceStep:
     outcome: MigrationInfo | None = None  # the launcher's final report, when it just ended
 
 
+def launcher_address(state: MigrationState) -> str | None:
+    """The `address` the source launcher migrates to: the proxy's dir in its own pod when
+    the target published proxy ports, else the target's own (one-host) address."""
+    if state.target_direct_migration_node_ports and state.migration_uid:
+        return str(migration_dir(state.migration_uid))
+    return state.target_node_address
+
+
 def plan_source(state: MigrationState, record: DomainRecord | None, *, now: str) -> SourceStep:
     """The next step, from the VMI's migrationState and the launcher's migration report."""
     if state.completed or state.failed:
         return SourceStep()
-    address = state.target_node_address
+    address = launcher_address(state) if state.target_node_address else None
     info = _info_for(record, address)
     if info is not None and info.phase.is_final():
         return SourceStep(state=_finished(state, info, now=now), outcome=info)
@@ -132,3 +152,83 @@ async def run_source_step(launcher: LauncherPort, step: SourceStep) -> None:
     except (WireError, LauncherUnavailable) as exc:
         raise sync_error(step.call, exc) from exc
     log.info("migration_source_call", method=str(step.call))
+
+
+class OutgoingMigrations:
+    """The source side's steps, with this handler's end of the proxy when the target
+    published one; at most one proxy per VMI, closed when its migration ends."""
+
+    def __init__(self, proxy: ProxyConfig | None = None) -> None:
+        self._proxy = proxy
+        self._open: dict[str, SourceProxy] = {}
+
+    async def step(
+        self,
+        vmi: VirtualMachineInstance,
+        state: MigrationState,
+        launcher: LauncherPort,
+        record: DomainRecord | None,
+        *,
+        now: str,
+        pods_dir: Path,
+        node: str,
+    ) -> MigrationState | None:
+        """Plan and run the next step; the migrationState to write (None: unchanged)."""
+        todo = plan_source(state, record, now=now)
+        if todo.call is Method.MIGRATE and state.target_direct_migration_node_ports:
+            todo = await self._through_proxy(
+                vmi, state, todo, now=now, pods_dir=pods_dir, node=node
+            )
+        await run_source_step(launcher, todo)
+        written = todo.state or state
+        if written.completed or written.failed:
+            self.release(vmi.uid)
+        return todo.state
+
+    async def _through_proxy(
+        self,
+        vmi: VirtualMachineInstance,
+        state: MigrationState,
+        todo: SourceStep,
+        *,
+        now: str,
+        pods_dir: Path,
+        node: str,
+    ) -> SourceStep:
+        pod_uid = pod_on_node(vmi.status.active_pods, node)
+        if self._proxy is None or pod_uid is None or not state.migration_uid:
+            why = "no migration proxy configured" if pod_uid else "no source pod here"
+            failed = dataclasses.replace(
+                state, failed=True, failure_reason=f"cannot migrate: {why}", end_timestamp=now
+            )
+            return SourceStep(state=failed)
+        self.release(vmi.uid)  # a retried start
+        in_pod = migration_dir(state.migration_uid)
+        proxy = SourceProxy(
+            self._proxy,
+            migration_uid=state.migration_uid,
+            host=state.target_node_address or "",
+            ports=decode_ports(state.target_direct_migration_node_ports),
+            directory=on_node(pods_dir, pod_uid, in_pod),
+        )
+        self._open[vmi.uid] = proxy
+        try:
+            await proxy.open()
+            xml = await proxy.domain_xml()
+        except (OSError, ssl.SSLError, TimeoutError, ValueError) as exc:
+            self.release(vmi.uid)
+            raise SyncError(SyncReason.SYNC_FAILED, f"migration proxy: {exc}") from exc
+        args = MigrateArgs(
+            address=str(in_pod), domain_xml=xml, bandwidth_mib=self._proxy.bandwidth_mib
+        )
+        return dataclasses.replace(todo, args=args.to_wire())
+
+    def release(self, vmi_uid: str) -> None:
+        """Close the VMI's proxy end, if open."""
+        proxy = self._open.pop(vmi_uid, None)
+        if proxy is not None:
+            proxy.close()
+
+    def close_all(self) -> None:
+        for uid in list(self._open):
+            self.release(uid)

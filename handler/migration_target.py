@@ -15,11 +15,17 @@ Per migration whose migrationState names this node as the target:
      informer picks the VMI up like any other.
 A failure to prepare is written as failed=true with the reason (the controller fails the
 VMIM and deletes the target pod; the guest never left the source).
+
+With the migration proxy configured (handler certificates mounted), step 1 also opens the
+proxy's TLS ports (handler.migration_proxy) and publishes this handler's address and the
+ports instead of the launcher's local address; the ports close once the migration is no
+longer ours to work (taken over, failed, aborted, its VMIM gone).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,17 @@ from typing import Any
 import structlog
 
 from handler.launchers import launcher_socket, pod_on_node
+from handler.migration_proxy import (
+    LIBVIRT_SOCKET,
+    SOCKET_NAMES,
+    ProxyConfig,
+    Stream,
+    TargetProxy,
+    encode_ports,
+    migration_dir,
+    on_node,
+    private_volume,
+)
 from shared.kube import Informer, KubeError, StatusWriter, WorkQueue
 from shared.model import (
     Clock,
@@ -68,7 +85,10 @@ class MigrationTargets:
         get_vmi: GetVMI,
         writer: StatusWriter[VirtualMachineInstance],
         wall: Clock,
+        proxy: ProxyConfig | None = None,
     ) -> None:
+        self._proxy = proxy
+        self._proxies: dict[str, tuple[TargetProxy, Path]] = {}
         self._node = node
         self._pods_dir = pods_dir
         self._informer = informer
@@ -94,18 +114,60 @@ class MigrationTargets:
         """True when the VMIM must be looked at again soon (waiting for a file or a state)."""
         found = await self._ours(key)
         if found is None:
+            await self.close(key)
             return False
         vmi, state = found
         pod_uid = pod_on_node(vmi.status.active_pods, self._node)
         socket = launcher_socket(self._pods_dir, pod_uid) if pod_uid else None
-        if socket is None or not socket.exists():
+        if pod_uid is None or socket is None or not socket.exists():
             return True
         if not state.target_node_address:
-            await self._prepare(vmi, state, socket)
+            await self._prepare(key, vmi, state, pod_uid=pod_uid, socket=socket)
             return False
         if state.completed:
-            return await self._take_over(vmi, state, socket)
+            again = await self._take_over(vmi, state, socket)
+            if not again:
+                await self.close(key)
+            return again
         return False
+
+    async def close(self, key: str) -> None:
+        """Tear down the proxy of VMIM `key`, if this handler opened one."""
+        opened = self._proxies.pop(key, None)
+        if opened is not None:
+            proxy, directory = opened
+            await proxy.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    async def close_all(self) -> None:
+        for key in list(self._proxies):
+            await self.close(key)
+
+    async def _open_proxy(
+        self, key: str, state: MigrationState, result: PrepareTargetResult, pod_uid: str
+    ) -> MigrationState:
+        """Open the proxy's ports; the migrationState that publishes them."""
+        assert self._proxy is not None and state.migration_uid
+        await self.close(key)  # a retried prepare
+        in_pod = migration_dir(state.migration_uid)
+        directory = on_node(self._pods_dir, pod_uid, in_pod)
+        sockets = {s: directory / name for s, name in SOCKET_NAMES.items()}
+        sockets[Stream.LIBVIRT] = private_volume(self._pods_dir, pod_uid) / LIBVIRT_SOCKET
+        # The destination QEMU binds the memory and NBD sockets here.
+        sockets[Stream.MEMORY].parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        proxy = TargetProxy(
+            self._proxy,
+            migration_uid=state.migration_uid,
+            sockets=sockets,
+            domain_xml=result.domain_xml,
+        )
+        self._proxies[key] = (proxy, directory)
+        ports = await proxy.open()
+        return dataclasses.replace(
+            state,
+            target_node_address=self._proxy.advertise_host,
+            target_direct_migration_node_ports=encode_ports(ports),
+        )
 
     async def _ours(self, key: str) -> tuple[VirtualMachineInstance, MigrationState] | None:
         """The VMI and its migrationState when an unfinished migration lands here."""
@@ -125,7 +187,13 @@ class MigrationTargets:
         return vmi, state
 
     async def _prepare(
-        self, vmi: VirtualMachineInstance, state: MigrationState, socket: Path
+        self,
+        key: str,
+        vmi: VirtualMachineInstance,
+        state: MigrationState,
+        *,
+        pod_uid: str,
+        socket: Path,
     ) -> None:
         args = SyncArgs(vmi=vmi.to_dict()).to_wire()
         try:
@@ -135,8 +203,16 @@ class MigrationTargets:
             log.warning("migration_target_prepare_failed", error=str(exc))
             await self._record_prepare_failure(vmi, state, f"preparing the target failed: {exc}")
             return
-        log.info("migration_target_prepared", address=result.address)
-        await self._write(vmi, dataclasses.replace(state, target_node_address=result.address))
+        if self._proxy is not None:
+            published = await self._open_proxy(key, state, result, pod_uid)
+        else:  # both launchers on one host: the launcher's own address serves
+            published = dataclasses.replace(state, target_node_address=result.address)
+        log.info(
+            "migration_target_prepared",
+            address=published.target_node_address,
+            ports=dict(published.target_direct_migration_node_ports),
+        )
+        await self._write(vmi, published)
 
     async def _take_over(
         self, vmi: VirtualMachineInstance, state: MigrationState, socket: Path

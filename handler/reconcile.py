@@ -31,7 +31,7 @@ from handler.launchers import (
     launcher_socket,
     pod_on_node,
 )
-from handler.migration_source import handed_over, plan_source, run_source_step, source_state
+from handler.migration_source import OutgoingMigrations, handed_over, source_state
 from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
@@ -123,6 +123,7 @@ class ReconcilerDeps:
     queue: Requeue
     clock: Callable[[], float] = time.monotonic
     wall: Clock = utc_now
+    outgoing: OutgoingMigrations = field(default_factory=OutgoingMigrations)
 
 
 class Reconciler:
@@ -204,9 +205,15 @@ class Reconciler:
         if state is None:
             return
         now = format_time(self._d.wall())
-        todo = plan_source(state, self._d.domains.get(step.vmi.uid), now=now)
-        await run_source_step(step.launcher, todo)
-        step.migration_state = todo.state
+        step.migration_state = await self._d.outgoing.step(
+            step.vmi,
+            state,
+            step.launcher,
+            self._d.domains.get(step.vmi.uid),
+            now=now,
+            pods_dir=self._o.pods_dir,
+            node=self._o.node,
+        )
 
     async def _reply(self, step: _Pass, call: Awaitable[DomainStatus]) -> None:
         since = self._d.domains.generation(step.vmi.uid)
@@ -300,6 +307,7 @@ class Reconciler:
 
     def _release(self, uid: str, local: _Local) -> None:
         local.launcher_deleted = True
+        self._d.outgoing.release(uid)
         self._d.launchers.release(uid)
 
     # ---- status ----------------------------------------------------------------------
@@ -392,6 +400,7 @@ class Reconciler:
             log.info("vmi_forgotten")
 
     def _drop(self, local: _Local) -> None:
+        self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
         self._d.domains.forget(local.uid)
 

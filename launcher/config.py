@@ -30,13 +30,18 @@ class Config:
     notify_socket: Path | None
     grace_period_seconds: int
     container_disks_dir: Path
-    disk_roots: tuple[Path, ...]
+    claim_capacities: dict[str, int]
     virt_type: VirtType
     kvm_probe_file: Path | None
     libvirtd: Path
     tini: Path
     log_format: str
     capabilities_seed: Path | None
+
+    @property
+    def vmi_disks_dir(self) -> Path:
+        """Where the pod mounts PVC and hostDisk volumes (podlayout.VMI_DISKS_DIR)."""
+        return self.private_dir / podlayout.VMI_DISKS_SUBDIR
 
     @property
     def vmi_key(self) -> str:
@@ -59,7 +64,7 @@ class Config:
             notify_socket=ns.notify_socket,
             grace_period_seconds=ns.grace_period_seconds,
             container_disks_dir=ns.container_disks_dir,
-            disk_roots=tuple(ns.disk_root or [ns.private_dir]),
+            claim_capacities=dict(ns.claim_capacity or []),
             virt_type=VirtType(ns.virt_type),
             kvm_probe_file=ns.kvm_probe_file,
             libvirtd=ns.libvirtd,
@@ -67,6 +72,13 @@ class Config:
             log_format=ns.log_format,
             capabilities_seed=ns.capabilities_seed,
         )
+
+
+def _claim_capacity(text: str) -> tuple[str, int]:
+    volume, sep, size = text.partition("=")
+    if not sep or not volume or not size.isdigit():
+        raise argparse.ArgumentTypeError(f"expected VOLUME=BYTES, got {text!r}")
+    return volume, int(size)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,10 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         help="where the pod's init containers copied containerDisk and kernelBoot files",
     )
     p.add_argument(
-        "--disk-root",
-        type=Path,
+        "--claim-capacity",
+        type=_claim_capacity,
         action="append",
-        help="a directory hostDisk/PVC paths must stay under (repeatable)",
+        metavar="VOLUME=BYTES",
+        help="the size of a PVC volume's disk.img when the launcher must make it (repeatable)",
     )
     p.add_argument("--virt-type", choices=[v.value for v in VirtType], default="auto")
     p.add_argument("--kvm-probe-file", type=Path, help="scripts/probe-kvm's cached verdict")

@@ -1,24 +1,27 @@
-"""Guest disks on the launcher's side: cloud-init ISOs, empty disks, host paths, images.
+"""Helpers every volume source module shares (launcher/volumes): where disks may live,
+path containment, sparse files within the space the node has, external tools, and the
+copies of the pod's init containers (containerDisk, kernelBoot).
 
-Every path that comes from the spec is checked to stay under the pod's directories; user
-data is written to files and handed to tools as file names, never through a shell.
-containerDisk and kernelBoot files are where the pod's init containers copied them
-(shared/podlayout.py); the launcher never looks at an image itself.
+Every path that comes from the spec is checked to stay under the directory the pod
+mounted for it; user data is written to files and handed to tools as file names, never
+through a shell. The launcher never looks at an image itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from launcher.errors import DiskFailure, ImageNotFound
 from shared import podlayout
-from shared.model import VirtualMachineInstance
-from shared.model.quantity import parse_bytes
-from shared.model.volumes import CloudInitNoCloudSource, HostDiskSource
+
+# KubeVirt's default lessPVCSpaceToleration: a disk may be made up to 10 % smaller than
+# asked when the volume is that much short of space.
+SPACE_TOLERATION = 0.10
+SECTOR = 512
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,8 +29,19 @@ class DiskContext:
     """Where disks may live and be made."""
 
     work_dir: Path
-    disk_roots: tuple[Path, ...]
     container_disks: Path  # the pod's container-disks volume (podlayout.CONTAINER_DISKS_DIR)
+    vmi_disks: Path  # where PVC and hostDisk volumes are mounted (podlayout.VMI_DISKS_DIR)
+    claim_capacities: Mapping[str, int] = field(default_factory=dict)  # volume → bytes
+    space_toleration: float = SPACE_TOLERATION
+
+    def mount_of(self, volume: str) -> Path:
+        """The directory a PVC or hostDisk volume is mounted at."""
+        return self.vmi_disks / podlayout.vmi_disk_dir(volume)
+
+    def config_mount_of(self, kind_subdir: str, volume: str) -> Path:
+        """The directory a config volume (or a cloud-init Secret) is mounted at: under
+        the private dir, which holds vmi_disks too (podlayout)."""
+        return self.vmi_disks.parent / podlayout.config_dir(kind_subdir, volume)
 
 
 def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
@@ -40,6 +54,38 @@ def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
         allowed = ", ".join(str(r) for r in roots)
         raise DiskFailure(f"{field}: {path!r} is outside the pod's disk roots ({allowed})")
     return resolved
+
+
+def make_sparse(path: Path, size: int, *, field: str, toleration: float) -> int:
+    """Make ``path`` a sparse file of ``size`` bytes (rounded down to sectors).
+
+    When the filesystem has less space than that, but no more than ``toleration`` less,
+    the file gets what is available (KubeVirt's rule); short of more, DiskFailure naming
+    both figures. Returns the size made. Never overwrites a file.
+    """
+    stat = os.statvfs(path.parent)
+    available = stat.f_bavail * stat.f_frsize
+    if size > available:
+        if size * (1 - toleration) > available:
+            raise DiskFailure(
+                f"{field}: not enough space to create {path.name}: {size} bytes demanded, "
+                f"{available} bytes available on the node (also after a "
+                f"{toleration:.0%} toleration)"
+            )
+        size = available
+    size -= size % SECTOR
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o660)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    return size
+
+
+def format_of(path: Path) -> str:
+    """qcow2 when the file starts with its magic, raw otherwise."""
+    with path.open("rb") as f:
+        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
 
 
 def _copied(ctx: DiskContext, rel: PurePosixPath, *, field: str, image: str) -> Path:
@@ -72,7 +118,8 @@ def kernel_boot_files(
     )
 
 
-async def _run(*argv: str, what: str) -> None:
+async def run_tool(*argv: str, what: str) -> None:
+    """Run a disk tool (qemu-img, genisoimage) with file-name arguments, under a timeout."""
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
     )
@@ -80,79 +127,3 @@ async def _run(*argv: str, what: str) -> None:
         _, err = await proc.communicate()
     if proc.returncode != 0:
         raise DiskFailure(f"{what} failed: {err.decode(errors='replace').strip()}")
-
-
-def _decoded(text: str | None, b64: str | None) -> bytes | None:
-    if b64 is not None:
-        return base64.b64decode(b64)
-    return None if text is None else text.encode()
-
-
-async def cloud_init_iso(
-    vmi: VirtualMachineInstance, source: CloudInitNoCloudSource, *, ctx: DiskContext, volume: str
-) -> Path:
-    """Build the NoCloud ISO (volume label cidata) for one volume."""
-    data_dir = ctx.work_dir / f"cloud-init-{volume}"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    user = _decoded(source.user_data, source.user_data_base64) or b""
-    network = _decoded(source.network_data, source.extra.get("networkDataBase64"))
-    (data_dir / "user-data").write_bytes(user)
-    meta = f"instance-id: {vmi.metadata.uid or vmi.metadata.name}\n"
-    meta += f"local-hostname: {vmi.metadata.name}\n"
-    (data_dir / "meta-data").write_text(meta)
-    if network is not None:
-        (data_dir / "network-config").write_bytes(network)
-    iso = ctx.work_dir / f"{volume}-cloudinit.iso"
-    await _run(
-        "genisoimage", "-quiet", "-output", str(iso), "-volid", "cidata", "-joliet", "-rock",
-        str(data_dir), what="building the cloud-init ISO",
-    )  # fmt: skip
-    return iso
-
-
-async def empty_disk(capacity: str | int | None, *, ctx: DiskContext, volume: str) -> Path:
-    """A qcow2 of ``capacity`` made on first start and kept across restarts of the pod."""
-    path = ctx.work_dir / f"{volume}-empty.qcow2"
-    if not path.exists():
-        size = parse_bytes(capacity if capacity is not None else "0")
-        await _run(
-            "qemu-img", "create", "-q", "-f", "qcow2", str(path), str(size),
-            what="creating the empty disk",
-        )  # fmt: skip
-    return path
-
-
-async def container_disk_overlay(image: Path, *, fmt: str, ctx: DiskContext, volume: str) -> Path:
-    """An ephemeral qcow2 overlay over the image's disk, as KubeVirt does for containerDisks.
-
-    The image stays a read-only backing file, so many VMs can share one image.
-    """
-    overlay = ctx.work_dir / f"{volume}-overlay.qcow2"
-    if not overlay.exists():
-        await _run(
-            "qemu-img", "create", "-q", "-f", "qcow2", "-F", fmt, "-b", str(image), str(overlay),
-            what="creating the containerDisk overlay",
-        )  # fmt: skip
-    return overlay
-
-
-def host_disk(source: HostDiskSource, *, ctx: DiskContext, field: str) -> Path:
-    """A hostDisk path under the disk roots; DiskOrCreate makes a sparse file of capacity."""
-    path = contained(source.path or "", ctx.disk_roots, field=f"{field}.path")
-    if path.exists():
-        return path
-    if str(source.type) != "DiskOrCreate":
-        raise DiskFailure(f"{field}.path: {source.path} does not exist (type {source.type})")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        os.truncate(f.fileno(), parse_bytes(source.capacity or 0))
-    return path
-
-
-def pvc_disk(claim: str, *, ctx: DiskContext, field: str) -> Path:
-    """A PVC's disk image, mounted (as KubeVirt does) at <root>/vmi-disks/<claim>/disk.img."""
-    for root in ctx.disk_roots:
-        candidate = root / "vmi-disks" / claim / "disk.img"
-        if candidate.is_file():
-            return contained(str(candidate), ctx.disk_roots, field=field)
-    raise DiskFailure(f"{field}: no disk.img for claim {claim!r} under the pod's volumes")

@@ -29,7 +29,7 @@ from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.virt import Virt
-from shared import logs
+from shared import logs, podlayout
 from shared.wire.client import RpcClient, Tier
 from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.server import RpcServer, ServerInfo
@@ -79,7 +79,9 @@ async def run(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     config.sockets_dir.mkdir(parents=True, exist_ok=True)
     daemon = LibvirtDaemon(
-        paths=DaemonPaths(root=config.private_dir / "libvirt", isolation=choose_isolation()),
+        paths=DaemonPaths(
+            root=config.private_dir / podlayout.LIBVIRT_ROOT, isolation=choose_isolation()
+        ),
         libvirtd=config.libvirtd,
         tini=config.tini,
     )
@@ -129,8 +131,9 @@ async def _serve(
         identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
         disks=DiskContext(
             work_dir=work_dir,
-            disk_roots=config.disk_roots,
             container_disks=config.container_disks_dir,
+            vmi_disks=config.vmi_disks_dir,
+            claim_capacities=config.claim_capacities,
         ),
         host=host,
         virt_type=virt_type_of(config),

@@ -164,6 +164,8 @@ class DomainManager:
         if found is None:
             raise DomainNotFound(f"domain {self._id.domain} is not defined")
         state, reason = found
+        if state in OFF_STATES:  # its agent went with it; a later run's announces itself
+            self._flags.agent_connected = False
         self._adopt(state)
         return self._status(state, reason_name(state, reason))
 
@@ -188,17 +190,27 @@ class DomainManager:
             vmi_uid=self._id.uid,
             state=state,
             reason=reason,
-            agent_connected=self._flags.agent_connected,
+            agent_connected=self._flags.agent_connected and state not in OFF_STATES,
             graceful_shutdown=self._flags.graceful_shutdown,
             migration=migration.to_wire() if migration is not None else {},
         )
 
     async def pause(self) -> DomainStatus:
-        await self._virt.suspend(self._id.domain)
-        return await self.status()
+        """Pause; a no-op on a paused domain, as unpause is on a running one (KubeVirt's)."""
+        return await self._move_to(DomainState.PAUSED, self._virt.suspend)
 
     async def unpause(self) -> DomainStatus:
-        await self._virt.resume(self._id.domain)
+        return await self._move_to(DomainState.RUNNING, self._virt.resume)
+
+    async def _move_to(
+        self, target: DomainState, action: Callable[[str], Awaitable[None]]
+    ) -> DomainStatus:
+        if (await self.status()).state != target:
+            try:
+                await action(self._id.domain)
+            except LibvirtFailure:  # it got there by itself meanwhile: that is success
+                if (await self.status()).state != target:
+                    raise
         return await self.status()
 
     async def shutdown(self) -> DomainStatus:

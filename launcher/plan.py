@@ -1,7 +1,8 @@
 """From a validated VMI to a DomainPlan: resolve disks, kernel, interfaces and sizes.
 
 Validation happens first and refuses the whole spec with every problem listed, before any
-file is made or libvirt is called.
+file is made or libvirt is called. Each volume is resolved by its source's module
+(launcher/volumes); a start that fails part-way removes the disk files it made.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import disks
+from launcher import disks, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -19,8 +20,8 @@ from launcher.domxml import (
     NetBackend,
     Topology,
 )
-from launcher.errors import DiskFailure, InvalidSpec
-from shared.model import Disk, VirtualMachineInstance, Volume
+from launcher.errors import InvalidSpec
+from shared.model import Disk, VirtualMachineInstance
 from shared.model.errors import ModelError
 from shared.model.validation import validate_vmi
 
@@ -53,67 +54,58 @@ def parse_vmi(raw: object) -> VirtualMachineInstance:
     return vmi
 
 
+def device_name(prefix: str, index: int) -> str:
+    """The index-th device name of a prefix, as Linux and libvirt count them:
+    vda … vdz, vdaa … vdaz, vdba … (index 0 is vda)."""
+    letters = ""
+    n = index + 1
+    while n:
+        n, rem = divmod(n - 1, 26)
+        letters = chr(ord("a") + rem) + letters
+    return prefix + letters
+
+
 def _target(bus: str, counters: dict[str, int]) -> str:
     prefix = "vd" if bus == "virtio" else "sd"
     index = counters.get(prefix, 0)
     counters[prefix] = index + 1
-    return prefix + "abcdefghijklmnopqrstuvwxyz"[index]
-
-
-async def _disk_source(
-    vmi: VirtualMachineInstance, volume: Volume, *, ctx: disks.DiskContext, field: str
-) -> tuple[Path, str]:
-    """The file backing a volume and its format."""
-    name = volume.name or ""
-    if volume.container_disk is not None:
-        image = disks.container_disk_file(
-            ctx, name, field=f"{field}.containerDisk", image=volume.container_disk.image or ""
-        )
-        overlay = await disks.container_disk_overlay(
-            image, fmt=_format_of(image), ctx=ctx, volume=name
-        )
-        return overlay, "qcow2"
-    if volume.cloud_init_no_cloud is not None:
-        iso = await disks.cloud_init_iso(vmi, volume.cloud_init_no_cloud, ctx=ctx, volume=name)
-        return iso, "raw"
-    if volume.empty_disk is not None:
-        return await disks.empty_disk(volume.empty_disk.capacity, ctx=ctx, volume=name), "qcow2"
-    if volume.host_disk is not None:
-        path = disks.host_disk(volume.host_disk, ctx=ctx, field=f"{field}.hostDisk")
-        return path, _format_of(path)
-    if volume.persistent_volume_claim is not None:
-        path = disks.pvc_disk(name, ctx=ctx, field=f"{field}.persistentVolumeClaim")
-        return path, _format_of(path)
-    raise DiskFailure(f"{field}: volume {name!r} has no supported source")
-
-
-def _format_of(path: Path) -> str:
-    with path.open("rb") as f:
-        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
+    return device_name(prefix, index)
 
 
 async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[DiskPlan, ...]:
-    volumes = {v.name: (i, v) for i, v in enumerate(vmi.spec.volumes)}
+    """Every disk resolved in spec order. Should one fail, the files this start made for
+    the others are removed again (a retried start makes them afresh)."""
+    indexed = {v.name: (i, v) for i, v in enumerate(vmi.spec.volumes)}
     counters: dict[str, int] = {}
     plans = []
-    for disk in vmi.spec.domain.devices.disks:
-        index, volume = volumes[disk.name]
-        source, fmt = await _disk_source(vmi, volume, ctx=ctx, field=f"spec.volumes[{index}]")
-        plans.append(_disk_plan(disk, source, fmt, counters))
+    created: list[Path] = []
+    try:
+        for disk in vmi.spec.domain.devices.disks:
+            index, volume = indexed[disk.name]
+            req = volumes.VolumeRequest(
+                vmi=vmi, name=volume.name or "", ctx=ctx, field=f"spec.volumes[{index}]"
+            )
+            resolved = await volumes.resolve(req, volume.source())
+            created += resolved.created
+            plans.append(_disk_plan(disk, resolved, counters))
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
     return tuple(plans)
 
 
-def _disk_plan(disk: Disk, source: Path, fmt: str, counters: dict[str, int]) -> DiskPlan:
-    bus = disk.bus or ("sata" if disk.is_cdrom else "virtio")
-    readonly = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
+def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, int]) -> DiskPlan:
+    bus = disk.effective_bus
+    cdrom_ro = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
     return DiskPlan(
         alias=disk.name or "",
         device=DiskDevice.CDROM if disk.is_cdrom else DiskDevice.DISK,
         bus=bus,
         target=_target(bus, counters),
-        source=source,
-        format=fmt,
-        readonly=readonly,
+        source=resolved.path,
+        format=resolved.format,
+        readonly=cdrom_ro or resolved.readonly,
         boot_order=disk.boot_order,
         serial=disk.serial,
     )

@@ -40,6 +40,7 @@ from localkube.procs import (
 )
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
+from localkube.realnode.storage import LocalStorage
 
 log = structlog.get_logger()
 
@@ -134,6 +135,15 @@ class Cluster:
         async with asyncio.TaskGroup() as tg:
             for node in self.config.nodes:
                 tg.create_task(self._wait_ready(node, since=since))
+        await self.storage().up(
+            kubectl=self.config.bin_dir / "kubectl",
+            kubeconfig=self.kubeconfig,
+            manifest=self.paths.root / "local-storage.json",
+        )
+
+    def storage(self) -> LocalStorage:
+        """The real nodes' local PersistentVolumes and their StorageClass."""
+        return LocalStorage(nodes=self.config.nodes, nodes_dir=self.config.nodes_dir)
 
     async def _wait_ready(self, node: str, *, since: float) -> None:
         await self._wait(
@@ -167,6 +177,10 @@ class Cluster:
     async def down(self, *, purge: bool = False) -> None:
         """Stop the nodes (and their pods), then the control plane; reap stragglers."""
         if self.real_nodes:
+            if self.paths.ports_file.exists() and self.kubeconfig.exists():
+                await self.storage().down(
+                    kubectl=self.config.bin_dir / "kubectl", kubeconfig=self.kubeconfig
+                )
             if (self.paths.root / "net.json").exists():
                 await self.fleet().down()
         else:

@@ -6,13 +6,16 @@ certificates from scripts/gen-certs, then ``kubectl apply -k`` of an overlay.
 - Process-mode nodes: ``manifests/overlays/local-process``. There, kube-apiserver refuses loopback
   addresses in EndpointSlices, and those pods have loopback IPs, so the virt-api Service
   (selector removed by the overlay) gets an EndpointSlice with this host's own address,
-  where the controllers serve the subresource API.
+  where the controllers serve the subresource API and the admission webhooks.
+Either way the webhooks are registered by the overlay (failurePolicy Fail) and get the
+kubevirt-py CA as caBundle right after it is applied, as the APIService does.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import os
 import subprocess
@@ -39,10 +42,18 @@ class Placement:
     nodes_dir: Path = Path("/var/lib/kvpy")
     notify_root: Path = Path("/var/run/kubevirt-py")
     api_port: int = 8444
+    # The admission webhooks' port; None: the one after api_port (8445 by default).
+    admission_port: int | None = None
 
     @property
     def is_default(self) -> bool:
-        return self == Placement()
+        default = Placement()
+        same_ports = self.webhook_port == default.webhook_port
+        return same_ports and dataclasses.replace(self, admission_port=None) == default
+
+    @property
+    def webhook_port(self) -> int:
+        return self.admission_port if self.admission_port is not None else self.api_port + 1
 
 
 def _overlay(place: Placement, base: str) -> dict[str, object]:
@@ -58,13 +69,18 @@ def _overlay(place: Placement, base: str) -> dict[str, object]:
         ("replace", f"{container}/volumeMounts/1/mountPath", str(place.notify_root)),
         ("replace", "/spec/template/spec/volumes/3/hostPath/path", str(place.nodes_dir)),
     ]
-    env = {"NOTIFY_HOST_DIR": notify, "SUBRESOURCES_PORT": str(place.api_port)}
+    env = {
+        "NOTIFY_HOST_DIR": notify,
+        "SUBRESOURCES_PORT": str(place.api_port),
+        "ADMISSION_PORT": str(place.webhook_port),
+    }
     controller: list[tuple[str, str, object]] = [
         ("add", f"{container}/env/-", {"name": f"VIRT_CONTROLLER_{k}", "value": v})
         for k, v in env.items()
     ]
     service: list[tuple[str, str, object]] = [
-        ("replace", "/spec/ports/0/targetPort", place.api_port)
+        ("replace", "/spec/ports/0/targetPort", place.api_port),
+        ("replace", "/spec/ports/1/targetPort", place.webhook_port),
     ]
 
     def patch(kind: str, name: str, ops: list[tuple[str, str, object]]) -> dict[str, object]:
@@ -121,7 +137,7 @@ def host_ip() -> str:
     raise LocalKubeError("no global IPv4 address on this host for the virt-api endpoint")
 
 
-def endpoint_slice(ip: str, port: int) -> dict[str, object]:
+def endpoint_slice(ip: str, port: int, *, admission_port: int) -> dict[str, object]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -135,7 +151,10 @@ def endpoint_slice(ip: str, port: int) -> dict[str, object]:
         },
         "addressType": "IPv4",
         "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        "ports": [
+            {"name": "https", "port": port, "protocol": "TCP"},
+            {"name": "admission", "port": admission_port, "protocol": "TCP"},
+        ],
     }
 
 
@@ -164,7 +183,8 @@ def deploy(
         kubectl("apply", "-k", str(REAL_NODES_OVERLAY))
     else:
         _apply_overlay(kubectl, place)
-        kubectl("apply", "-f", "-", stdin=json.dumps(endpoint_slice(host_ip(), place.api_port)))
+        slice_ = endpoint_slice(host_ip(), place.api_port, admission_port=place.webhook_port)
+        kubectl("apply", "-f", "-", stdin=json.dumps(slice_))
     # The APIService was (re)applied without a caBundle: patch it in again.
     bundle = base64.b64encode((certs / "ca" / "ca.crt").read_bytes()).decode()
     kubectl(
@@ -175,7 +195,25 @@ def deploy(
         "-p",
         json.dumps({"spec": {"caBundle": bundle}}),
     )
+    patch_webhooks(kubectl, bundle)
     wait_ready(kubectl, timeout=timeout)
+
+
+WEBHOOK_CONFIGURATIONS = (
+    ("mutatingwebhookconfiguration", "virt-api-mutator"),
+    ("validatingwebhookconfiguration", "virt-api-validator"),
+)
+
+
+def patch_webhooks(kubectl: Kubectl, bundle: str) -> None:
+    """The admission webhooks were (re)applied without a caBundle: set it on each."""
+    for resource, name in WEBHOOK_CONFIGURATIONS:
+        config = json.loads(kubectl("get", resource, name, "-o", "json"))
+        ops = [
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+            for i in range(len(config.get("webhooks") or []))
+        ]
+        kubectl("patch", resource, name, "--type=json", "-p", json.dumps(ops))
 
 
 def wait_ready(kubectl: Kubectl, *, timeout: float) -> None:

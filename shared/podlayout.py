@@ -13,6 +13,19 @@ the paths the VMI names). Such an image has no shell and no ``cp``, so the pod c
    ``kernel_boot/{kernel,initrd}``;
 3. the compute container mounts ``container-disks`` read-only at ``CONTAINER_DISKS_DIR``;
    the launcher's qcow2 overlay (in its private dir) uses the copy as its backing file.
+
+persistentVolumeClaim and hostDisk volumes are pod volumes of their own (KubeVirt's
+layout): each is mounted at ``VMI_DISKS_DIR/<volume>``, a claim holding its disk as
+``disk.img``, a hostDisk's hostPath volume being the directory of its path, so the disk
+is the path's last element there. A pod volume takes the VMI volume's name unless that is
+one of the pod's own (``pod_volume_name``).
+
+Config volumes (configMap, secret, downwardAPI, serviceAccount) are pod volumes the kubelet
+fills, mounted read-only at ``PRIVATE_DIR/<kind dir>/<volume>`` (KubeVirt's source dirs);
+the launcher builds an ISO of the files there. The serviceAccount's is a projected volume
+(token, ca.crt, namespace: what the kubelet's automount would hold) and the pod runs as
+that account. A cloud-init secretRef (networkDataSecretRef) is the Secret mounted at
+``PRIVATE_DIR/secret/<volume>-udata`` (``-ndata``), as in KubeVirt.
 """
 
 from __future__ import annotations
@@ -34,6 +47,14 @@ CONTAINER_DISKS_DIR = "/var/run/kubevirt/container-disks"
 BINARY_VOLUME = "container-disk-binary"
 BINARY_DIR = "/var/run/kubevirt/container-disk-binary"
 
+# How a node sees a pod's emptyDir volumes: the kubelet's layout (the node agent keeps it).
+EMPTY_DIRS = PurePosixPath("volumes/kubernetes.io~empty-dir")
+# Inside the `private` volume: the launcher's libvirt root, and under it the guest's serial
+# console socket and serial log (the handler relays and reads them from the node).
+LIBVIRT_ROOT = "libvirt"
+CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", "console.sock")
+SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
+
 # The launcher image carries a static busybox here (Debian's busybox-static).
 LAUNCHER_BUSYBOX = "/bin/busybox"
 BUSYBOX = f"{BINARY_DIR}/busybox"
@@ -50,6 +71,21 @@ INITRD_FILE = "initrd"
 IMAGE_DISK_DIR = "/disk"
 
 MAX_CONTAINER_NAME = 63
+
+# PVC and hostDisk volumes, under the private dir (KubeVirt's hostdisk/PVC base dir).
+VMI_DISKS_SUBDIR = "vmi-disks"
+VMI_DISKS_DIR = f"{PRIVATE_DIR}/{VMI_DISKS_SUBDIR}"
+PVC_DISK_FILE = "disk.img"
+# Config volumes, under the private dir: `<kind dir>/<volume>` (KubeVirt's source dirs).
+CONFIG_MAP_SUBDIR = "config-map"
+SECRET_SUBDIR = "secret"
+DOWNWARD_API_SUBDIR = "downwardapi"
+SERVICE_ACCOUNT_SUBDIR = "service-account"
+USER_DATA_SUFFIX = "-udata"
+NETWORK_DATA_SUFFIX = "-ndata"
+POD_OWN_VOLUMES = frozenset(
+    {SOCKETS_VOLUME, PRIVATE_VOLUME, NOTIFY_VOLUME, CONTAINER_DISKS_VOLUME, BINARY_VOLUME}
+)
 
 # sh (busybox's) in the user's image: copy each (source, name) pair into the output dir.
 # An empty source is the containerDisk convention: the one regular file under /disk.
@@ -99,6 +135,55 @@ def kernel_file() -> PurePosixPath:
 
 def initrd_file() -> PurePosixPath:
     return PurePosixPath(KERNEL_BOOT_DIR) / INITRD_FILE
+
+
+def vmi_disk_dir(volume: str) -> PurePosixPath:
+    """Where a PVC or hostDisk volume is mounted, relative to VMI_DISKS_DIR."""
+    return PurePosixPath(volume)
+
+
+def pvc_disk_file(volume: str) -> PurePosixPath:
+    """A filesystem-mode claim's disk, relative to VMI_DISKS_DIR."""
+    return vmi_disk_dir(volume) / PVC_DISK_FILE
+
+
+def host_disk_dir(path: str) -> str:
+    """The node directory a hostDisk's hostPath volume mounts: its path's directory."""
+    return str(PurePosixPath(path).parent)
+
+
+def host_disk_file(volume: str, path: str) -> PurePosixPath:
+    """A hostDisk's file, relative to VMI_DISKS_DIR: the path's last element in the mount."""
+    return vmi_disk_dir(volume) / PurePosixPath(path).name
+
+
+def pod_volume_name(volume: str) -> str:
+    """The pod volume carrying a VMI volume: its own name, as in KubeVirt, unless that
+    is one of the pod's own volumes (then a name derived from it that is not)."""
+    if volume not in POD_OWN_VOLUMES:
+        return volume
+    digest = hashlib.sha256(volume.encode()).hexdigest()[:8]
+    return f"vmi-{volume}-{digest}"
+
+
+def config_dir(kind_subdir: str, volume: str) -> PurePosixPath:
+    """Where a config volume (or a cloud-init Secret) is mounted, relative to PRIVATE_DIR."""
+    return PurePosixPath(kind_subdir, volume)
+
+
+def config_mount_path(kind_subdir: str, volume: str) -> str:
+    """The compute container's mount path of a config volume."""
+    return str(PurePosixPath(PRIVATE_DIR) / config_dir(kind_subdir, volume))
+
+
+def derived_volume_name(volume: str, suffix: str) -> str:
+    """A second pod volume of one VMI volume (cloud-init's `<volume>-udata`), cut with a
+    hash suffix to a valid volume name."""
+    name = pod_volume_name(f"{volume}{suffix}")
+    if len(name) <= MAX_CONTAINER_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_CONTAINER_NAME - 9]}-{digest}"
 
 
 def volume_init_container(volume: str) -> str:

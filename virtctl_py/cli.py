@@ -1,4 +1,10 @@
-"""The argument parser: kubectl-style global flags, one subcommand per verb."""
+"""The argument parser: kubectl's connection flags anywhere on the line, one subcommand per verb.
+
+Global flags are accepted before or after the verb (`virtctl-py start demo -n ns`): every
+subparser shares them with SUPPRESS defaults, so a flag given after the verb wins and one
+given before it is kept. Flag names and units follow upstream virtctl where a verb exists
+in both (`create vm --volume-containerdisk`, `console --timeout` in minutes).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,35 @@ import argparse
 
 from shared.model import RunStrategy
 
+GLOBAL_DEFAULTS: dict[str, object] = {
+    "kubeconfig": None, "context": None, "cluster": None, "user": None, "namespace": None,
+    "server": None, "token": None, "impersonate": None, "impersonate_groups": None,
+    "request_timeout": None, "insecure_skip_tls_verify": False,
+}  # fmt: skip
 
-def _globals(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kubeconfig", help="path to the kubeconfig (default: $KUBECONFIG, ~/.kube/config)"
+
+def _common() -> argparse.ArgumentParser:
+    """kubectl's connection flags, defaults suppressed (the top-level parser sets them)."""
+    p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    g = p.add_argument_group("connection (kubectl's flags)")
+    g.add_argument("--kubeconfig", help="kubeconfig path (default: every $KUBECONFIG path, merged)")
+    g.add_argument("--context", help="kubeconfig context to use")
+    g.add_argument("--cluster", help="kubeconfig cluster to use")
+    g.add_argument("--user", help="kubeconfig user to use")
+    g.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    g.add_argument("-s", "--server", help="the API server's address and port")
+    g.add_argument("--token", help="bearer token for the API server")
+    g.add_argument("--as", dest="impersonate", help="user to impersonate")
+    g.add_argument(
+        "--as-group", dest="impersonate_groups", action="append", help="group to impersonate"
     )
-    p.add_argument("--context", help="kubeconfig context to use")
-    p.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    g.add_argument(
+        "--request-timeout", help='time to wait for one request ("30s", "2m"; "0": no limit)'
+    )
+    g.add_argument(
+        "--insecure-skip-tls-verify", action="store_true", help="do not verify the server's cert"
+    )
+    return p
 
 
 def _waiting(p: argparse.ArgumentParser) -> None:
@@ -20,94 +48,120 @@ def _waiting(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait (with --wait)")
 
 
-def build() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="virtctl-py", description="Manage kubevirt-py virtual machines."
+def _dry_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dry-run", action="store_true", help="check the request without changing anything"
     )
-    _globals(parser)
+
+
+def build() -> argparse.ArgumentParser:
+    # Two copies: set_defaults below changes the top-level actions' defaults, and the
+    # subcommands' copies must stay SUPPRESS (or they would reset flags given before the verb).
+    parser = argparse.ArgumentParser(
+        prog="virtctl-py", description="Manage kubevirt-py virtual machines.", parents=[_common()]
+    )
+    parser.set_defaults(**GLOBAL_DEFAULTS)
+    common = _common()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for verb, text in (("start", "start a VM"), ("stop", "stop a VM"), ("restart", "restart a VM")):
-        p = sub.add_parser(verb, help=text)
-        p.add_argument("name")
-        _waiting(p)
-    for verb, text in (("pause", "pause a VM or VMI"), ("unpause", "unpause a VM or VMI")):
-        p = sub.add_parser(verb, help=text)
+
+    def verb(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, parents=[common])
+
+    _lifecycle(verb)
+    for name, text in (("pause", "pause a VM or VMI"), ("unpause", "unpause a VM or VMI")):
+        p = verb(name, text)
         p.add_argument("kind", choices=["vm", "vmi"])
         p.add_argument("name")
-    sub.add_parser("soft-reboot", help="reboot a VMI through ACPI").add_argument("name")
-    p = sub.add_parser("migrate", help="live-migrate a VM's VMI to another node")
+    verb("soft-reboot", "reboot a VMI through ACPI").add_argument("name")
+    p = verb("migrate", "live-migrate a VM's VMI to another node")
     p.add_argument("name")
     _waiting(p)
-    sub.add_parser("migrate-cancel", help="cancel a VM's migration in progress").add_argument(
-        "name"
-    )
-    p = sub.add_parser("console", help="connect to a VMI's serial console (escape: Ctrl+])")
+    _dry_run(p)
+    verb("migrate-cancel", "cancel a VM's migration in progress").add_argument("name")
+    p = verb("console", "connect to a VMI's serial console (escape: Ctrl+])")
     p.add_argument("name")
-    p.add_argument("--timeout", type=float, default=30, help="seconds to wait for the connection")
-    for verb, text in (
+    p.add_argument(
+        "--timeout", type=float, default=5, help="minutes to wait for the VMI to be ready"
+    )
+    for name, text in (
         ("guestosinfo", "guest OS info from the guest agent"),
         ("userlist", "users logged in to the guest"),
         ("fslist", "guest filesystems"),
     ):
-        p = sub.add_parser(verb, help=text)
+        p = verb(name, text)
         p.add_argument("name")
         p.add_argument(
-            "-o",
-            "--output",
-            choices=["table", "json", "yaml"],
-            default="json" if verb == "guestosinfo" else "table",
-        )
-    _create(sub)
-    _expose(sub)
-    sub.add_parser("version", help="client and server versions")
-    p = sub.add_parser("completion", help="print a shell completion script")
-    p.add_argument("shell", choices=["bash"])
+            "-o", "--output", choices=["table", "json", "yaml"],
+            default="json" if name == "guestosinfo" else "table",
+        )  # fmt: skip
+    _create(verb("create", "emit a manifest"), common)
+    _expose(verb("expose", "create a Service for a VM or VMI"))
+    verb("version", "client and server versions")
+    verb("completion", "print a shell completion script").add_argument(
+        "shell", choices=["bash", "zsh"]
+    )
     return parser
 
 
-def _create(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    create = sub.add_parser("create", help="emit a manifest")
+def _lifecycle(verb: object) -> None:
+    assert callable(verb)
+    for name, text in (("start", "start a VM"), ("stop", "stop a VM"), ("restart", "restart a VM")):
+        p: argparse.ArgumentParser = verb(name, text)
+        p.add_argument("name")
+        _waiting(p)
+        _dry_run(p)
+        if name == "start":
+            p.add_argument("--paused", action="store_true", help="start the VM paused")
+        else:
+            p.add_argument("--force", action="store_true", help="with --grace-period")
+            p.add_argument(
+                "--grace-period", type=int, default=-1,
+                help="seconds before the VM is killed (with --force; restart takes 0 only)",
+            )  # fmt: skip
+
+
+def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     kinds = create.add_subparsers(dest="kind", required=True)
-    p = kinds.add_parser("vm", help="a VirtualMachine manifest from flags (apply it with kubectl)")
+    p = kinds.add_parser(
+        "vm", help="a VirtualMachine manifest from flags (apply it with kubectl)", parents=[common]
+    )
     p.add_argument("--name", required=True)
-    p.add_argument("--memory", default="128Mi")
-    p.add_argument("--cpus", type=int, default=1)
+    p.add_argument("--memory", help="guest memory (default 128Mi without --instancetype)")
+    p.add_argument("--cpus", type=int, help="cores (default 1 without --instancetype)")
     p.add_argument(
         "--run-strategy", type=RunStrategy, choices=list(RunStrategy), default=RunStrategy.ALWAYS
     )
-    p.add_argument("--container-disk", help="a containerDisk image reference")
+    p.add_argument(
+        "--volume-containerdisk", "--container-disk", dest="container_disks", action="append",
+        default=[], metavar="src:IMAGE[,name:N][,bootorder:B]",
+        help="a containerDisk volume (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--volume-pvc", dest="pvcs", action="append", default=[],
+        metavar="src:PVC[,name:N][,bootorder:B]", help="a PersistentVolumeClaim volume",
+    )  # fmt: skip
+    p.add_argument(
+        "--instancetype", help="[kind/]name (default kind virtualmachineclusterinstancetype)"
+    )
+    p.add_argument(
+        "--preference", help="[kind/]name (default kind virtualmachineclusterpreference)"
+    )
     p.add_argument(
         "--kernel-image", help="an image with /boot/vmlinuz and /boot/initrd.img (kernelBoot)"
     )
     p.add_argument("--kernel-args", default="console=ttyS0")
-    p.add_argument("--user-data", help="cloud-init user-data (NoCloud)")
-    p.add_argument("--grace", type=int, default=30, help="terminationGracePeriodSeconds")
+    p.add_argument("--cloud-init-user-data", help="cloud-init user-data, base64-encoded")
+    p.add_argument("--user-data", help="cloud-init user-data as plain text (kubevirt-py)")
+    p.add_argument(
+        "--termination-grace-period", "--grace", dest="grace", type=int, default=180,
+        help="terminationGracePeriodSeconds",
+    )  # fmt: skip
 
 
-def _expose(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("expose", help="create a Service for a VM or VMI")
+def _expose(p: argparse.ArgumentParser) -> None:
     p.add_argument("kind", choices=["vm", "vmi"])
     p.add_argument("name")
     p.add_argument("--name", dest="service_name", required=True, help="the Service's name")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--target-port", type=int)
     p.add_argument("--type", default="ClusterIP", choices=["ClusterIP", "NodePort", "LoadBalancer"])
-
-
-def bash_completion(parser: argparse.ArgumentParser) -> str:
-    """A bash completion script for the verbs and their flags."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    verbs = " ".join(sub.choices)
-    flags = "--kubeconfig --context --namespace --wait --timeout --output"
-    return f"""# virtctl-py bash completion: eval "$(virtctl-py completion bash)"
-_virtctl_py() {{
-  local cur=${{COMP_WORDS[COMP_CWORD]}}
-  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "{verbs}" -- "$cur")); return; fi
-  case "${{COMP_WORDS[1]}}" in
-    pause|unpause|expose) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "vm vmi" -- "$cur")) ;;
-    create) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "vm" -- "$cur")) ;;
-    *) COMPREPLY=($(compgen -W "{flags}" -- "$cur")) ;;
-  esac
-}}
-complete -F _virtctl_py virtctl-py kubectl-virt
-"""

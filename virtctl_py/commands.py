@@ -1,8 +1,10 @@
-"""The verbs. Object writes for start/stop/restart/migrate; the subresource API for the rest."""
+"""The verbs: KubeVirt's subresource API (VM verbs, VMI actions), object reads for --wait."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 from typing import Any
 
 import yaml
@@ -16,7 +18,6 @@ from shared.kube import (
     KubeClient,
     KubeError,
     NotFound,
-    PatchType,
 )
 from shared.model import VirtualMachine, VirtualMachineInstance
 from virtctl_py import lifecycle, manifests
@@ -46,86 +47,78 @@ async def _vmi_or_none(kube: KubeClient, ns: str, name: str) -> VirtualMachineIn
         return None
 
 
-async def _apply(kube: KubeClient, vm: VirtualMachine, plan: lifecycle.Plan) -> None:
-    if plan.spec_patch is not None:
-        await kube.patch(VMS, vm.name, {"spec": plan.spec_patch}, namespace=vm.namespace)
-    if plan.requests:
-        ops: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": vm.metadata.resource_version,
-            }
-        ]
-        if not vm.status.state_change_requests:
-            ops.append(
-                {"op": "add", "path": "/status/stateChangeRequests", "value": list(plan.requests)}
-            )
-        else:
-            ops += [
-                {"op": "add", "path": "/status/stateChangeRequests/-", "value": r}
-                for r in plan.requests
-            ]
-        await kube.patch(
-            VMS,
-            vm.name,
-            ops,
-            namespace=vm.namespace,
-            patch_type=PatchType.JSON,
-            subresource="status",
-        )
+def verb_options(args: argparse.Namespace) -> lifecycle.VerbOptions:
+    """--dry-run, --paused, --force with --grace-period, as upstream virtctl takes them."""
+    grace: int = getattr(args, "grace_period", -1)
+    force: bool = getattr(args, "force", False)
+    if grace >= 0 and not force:
+        raise CliError("--grace-period must be used with --force", code=Exit.USAGE)
+    if force and grace < 0:
+        raise CliError("--force needs --grace-period", code=Exit.USAGE)
+    return lifecycle.VerbOptions(
+        dry_run=getattr(args, "dry_run", False),
+        paused=getattr(args, "paused", False),
+        grace_period=grace if force else None,
+    )
+
+
+async def _put_verb(kube: KubeClient, ns: str, args: argparse.Namespace) -> bool:
+    opts = verb_options(args)
+    await kube.call_subresource(
+        "PUT", lifecycle.VM_SUBRESOURCES, args.name, namespace=ns,
+        subresource=args.command, body=lifecycle.body(args.command, opts),
+    )  # fmt: skip
+    return opts.dry_run
 
 
 async def vm_state(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
     """start / stop / restart a VM; with --wait, until it is Running / Stopped."""
-    vm = await _vm(kube, target.namespace, args.name)
-    vmi = await _vmi_or_none(kube, target.namespace, args.name)
-    planner = {
-        "start": lifecycle.plan_start,
-        "stop": lifecycle.plan_stop,
-        "restart": lifecycle.plan_restart,
-    }
-    plan = planner[args.command](vm, vmi)
-    await _apply(kube, vm, plan)
-    if args.wait:
+    ns = target.namespace
+    restarting = args.command == "restart" and args.wait
+    before = await _vmi_or_none(kube, ns, args.name) if restarting else None
+    dry_run = await _put_verb(kube, ns, args)
+    if args.wait and not dry_run:
         wanted = "Stopped" if args.command == "stop" else "Running"
-        old_uid = vmi.uid if vmi is not None and args.command == "restart" else None
+        old_uid = before.uid if before is not None else None
 
         async def probe() -> tuple[bool, str]:
-            fresh = await _vm(kube, target.namespace, args.name)
-            current = await _vmi_or_none(kube, target.namespace, args.name)
+            fresh = await _vm(kube, ns, args.name)
+            current = await _vmi_or_none(kube, ns, args.name)
             status = str(fresh.status.printable_status or "")
             moved = old_uid is None or (current is not None and current.uid != old_uid)
             return status == wanted and moved, status or "Unknown"
 
-        await wait_until(probe, what=f"vm {target.namespace}/{args.name}", timeout=args.timeout)
-    return f"VM {target.namespace}/{args.name}: {plan.message}"
+        await wait_until(probe, what=f"vm {ns}/{args.name}", timeout=args.timeout)
+    return lifecycle.scheduled(args.command, args.name, dry_run=dry_run)
+
+
+async def _migrations_of(kube: KubeClient, ns: str, vmi: str) -> list[dict[str, Any]]:
+    listed = await kube.list(VMIMS, namespace=ns)
+    return [m for m in listed.items if m.get("spec", {}).get("vmiName") == vmi]
 
 
 async def migrate(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
-    vmi = await _vmi_or_none(kube, target.namespace, args.name)
-    if vmi is None:
-        raise CliError(
-            f"VMI {target.namespace}/{args.name} not found: is the VM running?", code=Exit.NOT_FOUND
-        )
-    created = await kube.create(
-        VMIMS, lifecycle.migration(target.namespace, args.name), namespace=target.namespace
-    )
-    name = created["metadata"]["name"]
-    if args.wait:
+    """PUT migrate (the API creates the VMIM); with --wait, until that VMIM ends."""
+    ns = target.namespace
+    known = {m["metadata"]["name"] for m in await _migrations_of(kube, ns, args.name)}
+    dry_run = await _put_verb(kube, ns, args)
+    if args.wait and not dry_run:
 
         async def probe() -> tuple[bool, str]:
-            phase = str(
-                (await kube.get(VMIMS, name, namespace=target.namespace))
-                .get("status", {})
-                .get("phase", "Pending")
-            )
+            fresh = [
+                m for m in await _migrations_of(kube, ns, args.name)
+                if m["metadata"]["name"] not in known
+            ]  # fmt: skip
+            if not fresh:
+                return False, "Pending"
+            name = fresh[0]["metadata"]["name"]
+            phase = str(fresh[0].get("status", {}).get("phase") or "Pending")
             if phase == "Failed":
                 raise CliError(f"migration {name} failed", code=Exit.FAILED)
-            return phase == "Succeeded", phase
+            return phase == "Succeeded", f"{name} {phase}"
 
-        await wait_until(probe, what=f"migration {name}", timeout=args.timeout)
-    return f"VMI {target.namespace}/{args.name}: migration {name} created"
+        await wait_until(probe, what=f"migration of {ns}/{args.name}", timeout=args.timeout)
+    return lifecycle.scheduled("migrate", args.name, dry_run=dry_run)
 
 
 async def migrate_cancel(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
@@ -193,11 +186,31 @@ async def version(kube: KubeClient, target: Target, args: argparse.Namespace) ->
     return "\n".join(lines)
 
 
+def _user_data(args: argparse.Namespace) -> str | None:
+    """--cloud-init-user-data is base64 (upstream); --user-data plain text."""
+    if args.cloud_init_user_data is not None and args.user_data is not None:
+        raise CliError("give --cloud-init-user-data or --user-data, not both", code=Exit.USAGE)
+    if args.cloud_init_user_data is None:
+        return str(args.user_data) if args.user_data is not None else None
+    try:
+        return base64.b64decode(args.cloud_init_user_data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as e:
+        raise CliError(
+            f"--cloud-init-user-data must be base64-encoded: {e}", code=Exit.USAGE
+        ) from e
+
+
 def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
+    VolumeFlag = manifests.VolumeFlag
     flags = manifests.VMFlags(
         name=args.name, namespace=namespace, memory=args.memory, cpus=args.cpus,
-        run_strategy=args.run_strategy, container_disk=args.container_disk,
+        run_strategy=args.run_strategy,
+        container_disks=tuple(
+            VolumeFlag.parse(v, flag="--volume-containerdisk") for v in args.container_disks
+        ),
+        pvcs=tuple(VolumeFlag.parse(v, flag="--volume-pvc") for v in args.pvcs),
+        instancetype=args.instancetype, preference=args.preference,
         kernel_image=args.kernel_image, kernel_args=args.kernel_args,
-        user_data=args.user_data, grace=args.grace,
+        user_data=_user_data(args), grace=args.grace,
     )  # fmt: skip
     return yaml.safe_dump(manifests.vm_manifest(flags), sort_keys=False).rstrip()

@@ -1,71 +1,48 @@
-"""start / stop / restart / migrate as object writes, the way virt-api turns them into writes.
+"""start / stop / restart / migrate: PUTs on KubeVirt's VM subresources, as upstream virtctl.
 
-Pure planning functions (VM → the patch to send) are kept apart from the I/O so the
-rules can be read and tested as a table.
+    PUT /apis/subresources.kubevirt.io/v1/namespaces/<ns>/virtualmachines/<name>/<verb>
+
+The API (virt-controller here, virt-api in KubeVirt) decides the object writes, so the
+caller needs `update` on `virtualmachines/<verb>` only (kubevirt.io:edit), never on
+`virtualmachines/status`. Bodies are KubeVirt's Start/Stop/Restart/MigrateOptions.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
-from virtctl_py.errors import CliError, Exit
+from shared.kube import Resource
+from shared.kube.resources import SUBRESOURCES_GROUP
+
+VM_SUBRESOURCES = Resource(SUBRESOURCES_GROUP, "v1", "virtualmachines", "VirtualMachine")
+DRY_RUN_ALL = "All"
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to write: a spec merge patch and/or state change requests appended to status."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerbOptions:
+    """What the flags ask of a verb."""
 
-    spec_patch: dict[str, Any] | None = None
-    requests: tuple[dict[str, str], ...] = ()
-    message: str = ""
-
-
-def plan_start(vm: VirtualMachine, vmi: VirtualMachineInstance | None) -> Plan:
-    strategy = vm.spec.effective_run_strategy()
-    running = vmi is not None and not vmi.is_final() and not vmi.metadata.is_deleting
-    if running:
-        raise CliError(f"VM {vm.key} is already running", code=Exit.CONFLICT)
-    if strategy == RunStrategy.HALTED:
-        return Plan(
-            spec_patch={"runStrategy": str(RunStrategy.ALWAYS)},
-            message="runStrategy Halted -> Always",
-        )
-    if strategy in (RunStrategy.MANUAL, RunStrategy.ONCE, RunStrategy.RERUN_ON_FAILURE):
-        return Plan(requests=({"action": "Start"},), message="start requested")
-    return Plan(requests=({"action": "Start"},), message="start requested")
+    dry_run: bool = False
+    paused: bool = False  # start --paused
+    grace_period: int | None = None  # stop/restart --grace-period (with --force)
 
 
-def plan_stop(vm: VirtualMachine, vmi: VirtualMachineInstance | None) -> Plan:
-    strategy = vm.spec.effective_run_strategy()
-    if strategy == RunStrategy.HALTED and vmi is None:
-        raise CliError(f"VM {vm.key} is not running", code=Exit.CONFLICT)
-    if strategy in (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE):
-        return Plan(
-            spec_patch={"runStrategy": str(RunStrategy.HALTED)},
-            message=f"runStrategy {strategy} -> Halted",
-        )
-    if vmi is None:
-        raise CliError(f"VM {vm.key} is not running", code=Exit.CONFLICT)
-    return Plan(requests=({"action": "Stop", "uid": vmi.uid or ""},), message="stop requested")
+def body(verb: str, opts: VerbOptions) -> dict[str, Any]:
+    """The options object of `verb` (StartOptions, StopOptions, RestartOptions, MigrateOptions)."""
+    out: dict[str, Any] = {}
+    if opts.dry_run:
+        out["dryRun"] = [DRY_RUN_ALL]
+    if verb == "start" and opts.paused:
+        out["paused"] = True
+    if verb == "stop" and opts.grace_period is not None:
+        out["gracePeriod"] = opts.grace_period
+    if verb == "restart" and opts.grace_period is not None:
+        out["gracePeriodSeconds"] = opts.grace_period
+    return out
 
 
-def plan_restart(vm: VirtualMachine, vmi: VirtualMachineInstance | None) -> Plan:
-    if vmi is None or vmi.metadata.is_deleting:
-        raise CliError(f"VM {vm.key} is not running; use start", code=Exit.CONFLICT)
-    return Plan(
-        requests=({"action": "Stop", "uid": vmi.uid or ""}, {"action": "Start"}),
-        message="restart requested",
-    )
-
-
-def migration(namespace: str, vmi_name: str) -> dict[str, Any]:
-    """A VirtualMachineInstanceMigration for ``vmi_name`` (generated name, like virtctl)."""
-    return {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstanceMigration",
-        "metadata": {"name": f"kubevirt-migrate-vm-{uuid.uuid4().hex[:5]}", "namespace": namespace},
-        "spec": {"vmiName": vmi_name},
-    }
+def scheduled(verb: str, name: str, *, dry_run: bool) -> str:
+    """Upstream virtctl's answer line."""
+    prefix = "(dry run) " if dry_run else ""
+    return f"{prefix}VM {name} was scheduled to {verb}"

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from shared.kube import ApiError, Conflict, Forbidden, KubeClient, KubeError, NotFound
-from virtctl_py import cli, commands
+from virtctl_py import cli, commands, completion, kubeconfig, session
 from virtctl_py.console import console
 from virtctl_py.errors import CliError, Exit
-from virtctl_py.session import Target, resolve
+from virtctl_py.session import Target
 
 Verb = Callable[[KubeClient, Target, argparse.Namespace], Awaitable[str]]
 VERBS: Mapping[str, Verb] = {
@@ -33,7 +36,7 @@ VERBS: Mapping[str, Verb] = {
 
 async def run(args: argparse.Namespace, target: Target) -> str:
     if args.command == "console":
-        return await console(target, args.name, timeout=args.timeout)
+        return await console(target, args.name, timeout=args.timeout * 60)
     kube = await target.connect()
     try:
         return await VERBS[args.command](kube, target, args)
@@ -54,34 +57,70 @@ def explain(exc: KubeError, args: argparse.Namespace, target: Target) -> CliErro
             "kubevirt.io:edit (or the right verb on subresources.kubevirt.io)",
             code=Exit.FORBIDDEN,
         )
-    if isinstance(exc, Conflict):
-        return CliError(f"{obj} changed while we wrote it; try again", code=Exit.CONFLICT)
+    if isinstance(exc, Conflict):  # the API's reason: "VM is already running", …
+        return CliError(f"cannot {args.command} {obj}: {exc.message}", code=Exit.CONFLICT)
     if isinstance(exc, ApiError):
         return CliError(f"{args.command} {obj} failed: {exc}")
     return CliError(f"cannot reach the cluster: {exc}")
+
+
+def overrides(args: argparse.Namespace) -> kubeconfig.Overrides:
+    """kubectl's connection flags as parsed (before or after the verb)."""
+    return kubeconfig.Overrides(
+        context=args.context,
+        cluster=args.cluster,
+        user=args.user,
+        namespace=args.namespace,
+        server=args.server,
+        token=args.token,
+        insecure_skip_tls_verify=args.insecure_skip_tls_verify,
+        impersonate=args.impersonate,
+        impersonate_groups=tuple(args.impersonate_groups or ()),
+    )
+
+
+def _fail(err: CliError) -> NoReturn:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(err.code)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = cli.build()
     args = parser.parse_args(argv)
     if args.command == "completion":
-        print(cli.bash_completion(parser))
+        print(completion.script(parser, args.shell))
         return
-    target = resolve(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
     if args.command == "create":
-        print(commands.create_vm(args, args.namespace))
+        try:
+            print(commands.create_vm(args, args.namespace))
+        except CliError as err:
+            _fail(err)
         return
     try:
-        out = asyncio.run(run(args, target))
-    except KubeError as exc:
-        err = explain(exc, args, target)
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.code)
+        with session.resolved(
+            overrides(args),
+            kubeconfig_flag=args.kubeconfig,
+            timeout=args.request_timeout,
+            environ=os.environ,
+            home=Path.home(),
+        ) as target:
+            try:
+                out = asyncio.run(run(args, target))
+            except KubeError as exc:
+                _fail(explain(exc, args, target))
     except CliError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(err.code)
+        _fail(err)
     if out:
-        print(out)
+        _print(out)
+
+
+def _print(text: str) -> None:
+    """Print the answer; a reader that went away (`| head`) ends us quietly, as kubectl."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""The imperative actions on a VMI: their URL name, HTTP method and RBAC verb, written once.
+"""The imperative actions: their resource, URL name, HTTP method and RBAC verb, written once.
 
+VMI actions (pause, console …) are forwarded to the handler of the VMI's node; VM actions
+(start, stop, restart, migrate) are object writes made here (`vmactions`, `vmhttp`).
 Discovery, routing, the SubjectAccessReview verb and the RBAC manifests' drift test all
-read this table, so adding an action is one line here (plus the handler's side).
+read these tables, so adding an action is one line here (plus its implementation).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ GROUP = "subresources.kubevirt.io"
 VERSION = "v1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
 RESOURCE = "virtualmachineinstances"
+VM_RESOURCE = "virtualmachines"
 
 
 class Action(StrEnum):
@@ -28,13 +31,23 @@ class Action(StrEnum):
     CONSOLE = "console"
 
 
+class VMAction(StrEnum):
+    """A subresource of virtualmachines (the last path segment)."""
+
+    START = "start"
+    STOP = "stop"
+    RESTART = "restart"
+    MIGRATE = "migrate"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionSpec:
     """How an action is called: PUT → verb update (a state change), GET → verb get."""
 
-    action: Action
+    action: Action | VMAction
     method: str
     stream: bool = False  # a websocket, relayed rather than answered
+    resource: str = RESOURCE
 
     @property
     def verb(self) -> str:
@@ -51,3 +64,8 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
 }
+
+VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
+    a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
+}
+ALL_ACTIONS: tuple[ActionSpec, ...] = (*ACTIONS.values(), *VM_ACTIONS.values())

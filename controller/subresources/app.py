@@ -5,6 +5,8 @@
     /apis/<group>/v1/version | healthz         (front proxy only)
     /apis/<group>/v1/namespaces/<ns>/virtualmachineinstances/<name>/<action>
         authenticate → SubjectAccessReview → locate → forward (or relay the console)
+    /apis/<group>/v1/namespaces/<ns>/virtualmachines/<name>/{start,stop,restart,migrate}
+        authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
 
 Discovery, version and healthz need the front proxy but no review (kube-apiserver
 authorized them; KubeVirt's virt-api does the same). Every action is reviewed.
@@ -27,6 +29,8 @@ from controller.subresources.actions import (
     GROUP,
     GROUP_VERSION,
     RESOURCE,
+    VM_ACTIONS,
+    VM_RESOURCE,
     Action,
     ActionSpec,
 )
@@ -45,11 +49,13 @@ from controller.subresources.errors import (
 from controller.subresources.forward import CONSOLE_PROTOCOLS
 from controller.subresources.frontproxy import FrontProxy
 from controller.subresources.locate import ClusterReader, Target, locate
+from controller.subresources.vmhttp import VmActions, VmStore
 from shared.kube import Counter
 
 log = structlog.get_logger("controller.subresources")
 
 ACTION_PATH = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{RESOURCE}/{{name}}/{{action}}"
+VM_ACTION_PATH = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{VM_RESOURCE}/{{name}}/{{action}}"
 PROBE_PATHS = frozenset({"/healthz"})
 USER_KEY = web.RequestKey("user", UserInfo)
 PeerName = Callable[[web.Request], str | None]
@@ -77,6 +83,7 @@ class AppDeps:
     reader: ClusterReader
     forwarder: Forwarder
     requests: Counter  # kubevirt_subresource_requests_total{action,code}
+    vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0
     heartbeat: float = 30.0
@@ -93,6 +100,12 @@ def build_app(deps: AppDeps) -> web.Application:
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
     app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
     app.router.add_route("*", ACTION_PATH, _Actions(deps).handle)
+    vm_actions = VmActions(authorizer=deps.authorizer, store=deps.vms)
+
+    async def vm_action(request: web.Request) -> web.StreamResponse:
+        return await vm_actions.handle(request, request[USER_KEY])
+
+    app.router.add_route("*", VM_ACTION_PATH, vm_action)
     return app
 
 
@@ -123,7 +136,7 @@ def _status_errors(deps: AppDeps) -> Any:
         except web.HTTPMethodNotAllowed:
             response = _status(405, StatusReason.METHOD_NOT_ALLOWED, f"{request.method} refused")
         action = request.match_info.get("action")
-        if action is not None and action in ACTIONS:
+        if action is not None and (action in ACTIONS or action in VM_ACTIONS):
             deps.requests.labels(action, str(response.status)).inc()
         return response
 

@@ -42,7 +42,13 @@ class ResourceAttributes:
     @classmethod
     def of(cls, spec: ActionSpec, vmi: VmiRef) -> ResourceAttributes:
         """The attributes of calling `spec` on `vmi`."""
-        return cls(namespace=vmi.namespace, name=vmi.name, verb=spec.verb, subresource=spec.action)
+        return cls(
+            namespace=vmi.namespace,
+            name=vmi.name,
+            verb=spec.verb,
+            subresource=spec.action,
+            resource=spec.resource,
+        )
 
     def to_dict(self) -> dict[str, str]:
         return {

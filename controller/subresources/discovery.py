@@ -12,9 +12,10 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from controller.subresources.actions import ACTIONS, GROUP, GROUP_VERSION, RESOURCE, VERSION
+from controller.subresources.actions import ALL_ACTIONS, GROUP, GROUP_VERSION, VERSION
 
 DISTRIBUTION = "kubevirt-py"
+KINDS = {"virtualmachineinstances": "VirtualMachineInstance", "virtualmachines": "VirtualMachine"}
 
 
 def _group() -> dict[str, Any]:
@@ -33,16 +34,16 @@ def api_group() -> dict[str, Any]:
 
 
 def api_resource_list() -> dict[str, Any]:
-    """GET /apis/subresources.kubevirt.io/v1: one entry per action."""
+    """GET /apis/subresources.kubevirt.io/v1: one entry per action (VMI's, then VM's)."""
     resources = [
         {
-            "name": f"{RESOURCE}/{spec.action}",
+            "name": f"{spec.resource}/{spec.action}",
             "singularName": "",
             "namespaced": True,
-            "kind": "VirtualMachineInstance",
+            "kind": KINDS[spec.resource],
             "verbs": [spec.verb],
         }
-        for spec in ACTIONS.values()
+        for spec in ALL_ACTIONS
     ]
     return {
         "kind": "APIResourceList",

@@ -46,10 +46,12 @@ class Cause:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VmiRef:
-    """The VMI a failure is about (StatusDetails name/group/kind)."""
+    """The object a failure is about (StatusDetails name/group/kind): a VMI unless told."""
 
     namespace: str
     name: str
+    group: str = GROUP
+    kind: str = RESOURCE
 
 
 class SubresourceError(Exception):
@@ -70,7 +72,7 @@ class SubresourceError(Exception):
         """The Status body."""
         details: dict[str, Any] = {}
         if self.vmi is not None:
-            details = {"name": self.vmi.name, "group": GROUP, "kind": RESOURCE}
+            details = {"name": self.vmi.name, "group": self.vmi.group, "kind": self.vmi.kind}
         if self.causes:
             details["causes"] = [c.to_dict() for c in self.causes]
         return status_body(self.code, self.reason, self.message, details=details)
@@ -108,6 +110,12 @@ class MethodNotAllowed(SubresourceError):
 
 class NotRunning(SubresourceError):
     """The VMI has no running guest to act on (not Running, or no node yet)."""
+
+    code, reason = 409, StatusReason.CONFLICT
+
+
+class Conflict(SubresourceError):
+    """The object's state refuses the request (start a running VM, a request underway)."""
 
     code, reason = 409, StatusReason.CONFLICT
 

@@ -25,6 +25,7 @@ from controller.subresources.forward import ForwardOptions, HandlerForwarder
 from controller.subresources.frontproxy import FrontProxy, keep_current, wait_for_config
 from controller.subresources.locate import ClusterReader, Gets, KubeReader
 from controller.subresources.tls import handler_client_context, serving_context
+from controller.subresources.vmhttp import KubeVmStore, VmStore, Writes
 from shared.kube import Registry
 from shared.kube.ratelimit import BackoffPolicy
 
@@ -33,8 +34,8 @@ log = structlog.get_logger("controller.subresources")
 STARTUP_BACKOFF = BackoffPolicy(initial=0.5, cap=30.0)
 
 
-class Kube(Gets, Creates, Protocol):
-    """What the server needs of KubeClient: reads, and creating SubjectAccessReviews."""
+class Kube(Gets, Creates, Writes, Protocol):
+    """What the server needs of KubeClient: reads, SubjectAccessReviews, the VM verbs' writes."""
 
 
 class SubresourceServer:
@@ -48,11 +49,13 @@ class SubresourceServer:
         *,
         authorizer: Authorizer | None = None,
         reader: ClusterReader | None = None,
+        vms: VmStore | None = None,
     ) -> None:
         self._config = config
         self._client = client
         self._authorizer = authorizer or SarAuthorizer(client, timeout=config.review_timeout)
         self._reader = reader or KubeReader(client)
+        self._vms = vms or KubeVmStore(client)
         self._requests = registry.counter(
             "kubevirt_subresource_requests_total",
             "Subresource API calls on VMIs, by action and HTTP status code.",
@@ -82,6 +85,7 @@ class SubresourceServer:
                 reader=self._reader,
                 forwarder=forwarder,
                 requests=self._requests,
+                vms=self._vms,
                 write_timeout=cfg.write_timeout,
                 heartbeat=cfg.heartbeat,
             )

@@ -42,6 +42,9 @@ NODE_BINDS: tuple[tuple[str, str], ...] = (
     ("run-containerd", "/run/containerd"),
     ("log/pods", "/var/log/pods"),
     ("log/containers", "/var/log/containers"),
+    # hostDisk paths live on the node (KubeVirt's examples use /var/data/disk.img): each
+    # node has its own, removed with the node's directory.
+    ("var-data", "/var/data"),
 )
 # Global (not per-namespace) sysctls the kubelet writes at start.
 KUBELET_SYSCTLS = (
@@ -198,15 +201,19 @@ def cgroup_hierarchies() -> list[Path]:
     return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
 
 
+def _cgroup_dirs(top: Path) -> list[Path]:
+    """``top`` and every cgroup below it, deepest first; cgroups that vanish while being
+    walked (the runtime removes them as containers end) are skipped, not an error."""
+    found = [Path(d) for d, _, _ in os.walk(top)]  # os.walk ignores vanished dirs
+    return sorted(found, key=lambda p: -len(p.parts))
+
+
 def cgroup_pids(root: str) -> set[int]:
     pids: set[int] = set()
     for hierarchy in cgroup_hierarchies():
-        top = hierarchy / root.lstrip("/")
-        if not top.is_dir():
-            continue
-        for procs in top.rglob("cgroup.procs"):
+        for d in _cgroup_dirs(hierarchy / root.lstrip("/")):
             with contextlib.suppress(OSError, ValueError):
-                pids.update(int(p) for p in procs.read_text().split())
+                pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
     return pids
 
 
@@ -227,13 +234,11 @@ async def kill_cgroup_tree(root: str, *, timeout: float = 10.0) -> None:
 def remove_cgroup_tree(root: str) -> None:
     """rmdir the root's cgroups bottom-up in every hierarchy (they must be empty)."""
     for hierarchy in cgroup_hierarchies():
-        top = hierarchy / root.lstrip("/")
-        if not top.is_dir():
-            continue
-        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-        for d in [*dirs, top]:
+        for d in _cgroup_dirs(hierarchy / root.lstrip("/")):
             try:
                 d.rmdir()
+            except FileNotFoundError:
+                pass
             except OSError as exc:
                 log.warning("cgroup_not_removed", path=str(d), reason=str(exc))
 

@@ -17,6 +17,8 @@ KV_APT_PACKAGES=(
   python3-dev gcc libc6-dev iproute2 util-linux openssl procps xz-utils
   # scripts/build-images: images without docker, and containerd + runc to run them
   buildah umoci skopeo mmdebstrap containerd runc
+  # real nodes: pod networking (CNI plugins), kube-proxy's iptables mode
+  containernetworking-plugins iptables conntrack
 )
 
 kv_ensure_apt() {

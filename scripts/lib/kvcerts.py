@@ -14,7 +14,8 @@ Secret in the kubernetes.io/tls layout the daemons read (tls.crt, tls.key, ca.cr
 
 Existing files are kept (re-running is idempotent; --force makes everything anew).
 `--apply` creates or updates the three Secrets in the namespace with kubectl and sets the
-caBundle of the APIService when it exists. The last line printed is the CA bundle
+caBundle of the APIService and of the admission webhooks (virt-api-mutator,
+virt-api-validator: the same serving certificate) when they exist. The last line printed is the CA bundle
 (base64) for APIService.spec.caBundle.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import secrets
 import shutil
@@ -35,6 +37,10 @@ from pathlib import Path
 CONTROLLER_CN = "kubevirt-py-controller"
 HANDLER_CN = "kubevirt-py-handler"
 APISERVICE = "v1.subresources.kubevirt.io"
+WEBHOOK_CONFIGURATIONS = (
+    ("mutatingwebhookconfiguration", "virt-api-mutator"),
+    ("validatingwebhookconfiguration", "virt-api-validator"),
+)
 CA_DIR = "ca"
 SECRETS = ("virt-api-certs", "virt-controller-handler-client", "virt-handler-certs")
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
@@ -48,6 +54,7 @@ class Leaf:
     cn: str
     server: bool
     sans: tuple[str, ...] = ()
+    also_client: bool = False  # the handler's: its migration proxy dials the other handler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +93,7 @@ def leaves(opts: Options) -> list[Leaf]:
     return [
         Leaf(secret=SECRETS[0], cn=f"{opts.api_service}.{ns}.svc", server=True, sans=api),
         Leaf(secret=SECRETS[1], cn=CONTROLLER_CN, server=False),
-        Leaf(secret=SECRETS[2], cn=HANDLER_CN, server=True, sans=handler),
+        Leaf(secret=SECRETS[2], cn=HANDLER_CN, server=True, sans=handler, also_client=True),
     ]
 
 
@@ -122,6 +129,8 @@ def ensure_leaf(out: Path, leaf: Leaf, *, ca: tuple[Path, Path], days: int) -> P
     if crt.exists() and key.exists():
         return sdir
     usage = "serverAuth" if leaf.server else "clientAuth"
+    if leaf.server and leaf.also_client:
+        usage = "serverAuth,clientAuth"
     ext = [
         "basicConstraints=CA:FALSE",
         "keyUsage=critical,digitalSignature,keyEncipherment",
@@ -193,6 +202,35 @@ def apply(opts: Options, *, kubectl: Sequence[str]) -> None:
             f"apiservice {APISERVICE} not found: apply the manifests, then run again",
             file=sys.stderr,
         )
+    patch_webhooks(kubectl, ca_bundle(opts.out))
+
+
+def webhook_cabundle_patch(config: dict[str, object], bundle: str) -> list[dict[str, str]]:
+    """A JSON patch setting caBundle on every webhook of a webhook configuration."""
+    hooks = config.get("webhooks")
+    count = len(hooks) if isinstance(hooks, list) else 0
+    return [
+        {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+        for i in range(count)
+    ]
+
+
+def patch_webhooks(kubectl: Sequence[str], bundle: str) -> None:
+    """Set caBundle on the admission webhooks that exist (absent ones are skipped)."""
+    for resource, name in WEBHOOK_CONFIGURATIONS:
+        found = subprocess.run(
+            [*kubectl, "get", resource, name, "-o", "json"], capture_output=True, text=True
+        )
+        if found.returncode != 0:
+            print(f"{resource} {name} not found: apply the manifests, then run again",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        patch = webhook_cabundle_patch(json.loads(found.stdout), bundle)
+        if patch:
+            subprocess.run(
+                [*kubectl, "patch", resource, name, "--type=json", "-p", json.dumps(patch)],
+                check=True,
+            )
 
 
 def default_out() -> Path:

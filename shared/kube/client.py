@@ -52,6 +52,8 @@ class ClientConfig:
     watch_slack: float = 30.0
     user_agent: str = "kubevirt-py"
     max_connections: int = 100
+    # Sent with every request, e.g. Impersonate-User / Impersonate-Group (a CLI's --as).
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +111,10 @@ class KubeClient:
         """A client from a kubeconfig path or the in-cluster service account."""
         cfg = await load_configuration(config.kubeconfig, context=config.context)
         transport = AioTransport.from_configuration(
-            cfg, user_agent=config.user_agent, max_connections=config.max_connections
+            cfg,
+            user_agent=config.user_agent,
+            max_connections=config.max_connections,
+            headers=config.headers,
         )
         return cls(transport, config=config, registry=registry)
 

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
+from multidict import CIMultiDict
 from yarl import URL
 
 from shared.kube.errors import ConfigError, TransportError
@@ -158,8 +159,10 @@ class AioTransport:
         user_agent: str,
         max_connections: int,
         auth_refresh_every: float = AUTH_REFRESH_SECONDS,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         self._host = str(cfg.host).rstrip("/")
+        self._extra_headers = tuple(headers)  # may repeat a name (Impersonate-Group)
         self._auth = _Auth(cfg, refresh_every=auth_refresh_every)
         self._headers = {"Accept": "application/json", "User-Agent": user_agent}
         self._server_hostname: str | None = cfg.tls_server_name or None
@@ -179,10 +182,15 @@ class AioTransport:
 
     @classmethod
     def from_configuration(
-        cls, cfg: k8s_client.Configuration, *, user_agent: str, max_connections: int
+        cls,
+        cfg: k8s_client.Configuration,
+        *,
+        user_agent: str,
+        max_connections: int,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> AioTransport:
         """A transport with its own connection pool of `max_connections`."""
-        return cls(cfg, user_agent=user_agent, max_connections=max_connections)
+        return cls(cfg, user_agent=user_agent, max_connections=max_connections, headers=headers)
 
     @property
     def host(self) -> str:
@@ -229,7 +237,10 @@ class AioTransport:
         content_type: str,
         timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
-        headers = {**self._headers, "Content-Type": content_type}
+        headers: Any = {**self._headers, "Content-Type": content_type}
+        if self._extra_headers:
+            headers = CIMultiDict(headers)
+            headers.extend(self._extra_headers)
         # Built encoded once here, so aiohttp does not parse and re-quote it.
         # Paths arrive with their segments already escaped (Resource.path): keep "%" as is.
         text = self._host + quote(path, safe="/:@%")

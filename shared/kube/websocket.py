@@ -33,7 +33,8 @@ async def open_websocket(
                 ctx: Any = await api.call_api(
                     path,
                     "GET",
-                    header_params={"sec-websocket-protocol": protocol},
+                    # One Impersonate-Group at most here: header_params is a dict.
+                    header_params={**dict(config.headers), "sec-websocket-protocol": protocol},
                     auth_settings=["BearerToken"],
                     _preload_content=False,
                 )

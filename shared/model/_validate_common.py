@@ -36,6 +36,8 @@ class ValidationLimits:
     max_memory: int = TI
     max_vcpus: int = 512
     max_userdata_bytes: int = 64 * KI
+    # emptyDisk / hostDisk capacities (a qcow2 of 1Ei is accepted by qemu-img, then fails).
+    max_disk_bytes: int = 64 * TI
 
 
 @dataclass(slots=True)

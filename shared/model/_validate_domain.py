@@ -19,8 +19,15 @@ from shared.model.quantity import format_bytes, parse_millis
 from shared.model.vmi import VMISpec
 
 DISK_BUSES = frozenset({"virtio", "sata", "scsi", "usb"})
+# Disks per bus that libvirt and QEMU take on the launcher's machine (pc): libvirt adds
+# PCI bridges, AHCI and SCSI controllers and USB hubs as needed up to these counts, which
+# tests/integration/launcher/test_many_disks.py boots at once. Names go past vdz/sdz
+# (vdaa …); sata, scsi and usb disks share the sd names.
+DISK_BUS_LIMITS: dict[str, int] = {"virtio": 64, "sata": 24, "scsi": 28, "usb": 4}
 # virtio-blk carries at most 20 bytes of serial.
 _SERIAL = re.compile(r"[A-Za-z0-9_.+-]{1,20}")
+# QEMU machine type names (pc, q35, pc-q35-9.2, pc-i440fx-rhel7.6.0, virt, …).
+_MACHINE_TYPE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
@@ -46,8 +53,11 @@ def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: Validation
             errs.add(cpu_path, f"is not a valid quantity: {e.message}", res.cpu)
 
 
-def validate_memory(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
-    """Guest memory present, positive, within [min, max], not above the memory limit."""
+def validate_memory(
+    errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits, *, required: bool = True
+) -> None:
+    """Guest memory present (unless an instancetype gives it: `required` false), positive,
+    within [min, max], not above the memory limit."""
     guest_path = f"{path}.memory.guest"
     req_path = f"{path}.resources.requests.memory"
     lim_path = f"{path}.resources.limits.memory"
@@ -55,7 +65,8 @@ def validate_memory(errs: Errors, path: str, domain: DomainSpec, limits: Validat
     request = check_quantity(errs, req_path, domain.resources.requests.memory)
     limit = check_quantity(errs, lim_path, domain.resources.limits.memory)
     if domain.guest_memory() is None:
-        errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")
+        if required:
+            errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")
         return
     if domain.memory.guest is not None:
         effective, eff_path = guest, guest_path
@@ -95,12 +106,33 @@ def _validate_disk(errs: Errors, path: str, disk: Disk, spec: VMISpec) -> None:
         errs.add(f"{path}.name", f"no volume named {disk.name!r} in spec.volumes", disk.name)
 
 
+def _check_bus_limits(errs: Errors, disks_path: str, disks: tuple[Disk, ...]) -> None:
+    """Report the first disk past its bus's limit, naming the count and the limit."""
+    counts: dict[str, int] = {}
+    for i, disk in enumerate(disks):
+        bus = disk.effective_bus
+        if bus not in DISK_BUS_LIMITS:
+            continue
+        counts[bus] = counts.get(bus, 0) + 1
+        limit = DISK_BUS_LIMITS[bus]
+        if counts[bus] == limit + 1:
+            kind = "cdrom" if disk.is_cdrom else "disk"
+            total = sum(1 for d in disks if d.effective_bus == bus)
+            errs.add(
+                f"{disks_path}[{i}].{kind}.bus",
+                f"{total} disks on the {bus} bus: at most {limit} are supported",
+                bus,
+            )
+
+
 def validate_disks(errs: Errors, path: str, spec: VMISpec) -> None:
-    """Names unique labels, one target, known bus, boot order unique, a volume each."""
+    """Names unique labels, one target, known bus, per-bus limits, boot order unique, a
+    volume each."""
     disks = spec.domain.devices.disks
     disks_path = f"{path}.domain.devices.disks"
     for i, disk in enumerate(disks):
         _validate_disk(errs, f"{disks_path}[{i}]", disk, spec)
+    _check_bus_limits(errs, disks_path, disks)
     check_unique_names(errs, disks_path, [d.name for d in disks])
     seen: dict[int, int] = {}
     for i, disk in enumerate(disks):
@@ -135,3 +167,15 @@ def validate_kernel_boot(errs: Errors, path: str, domain: DomainSpec) -> None:
     check_abs_path(errs, f"{c_path}.initrdPath", container.initrd_path, required=False)
     if kb.kernel_args is not None and any(ch in kb.kernel_args for ch in "\n\r\t\0"):
         errs.add(f"{kb_path}.kernelArgs", "must be a single line", kb.kernel_args)
+
+
+def validate_machine(errs: Errors, path: str, domain: DomainSpec) -> None:
+    """machine.type, when set, is a plain QEMU machine type name (no markup, no spaces);
+    an empty one means the default, as in KubeVirt (its examples write `type: ""`)."""
+    machine_type = domain.machine.type
+    if machine_type and not _MACHINE_TYPE.fullmatch(machine_type):
+        errs.add(
+            f"{path}.machine.type",
+            "must be a QEMU machine type: 1-64 of a-z 0-9 . _ -, starting with a letter or digit",
+            machine_type,
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import posixpath
 import re
 
 from shared.model._validate_common import (
@@ -16,15 +17,45 @@ from shared.model._validate_common import (
     check_quantity,
     check_unique_names,
 )
+from shared.model._validate_config import (
+    check_secret_ref,
+    validate_config_volume,
+    validate_service_accounts,
+)
 from shared.model.enums import HostDiskType
+from shared.model.quantity import format_bytes
 from shared.model.vmi import VMISpec
 from shared.model.volumes import CloudInitNoCloudSource, Volume
 
+# Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
+UNSUPPORTED_SOURCES: dict[str, str] = {
+    "dataVolume": "is not supported: DataVolumes need CDI's importer, which kubevirt-py does "
+    "not have; use a persistentVolumeClaim holding disk.img",
+    "downwardMetrics": "is not supported yet",
+    "ephemeral": "is not supported yet",
+    "sysprep": "is not supported yet",
+    "memoryDump": "is not supported yet",
+}
+# A hostDisk's directory is mounted into the launcher pod: never the node's root or a
+# system tree.
+HOST_DISK_FORBIDDEN_DIRS = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
+    "/sbin", "/sys", "/usr", "/var/run", "/var/lib/kubelet", "/var/lib/containerd",
+    "/var/lib/kubevirt-py", "/var/log",
+)  # fmt: skip
 INTERFACE_MODELS = frozenset({"virtio", "e1000", "e1000e", "rtl8139", "ne2k_pci", "pcnet"})
 _MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
 
 
-def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
+def _check_capacity(
+    errs: Errors, path: str, value: str | int | None, *, required: bool, limit: int
+) -> None:
+    size = check_quantity(errs, path, value, required=required)
+    if size is not None and size > limit:
+        errs.add(path, f"must be at most {format_bytes(limit)}", value)
+
+
+def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLimits) -> None:
     """Per-source rules for the typed volume sources."""
     if vol.container_disk is not None:
         cd = vol.container_disk
@@ -36,12 +67,40 @@ def _validate_source(errs: Errors, path: str, vol: Volume) -> None:
     if vol.host_disk is not None:
         hd = vol.host_disk
         check_abs_path(errs, f"{path}.hostDisk.path", hd.path)
+        _check_host_disk_dir(errs, f"{path}.hostDisk.path", hd.path)
         if hd.type is None:
             errs.add(f"{path}.hostDisk.type", "is required (Disk or DiskOrCreate)")
         required = hd.type == HostDiskType.DISK_OR_CREATE
-        check_quantity(errs, f"{path}.hostDisk.capacity", hd.capacity, required=required)
+        _check_capacity(
+            errs,
+            f"{path}.hostDisk.capacity",
+            hd.capacity,
+            required=required,
+            limit=limits.max_disk_bytes,
+        )
     if vol.empty_disk is not None:
-        check_quantity(errs, f"{path}.emptyDisk.capacity", vol.empty_disk.capacity, required=True)
+        _check_capacity(
+            errs,
+            f"{path}.emptyDisk.capacity",
+            vol.empty_disk.capacity,
+            required=True,
+            limit=limits.max_disk_bytes,
+        )
+
+
+def _check_host_disk_dir(errs: Errors, path: str, value: str | None) -> None:
+    """The directory of a hostDisk path is mounted into the pod: a directory of its own,
+    not the root, not in a system tree."""
+    if not value or not value.startswith("/") or posixpath.normpath(value) != value:
+        return  # check_abs_path reported it
+    directory = posixpath.dirname(value)
+    if directory == "/":
+        errs.add(path, "must be in a directory below / (the directory is mounted into the pod)")
+        return
+    for forbidden in HOST_DISK_FORBIDDEN_DIRS:
+        if directory == forbidden or directory.startswith(forbidden + "/"):
+            errs.add(path, f"must not be under {forbidden} (the directory is mounted into the pod)")
+            return
 
 
 def _check_payload(
@@ -64,13 +123,14 @@ def _check_payload(
 def _validate_cloud_init(
     errs: Errors, path: str, ci: CloudInitNoCloudSource, limits: ValidationLimits
 ) -> None:
-    """Exactly one user-data form, at most one network-data form, each decodable and bounded."""
+    """Exactly one user-data form, at most one network-data form, each decodable and bounded
+    (NoCloud and ConfigDrive alike)."""
     user_forms = [
         k
         for k, v in (
             ("userData", ci.user_data),
             ("userDataBase64", ci.user_data_base64),
-            ("secretRef", ci.extra.get("secretRef")),
+            ("secretRef", ci.user_data_secret_ref),
         )
         if v is not None
     ]
@@ -79,7 +139,7 @@ def _validate_cloud_init(
         for k, v in (
             ("networkData", ci.network_data),
             ("networkDataBase64", ci.network_data_base64),
-            ("networkDataSecretRef", ci.extra.get("networkDataSecretRef")),
+            ("networkDataSecretRef", ci.network_data_secret_ref),
         )
         if v is not None
     ]
@@ -91,6 +151,8 @@ def _validate_cloud_init(
     limit = limits.max_userdata_bytes
     _check_payload(errs, f"{path}.userData", ci.user_data, ci.user_data_base64, limit)
     _check_payload(errs, f"{path}.networkData", ci.network_data, ci.network_data_base64, limit)
+    check_secret_ref(errs, f"{path}.secretRef", ci.user_data_secret_ref)
+    check_secret_ref(errs, f"{path}.networkDataSecretRef", ci.network_data_secret_ref)
 
 
 def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationLimits) -> None:
@@ -105,9 +167,16 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(vpath, "must set a volume source")
         elif len(sources) > 1:
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
-        _validate_source(errs, vpath, vol)
+        _validate_source(errs, vpath, vol, limits)
+        validate_config_volume(errs, vpath, vol)
+        for source in sources:
+            if source in UNSUPPORTED_SOURCES:
+                errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])
         if vol.cloud_init_no_cloud is not None:
             _validate_cloud_init(errs, f"{vpath}.cloudInitNoCloud", vol.cloud_init_no_cloud, limits)
+        if vol.cloud_init_config_drive is not None:
+            drive = vol.cloud_init_config_drive
+            _validate_cloud_init(errs, f"{vpath}.cloudInitConfigDrive", drive, limits)
         users = disk_names.count(vol.name) if vol.name else 0
         if vol.name and users == 0:
             kind = "cloud-init volume" if vol.is_cloud_init else "volume"
@@ -115,6 +184,7 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
         elif users > 1:
             errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
+    validate_service_accounts(errs, vols_path, spec.volumes)
 
 
 def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:

@@ -1,4 +1,5 @@
-"""CustomResourceDefinitions for kubevirt.io/v1, generated from the model.
+"""CustomResourceDefinitions for kubevirt.io/v1 (and instancetype.kubevirt.io/v1beta1),
+generated from the model.
 
 The schemas come from the model classes themselves (`Model.openapi_schema`), so the CRDs
 the API server enforces and the dataclasses the daemons parse cannot drift apart; a unit
@@ -19,6 +20,12 @@ from typing import Any
 
 import yaml
 
+from shared.model.instancetype import (
+    INSTANCETYPE_GROUP,
+    INSTANCETYPE_KINDS,
+    INSTANCETYPE_VERSION,
+    InstancetypeObject,
+)
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.objects import GROUP, VERSION, KubeObject
 from shared.model.vm import VirtualMachine
@@ -140,12 +147,71 @@ def render(info: CRDInfo) -> str:
     return HEADER + yaml.safe_dump(build_crd(info), sort_keys=False, width=100)
 
 
+def instancetype_filename(cls: type[InstancetypeObject]) -> str:
+    """The manifest file name of an instancetype.kubevirt.io kind under manifests/base."""
+    return f"crd-{cls.PLURAL}.yaml"
+
+
+def build_instancetype_crd(cls: type[InstancetypeObject]) -> dict[str, Any]:
+    """The CRD of an instancetype.kubevirt.io/v1beta1 kind (no status, as KubeVirt's)."""
+    spec_schema = typing.get_type_hints(cls)["spec"].openapi_schema()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{cls.PLURAL}.{INSTANCETYPE_GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "kubevirt-py"},
+        },
+        "spec": {
+            "group": INSTANCETYPE_GROUP,
+            "names": {
+                "kind": cls.KIND,
+                "listKind": f"{cls.KIND}List",
+                "plural": cls.PLURAL,
+                "singular": cls.SINGULAR,
+                "shortNames": list(cls.SHORT_NAMES),
+                "categories": ["all"],
+            },
+            "scope": "Namespaced" if cls.NAMESPACED else "Cluster",
+            "versions": [
+                {
+                    "name": INSTANCETYPE_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "description": (cls.__doc__ or "").strip().splitlines()[0],
+                            "type": "object",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                            },
+                            "required": ["spec"],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render_instancetype(cls: type[InstancetypeObject]) -> str:
+    """The YAML text committed for one instancetype.kubevirt.io kind."""
+    return HEADER + yaml.safe_dump(build_instancetype_crd(cls), sort_keys=False, width=100)
+
+
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
     for info in KINDS:
         path = directory / info.filename
         path.write_text(render(info))
+        written.append(path)
+    for cls in INSTANCETYPE_KINDS:
+        path = directory / instancetype_filename(cls)
+        path.write_text(render_instancetype(cls))
         written.append(path)
     return written
 

@@ -95,6 +95,11 @@ class Disk(Model):
         """True for cdrom devices."""
         return self.cdrom is not None
 
+    @property
+    def effective_bus(self) -> str:
+        """The bus, or the default when unset (sata for a cdrom, virtio otherwise)."""
+        return self.bus or ("sata" if self.is_cdrom else "virtio")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InterfaceMasquerade(Model):

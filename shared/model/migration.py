@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -20,6 +21,8 @@ class MigrationState(Model):
     source_pod: str | None = None
     target_pod: str | None = None
     target_node_address: str | None = None
+    # The migration proxy's ports on targetNodeAddress: port → stream (handler.migration_proxy)
+    target_direct_migration_node_ports: Mapping[str, int] = field(default_factory=dict)
     target_node_domain_detected: bool | None = None
     target_node_domain_ready_timestamp: str | None = None
     start_timestamp: str | None = None

@@ -15,10 +15,12 @@ from shared.model._validate_common import (
     check_strings,
 )
 from shared.model._validate_domain import (
+    DISK_BUS_LIMITS,
     DISK_BUSES,
     validate_cpu,
     validate_disks,
     validate_kernel_boot,
+    validate_machine,
     validate_memory,
 )
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
@@ -30,6 +32,7 @@ from shared.model.vmi import VirtualMachineInstance, VMISpec
 
 __all__ = [
     "DISK_BUSES",
+    "DISK_BUS_LIMITS",
     "INTERFACE_MODELS",
     "FieldError",
     "ValidationLimits",
@@ -55,17 +58,23 @@ def _validate_metadata(errs: Errors, meta: ObjectMeta, *, name_required: bool) -
 
 
 def validate_vmi_spec(
-    spec: VMISpec, *, path: str = "spec", limits: ValidationLimits = _DEFAULT_LIMITS
+    spec: VMISpec,
+    *,
+    path: str = "spec",
+    limits: ValidationLimits = _DEFAULT_LIMITS,
+    memory_required: bool = True,
 ) -> list[FieldError]:
-    """Every problem in a VMI spec, with paths rooted at `path`."""
+    """Every problem in a VMI spec, with paths rooted at `path` (a VM template whose
+    instancetype gives the memory: `memory_required` false)."""
     errs = Errors()
     domain_path = f"{path}.domain"
     validate_cpu(errs, domain_path, spec.domain, limits)
-    validate_memory(errs, domain_path, spec.domain, limits)
+    validate_memory(errs, domain_path, spec.domain, limits, required=memory_required)
     validate_disks(errs, path, spec)
     validate_volumes(errs, path, spec, limits)
     validate_networks(errs, path, spec)
     validate_kernel_boot(errs, domain_path, spec.domain)
+    validate_machine(errs, domain_path, spec.domain)
     grace = spec.termination_grace_period_seconds
     if grace is not None and grace < 0:
         errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)
@@ -91,7 +100,12 @@ def validate_vm(
     if vm.spec.run_strategy is not None and vm.spec.running is not None:
         errs.add("spec.running", "running and runStrategy are mutually exclusive", vm.spec.running)
     check_strings(errs, "spec.template.metadata", vm.spec.template.metadata.to_dict())
-    spec_errors = validate_vmi_spec(vm.spec.template.spec, path="spec.template.spec", limits=limits)
+    spec_errors = validate_vmi_spec(
+        vm.spec.template.spec,
+        path="spec.template.spec",
+        limits=limits,
+        memory_required=vm.spec.instancetype is None,
+    )
     return errs.items + spec_errors
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from shared.model._codec import Model, json_name
 from shared.model.enums import PrintableStatus, RunStrategy, StateChangeAction
+from shared.model.instancetype import InstancetypeMatcher
 from shared.model.meta import ConditionsMixin, ObjectMeta, VMCondition
 from shared.model.objects import KubeObject
 from shared.model.vmi import VMISpec
@@ -23,10 +24,12 @@ class VMITemplateSpec(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VMSpec(Model):
-    """VM spec (dataVolumeTemplates, instancetype, … stay in `extra`)."""
+    """VM spec (dataVolumeTemplates, … stay in `extra`)."""
 
     run_strategy: RunStrategy | None = None
     running: bool | None = None
+    instancetype: InstancetypeMatcher | None = None
+    preference: InstancetypeMatcher | None = None
     template: VMITemplateSpec = field(default_factory=VMITemplateSpec)
 
     def effective_run_strategy(self) -> RunStrategy:

@@ -1,25 +1,24 @@
 """spec.volumes and spec.networks of a VirtualMachineInstance.
 
 Volumes pair with disks and networks with interfaces by name, as in KubeVirt. Sources
-the model does not type (configMap, secret, dataVolume, …) stay in `extra` and are still
-counted by `Volume.sources()` so validation can insist on exactly one.
+the model does not type (dataVolume, ephemeral, …) stay in `extra` and are still counted
+by `Volume.sources()` so validation can insist on exactly one.
+
+configMap, secret, serviceAccount and downwardAPI are config volumes: the pod mounts the
+object, the launcher hands its files to the guest as an ISO disk (KubeVirt's behaviour).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from shared.model._codec import Model, json_name
 from shared.model.enums import HostDiskType, PullPolicy
 
 # Volume sources KubeVirt knows that the model keeps untyped in `extra`.
 UNTYPED_VOLUME_SOURCES = (
-    "cloudInitConfigDrive",
-    "configMap",
-    "secret",
-    "serviceAccount",
     "dataVolume",
-    "downwardAPI",
     "downwardMetrics",
     "ephemeral",
     "sysprep",
@@ -63,13 +62,105 @@ class EmptyDiskSource(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LocalObjectReference(Model):
+    """A Secret named in the VMI's namespace (cloud-init's secretRef)."""
+
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CloudInitNoCloudSource(Model):
-    """volumes[].cloudInitNoCloud (secretRef/networkDataSecretRef stay in `extra`)."""
+    """volumes[].cloudInitNoCloud: user data (and network data) inline, base64 or from a
+    Secret (its key userdata or userData, networkdata or networkData)."""
 
     user_data: str | None = None
     user_data_base64: str | None = None
+    user_data_secret_ref: LocalObjectReference | None = field(
+        default=None, metadata=json_name("secretRef")
+    )
     network_data: str | None = None
     network_data_base64: str | None = None
+    network_data_secret_ref: LocalObjectReference | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloudInitConfigDriveSource(CloudInitNoCloudSource):
+    """volumes[].cloudInitConfigDrive: the same fields, as an OpenStack config drive."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigMapSource(Model):
+    """volumes[].configMap: a ConfigMap's keys as files on an ISO disk."""
+
+    name: str | None = None
+    optional: bool | None = None
+    volume_label: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecretSource(Model):
+    """volumes[].secret: a Secret's keys as files on an ISO disk."""
+
+    secret_name: str | None = None
+    optional: bool | None = None
+    volume_label: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceAccountSource(Model):
+    """volumes[].serviceAccount: the account's token, ca.crt and namespace on an ISO disk."""
+
+    service_account_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectFieldSelector(Model):
+    """downwardAPI fieldRef: a field of the (launcher) pod."""
+
+    api_version: str | None = None
+    field_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceFieldSelector(Model):
+    """downwardAPI resourceFieldRef: a resource of a container of the pod."""
+
+    container_name: str | None = None
+    resource: str | None = None
+    divisor: str | int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownwardAPIVolumeFile(Model):
+    """One file of a downwardAPI volume (Kubernetes' DownwardAPIVolumeFile)."""
+
+    path: str | None = None
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+    mode: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownwardAPISource(Model):
+    """volumes[].downwardAPI: pod fields (labels, annotations, …) as files on an ISO disk."""
+
+    fields: tuple[DownwardAPIVolumeFile, ...] = ()
+    volume_label: str | None = None
+
+
+# Config volumes: an object the pod mounts, handed to the guest as an ISO.
+ConfigSource: TypeAlias = ConfigMapSource | SecretSource | ServiceAccountSource | DownwardAPISource
+
+# The typed volume sources; each daemon keys its per-source module table by these types.
+VolumeSource: TypeAlias = (
+    ContainerDiskSource
+    | PersistentVolumeClaimSource
+    | HostDiskSource
+    | EmptyDiskSource
+    | CloudInitNoCloudSource
+    | CloudInitConfigDriveSource
+    | ConfigSource
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,24 +173,44 @@ class Volume(Model):
     host_disk: HostDiskSource | None = None
     empty_disk: EmptyDiskSource | None = None
     cloud_init_no_cloud: CloudInitNoCloudSource | None = None
+    cloud_init_config_drive: CloudInitConfigDriveSource | None = None
+    config_map: ConfigMapSource | None = None
+    secret: SecretSource | None = None
+    service_account: ServiceAccountSource | None = None
+    downward_api: DownwardAPISource | None = field(default=None, metadata=json_name("downwardAPI"))
 
-    def sources(self) -> tuple[str, ...]:
-        """Wire names of every source set on this volume (typed or not)."""
-        typed = (
+    def source(self) -> VolumeSource | None:
+        """The typed source set on this volume (the first one, should there be several:
+        validation refuses that). Daemons pick their handling of a volume by its type."""
+        for _, value in self._typed():
+            if value is not None:
+                return value
+        return None
+
+    def _typed(self) -> tuple[tuple[str, VolumeSource | None], ...]:
+        return (
             ("containerDisk", self.container_disk),
             ("persistentVolumeClaim", self.persistent_volume_claim),
             ("hostDisk", self.host_disk),
             ("emptyDisk", self.empty_disk),
             ("cloudInitNoCloud", self.cloud_init_no_cloud),
+            ("cloudInitConfigDrive", self.cloud_init_config_drive),
+            ("configMap", self.config_map),
+            ("secret", self.secret),
+            ("serviceAccount", self.service_account),
+            ("downwardAPI", self.downward_api),
         )
-        found = [key for key, value in typed if value is not None]
+
+    def sources(self) -> tuple[str, ...]:
+        """Wire names of every source set on this volume (typed or not)."""
+        found = [key for key, value in self._typed() if value is not None]
         found += [key for key in UNTYPED_VOLUME_SOURCES if self.extra.get(key) is not None]
         return tuple(found)
 
     @property
     def is_cloud_init(self) -> bool:
-        """True for cloud-init volumes (NoCloud, or ConfigDrive kept untyped)."""
-        return self.cloud_init_no_cloud is not None or "cloudInitConfigDrive" in self.sources()
+        """True for cloud-init volumes (NoCloud or ConfigDrive)."""
+        return self.cloud_init_no_cloud is not None or self.cloud_init_config_drive is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

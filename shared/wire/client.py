@@ -27,7 +27,8 @@ from shared.wire.errors import (
     VersionMismatch,
     error_from_wire,
 )
-from shared.wire.framing import DEFAULT_MAX_FRAME, encode_frame, read_frame
+from shared.wire.framing import DEFAULT_LIMITS, encode_frame, read_frame
+from shared.wire.limits import Limits
 from shared.wire.server import PROTOCOL_VERSIONS
 from shared.wire.unixpath import short_path
 
@@ -87,10 +88,14 @@ class RpcClient:
         *,
         versions: tuple[str, ...] = PROTOCOL_VERSIONS,
         timeouts: Timeouts | None = None,
-        max_frame: int = DEFAULT_MAX_FRAME,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> AsyncIterator[RpcClient]:
-        """Connect, agree on a version, and yield the client; closes on exit."""
-        options = _Options(versions, timeouts or Timeouts(), max_frame)
+        """Connect, agree on a version, and yield the client; closes on exit.
+
+        ``limits`` bound what the client reads (replies); it writes frames of at most
+        ``limits.max_frame`` bytes.
+        """
+        options = _Options(versions, timeouts or Timeouts(), limits)
         try:
             async with asyncio.timeout(options.timeouts.connect):
                 with short_path(path) as sock_path:
@@ -126,7 +131,7 @@ class RpcClient:
         try:
             frame = encode_frame(
                 {"id": request_id, "method": method, "args": dict(args or {})},
-                max_frame=self._options.max_frame,
+                max_frame=self._options.limits.max_frame,
             )
             self._writer.write(frame)
             async with asyncio.timeout(seconds):
@@ -149,7 +154,7 @@ class RpcClient:
     async def _read_replies(self) -> None:
         reason: BaseException = Disconnected("server closed the connection")
         try:
-            while reply := await read_frame(self._reader, max_frame=self._options.max_frame):
+            while reply := await read_frame(self._reader, limits=self._options.limits):
                 self._resolve(reply)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             reason = Disconnected(f"connection lost mid-frame: {exc}")
@@ -182,4 +187,4 @@ class RpcClient:
 class _Options:
     versions: tuple[str, ...]
     timeouts: Timeouts
-    max_frame: int
+    limits: Limits

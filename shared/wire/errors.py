@@ -10,12 +10,15 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+MAX_ERROR_TEXT = 1024  # characters of an error message or detail string on the wire
+
 
 class ErrorCode(StrEnum):
     """Codes in ``error.code``; codes not listed here map to CommandFailed."""
 
     BAD_FRAME = "bad_frame"
     FRAME_TOO_LARGE = "frame_too_large"
+    LIMIT_EXCEEDED = "limit_exceeded"
     BAD_REQUEST = "bad_request"
     UNKNOWN_METHOD = "unknown_method"
     INVALID_ARGUMENT = "invalid_argument"
@@ -38,18 +41,40 @@ class WireError(Exception):
 class ProtocolViolation(WireError):
     """The peer sent something that is not a valid frame or message."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.details: Mapping[str, Any] = details or {}
 
 
-class FrameTooLarge(ProtocolViolation):
+class LimitExceeded(ProtocolViolation):
+    """A frame went over one of the reader's limits; ``limit`` is its name (see Limits)."""
+
+    def __init__(
+        self,
+        limit: str,
+        value: int,
+        maximum: int,
+        *,
+        code: ErrorCode = ErrorCode.LIMIT_EXCEEDED,
+        message: str | None = None,
+    ) -> None:
+        details = {"limit": limit, "value": value, "max": maximum}
+        super().__init__(code, message or f"{limit}: {value} exceeds {maximum}", details)
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+
+
+class FrameTooLarge(LimitExceeded):
     """A frame header announced more bytes than the maximum frame size."""
 
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds limit {limit}")
+        message = f"frame of {size} bytes exceeds limit {limit}"
+        super().__init__("max_frame", size, limit, code=ErrorCode.FRAME_TOO_LARGE, message=message)
         self.size = size
-        self.limit = limit
 
 
 class Disconnected(WireError):
@@ -84,7 +109,13 @@ class RemoteError(WireError):
         self.details: Mapping[str, Any] = details or {}
 
     def to_wire(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+        """The ``error`` map; long texts are clipped, so a reply never echoes a huge input."""
+        details = {k: _clip(v) if isinstance(v, str) else v for k, v in self.details.items()}
+        return {"code": self.code, "message": _clip(self.message), "details": details}
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_TEXT else text[: MAX_ERROR_TEXT - 3] + "..."
 
 
 class UnknownMethod(RemoteError):
@@ -103,6 +134,14 @@ class BadRequest(RemoteError):
     """The request frame was not ``{id, method, args}``."""
 
 
+class OverLimit(BadRequest):
+    """The request went over a limit of the server; ``limit`` names it (e.g. max_depth)."""
+
+    @property
+    def limit(self) -> str:
+        return str(self.details.get("limit", ""))
+
+
 class CommandFailed(RemoteError):
     """The command ran and failed; ``code`` says why (e.g. domain_not_found)."""
 
@@ -111,7 +150,8 @@ _BY_CODE: dict[str, type[RemoteError]] = {
     ErrorCode.UNKNOWN_METHOD: UnknownMethod,
     ErrorCode.BAD_REQUEST: BadRequest,
     ErrorCode.BAD_FRAME: BadRequest,
-    ErrorCode.FRAME_TOO_LARGE: BadRequest,
+    ErrorCode.FRAME_TOO_LARGE: OverLimit,
+    ErrorCode.LIMIT_EXCEEDED: OverLimit,
 }
 
 

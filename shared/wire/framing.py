@@ -1,7 +1,8 @@
 """Frames: a 4-byte big-endian length, then exactly one msgpack map of that length.
 
 Both sides enforce a maximum frame size before reading the body, so a hostile length
-cannot make a peer allocate or wait for gigabytes.
+cannot make a peer allocate or wait for gigabytes, and decode bodies within `Limits`
+(shared.wire.decode), so a small frame cannot become a large heap either.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from typing import Any
 
 import msgpack
 
-from shared.wire.errors import ErrorCode, FrameTooLarge, ProtocolViolation
+from shared.wire.decode import Buffer, unpack
+from shared.wire.errors import FrameTooLarge
+from shared.wire.limits import Limits
 
 HEADER = struct.Struct(">I")
-DEFAULT_MAX_FRAME = 4 * 1024 * 1024
+DEFAULT_LIMITS = Limits()
+DEFAULT_MAX_FRAME = DEFAULT_LIMITS.max_frame
 
 
 def encode_frame(message: Mapping[str, Any], *, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -27,24 +31,19 @@ def encode_frame(message: Mapping[str, Any], *, max_frame: int = DEFAULT_MAX_FRA
     return HEADER.pack(len(body)) + body
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
-    """Decode a frame body that must be a msgpack map with string keys."""
-    try:
-        message = msgpack.unpackb(body, raw=False, strict_map_key=True)
-    except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise ProtocolViolation(ErrorCode.BAD_FRAME, f"undecodable msgpack: {exc}") from exc
-    if not isinstance(message, dict):
-        raise ProtocolViolation(
-            ErrorCode.BAD_FRAME, f"frame is a {type(message).__name__}, not a map"
-        )
-    return message
+def decode_body(body: Buffer, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """Decode a frame body that must be a msgpack map with string keys, within ``limits``."""
+    return unpack(body, limits)[0]
 
 
-async def read_frame(reader: asyncio.StreamReader, *, max_frame: int) -> dict[str, Any] | None:
-    """Read one frame; None on a clean EOF between frames.
+async def read_frame(
+    reader: asyncio.StreamReader, *, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, Any] | None:
+    """Read one frame from a stream (the client's side); None on a clean EOF between frames.
 
-    Raises FrameTooLarge before reading an oversized body, ProtocolViolation on a bad body,
-    and asyncio.IncompleteReadError when the peer hangs up mid-frame.
+    Raises FrameTooLarge before reading an oversized body, LimitExceeded or
+    ProtocolViolation on a bad body, and asyncio.IncompleteReadError when the peer hangs
+    up mid-frame.
     """
     try:
         header = await reader.readexactly(HEADER.size)
@@ -53,6 +52,6 @@ async def read_frame(reader: asyncio.StreamReader, *, max_frame: int) -> dict[st
             return None
         raise
     (size,) = HEADER.unpack(header)
-    if size > max_frame:
-        raise FrameTooLarge(size, max_frame)
-    return decode_body(await reader.readexactly(size))
+    if size > limits.max_frame:
+        raise FrameTooLarge(size, limits.max_frame)
+    return decode_body(await reader.readexactly(size), limits)

@@ -45,7 +45,11 @@ def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
 
 @pytest.mark.parametrize(
     "path",
-    ["manifests/overlays/local-process", "manifests/overlays/local", "manifests/overlays/production"],
+    [
+        "manifests/overlays/local-process",
+        "manifests/overlays/local",
+        "manifests/overlays/production",
+    ],
 )
 def test_daemons_have_what_they_need(path: str) -> None:
     """Two controller replicas with their own ServiceAccount; a privileged handler per node

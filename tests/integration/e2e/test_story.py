@@ -1,6 +1,8 @@
-"""The user's story end to end on the real local cluster: kubevirt-py deployed from its
-manifests, the demo VM through controller, launcher pod and handler, driven with virtctl-py,
-scraped for metrics, and refused for a user without RBAC rights."""
+"""The user's story on process-mode nodes (deployed from manifests/overlays/local-process):
+the demo VM driven with virtctl-py through pause/unpause, a live migration (the guest keeps
+ticking on the other node), stop and start, scraped for metrics, and refused for a user
+without RBAC rights. The same story runs on real kubelet nodes in
+tests/integration/realnodes/ (test_story.py, test_migration.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         nodes_dir=kube_cluster.config.nodes_dir,
         notify_root=Path(f"/run/kvpy-e{os.getpid()}"),
         api_port=_free_port(),
+        admission_port=_free_port(),
     )
     deploy(kubectl, certs=tmp_path_factory.mktemp("certs"), place=place, timeout=240)
     yield kubectl
@@ -49,7 +52,11 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         lambda: not json.loads(kubectl("get", "vmi", "-A", "-o", "json"))["items"], 90, "VMIs gone"
     )
     kubectl(
-        "delete", "-k", str(REPO / "manifests" / "overlays" / "local-process"), "--wait=false", check=False
+        "delete",
+        "-k",
+        str(REPO / "manifests" / "overlays" / "local-process"),
+        "--wait=false",
+        check=False,
     )
 
 

@@ -71,8 +71,17 @@ async def test_vmi_created_through_the_api_runs_and_powers_off_on_delete(
     Running (controller → launcher pod → handler) with few handler writes; its console
     shows the boot marker and the user-data; deleting it powers the guest off by ACPI and
     the launcher pod completes."""
-    node = (await kube.get(NODES, "node01"))["metadata"]
-    assert node["labels"][SCHEDULABLE_LABEL] == "true"
+
+    async def node01() -> dict[str, Any]:
+        meta: dict[str, Any] = (await kube.get(NODES, "node01"))["metadata"]
+        return meta
+
+    # The heartbeat labels the node a moment after the handler reports ready.
+    node = await wait_for(
+        node01,
+        lambda m: m.get("labels", {}).get(SCHEDULABLE_LABEL) == "true",
+        what="node01 labelled schedulable by the handler's heartbeat",
+    )
     parse_time(node["annotations"][HEARTBEAT_ANNOTATION])
 
     vmi, pod_uid = await running_vmi(kube, ns, "tiny")

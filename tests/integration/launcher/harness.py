@@ -92,7 +92,6 @@ class Launcher:
             "--grace-period-seconds", str(self.grace), "--log-format", "console",
             "--kvm-probe-file", str(cache_dir() / "kvm-probe"),
             "--capabilities-seed", str(cache_dir() / "qemu-capabilities"),
-            "--disk-root", str(self.root / "host-disks"),
         ]  # fmt: skip
         if self.notify_socket is not None:
             args += ["--notify-socket", str(self.notify_socket)]
@@ -100,7 +99,6 @@ class Launcher:
 
     def start(self, *, wait_ready: bool = True) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "host-disks").mkdir(exist_ok=True)
         fill_container_disks(ImageStore(default_root(os.environ)), self.vmi, self.container_disks)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

@@ -60,7 +60,11 @@ def _with_memory(guest: str) -> dict[str, Any]:
         ),
         pytest.param(
             _with_volume({"hostDisk": {"path": "/etc/shadow", "type": "Disk"}}),
-            "disk_error", "", id="hostdisk-outside-pod",
+            "invalid_vmi", "spec.volumes[0].hostDisk.path", id="hostdisk-in-etc",
+        ),
+        pytest.param(
+            _with_volume({"hostDisk": {"path": "/var/data/none.img", "type": "Disk"}}),
+            "disk_error", "", id="hostdisk-not-mounted",
         ),
         pytest.param(
             _renamed_container_disk("nope", {"image": "registry.local/nope:v1"}),

@@ -147,7 +147,8 @@ async def test_events_reach_notify_socket_and_survive_reconnects(launchers: Fact
 
 
 async def test_empty_and_host_disks_are_attached(launchers: Factory) -> None:
-    """emptyDisk makes a qcow2 and hostDisk DiskOrCreate a sparse file; both reach the guest."""
+    """emptyDisk makes a qcow2 and hostDisk DiskOrCreate a sparse file in the directory
+    the pod mounts from the node (vmi-disks/<volume>); both reach the guest."""
     vmi = tiny_vmi()
     spec = vmi["spec"]
     spec["domain"]["devices"]["disks"] += [
@@ -155,12 +156,14 @@ async def test_empty_and_host_disks_are_attached(launchers: Factory) -> None:
         {"name": "data", "disk": {"bus": "sata"}},
     ]
     launcher = launchers(vmi)
-    host_path = launcher.root / "host-disks" / "data.img"
+    mount = launcher.private / "vmi-disks" / "data"  # what the pod's hostPath volume is
+    mount.mkdir(parents=True)
+    host_path = mount / "data.img"
     spec["volumes"] += [
         {"name": "scratch", "emptyDisk": {"capacity": "64Mi"}},
         {
             "name": "data",
-            "hostDisk": {"path": str(host_path), "type": "DiskOrCreate", "capacity": "32Mi"},
+            "hostDisk": {"path": "/var/data/data.img", "type": "DiskOrCreate", "capacity": "32Mi"},
         },
     ]
     await _boot(launcher)

@@ -2,8 +2,8 @@
 manifests (the production overlay with this machine's images), the demo VM booted from the
 tiny-guest containerDisk/kernelBoot image, paused and unpaused with virtctl-py, scraped for
 metrics, stopped and started; a SIGKILLed launcher makes its VMI Failed and the VM (runStrategy
-Always) Running again with a new VMI. Live migration needs the migration proxy between nodes
-that share nothing (issue 10): it stays tested on process-mode nodes (tests/integration/e2e)."""
+Always) Running again with a new VMI. Live migration between real nodes, through the
+handlers' migration proxy, is tests/integration/realnodes/test_migration.py."""
 
 from __future__ import annotations
 

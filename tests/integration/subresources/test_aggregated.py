@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controller.subresources.actions import ACTIONS
+from controller.subresources.actions import ALL_ACTIONS
 from localkube.testing import wait_for
 from shared.wire.launcher_api import Method
 from tests.integration.subresources.conftest import Kubectl, Ran, ServiceAccount
@@ -50,9 +50,7 @@ async def test_discovery_through_kube_apiserver(stack: Stack, kubectl: Kubectl) 
     ran = await kubectl("get", "--raw", GROUP_PATH)
     assert ran.code == 0, ran.stderr
     verbs = {r["name"]: r["verbs"] for r in json.loads(ran.stdout)["resources"]}
-    assert verbs == {
-        f"virtualmachineinstances/{spec.action}": [spec.verb] for spec in ACTIONS.values()
-    }
+    assert verbs == {f"{spec.resource}/{spec.action}": [spec.verb] for spec in ALL_ACTIONS}
     # Aggregated discovery (what kubectl api-resources reads) merges our group without error.
     listed = await kubectl("api-resources")
     assert listed.code == 0, listed.stderr

@@ -37,10 +37,12 @@ def ca(directory: Path, name: str) -> Pair:
     return pair
 
 
-def leaf(directory: Path, name: str, issuer: Pair, *, server: bool) -> Pair:
+def leaf(
+    directory: Path, name: str, issuer: Pair, *, server: bool, usage: str | None = None
+) -> Pair:
     pair = Pair(directory / f"{name}.crt", directory / f"{name}.key")
     csr, ext = directory / f"{name}.csr", directory / f"{name}.ext"
-    usage = "serverAuth" if server else "clientAuth"
+    usage = usage or ("serverAuth" if server else "clientAuth")
     san = "subjectAltName=IP:127.0.0.1,DNS:localhost\n" if server else ""
     ext.write_text(f"{san}extendedKeyUsage={usage}\n")
     _run("req", "-new", *_EC, "-keyout", str(pair.key), "-out", str(csr), "-subj", f"/CN={name}")

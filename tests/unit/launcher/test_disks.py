@@ -3,6 +3,7 @@ the copies the pod's init containers made, under podlayout's names."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,18 +12,18 @@ from launcher.disks import (
     DiskContext,
     contained,
     container_disk_file,
-    host_disk,
     kernel_boot_files,
+    make_sparse,
 )
 from launcher.errors import DiskFailure, ImageNotFound
 from shared import podlayout
-from shared.model.enums import HostDiskType
-from shared.model.volumes import HostDiskSource
 
 
 def _ctx(tmp_path: Path) -> DiskContext:
     return DiskContext(
-        work_dir=tmp_path, disk_roots=(tmp_path,), container_disks=tmp_path / "container-disks"
+        work_dir=tmp_path,
+        container_disks=tmp_path / "container-disks",
+        vmi_disks=tmp_path / "vmi-disks",
     )
 
 
@@ -50,16 +51,32 @@ def test_contained_accepts_paths_inside(tmp_path: Path) -> None:
     )
 
 
-def test_host_disk_or_create_makes_a_sparse_file(tmp_path: Path) -> None:
-    """DiskOrCreate makes a sparse file of the capacity; Disk requires it to exist."""
-    ctx = _ctx(tmp_path)
-    target = tmp_path / "d" / "x.img"
-    source = HostDiskSource(path=str(target), type=HostDiskType.DISK_OR_CREATE, capacity="1Mi")
-    assert host_disk(source, ctx=ctx, field="v") == target
+def test_make_sparse_makes_a_sparse_file_of_the_size(tmp_path: Path) -> None:
+    """The file gets the size asked (rounded down to sectors) and takes no blocks; an
+    existing file is never overwritten."""
+    target = tmp_path / "x.img"
+    assert make_sparse(target, 1024 * 1024 + 7, field="f", toleration=0.1) == 1024 * 1024
     assert target.stat().st_size == 1024 * 1024
-    missing = HostDiskSource(path=str(tmp_path / "none.img"), type=HostDiskType.DISK)
-    with pytest.raises(DiskFailure, match="does not exist"):
-        host_disk(missing, ctx=ctx, field="v")
+    assert target.stat().st_blocks == 0
+    with pytest.raises(FileExistsError):
+        make_sparse(target, 512, field="f", toleration=0.1)
+
+
+def test_make_sparse_refuses_more_than_the_node_holds(tmp_path: Path) -> None:
+    """A size beyond the filesystem's free space (and the toleration) is refused naming
+    the field and both figures, and no file is left."""
+    target = tmp_path / "huge.img"
+    with pytest.raises(DiskFailure, match=r"spec\.volumes\[0\]\.hostDisk\.capacity: not enough"):
+        make_sparse(target, 2**62, field="spec.volumes[0].hostDisk.capacity", toleration=0.1)
+    assert not target.exists()
+
+
+def test_make_sparse_shrinks_within_the_toleration(tmp_path: Path) -> None:
+    """Short of space by less than the toleration, the file gets what is available."""
+    stat = os.statvfs(tmp_path)
+    available = stat.f_bavail * stat.f_frsize
+    made = make_sparse(tmp_path / "t.img", available + 4096, field="f", toleration=0.5)
+    assert available - 2 * 1024 * 1024 <= made <= available
 
 
 def test_container_disk_and_kernel_resolve_to_the_init_containers_copies(tmp_path: Path) -> None:

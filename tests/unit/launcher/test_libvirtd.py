@@ -16,6 +16,7 @@ from launcher.libvirtd import (
     choose_isolation,
     has_cap_sys_admin,
 )
+from shared import podlayout
 
 STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapPrm:\t{eff}\nCapEff:\t{eff}\n"
 ALL_CAPS = "000001ffffffffff"
@@ -88,3 +89,14 @@ def test_no_partition_means_no_libvirt_cgroups(tmp_path: Path, isolation: Isolat
     daemon = _daemon(tmp_path, isolation)
     daemon.prepare(capabilities_seed=None, cgroups=False)
     assert "cgroup_controllers = [ ]" in daemon.paths.qemu_conf.read_text()
+
+
+@pytest.mark.parametrize("isolation", list(Isolation))
+def test_guest_console_and_serial_log_where_the_pod_layout_says(
+    tmp_path: Path, isolation: Isolation
+) -> None:
+    """The handler finds the console socket and serial log at the pod layout's paths
+    inside the private volume, in either isolation mode."""
+    paths = DaemonPaths(root=tmp_path / podlayout.LIBVIRT_ROOT, isolation=isolation)
+    assert paths.guest_dir / "console.sock" == tmp_path / podlayout.CONSOLE_SOCKET
+    assert paths.serial_log == tmp_path / podlayout.SERIAL_LOG

@@ -109,8 +109,8 @@ def manager_and_virt(
         identity=Identity(namespace="default", name="tiny", uid=UID),
         disks=DiskContext(
             work_dir=tmp_path / "w",
-            disk_roots=(tmp_path,),
             container_disks=_container_disks(tmp_path / "cd"),
+            vmi_disks=tmp_path / "vmi-disks",
         ),
         host=HostPaths(
             serial_log=tmp_path / "serial.log",
@@ -258,3 +258,79 @@ async def test_events_become_domain_events(
         task.cancel()
     assert [e.type for e in published] == [EventType.ADDED, EventType.MODIFIED, EventType.DELETED]
     assert published[1].domain.agent_connected is True
+
+
+@pytest.mark.parametrize(
+    ("start", "command", "target"),
+    [
+        pytest.param(DomainState.RUNNING, "pause", DomainState.PAUSED, id="pause"),
+        pytest.param(DomainState.PAUSED, "unpause", DomainState.RUNNING, id="unpause"),
+    ],
+)
+async def test_pause_and_unpause_are_idempotent(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+    start: DomainState,
+    command: str,
+    target: DomainState,
+) -> None:
+    """Pause of a paused domain and unpause of a running one answer as the first call did,
+    without asking libvirt (which refuses one of the two)."""
+    manager, virt = manager_and_virt
+    virt.current = start
+    first = await getattr(manager, command)()
+
+    async def refuse(name: str) -> None:
+        raise LibvirtFailure("Requested operation is not valid: domain is not paused")
+
+    virt.suspend = virt.resume = refuse  # type: ignore[method-assign]
+    assert await getattr(manager, command)() == first
+    assert first.state is target
+
+
+async def test_pause_refused_by_libvirt_is_an_error_unless_the_domain_got_there(
+    manager_and_virt: tuple[DomainManager, FakeVirt],
+) -> None:
+    """A refusal while the domain stays where it was is an error; a refusal because it got
+    paused meanwhile is success."""
+    manager, virt = manager_and_virt
+    virt.current = DomainState.RUNNING
+
+    async def refuse(name: str) -> None:
+        raise LibvirtFailure("Requested operation is not valid: domain is not running")
+
+    virt.suspend = refuse  # type: ignore[method-assign]
+    with pytest.raises(LibvirtFailure):
+        await manager.pause()
+
+    async def paused_meanwhile(name: str) -> None:
+        virt.current = DomainState.PAUSED
+        await refuse(name)
+
+    virt.suspend = paused_meanwhile  # type: ignore[method-assign]
+    assert (await manager.pause()).state is DomainState.PAUSED
+
+
+async def test_agent_is_not_connected_once_the_domain_is_off(
+    manager_and_virt: tuple[DomainManager, FakeVirt], published: list[DomainEvent]
+) -> None:
+    """agentConnected follows the agent's events while the domain runs, is false once it is
+    off (no agent event comes when QEMU goes), and stays false for a later run until its
+    own agent connects."""
+    manager, virt = manager_and_virt
+    virt.current = DomainState.RUNNING
+    virt.events.put_nowait(LifecycleEvent("default_tiny", "Agent", agent_connected=True))
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(manager.watch_events())
+        async with asyncio.timeout(5):
+            while not published:  # noqa: ASYNC110 - polling a plain list the manager appends to
+                await asyncio.sleep(0.01)
+            assert published[0].domain.agent_connected is True
+            virt.current = DomainState.SHUTOFF
+            virt.events.put_nowait(LifecycleEvent("default_tiny", "Stopped"))
+            while len(published) < 2:  # noqa: ASYNC110 - as above
+                await asyncio.sleep(0.01)
+        task.cancel()
+    assert published[1].domain.agent_connected is False
+    assert (await manager.status()).agent_connected is False
+    virt.current = DomainState.RUNNING  # e.g. a migration arriving on this launcher
+    assert (await manager.status()).agent_connected is False

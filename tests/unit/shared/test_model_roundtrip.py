@@ -36,7 +36,16 @@ EXAMPLES = [
 
 
 # Typed maps (string → string); their entries are data, not model fields.
-MAP_KEYS = frozenset({"labels", "annotations", "nodeSelector", "activePods", "data"})
+MAP_KEYS = frozenset(
+    {
+        "labels",
+        "annotations",
+        "nodeSelector",
+        "activePods",
+        "data",
+        "targetDirectMigrationNodePorts",
+    }
+)
 
 
 def in_map(path: tuple[Any, ...]) -> bool:

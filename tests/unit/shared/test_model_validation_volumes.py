@@ -7,12 +7,15 @@ from typing import Any
 
 import pytest
 
+from shared.model import VirtualMachineInstance
+from shared.model.validation import DISK_BUS_LIMITS
 from tests.unit.shared._validation_support import (
     CI,
     DELETE,
     DISKS,
     KI,
     VOLS,
+    load,
     messages_at,
     vmi_errors,
 )
@@ -119,6 +122,118 @@ RULES = [
         id="host-disk-type-missing",
     ),
     pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/disk.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "must be in a directory below /",
+        id="host-disk-at-the-root",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/etc/kubernetes/disk.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "must not be under /etc",
+        id="host-disk-in-etc",
+    ),
+    pytest.param(
+        {f"{VOLS}[3].hostDisk.path": "/var/lib/kubelet/pods/x.img"},
+        f"{VOLS}[3].hostDisk.path",
+        "must not be under /var/lib/kubelet",
+        id="host-disk-in-kubelet",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "dataVolume": {"name": "dv"}}},
+        f"{VOLS}[3].dataVolume",
+        "DataVolumes need CDI's importer",
+        id="data-volume-refused",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "ephemeral": {}}},
+        f"{VOLS}[3].ephemeral",
+        "not supported yet",
+        id="ephemeral-refused",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "configMap": {}}},
+        f"{VOLS}[3].configMap.name",
+        "is required",
+        id="config-map-no-name",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "secret": {"secretName": "Bad_Name"}}},
+        f"{VOLS}[3].secret.secretName",
+        "DNS-1123 subdomain",
+        id="secret-bad-name",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "configMap": {"name": "cm", "volumeLabel": "x" * 33}}},
+        f"{VOLS}[3].configMap.volumeLabel",
+        "1 to 32 printable characters",
+        id="config-map-label-too-long",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "serviceAccount": {}}},
+        f"{VOLS}[3].serviceAccount.serviceAccountName",
+        "is required",
+        id="service-account-no-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[2]": {"name": "scratch", "serviceAccount": {"serviceAccountName": "a"}},
+            f"{VOLS}[3]": {"name": "data", "serviceAccount": {"serviceAccountName": "b"}},
+        },
+        f"{VOLS}[3].serviceAccount",
+        "only one serviceAccount volume",
+        id="two-service-accounts",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "downwardAPI": {
+                    "fields": [{"path": "../up", "fieldRef": {"fieldPath": "metadata.labels"}}]
+                },
+            }
+        },
+        f"{VOLS}[3].downwardAPI.fields[0].path",
+        "relative path without '..'",
+        id="downward-api-escaping-path",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "downwardAPI": {
+                    "fields": [{"path": "n", "fieldRef": {"fieldPath": "spec.nodeName"}}]
+                },
+            }
+        },
+        f"{VOLS}[3].downwardAPI.fields[0].fieldRef.fieldPath",
+        "must be one of metadata.annotations",
+        id="downward-api-field-not-in-volumes",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "downwardAPI": {"fields": [{"path": "n"}]}}},
+        f"{VOLS}[3].downwardAPI.fields[0]",
+        "exactly one of fieldRef, resourceFieldRef",
+        id="downward-api-no-ref",
+    ),
+    pytest.param(
+        {f"{CI}.userDataBase64": DELETE, f"{CI}.secretRef": {}},
+        f"{CI}.secretRef.name",
+        "is required",
+        id="secret-ref-no-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[1]": {
+                "name": "cloudinitdisk",
+                "cloudInitConfigDrive": {"userData": "x", "secretRef": {"name": "s"}},
+            }
+        },
+        f"{VOLS}[1].cloudInitConfigDrive",
+        "exactly one of userData, userDataBase64, secretRef (found userData, secretRef)",
+        id="config-drive-two-user-data",
+    ),
+    pytest.param(
         {f"{VOLS}[2].emptyDisk.capacity": DELETE},
         f"{VOLS}[2].emptyDisk.capacity",
         "is required",
@@ -221,3 +336,33 @@ def test_rule_reports_problem_at_path(changes: dict[str, Any], path: str, fragme
     errors = vmi_errors(changes)
     found = messages_at(errors, path)
     assert any(fragment in m for m in found), (path, [str(e) for e in errors])
+
+
+def _many_disks(bus: str, count: int) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for i in range(count):
+        changes[f"{DISKS}[{4 + i}]"] = {"name": f"extra{i}", "disk": {"bus": bus}}
+        changes[f"{VOLS}[{4 + i}]"] = {"name": f"extra{i}", "emptyDisk": {"capacity": "1Mi"}}
+    return changes
+
+
+def test_27_virtio_disks_are_valid() -> None:
+    """27 virtio disks (past vdz) are within the virtio limit."""
+    errors = vmi_errors(_many_disks("virtio", 25))
+    assert [e for e in errors if "bus" in e.path] == []
+
+
+@pytest.mark.parametrize("bus", ["virtio", "sata", "scsi", "usb"])
+def test_one_disk_past_a_bus_limit_is_named(bus: str) -> None:
+    """The first disk beyond its bus's limit is reported at its bus field, with the
+    count and the limit; nothing is reported at the limit itself."""
+    fixture = VirtualMachineInstance.from_dict(load("vmi-running.yaml"))
+    present = sum(1 for d in fixture.spec.domain.devices.disks if d.effective_bus == bus)
+    limit = DISK_BUS_LIMITS[bus]
+    at_limit = vmi_errors(_many_disks(bus, limit - present))
+    assert [e for e in at_limit if e.path.endswith(".bus")] == []
+    over = vmi_errors(_many_disks(bus, limit - present + 2))
+    first_over = 4 + limit - present
+    assert messages_at(over, f"{DISKS}[{first_over}].disk.bus") == [
+        f"{limit + 2} disks on the {bus} bus: at most {limit} are supported"
+    ]

@@ -14,9 +14,10 @@ from controller.subresources.app import AppDeps
 from controller.subresources.authn import RequestHeaderConfig, UserInfo
 from controller.subresources.authz import Decision, ResourceAttributes
 from controller.subresources.console import WebSocket
-from controller.subresources.errors import SubresourceError
+from controller.subresources.errors import SubresourceError, VmiRef
 from controller.subresources.frontproxy import FrontProxy
 from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from controller.subresources.vmactions import VmWrites
 from shared.kube import NotFound, Registry
 from shared.model import VirtualMachineInstance
 
@@ -106,6 +107,40 @@ class FakeForwarder:
             yield ws
 
 
+@dataclass
+class FakeVmStore:
+    """VMs (raw) and VMIs by key; records the writes it is asked to make."""
+
+    vms: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    vmis: dict[tuple[str, str], VirtualMachineInstance] = field(default_factory=dict)
+    applied: list[tuple[VmiRef, VmWrites]] = field(default_factory=list)
+
+    async def get_vm(self, namespace: str, name: str) -> Mapping[str, Any]:
+        try:
+            return self.vms[(namespace, name)]
+        except KeyError:
+            raise NotFound(404, "NotFound", f"{namespace}/{name}") from None
+
+    async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance | None:
+        return self.vmis.get((namespace, name))
+
+    async def apply(self, ref: VmiRef, writes: VmWrites) -> None:
+        self.applied.append((ref, writes))
+
+
+def vm(
+    name: str = "vm1", namespace: str = "ns1", *, strategy: str = "Always", **status: Any
+) -> dict[str, Any]:
+    """A VM as the API returns it."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": namespace, "uid": "vm-uid"},
+        "spec": {"runStrategy": strategy, "template": {"spec": {}}},
+        "status": status,
+    }
+
+
 def request_header_config(**changes: Any) -> RequestHeaderConfig:
     base: dict[str, Any] = {"client_ca": PEM, "allowed_names": (FRONT_PROXY_CN,)}
     return RequestHeaderConfig(**(base | changes))
@@ -117,6 +152,7 @@ def deps(
     authorizer: FakeAuthorizer | None = None,
     forwarder: FakeForwarder | None = None,
     registry: Registry | None = None,
+    vms: FakeVmStore | None = None,
 ) -> AppDeps:
     """App dependencies of fakes; the peer CN comes from the X-Test-Peer-CN header."""
     registry = registry or Registry()
@@ -126,6 +162,7 @@ def deps(
         reader=reader or FakeReader(),
         forwarder=forwarder or FakeForwarder(),
         requests=registry.counter("kubevirt_subresource_requests_total", "t", ("action", "code")),
+        vms=vms or FakeVmStore(),
         peer_name=lambda request: request.headers.get(PEER_HEADER),
         write_timeout=5.0,
         heartbeat=30.0,

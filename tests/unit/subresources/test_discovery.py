@@ -6,7 +6,8 @@ from controller.subresources import discovery
 
 
 def test_resource_list_names_every_action_with_its_verb() -> None:
-    """virtualmachineinstances/<action>: update for state changes, get for reads and console."""
+    """virtualmachineinstances/<action>: update for state changes, get for reads and console;
+    virtualmachines/{start,stop,restart,migrate}: update, kind VirtualMachine."""
     doc = discovery.api_resource_list()
     assert doc["kind"] == "APIResourceList"
     assert doc["groupVersion"] == "subresources.kubevirt.io/v1"
@@ -19,8 +20,17 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/userlist": ["get"],
         "virtualmachineinstances/filesystemlist": ["get"],
         "virtualmachineinstances/console": ["get"],
+        "virtualmachines/start": ["update"],
+        "virtualmachines/stop": ["update"],
+        "virtualmachines/restart": ["update"],
+        "virtualmachines/migrate": ["update"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
+    kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}
+    assert kinds == {
+        "virtualmachineinstances": "VirtualMachineInstance",
+        "virtualmachines": "VirtualMachine",
+    }
 
 
 def test_group_documents_prefer_v1() -> None:

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.subresources.actions import ACTIONS, GROUP, RESOURCE, VERSION
+from controller.subresources.actions import (
+    ACTIONS,
+    ALL_ACTIONS,
+    GROUP,
+    RESOURCE,
+    VERSION,
+    VM_ACTIONS,
+    VMAction,
+)
 from controller.subresources.config import DEFAULT_PORT
 
 DIR = Path(__file__).resolve().parents[3] / "manifests" / "base" / "subresources"
@@ -62,13 +70,14 @@ def test_apiservice_points_at_the_service() -> None:
 
 @pytest.mark.parametrize("role", ["kubevirt.io:admin", "kubevirt.io:edit"])
 def test_admin_and_edit_may_call_every_action(role: str) -> None:
-    """Exactly every action with the verb kube-apiserver derives from its method."""
-    expected = {(f"{RESOURCE}/{spec.action}", spec.verb) for spec in ACTIONS.values()}
+    """Exactly every action, VMI's and VM's (start/stop/restart/migrate), with the verb
+    kube-apiserver derives from its method."""
+    expected = {(f"{spec.resource}/{spec.action}", spec.verb) for spec in ALL_ACTIONS}
     assert granted(one("ClusterRole", role)) == expected
 
 
 def test_view_may_read_but_not_act_or_attach() -> None:
-    """view gets the read-only queries: no state change, no console."""
+    """view gets the read-only queries: no state change (no VM verb), no console."""
     expected = {
         (f"{RESOURCE}/{spec.action}", "get")
         for spec in ACTIONS.values()
@@ -118,3 +127,34 @@ def test_every_authenticated_user_may_read_the_version() -> None:
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
     ]
+
+
+def test_migrate_role_grants_migrations_alone() -> None:
+    """kubevirt.io:migrate: the migrate subresource and VMIMs, nothing else, not aggregated."""
+    role = one("ClusterRole", "kubevirt.io:migrate")
+    spec = VM_ACTIONS[VMAction.MIGRATE]
+    assert granted(role) == {(f"{spec.resource}/{spec.action}", "update")}
+    kubevirt = [r for r in role["rules"] if "kubevirt.io" in r["apiGroups"]]
+    assert [r["resources"] for r in kubevirt] == [["virtualmachineinstancemigrations"]]
+    assert not any(k.startswith("rbac.authorization.k8s.io/") for k in role["metadata"]["labels"])
+
+
+def test_controller_may_make_the_vm_verbs_writes() -> None:
+    """start/stop/restart/migrate are written by the controller: VM + status patches, VMI
+    patch, VMIM create, launcher pod delete."""
+    role = one("ClusterRole", "kubevirt-py:virt-controller:subresources")
+    rights = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {
+        ("kubevirt.io", "virtualmachines", "patch"),
+        ("kubevirt.io", "virtualmachines/status", "patch"),
+        ("kubevirt.io", "virtualmachineinstances", "patch"),
+        ("kubevirt.io", "virtualmachineinstancemigrations", "create"),
+        ("", "pods", "list"),
+        ("", "pods", "delete"),
+    } <= rights

@@ -28,7 +28,7 @@ from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
 from controller.subresources.server import SubresourceServer
 from controller.subresources.tls import CertDir, handler_client_context, serving_context
 from handler.actions import ActionsConfig, ActionsServer, node_publisher
-from shared.kube import NODES, VMIS, NotFound, Registry, Resource
+from shared.kube import NODES, VMIS, ListResult, NotFound, Registry, Resource
 from shared.wire.launcher_api import Method
 from tests.unit.subresources.certs import (
     HANDLER_SERVER_NAME,
@@ -124,7 +124,9 @@ async def test_controller_certificate_reaches_the_target(
     [
         pytest.param("intruder", HANDLER_SERVER_NAME, "forbidden", id="our-ca-wrong-cn"),
         pytest.param("stranger", HANDLER_SERVER_NAME, "handler_unreachable", id="foreign-ca"),
-        pytest.param("handler", HANDLER_SERVER_NAME, "handler_unreachable", id="server-cert"),
+        # The handler certificate is also a client certificate (the migration proxy's
+        # handlers present it to each other), but not the controller's: 403.
+        pytest.param("handler", HANDLER_SERVER_NAME, "forbidden", id="handler-cert"),
         pytest.param("controller", "virt-api.kubevirt.svc", "handler_unreachable", id="wrong-name"),
     ],
 )
@@ -135,7 +137,7 @@ async def test_refused_connections(
     server_name: str,
     reason: str,
 ) -> None:
-    """Another CN of our CA gets 403; a foreign CA or a server-only certificate fails the
+    """Another CN of our CA (a handler's included) gets 403; a foreign CA fails the
     handshake; the controller refuses a handler certificate not valid for the expected name."""
     server, target, _ = handler
     assert server.url is not None
@@ -174,6 +176,15 @@ class FakeKube:
         assert resource == SUBJECT_ACCESS_REVIEWS
         self.reviews.append(body)
         return {"status": {"allowed": True}}
+
+    async def patch(self, resource: Resource, name: str, patch: Any, **_: Any) -> dict[str, Any]:
+        raise AssertionError("the VM verbs are not called here")
+
+    async def list(self, resource: Resource, **_: Any) -> ListResult:
+        raise AssertionError("the VM verbs are not called here")
+
+    async def delete(self, resource: Resource, name: str, **_: Any) -> dict[str, Any]:
+        raise AssertionError("the VM verbs are not called here")
 
 
 def front_proxy_tls(certs: Certs, client: Path | None) -> ssl.SSLContext:

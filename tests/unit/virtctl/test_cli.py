@@ -1,96 +1,22 @@
-"""virtctl-py's decisions: writes per run strategy, emitted manifests, errors and exit codes."""
+"""virtctl-py's decisions: emitted manifests, errors and exit codes."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from shared.kube import Forbidden, KubeError, NotFound
-from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
+from shared.kube import Conflict, Forbidden, KubeError, NotFound
+from shared.model import RunStrategy, VirtualMachine
 from shared.model.validation import validate_vm
-from virtctl_py import cli, lifecycle, manifests
+from virtctl_py import cli, completion, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.main import explain, main
 from virtctl_py.output import render
-from virtctl_py.session import Target, resolve
-
-
-def _vm(strategy: str) -> VirtualMachine:
-    return VirtualMachine.from_dict(
-        {
-            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vm-uid"},
-            "spec": {"runStrategy": strategy},
-        }
-    )
-
-
-def _vmi(phase: str = "Running") -> VirtualMachineInstance:
-    return VirtualMachineInstance.from_dict(
-        {
-            "metadata": {"name": "vm1", "namespace": "ns", "uid": "vmi-uid"},
-            "status": {"phase": phase},
-        }
-    )
-
-
-@pytest.mark.parametrize(
-    ("strategy", "vmi", "spec_patch", "actions"),
-    [
-        pytest.param("Halted", None, {"runStrategy": "Always"}, [], id="halted-start"),
-        pytest.param("Manual", None, None, ["Start"], id="manual-start"),
-        pytest.param("RerunOnFailure", _vmi("Failed"), None, ["Start"], id="rerun-after-failure"),
-    ],
-)
-def test_start_plans(
-    strategy: str, vmi: VirtualMachineInstance | None, spec_patch: Any, actions: list[str]
-) -> None:
-    """start flips Halted to Always and otherwise asks through stateChangeRequests."""
-    plan = lifecycle.plan_start(_vm(strategy), vmi)
-    assert plan.spec_patch == spec_patch
-    assert [r["action"] for r in plan.requests] == actions
-
-
-def test_start_refuses_a_running_vm() -> None:
-    """Starting a running VM is a conflict (exit 6), not a silent no-op."""
-    with pytest.raises(CliError) as info:
-        lifecycle.plan_start(_vm("Always"), _vmi())
-    assert info.value.code == Exit.CONFLICT
-
-
-@pytest.mark.parametrize(
-    ("strategy", "spec_patch", "actions"),
-    [
-        pytest.param("Always", {"runStrategy": "Halted"}, [], id="always"),
-        pytest.param("RerunOnFailure", {"runStrategy": "Halted"}, [], id="rerun"),
-        pytest.param("Manual", None, ["Stop"], id="manual"),
-    ],
-)
-def test_stop_plans(strategy: str, spec_patch: Any, actions: list[str]) -> None:
-    """stop halts restarting strategies and asks Manual VMs to stop their VMI by uid."""
-    plan = lifecycle.plan_stop(_vm(strategy), _vmi())
-    assert plan.spec_patch == spec_patch
-    assert [r["action"] for r in plan.requests] == actions
-    if actions:
-        assert plan.requests[0]["uid"] == "vmi-uid"
-
-
-def test_restart_is_stop_then_start() -> None:
-    """restart asks to stop this VMI (by uid) and start a new one."""
-    plan = lifecycle.plan_restart(_vm("Always"), _vmi())
-    assert plan.requests == ({"action": "Stop", "uid": "vmi-uid"}, {"action": "Start"})
-    with pytest.raises(CliError):
-        lifecycle.plan_restart(_vm("Always"), None)
-
-
-def test_migration_manifest() -> None:
-    """migrate creates a VMIM for the VMI."""
-    m = lifecycle.migration("ns", "vm1")
-    assert m["spec"] == {"vmiName": "vm1"} and m["metadata"]["namespace"] == "ns"
+from virtctl_py.session import Target
 
 
 def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,8 +27,8 @@ def test_create_vm_validates_with_the_model(capsys: pytest.CaptureFixture[str]) 
             "vm",
             "--name",
             "demo",
-            "--container-disk",
-            "registry.local/x:v1",
+            "--volume-containerdisk",
+            "src:registry.local/x:v1,name:root,bootorder:1",
             "--user-data",
             "#cloud-config",
         ]
@@ -116,7 +42,6 @@ def test_create_vm_needs_a_disk() -> None:
     """Without a disk or kernel image there is nothing to boot: a usage error."""
     flags = manifests.VMFlags(
         name="x", namespace=None, memory="1Gi", cpus=1, run_strategy=RunStrategy.ALWAYS,
-        container_disk=None, kernel_image=None, kernel_args="", user_data=None, grace=30,
     )  # fmt: skip
     with pytest.raises(CliError) as info:
         manifests.vm_manifest(flags)
@@ -143,6 +68,12 @@ def test_expose_needs_labels() -> None:
             "kubevirt.io:edit",
             id="forbidden",
         ),
+        pytest.param(
+            Conflict(409, "Conflict", "VM is already running"),
+            Exit.CONFLICT,
+            "VM is already running",
+            id="conflict-keeps-the-apis-reason",
+        ),
     ],
 )
 def test_errors_name_the_object_and_exit_code(error: KubeError, code: Exit, text: str) -> None:
@@ -166,20 +97,13 @@ def test_output_formats() -> None:
     assert yaml.safe_load(render(data, fmt="yaml")) == data
 
 
-def test_namespace_from_context(tmp_path: Any) -> None:
-    """Without -n the namespace comes from the kubeconfig's current context."""
-    kc = tmp_path / "kc"
-    kc.write_text(
-        yaml.safe_dump(
-            {"current-context": "c", "contexts": [{"name": "c", "context": {"namespace": "team"}}]}
-        )
-    )
-    assert resolve(kubeconfig=str(kc), context=None, namespace=None).namespace == "team"
-    assert resolve(kubeconfig=str(kc), context=None, namespace="x").namespace == "x"
-
-
-def test_completion_lists_verbs() -> None:
-    """The bash completion script offers every verb."""
-    script = cli.bash_completion(cli.build())
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_lists_verbs_and_their_flags(shell: str) -> None:
+    """bash and zsh scripts offer every verb, then that verb's flags (kubectl's included)."""
+    script = completion.script(cli.build(), shell)
     for verb in ("start", "migrate-cancel", "console", "fslist", "completion"):
         assert verb in script
+    start = next(line for line in script.splitlines() if line.strip().startswith("start)"))
+    for flag in ("--paused", "--dry-run", "--wait", "--namespace", "--context", "--as"):
+        assert flag in start
+    assert ("compdef _virtctl_py" if shell == "zsh" else "complete -F _virtctl_py") in script

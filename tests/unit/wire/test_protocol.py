@@ -24,6 +24,7 @@ from shared.wire.errors import (
     error_from_wire,
 )
 from shared.wire.framing import encode_frame
+from shared.wire.limits import Limits
 from shared.wire.server import RpcServer, ServerInfo
 
 MAX_FRAME = 64 * 1024
@@ -55,7 +56,7 @@ async def _buggy(args: Mapping[str, Any]) -> Any:
 @pytest.fixture
 async def socket_path(tmp_path: Path) -> AsyncIterator[Path]:
     path = tmp_path / "sock"
-    server = RpcServer(info=ServerInfo(server="test"), max_frame=MAX_FRAME)
+    server = RpcServer(info=ServerInfo(server="test"), limits=Limits(max_frame=MAX_FRAME))
     for name, handler in [
         ("echo", _echo),
         ("slow", _slow),
@@ -221,7 +222,7 @@ async def test_oversized_frame_gets_typed_error_and_close(socket_path: Path) -> 
             "error": {
                 "code": "frame_too_large",
                 "message": f"frame of {MAX_FRAME + 1} bytes exceeds limit {MAX_FRAME}",
-                "details": {},
+                "details": {"limit": "max_frame", "value": MAX_FRAME + 1, "max": MAX_FRAME},
             },
         }
     ]

@@ -1,0 +1,46 @@
+"""cloudInitConfigDrive: an OpenStack config drive (volume label config-2) holding
+openstack/latest/user_data, meta_data.json and, when given, network_data.json; rebuilt each
+start. Data as for NoCloud (inline, base64 or a Secret). meta_data.json carries KubeVirt's
+keys: instance_id `<name>.<namespace>`, local-hostname and hostname, uuid."""
+
+from __future__ import annotations
+
+import json
+
+from launcher.volumes.base import ResolvedDisk, VolumeRequest
+from launcher.volumes.cloudinit import cloud_init_data, fresh_dir
+from launcher.volumes.iso import build_iso
+from shared.model.volumes import CloudInitConfigDriveSource
+
+LABEL = "config-2"
+
+
+def meta_data(req: VolumeRequest) -> dict[str, str]:
+    """meta_data.json's content."""
+    meta = req.vmi.metadata
+    name = meta.name or ""
+    return {
+        "instance_id": f"{name}.{meta.namespace or ''}",
+        "local-hostname": name,
+        "hostname": name,
+        "uuid": meta.uid or "",
+    }
+
+
+async def resolve(req: VolumeRequest, source: CloudInitConfigDriveSource) -> ResolvedDisk:
+    user, network = cloud_init_data(req, source)
+    root = fresh_dir(req.ctx.work_dir / f"config-drive-{req.name}")
+    latest = root / "openstack" / "latest"
+    latest.mkdir(parents=True)
+    if user:
+        (latest / "user_data").write_bytes(user)
+    (latest / "meta_data.json").write_text(json.dumps(meta_data(req), indent=2) + "\n")
+    if network is not None:
+        (latest / "network_data.json").write_bytes(network)
+    iso = await build_iso(
+        req.ctx.work_dir / f"{req.name}-configdrive.iso",
+        label=LABEL,
+        root=root,
+        what="building the config drive ISO",
+    )
+    return ResolvedDisk(path=iso, format="raw")

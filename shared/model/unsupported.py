@@ -1,0 +1,218 @@
+"""The one list of kubevirt.io/v1 fields kubevirt-py does not implement, and the check
+that refuses them (admission uses it, so nothing a user writes is silently dropped).
+
+The model keeps every key it does not type in `extra`. Walking a parsed object, each
+key found in an `extra` is one of:
+- typed by the model but present-but-empty (explicit null, `[]`, `{}`): kept, fine;
+- a field KubeVirt's API knows at that place: "not supported by kubevirt-py"
+  (`KUBEVIRT_ONLY`), unless `ALLOWED_VALUES` lists the value as one honoured here;
+- anything else: an unknown field, which KubeVirt's schema would prune and a strict
+  `kubectl apply` refuses, so it is refused here too.
+Some fields are typed by the model but honoured by no daemon yet (`TYPED_UNSUPPORTED`):
+they are refused when set. Metadata and status are not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
+from shared.model._validate_common import child_path
+from shared.model.domain import (
+    CPU,
+    CDRomTarget,
+    Devices,
+    Disk,
+    DiskTarget,
+    DomainSpec,
+    Firmware,
+    Interface,
+    InterfaceBridge,
+    InterfaceMasquerade,
+    KernelBoot,
+    KernelBootContainer,
+    Machine,
+    Memory,
+    ResourceList,
+    ResourceRequirements,
+)
+from shared.model.errors import FieldError
+from shared.model.instancetype import InstancetypeMatcher
+from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
+from shared.model.objects import KubeObject
+from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
+from shared.model.vmi import VirtualMachineInstance, VMISpec
+from shared.model.volumes import (
+    CloudInitConfigDriveSource,
+    CloudInitNoCloudSource,
+    ConfigMapSource,
+    ContainerDiskSource,
+    DownwardAPISource,
+    DownwardAPIVolumeFile,
+    EmptyDiskSource,
+    HostDiskSource,
+    LocalObjectReference,
+    Network,
+    ObjectFieldSelector,
+    PersistentVolumeClaimSource,
+    PodNetwork,
+    ResourceFieldSelector,
+    SecretSource,
+    ServiceAccountSource,
+    Volume,
+)
+
+NOT_SUPPORTED = "not supported by kubevirt-py"
+UNKNOWN_FIELD = "unknown field (not part of kubevirt.io/v1)"
+# A class whose every untyped key is a KubeVirt field (Kubernetes resource names).
+ANY_KEY = "*"
+
+# Per model class: the keys KubeVirt's kubevirt.io/v1 API has at that place which the
+# model does not type. Every model class reachable from a spec has an entry.
+KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
+    VMISpec: frozenset(
+        {
+            "priorityClassName", "affinity", "schedulerName", "tolerations",
+            "topologySpreadConstraints", "livenessProbe", "readinessProbe", "hostname",
+            "subdomain", "dnsPolicy", "dnsConfig", "accessCredentials", "architecture",
+            "resourceClaims",
+        }
+    ),
+    DomainSpec: frozenset(
+        {"clock", "features", "ioThreadsPolicy", "ioThreads", "chassis", "launchSecurity"}
+    ),
+    CPU: frozenset(
+        {
+            "maxSockets", "features", "dedicatedCpuPlacement", "numa",
+            "isolateEmulatorThread", "realtime",
+        }
+    ),
+    Memory: frozenset({"hugepages", "maxGuest"}),
+    ResourceRequirements: frozenset({"overcommitGuestOverhead"}),
+    ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
+    Devices: frozenset(
+        {
+            "useVirtioTransitional", "disableHotplug", "watchdog", "inputs",
+            "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
+            "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK", "rng",
+            "blockMultiQueue", "networkInterfaceMultiqueue", "gpus", "downwardMetrics",
+            "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
+            "logSerialConsole", "video",
+        }
+    ),
+    Disk: frozenset(
+        {
+            "lun", "dedicatedIOThread", "cache", "io", "tag", "blockSize", "shareable",
+            "errorPolicy",
+        }
+    ),
+    DiskTarget: frozenset({"readonly", "pciAddress"}),
+    CDRomTarget: frozenset({"tray"}),
+    Interface: frozenset(
+        {
+            "slirp", "sriov", "macvtap", "passt", "binding", "ports", "bootOrder",
+            "pciAddress", "dhcpOptions", "tag", "acpiIndex", "state",
+        }
+    ),
+    InterfaceMasquerade: frozenset(),
+    InterfaceBridge: frozenset(),
+    Firmware: frozenset({"uuid", "bootloader", "serial", "acpi"}),
+    KernelBoot: frozenset(),
+    KernelBootContainer: frozenset({"imagePullSecret"}),
+    Machine: frozenset(),
+    Volume: frozenset(
+        {"dataVolume", "downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
+    ),
+    ContainerDiskSource: frozenset({"imagePullSecret"}),
+    PersistentVolumeClaimSource: frozenset({"hotpluggable"}),
+    HostDiskSource: frozenset({"shared"}),
+    EmptyDiskSource: frozenset(),
+    CloudInitNoCloudSource: frozenset(),
+    CloudInitConfigDriveSource: frozenset(),
+    LocalObjectReference: frozenset(),
+    ConfigMapSource: frozenset(),
+    SecretSource: frozenset(),
+    ServiceAccountSource: frozenset(),
+    DownwardAPISource: frozenset(),
+    DownwardAPIVolumeFile: frozenset(),
+    ObjectFieldSelector: frozenset(),
+    ResourceFieldSelector: frozenset(),
+    Network: frozenset({"multus"}),
+    PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
+    VMSpec: frozenset(
+        {"dataVolumeTemplates", "updateVolumesStrategy"}
+    ),
+    VMITemplateSpec: frozenset(),
+    InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
+    MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
+}  # fmt: skip
+
+# KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
+# honours: no pod network is added when autoattachPodInterface is false).
+ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
+    (Devices, "autoattachPodInterface"): (True, False),
+    (Devices, "autoattachSerialConsole"): (True,),
+    (Devices, "autoattachGraphicsDevice"): (False,),
+}
+
+# Typed by the model, honoured by no daemon yet: refused whenever set.
+TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
+    CPU: frozenset({"model"}),
+    PodNetwork: frozenset({"vmNetworkCIDR"}),
+    VMISpec: frozenset({"evictionStrategy"}),
+}
+
+# The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).
+_TOP_LEVEL_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+
+
+def unsupported_fields(obj: KubeObject) -> list[FieldError]:
+    """Every field of `obj` (a VMI, VM or VMIM) that kubevirt-py would not honour."""
+    errors: list[FieldError] = []
+    for key in obj.extra:
+        if key not in _TOP_LEVEL_KEYS:
+            errors.append(FieldError(path=key, message=UNKNOWN_FIELD))
+    spec = _spec_of(obj)
+    if spec is not None:
+        _walk(errors, "spec", spec)
+    return errors
+
+
+def _spec_of(obj: KubeObject) -> Model | None:
+    if isinstance(obj, VirtualMachineInstance | VirtualMachine | VirtualMachineInstanceMigration):
+        return obj.spec
+    return None
+
+
+def _walk(errors: list[FieldError], path: str, model: Model) -> None:
+    """Check `model`'s own keys, then every nested model (metadata excepted)."""
+    cls = type(model)
+    plan = plan_of(cls)
+    known = KUBEVIRT_ONLY.get(cls, frozenset())
+    for key, value in model.extra.items():
+        if key in plan.by_key:
+            continue  # typed, present but empty
+        where = child_path(path, key)
+        if key in known or ANY_KEY in known:
+            if value in ALLOWED_VALUES.get((cls, key), ()):
+                continue
+            errors.append(FieldError(path=where, message=NOT_SUPPORTED, value=value))
+        else:
+            errors.append(FieldError(path=where, message=UNKNOWN_FIELD))
+    for key in sorted(TYPED_UNSUPPORTED.get(cls, frozenset())):
+        fp = plan.by_key[key]
+        value = getattr(model, fp.attr)
+        if not fp.is_empty(value):
+            errors.append(
+                FieldError(path=child_path(path, key), message=NOT_SUPPORTED, value=value)
+            )
+    for fp in plan.fields:
+        if fp.key == "metadata":
+            continue
+        value = getattr(model, fp.attr)
+        if isinstance(fp.codec, ModelCodec) and isinstance(value, Model):
+            _walk(errors, child_path(path, fp.key), value)
+        elif isinstance(fp.codec, ListCodec) and isinstance(fp.codec.item, ModelCodec):
+            for i, item in enumerate(value):
+                _walk(errors, f"{child_path(path, fp.key)}[{i}]", item)

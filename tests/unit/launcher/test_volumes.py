@@ -1,0 +1,205 @@
+"""Each volume source resolves to its disk through its own module (launcher/volumes):
+PVCs and hostDisks in the directory the pod mounted for them (KubeVirt's layout), made
+sparse when absent and allowed, read-only claims never written; device names go past vdz;
+a start that fails part-way removes the disk files it made."""
+
+from __future__ import annotations
+
+import os
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher import volumes
+from launcher.disks import DiskContext
+from launcher.errors import DiskFailure
+from launcher.plan import _disks, device_name
+from shared import podlayout
+from shared.model import VirtualMachineInstance
+from shared.model.volumes import VolumeSource
+from tests.integration.launcher.harness import tiny_vmi
+
+MI = 1024 * 1024
+
+
+def _ctx(tmp_path: Path, **capacities: int) -> DiskContext:
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return DiskContext(
+        work_dir=tmp_path / "work",
+        container_disks=tmp_path / "container-disks",
+        vmi_disks=tmp_path / "vmi-disks",
+        claim_capacities=capacities,
+    )
+
+
+def _mount(ctx: DiskContext, volume: str) -> Path:
+    mount = ctx.mount_of(volume)
+    mount.mkdir(parents=True)
+    return mount
+
+
+def _vmi(*volumes: dict[str, Any]) -> VirtualMachineInstance:
+    raw = tiny_vmi()
+    raw["spec"]["domain"]["devices"]["disks"] = [
+        {"name": v["name"], "disk": {"bus": "virtio"}} for v in volumes
+    ]
+    raw["spec"]["volumes"] = list(volumes)
+    return VirtualMachineInstance.from_dict(raw)
+
+
+async def _resolve(ctx: DiskContext, volume: dict[str, Any]) -> volumes.ResolvedDisk:
+    vmi = _vmi(volume)
+    req = volumes.VolumeRequest(vmi=vmi, name=volume["name"], ctx=ctx, field="spec.volumes[0]")
+    return await volumes.resolve(req, vmi.spec.volumes[0].source())
+
+
+def _pvc(name: str = "data", claim: str = "claim", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim, **extra}}
+
+
+def test_every_typed_source_has_a_resolver() -> None:
+    """The table is keyed by every type the model's Volume.source() can return."""
+    assert set(volumes.RESOLVERS) == set(typing.get_args(VolumeSource))
+
+
+async def test_pvc_disk_img_is_made_sparse_to_the_claims_size(tmp_path: Path) -> None:
+    """No disk.img in the claim: one is made, sparse, of the claim's size, used raw."""
+    ctx = _ctx(tmp_path, data=64 * MI)
+    mount = _mount(ctx, "data")
+    resolved = await _resolve(ctx, _pvc())
+    assert resolved.path == mount / podlayout.PVC_DISK_FILE
+    assert (resolved.format, resolved.readonly, resolved.created) == (
+        "raw",
+        False,
+        (resolved.path,),
+    )
+    assert resolved.path.stat().st_size == 64 * MI and resolved.path.stat().st_blocks == 0
+
+
+async def test_an_existing_pvc_disk_img_is_used_as_it_is(tmp_path: Path) -> None:
+    """A disk.img already there is used, never remade or resized, even if it says qcow2."""
+    ctx = _ctx(tmp_path, data=64 * MI)
+    disk = _mount(ctx, "data") / "disk.img"
+    disk.write_bytes(b"QFI\xfb" + b"\0" * 508)
+    resolved = await _resolve(ctx, _pvc())
+    assert (resolved.path, resolved.format, resolved.created) == (disk, "raw", ())
+    assert disk.stat().st_size == 512
+
+
+async def test_a_read_only_claim_stays_read_only_and_is_never_written(tmp_path: Path) -> None:
+    """readOnly: the disk is attached read-only; with no disk.img the start is refused
+    and nothing is made in the claim."""
+    ctx = _ctx(tmp_path, data=64 * MI)
+    mount = _mount(ctx, "data")
+    with pytest.raises(DiskFailure, match=r"persistentVolumeClaim: claim 'claim' is readOnly"):
+        await _resolve(ctx, _pvc(readOnly=True))
+    assert list(mount.iterdir()) == []
+    (mount / "disk.img").write_bytes(b"\0" * 512)
+    assert (await _resolve(ctx, _pvc(readOnly=True))).readonly
+
+
+@pytest.mark.parametrize(
+    ("setup", "match"),
+    [
+        pytest.param("unmounted", r"claim 'claim' is not mounted in the pod", id="unmounted"),
+        pytest.param("no-size", r"its size is unknown", id="no-size"),
+        pytest.param("symlink", r"outside the pod's disk roots", id="symlink-out"),
+    ],
+)
+async def test_pvc_problems_are_named(tmp_path: Path, setup: str, match: str) -> None:
+    """An unmounted claim, an unknown size, a disk.img linking out of the claim: each a
+    DiskFailure naming the field."""
+    ctx = _ctx(tmp_path) if setup == "no-size" else _ctx(tmp_path, data=MI)
+    if setup != "unmounted":
+        mount = _mount(ctx, "data")
+        if setup == "symlink":
+            (mount / "disk.img").symlink_to("/etc/hostname")
+    with pytest.raises(DiskFailure, match=rf"spec\.volumes\[0\]\.persistentVolumeClaim.*{match}"):
+        await _resolve(ctx, _pvc())
+
+
+def _host(kind: str, path: str = "/var/data/disk.img", **extra: Any) -> dict[str, Any]:
+    return {"name": "host", "hostDisk": {"path": path, "type": kind, **extra}}
+
+
+async def test_host_disk_or_create_makes_the_file_in_the_mounted_directory(tmp_path: Path) -> None:
+    """DiskOrCreate: the path's last element in the pod's mount of its directory, made
+    sparse to capacity; a second start uses it and makes nothing."""
+    ctx = _ctx(tmp_path)
+    mount = _mount(ctx, "host")
+    resolved = await _resolve(ctx, _host("DiskOrCreate", capacity="32Mi"))
+    assert resolved.path == mount / "disk.img" and resolved.created == (resolved.path,)
+    assert resolved.path.stat().st_size == 32 * MI
+    again = await _resolve(ctx, _host("DiskOrCreate", capacity="32Mi"))
+    assert (again.path, again.created, again.format) == (resolved.path, (), "raw")
+
+
+@pytest.mark.parametrize(
+    ("volume", "setup", "match"),
+    [
+        pytest.param(_host("Disk"), "", r"hostDisk\.path: /var/data/disk\.img does not exist",
+                     id="disk-missing"),
+        pytest.param(_host("DiskOrCreate", capacity="4Ei"), "",
+                     r"hostDisk\.capacity: not enough space to create disk\.img", id="too-big"),
+        pytest.param(_host("Disk"), "symlink", r"hostDisk\.path: .* outside", id="symlink-out"),
+        pytest.param(_host("Disk"), "dir", r"hostDisk\.path: .* is not a regular file", id="a-directory"),
+        pytest.param(_host("Disk"), "unmounted", r"hostDisk: the pod has no mount", id="unmounted"),
+    ],
+)  # fmt: skip
+async def test_host_disk_problems_are_named(
+    tmp_path: Path, volume: dict[str, Any], setup: str, match: str
+) -> None:
+    """Missing file (type Disk), a capacity the node cannot hold, a link out of the
+    mount, a directory, no mount: each refused naming the field, nothing left behind."""
+    ctx = _ctx(tmp_path)
+    if setup != "unmounted":
+        mount = _mount(ctx, "host")
+        if setup == "symlink":
+            (mount / "disk.img").symlink_to("/etc/hostname")
+        elif setup == "dir":
+            (mount / "disk.img").mkdir()
+    with pytest.raises(DiskFailure, match=rf"spec\.volumes\[0\]\.{match}"):
+        await _resolve(ctx, volume)
+    if setup == "":
+        assert list(ctx.mount_of("host").iterdir()) == []
+
+
+def test_device_names_go_past_z() -> None:
+    """vda … vdz, then vdaa … vdaz, vdba …, as Linux and libvirt name them."""
+    names = [device_name("vd", i) for i in range(60)]
+    assert names[:3] == ["vda", "vdb", "vdc"] and names[25] == "vdz"
+    assert names[26:29] == ["vdaa", "vdab", "vdac"] and names[52] == "vdba"
+    assert device_name("sd", 701) == "sdzz" and device_name("sd", 702) == "sdaaa"
+
+
+async def test_thirty_disks_are_named_each_once(tmp_path: Path) -> None:
+    """30 virtio empty disks plan as vda … vdad, no IndexError."""
+    ctx = _ctx(tmp_path)
+    vols = [{"name": f"d{i}", "emptyDisk": {"capacity": "1Mi"}} for i in range(30)]
+    plans = await _disks(_vmi(*vols), ctx)
+    assert [p.target for p in plans][-4:] == ["vdaa", "vdab", "vdac", "vdad"]
+    assert len({p.target for p in plans}) == 30
+
+
+async def test_a_failed_start_removes_the_disks_it_made(tmp_path: Path) -> None:
+    """Volumes resolved before a failing one leave no file they made; files that were
+    there before the start stay."""
+    ctx = _ctx(tmp_path)
+    old = ctx.work_dir / "kept-empty.qcow2"
+    old.write_bytes(b"x")
+    _mount(ctx, "made")
+    vols = [
+        {"name": "kept", "emptyDisk": {"capacity": "1Mi"}},
+        {"name": "fresh", "emptyDisk": {"capacity": "1Mi"}},
+        {
+            "name": "made",
+            "hostDisk": {"path": "/d/made.img", "type": "DiskOrCreate", "capacity": "1Mi"},
+        },
+        _pvc(name="broken"),
+    ]
+    with pytest.raises(DiskFailure, match="broken"):
+        await _disks(_vmi(*vols), ctx)
+    assert sorted(os.listdir(ctx.work_dir)) == ["kept-empty.qcow2"]
+    assert list(ctx.mount_of("made").iterdir()) == []
