@@ -2,7 +2,8 @@
 
 `--nodes kubelet` (the default): real nodes (kubelet + containerd + runc per node), kubevirt-py
 deployed from manifests/overlays/local; see bench_realnodes.py for what it prints (create ->
-Running and -> the guest's boot marker, the host CPU per VMI split by component, (b), (c)).
+Running and -> the guest's boot marker, (b), (c), (e), the host CPU per VMI split by
+component, QEMU's boot cost against a bare launcher).
 
 `--nodes process`: process-mode nodes, the controller and one virt-handler-py per node as
 host processes. Printed:
@@ -21,8 +22,7 @@ host processes. Printed:
     guest downtime libvirt measured (from the source handler's migration_source_finished);
 (f) migration total time and downtime of the launcher vs a raw libvirt migration between
     the same two daemons, in this run (scripts/bench/bench_migration.py, two bare launchers).
-(e) and (f) stay on process-mode nodes: migration between real nodes needs the per-migration
-proxy (issue 10).
+(e) runs on real nodes too (through the handlers' migration proxy); (f) is process mode only.
 
 A report, not a test: exits 0 whether or not targets are met.
 """
@@ -33,12 +33,10 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -54,6 +52,7 @@ from handler_common import (
     create_paced,
     delete_all,
     host_cpu_seconds,
+    migrate_last,
     pause_latencies,
     pct,
     report_pauses,
@@ -66,8 +65,7 @@ from handler_common import (
 from localkube.cluster import Cluster
 from localkube.config import NodeKind
 from localkube.testing import session_cluster
-from shared.kube import VMIMS, ClientConfig, KubeClient, Registry
-from shared.model import MigrationPhase, VirtualMachineInstanceMigration
+from shared.kube import ClientConfig, KubeClient, Registry
 from tests.integration.controller.harness import NAMESPACES, ControllerProcess
 from tests.integration.handler.cluster import HandlerProcess, controller_args, install_crds
 
@@ -165,35 +163,8 @@ async def measure(
         f" per VMI on {os.cpu_count()} cores (launcher, libvirtd, QEMU + guest boot, daemons)"
     )
     if watcher.running:
-        await migrate_last(kube, handlers, keep=sorted(watcher.running)[0])
-
-
-async def migrate_last(kube: KubeClient, handlers: Mapping[str, HandlerProcess], keep: str) -> None:
-    """(e): delete all VMIs but `keep`, then migrate it through the cluster with a VMIM."""
-    await delete_all(kube, keep=keep, timeout=600)
-    await asyncio.sleep(5)  # let the guests' QEMUs and their pods go
-    body = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstanceMigration",
-        "metadata": {"name": "bench-migration"},
-        "spec": {"vmiName": keep},
-    }
-    started = time.monotonic()
-    await kube.create(VMIMS, body, namespace=NAMESPACE)
-    phase: MigrationPhase | None = MigrationPhase.PENDING
-    async with asyncio.timeout(300):
-        while phase is None or not phase.is_final():
-            await asyncio.sleep(0.05)
-            raw = await kube.get(VMIMS, "bench-migration", namespace=NAMESPACE)
-            phase = VirtualMachineInstanceMigration.from_dict(raw).status.phase
-    took = time.monotonic() - started
-    downtime = "?"
-    for h in handlers.values():
-        found = re.findall(r"migration_source_finished.*?downtime_ms=(\d+)", h.log())
-        downtime = found[-1] if found else downtime
-    print(f"(e) migration through the cluster ({keep}, VMIM): {phase}")
-    print(f"    VMIM created -> Succeeded {took:.2f} s, guest downtime {downtime} ms (libvirt)")
-    print("    (KubeVirt: up to 900 ms downtime)")
+        logs = [h.log for h in handlers.values()]
+        await migrate_last(kube, keep=sorted(watcher.running)[0], handler_logs=logs)
 
 
 async def teardown(

@@ -9,12 +9,15 @@ R/s. Printed:
 (b) domain event -> VMI status (pause through the launcher socket, as in process mode), once
     the window below has closed;
 (c) API writes per VMI (kube-apiserver's counters);
+(e) migration through the cluster, as in process mode: all VMIs but one deleted, the last
+    one migrated to the other node with a VMIM (through the handlers' migration proxy);
 (g) the host CPU per VMI by component over the window from the first create until every
     guest has booted (proc_sampler.py, cpu_table.py: kubelet, containerd, shims + runc,
     init containers, launcher, libvirtd, QEMU start + boot, handler and controller pods,
     control plane, this benchmark, and the rest of the host).
-Migration rows (e)/(f) stay in process mode (migration between real nodes needs issue 10's
-per-migration proxy).
+(h) QEMU's CPU to the boot marker in the pods vs the same guest under a bare launcher on the
+    host (floor_boot.py), after the cluster is gone.
+Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from handler_common import (
     create_paced,
     delete_all,
     host_cpu_seconds,
+    migrate_last,
     pause_latencies,
     pct,
     report_pauses,
@@ -90,6 +94,21 @@ def keep_pod_logs(cluster: Cluster, into: Path) -> None:
                 shutil.copytree(pod_dir, into / node / pod_dir.name, dirs_exist_ok=True)
 
 
+def handler_logs(cluster: Cluster) -> list[Callable[[], str]]:
+    """Readers of each node's virt-handler pod log (all its files, as the kubelet keeps
+    them on the node)."""
+
+    def reader(node: str) -> Callable[[], str]:
+        def read() -> str:
+            pods = cluster.config.nodes_dir / node / "log" / "pods"
+            files = sorted(pods.glob(f"{KUBEVIRT_NAMESPACE}_virt-handler-*/*/*.log"))
+            return "\n".join(f.read_text(errors="replace") for f in files)
+
+        return read
+
+    return [reader(n) for n in cluster.config.nodes]
+
+
 def set_ratio(kubectl: Kubectl, ratio: float) -> None:
     """Roll the controllers out with another CPU allocation ratio; wait until one of the new
     pods holds the leader Lease (else the first VMIs would wait for the old lease)."""
@@ -136,14 +155,22 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> list[
             f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
         )
         try:
-            in_pods = await measure(cluster, kube, args)
+            in_pods, running = await measure(cluster, kube, args)
             await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
+            if running:
+                logs = handler_logs(cluster)
+                await migrate_last(kube, keep=running[0], handler_logs=logs)
+                await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
             return in_pods
         finally:
             await delete_all(kube)
 
 
-async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) -> list[float]:
+async def measure(
+    cluster: Cluster, kube: KubeClient, args: argparse.Namespace
+) -> tuple[list[float], list[str]]:
+    """(a), (b), (c), (g); QEMU's CPU-seconds to the boot marker per guest, and the VMIs
+    that reached Running."""
     sampler, watcher = sampler_for(cluster), Watcher()
     to_wall = time.time() - time.monotonic()
     created: dict[str, float] = {}
@@ -185,7 +212,8 @@ async def measure(cluster: Cluster, kube: KubeClient, args: argparse.Namespace) 
     rows = split(window, pod_roles, sampler.boots)
     print_table(rows, vmis=len(created), seconds=window.seconds)
     print(f"    checks: {checks(window, pod_roles, sampler.boots)}")
-    return [b.qemu_cpu for uid, b in sampler.boots.items() if pod_roles.get(uid) == LAUNCHER_POD]
+    in_pods = [b.qemu_cpu for uid, b in sampler.boots.items() if pod_roles.get(uid) == LAUNCHER_POD]
+    return in_pods, sorted(watcher.running)
 
 
 async def sample(
