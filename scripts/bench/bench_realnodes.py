@@ -1,0 +1,259 @@
+"""bench_handler.py on real nodes (`--nodes kubelet`): a private 2-node cluster of kubelets
+with containerd + runc (localkube.testing.session_cluster(NodeKind.KUBELET): the images are
+built and imported), kubevirt-py deployed from manifests/overlays/local, then N VMIs
+(examples/vmi-tiny.yaml: kernelBoot + containerDisk from the tiny-guest image) created at
+R/s. Printed:
+
+(a) create -> Running, P50 / P95 / max; and create -> the guest's boot marker on its serial
+    console (`KUBEVIRT-PY-GUEST-BOOTED`, seen by the sampler);
+(b) domain event -> VMI status (pause through the launcher socket, as in process mode), once
+    the window below has closed;
+(c) API writes per VMI (kube-apiserver's counters);
+(e) migration through the cluster, as in process mode: all VMIs but one deleted, the last
+    one migrated to the other node with a VMIM (through the handlers' migration proxy);
+(g) the host CPU per VMI by component over the window from the first create until every
+    guest has booted (proc_sampler.py, cpu_table.py: kubelet, containerd, shims + runc,
+    init containers, launcher, libvirtd, QEMU start + boot, handler and controller pods,
+    control plane, this benchmark, and the rest of the host).
+(h) QEMU's CPU to the boot marker in the pods vs the same guest under a bare launcher on the
+    host (floor_boot.py), after the cluster is gone.
+Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import uvloop
+from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
+from floor_boot import boot_floor, report_floor
+from handler_common import (
+    NAMESPACE,
+    Watcher,
+    create_paced,
+    delete_all,
+    host_cpu_seconds,
+    migrate_last,
+    pause_latencies,
+    pct,
+    report_pauses,
+    report_start,
+    report_writes,
+    settle,
+    writes,
+)
+from pod_timeline import epoch, print_timeline
+from proc_sampler import Sampler
+
+from localkube.cluster import Cluster
+from localkube.config import NodeKind
+from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
+from localkube.deploy import Kubectl, deploy
+from localkube.testing import session_cluster
+from shared.kube import PODS, VMIS, ClientConfig, KubeClient, Registry
+from tests.integration.controller.harness import NAMESPACES
+
+RATIO_ENV = "VIRT_CONTROLLER_CPU_ALLOCATION_RATIO"
+LEASE = "virt-controller-py"
+
+
+def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
+    began = time.monotonic()
+    measured: list[Cluster] = []
+    try:
+        with session_cluster(NodeKind.KUBELET) as cluster:
+            kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
+            deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
+            if args.cpu_allocation_ratio is not None:
+                set_ratio(kubectl, args.cpu_allocation_ratio)
+            print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
+            qemu_in_pods = uvloop.run(bench(cluster, args, work))
+            measured.append(cluster)
+    except Exception as exc:  # a teardown error after the report: retry the teardown
+        if not measured:
+            raise
+        print(f"    (cluster teardown failed: {exc!r}; tearing down again)")
+        asyncio.run(measured[0].down(purge=True))
+    report_floor(qemu_in_pods, boot_floor(args.floor, work))
+
+
+def keep_pod_logs(cluster: Cluster, into: Path) -> None:
+    """The benchmark's and kubevirt's pod logs (launchers, handlers, controllers), kept in
+    the work dir before the cluster and its node dirs go."""
+    for node in cluster.config.nodes:
+        for pod_dir in (cluster.config.nodes_dir / node / "log" / "pods").glob("*"):
+            if pod_dir.name.startswith((f"{NAMESPACE}_", f"{KUBEVIRT_NAMESPACE}_")):
+                shutil.copytree(pod_dir, into / node / pod_dir.name, dirs_exist_ok=True)
+
+
+def handler_logs(cluster: Cluster) -> list[Callable[[], str]]:
+    """Readers of each node's virt-handler pod log (all its files, as the kubelet keeps
+    them on the node)."""
+
+    def reader(node: str) -> Callable[[], str]:
+        def read() -> str:
+            pods = cluster.config.nodes_dir / node / "log" / "pods"
+            files = sorted(pods.glob(f"{KUBEVIRT_NAMESPACE}_virt-handler-*/*/*.log"))
+            return "\n".join(f.read_text(errors="replace") for f in files)
+
+        return read
+
+    return [reader(n) for n in cluster.config.nodes]
+
+
+def set_ratio(kubectl: Kubectl, ratio: float) -> None:
+    """Roll the controllers out with another CPU allocation ratio; wait until one of the new
+    pods holds the leader Lease (else the first VMIs would wait for the old lease)."""
+    deployment = "deployment/virt-controller"
+    kubectl("set", "env", "-n", KUBEVIRT_NAMESPACE, deployment, f"{RATIO_ENV}={ratio:g}")
+    kubectl("rollout", "status", "-n", KUBEVIRT_NAMESPACE, deployment, "--timeout=300s")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        selector = "kubevirt.io=virt-controller"
+        listed = kubectl("get", "pods", "-n", KUBEVIRT_NAMESPACE, "-l", selector, "-o", "json")
+        pods = json.loads(listed)["items"]
+        names = [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+        lease = json.loads(
+            kubectl("get", "lease", "-n", KUBEVIRT_NAMESPACE, LEASE, "-o", "json", check=False)
+            or "{}"
+        )
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if any(holder.startswith(f"{n}-") for n in names):
+            return
+        time.sleep(1)
+    print("    (warning: no new controller pod leads after the ratio change)")
+
+
+def sampler_for(cluster: Cluster) -> Sampler:
+    fleet = cluster.fleet()
+    roots = {fleet.node(n).layout.cgroup_root: n for n in cluster.config.nodes}
+    ours = (f"{cluster.config.nodes_dir}/", f"{cluster.config.state_dir}/")
+    return Sampler(ours=ours, cgroup_roots=roots, nodes_dir=cluster.config.nodes_dir)
+
+
+async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> list[float]:
+    """The measured run; QEMU's CPU-seconds to the boot marker, per guest."""
+    config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
+    async with await KubeClient.connect(config, registry=Registry()) as kube:
+        with contextlib.suppress(Exception):
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            await kube.create(NAMESPACES, body)
+        settled = await settle(busy_below=0.25, longest=args.settle_timeout)
+        before = host_cpu_seconds()
+        await asyncio.sleep(5)
+        busy = (host_cpu_seconds() - before) / 5
+        print(
+            f"    (waited {settled:.0f} s for the host to settle; before the first create it was "
+            f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
+        )
+        try:
+            in_pods, running = await measure(cluster, kube, args)
+            await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
+            if running:
+                logs = handler_logs(cluster)
+                await migrate_last(kube, keep=running[0], handler_logs=logs)
+                await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
+            return in_pods
+        finally:
+            await delete_all(kube)
+
+
+async def measure(
+    cluster: Cluster, kube: KubeClient, args: argparse.Namespace
+) -> tuple[list[float], list[str]]:
+    """(a), (b), (c), (g); QEMU's CPU-seconds to the boot marker per guest, and the VMIs
+    that reached Running."""
+    sampler, watcher = sampler_for(cluster), Watcher()
+    to_wall = time.time() - time.monotonic()
+    created: dict[str, float] = {}
+    writes_before = await writes(cluster)
+    async with asyncio.TaskGroup() as tg:
+        watch = tg.create_task(watcher.run(kube))
+        await asyncio.sleep(0.5)
+        window = Window.start(await asyncio.to_thread(sampler.snapshot))
+        stop, sampled = asyncio.Event(), asyncio.Event()
+        sampling = tg.create_task(sample(sampler, window, args.interval, (stop, sampled)))
+        await create_paced(kube, count=args.vmis, rate=args.rate, created=created)
+        try:
+            await watcher.until(lambda: len(watcher.running) >= args.vmis, args.timeout)
+            await until_booted(sampler, watcher, args.vmis, sampled, args.timeout)
+        except TimeoutError:
+            print(
+                f"    timed out after {args.timeout:g} s: {len(watcher.running)} Running, "
+                f"{len(sampler.boots)} booted of {args.vmis}"
+            )
+        stop.set()
+        await sampling
+        window.add(await asyncio.to_thread(sampler.snapshot))
+        writes_after = await writes(cluster)
+        pods = {p["metadata"]["uid"]: p for p in (await kube.list(PODS)).items}
+        vmis = (await kube.list(VMIS, namespace=NAMESPACE)).items
+        stamped = {v["metadata"]["name"]: epoch(v["metadata"]["creationTimestamp"]) for v in vmis}
+        names = sorted(watcher.running)[: args.pause_sample]
+        pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
+        watch.cancel()
+    report_start(args.rate, [watcher.running[n] - created[n] for n in watcher.running])
+    times = {n: (stamped[n], t + to_wall) for n, t in watcher.running.items() if n in stamped}
+    print_timeline(pods, watcher.pod_of, times)
+    booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
+    report_booted([booted[n] - created[n] for n in booted], len(created))
+    report_pauses(pauses)
+    report_writes((writes_before, writes_after), len(watcher.running))
+    pod_roles = {uid: (p["metadata"].get("labels") or {}).get("kubevirt.io", "")
+                 for uid, p in pods.items()}  # fmt: skip
+    rows = split(window, pod_roles, sampler.boots)
+    print_table(rows, vmis=len(created), seconds=window.seconds)
+    print(f"    checks: {checks(window, pod_roles, sampler.boots)}")
+    in_pods = [b.qemu_cpu for uid, b in sampler.boots.items() if pod_roles.get(uid) == LAUNCHER_POD]
+    return in_pods, sorted(watcher.running)
+
+
+async def sample(
+    sampler: Sampler, window: Window, interval: float, events: tuple[asyncio.Event, asyncio.Event]
+) -> None:
+    """A snapshot every `interval` seconds until `stop` is set, setting `sampled` after each
+    (one at a time: the sampler is not thread-safe)."""
+    stop, sampled = events
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+        if not stop.is_set():
+            window.add(await asyncio.to_thread(sampler.snapshot))
+            sampled.set()
+
+
+async def until_booted(
+    sampler: Sampler, watcher: Watcher, count: int, sampled: asyncio.Event, timeout: float
+) -> None:
+    """Until the sampler has seen the boot marker of `count` Running VMIs' guests."""
+    async with asyncio.timeout(timeout):
+        while sum(1 for p in watcher.pod_of.values() if p in sampler.boots) < count:
+            sampled.clear()
+            await sampled.wait()
+
+
+def socket_finder(cluster: Cluster, watcher: Watcher) -> Callable[[str], Path]:
+    """A VMI's launcher socket, on its node's /var/lib/kubelet as seen from the host."""
+
+    def socket_of(name: str) -> Path:
+        pod = watcher.pod_of[name]
+        pod_dir = cluster.config.nodes_dir / watcher.node_of[name] / "kubelet" / "pods" / pod
+        return pod_dir / "volumes" / "kubernetes.io~empty-dir" / "sockets" / "launcher-sock"
+
+    return socket_of
+
+
+def report_booted(latencies: list[float], created: int) -> None:
+    print(f"    create -> guest boot marker on its console, {len(latencies)}/{created} VMIs")
+    print(
+        f"    P50 {pct(latencies, 0.5):.2f} s  P95 {pct(latencies, 0.95):.2f} s  "
+        f"max {max(latencies, default=float('nan')):.2f} s"
+    )
