@@ -2,7 +2,7 @@
 certificates from scripts/gen-certs, then ``kubectl apply -k`` of an overlay.
 
 - Real nodes (kubelet + containerd): ``manifests/overlays/local``, the production
-  overlay with local image names, TCG and no ServiceMonitor. Nothing else differs.
+  overlay with local image names, TCG and no Prometheus Operator objects. Nothing else differs.
 - Process-mode nodes: ``manifests/overlays/local-process``. There, kube-apiserver refuses loopback
   addresses in EndpointSlices, and those pods have loopback IPs, so the virt-api Service
   (selector removed by the overlay) gets an EndpointSlice with this host's own address,

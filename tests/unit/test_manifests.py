@@ -79,10 +79,10 @@ def test_daemons_have_what_they_need(path: str) -> None:
 
 def _strip_local_differences(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The objects with image names, the two env values a local cluster sets, and the
-    ServiceMonitor taken out (env in name order: a merge patch moves the entries it sets)."""
+    Prometheus Operator objects taken out (env in name order: a merge patch moves the entries it sets)."""
     kept = []
     for doc in copy.deepcopy(docs):
-        if doc["kind"] == "ServiceMonitor":
+        if doc["kind"] in ("ServiceMonitor", "PrometheusRule"):
             continue
         for c in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
             c.pop("image", None)
@@ -99,10 +99,12 @@ def _strip_local_differences(docs: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 def test_real_node_overlay_is_production_but_images_and_tcg() -> None:
     """The overlay the local real nodes run is the production overlay's objects, differing
-    only in image names, TCG instead of KVM, and no ServiceMonitor (no Prometheus Operator)."""
+    only in image names, TCG instead of KVM, and no ServiceMonitor or PrometheusRule (no
+    Prometheus Operator here)."""
     local = _build("manifests/overlays/local")
     production = _build("manifests/overlays/production")
     assert _strip_local_differences(local) == _strip_local_differences(production)
+    assert not [d for d in local if d["apiVersion"].startswith("monitoring.coreos.com/")]
     images = {
         c["image"]
         for d in local
