@@ -59,11 +59,13 @@ class Cgroup:
         return self.path / "cgroup.procs"
 
     def pids(self) -> list[int]:
-        """Every process in this cgroup and below it."""
+        """Every process in this cgroup and below it. Cgroups that vanish while being
+        walked (a runtime removing them as containers end) are skipped, not an error:
+        os.walk ignores them."""
         found: list[int] = []
-        for procs in sorted(self.path.rglob("cgroup.procs")):
+        for sub, _, _ in os.walk(self.path):
             with contextlib.suppress(OSError, ValueError):
-                found.extend(int(pid) for pid in procs.read_text().split())
+                found.extend(int(pid) for pid in Path(sub, "cgroup.procs").read_text().split())
         return found
 
     def kill(self) -> list[int]:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 from pathlib import Path
 
 import structlog
 
 from localkube.errors import CommandFailed
+from localkube.nodeagent.cgroups import Cgroup
 from localkube.procs import run_cmd
 from localkube.realnode.configs import NodeLayout
 
@@ -201,46 +200,26 @@ def cgroup_hierarchies() -> list[Path]:
     return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
 
 
-def _cgroup_dirs(top: Path) -> list[Path]:
-    """``top`` and every cgroup below it, deepest first; cgroups that vanish while being
-    walked (the runtime removes them as containers end) are skipped, not an error."""
-    found = [Path(d) for d, _, _ in os.walk(top)]  # os.walk ignores vanished dirs
-    return sorted(found, key=lambda p: -len(p.parts))
-
-
-def cgroup_pids(root: str) -> set[int]:
-    pids: set[int] = set()
-    for hierarchy in cgroup_hierarchies():
-        for d in _cgroup_dirs(hierarchy / root.lstrip("/")):
-            with contextlib.suppress(OSError, ValueError):
-                pids.update(int(p) for p in (d / "cgroup.procs").read_text().split())
-    return pids
+def _trees(root: str) -> list[Cgroup]:
+    """The cgroup ``root`` in every hierarchy (the node agents' Cgroup does the walking)."""
+    return [Cgroup(h / root.lstrip("/")) for h in cgroup_hierarchies()]
 
 
 async def kill_cgroup_tree(root: str, *, timeout: float = 10.0) -> None:
     """SIGKILL every process under the cgroup root until none is left (or ``timeout``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while pids := cgroup_pids(root):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    while pids := [pid for tree in _trees(root) for pid in tree.kill()]:
         if loop.time() > deadline:
-            log.warning("cgroup_processes_left", root=root, pids=sorted(pids))
+            log.warning("cgroup_processes_left", root=root, pids=sorted(set(pids)))
             return
         await asyncio.sleep(0.1)
 
 
 def remove_cgroup_tree(root: str) -> None:
     """rmdir the root's cgroups bottom-up in every hierarchy (they must be empty)."""
-    for hierarchy in cgroup_hierarchies():
-        for d in _cgroup_dirs(hierarchy / root.lstrip("/")):
-            try:
-                d.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                log.warning("cgroup_not_removed", path=str(d), reason=str(exc))
+    for tree in _trees(root):
+        tree.remove()
 
 
 def _is_mountpoint(path: Path) -> bool:
