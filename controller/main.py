@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import sys
+from dataclasses import replace
 
 import structlog
 import uvloop
@@ -64,6 +65,8 @@ async def run(config: Config) -> None:
     )
     subresources = SubresourceConfig.from_env(os.environ)  # None: no serving cert mounted
     admission = AdmissionConfig.from_env(os.environ)  # likewise
+    if admission is not None:  # validation refuses what TCG cannot run when guests may
+        admission = replace(admission, emulation=config.template.use_emulation)
     client = await KubeClient.connect(client_config, registry=registry)
     async with client:
         controller = Controller(config, client, registry)

@@ -30,6 +30,9 @@ class AdmissionConfig:
     host: str = "0.0.0.0"  # kube-apiserver reaches us through the Service's endpoints
     port: int = DEFAULT_PORT
     defaults: Defaults = field(default_factory=Defaults)
+    # Guests may run under TCG (the controller's --use-emulation): validation refuses what
+    # TCG cannot run.
+    emulation: bool = True
     lookup_timeout: float = 5.0  # kube-apiserver gives a webhook 10 s
     shutdown_timeout: float = 5.0
     max_body_bytes: int = 8 * 1024 * 1024  # object + oldObject, each up to 1.5 MiB in etcd

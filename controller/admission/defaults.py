@@ -8,7 +8,10 @@ For a VMI spec (and a VM's template spec):
   with a masquerade interface, named `default`;
 - machine.type (the launcher's machine type unless configured);
 - memory.guest from resources.requests.memory, and requests.memory from memory.guest;
-- CPU topology counts default to 1; terminationGracePeriodSeconds to 30.
+- CPU topology counts default to 1; terminationGracePeriodSeconds to 30;
+- efi.secureBoot to true and a feature's `enabled` (features.smm) to true, as KubeVirt's
+  API defaults; a secure-boot guest's machine type to q35 (libvirt's rule for a secure
+  flash).
 A VM's template leaves to its instancetype the CPU and memory defaults, and to its
 preference the disk buses and machine type: the VMI the VM controller creates is expanded
 with them, then defaulted at its own admission.
@@ -27,6 +30,7 @@ DEFAULT_NETWORK = "default"
 DEFAULT_DISK_BUS = "virtio"
 DEFAULT_CDROM_BUS = "sata"
 DEFAULT_GRACE_PERIOD_SECONDS = 30
+SECURE_BOOT_MACHINE_TYPE = "q35"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +126,22 @@ def _default_cpu(domain: dict[str, Any]) -> None:
             cpu[key] = 1
 
 
+def _default_firmware(domain: dict[str, Any]) -> bool:
+    """secureBoot and smm.enabled default to true; True when secure boot is on."""
+    features = domain.get("features")
+    smm = features.get("smm") if isinstance(features, dict) else None
+    if isinstance(smm, dict) and smm.get("enabled") is None:
+        smm["enabled"] = True
+    firmware = domain.get("firmware")
+    bootloader = firmware.get("bootloader") if isinstance(firmware, dict) else None
+    efi = bootloader.get("efi") if isinstance(bootloader, dict) else None
+    if not isinstance(efi, dict):
+        return False
+    if efi.get("secureBoot") is None:
+        efi["secureBoot"] = True
+    return efi["secureBoot"] is True
+
+
 def default_vmi_spec(
     spec: Mapping[str, Any], defaults: Defaults, *, leave: _Leave = _Leave()
 ) -> dict[str, Any]:
@@ -136,10 +156,11 @@ def default_vmi_spec(
         _default_network(out, devices)
         if not devices:
             del domain["devices"]
+    secure_boot = _default_firmware(domain)
     if not leave.preferences:
         machine = _obj(domain, "machine")
         if machine is not None and not machine.get("type"):  # "" is the default too
-            machine["type"] = defaults.machine_type
+            machine["type"] = SECURE_BOOT_MACHINE_TYPE if secure_boot else defaults.machine_type
     if not leave.sizing:
         _default_memory(domain)
         _default_cpu(domain)

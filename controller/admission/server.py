@@ -28,6 +28,7 @@ from controller.subresources.tls import CertDir
 from shared.kube import VMIS, Counter, Registry, Resource
 from shared.kube import NotFound as KubeNotFound
 from shared.model import VirtualMachineInstanceMigration
+from shared.model.validation import ValidationLimits
 
 log = structlog.get_logger("controller.admission")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,6 +58,7 @@ def kube_lookup(client: Gets, *, timeout: float) -> VMILookup:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AppDeps:
     defaults: Defaults
+    limits: ValidationLimits
     lookup: VMILookup
     requests: Counter  # kubevirt_admission_requests_total{webhook,kind,allowed}
 
@@ -107,7 +109,7 @@ async def _mutate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
 async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if review.operation not in ("CREATE", "UPDATE"):
         return allow(review.uid)
-    errors = validate(review.kind, review.obj, old=review.old)
+    errors = validate(review.kind, review.obj, old=review.old, limits=deps.limits)
     is_new_migration = review.operation == "CREATE"
     if is_new_migration and review.kind == VirtualMachineInstanceMigration.KIND:
         errors += await migration_target_errors(
@@ -133,6 +135,7 @@ class AdmissionServer:
         self._config = config
         self._deps = AppDeps(
             defaults=config.defaults,
+            limits=ValidationLimits(emulation=config.emulation),
             lookup=kube_lookup(client, timeout=config.lookup_timeout),
             requests=registry.counter(
                 "kubevirt_admission_requests_total",

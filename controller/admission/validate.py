@@ -25,20 +25,36 @@ from shared.model import (
     VirtualMachineInstanceMigration,
 )
 from shared.model.unsupported import unsupported_fields
-from shared.model.validation import validate_migration, validate_vm, validate_vmi
+from shared.model.validation import (
+    ValidationLimits,
+    validate_migration,
+    validate_vm,
+    validate_vmi,
+)
 
-_Validator = Callable[[Any], list[FieldError]]
+_DEFAULT_LIMITS = ValidationLimits()
+_Validator = Callable[[Any, ValidationLimits], list[FieldError]]
 
 
-def _validate_vm(vm: VirtualMachine) -> list[FieldError]:
+def _validate_vmi(vmi: VirtualMachineInstance, limits: ValidationLimits) -> list[FieldError]:
+    return validate_vmi(vmi, limits=limits)
+
+
+def _validate_vm(vm: VirtualMachine, limits: ValidationLimits) -> list[FieldError]:
     """The VM's own rules, its instancetype/preference matchers and conflicts."""
-    return [*validate_vm(vm), *matcher_errors(vm), *instancetype_conflicts(vm)]
+    return [*validate_vm(vm, limits=limits), *matcher_errors(vm), *instancetype_conflicts(vm)]
+
+
+def _validate_migration(
+    migration: VirtualMachineInstanceMigration, _: ValidationLimits
+) -> list[FieldError]:
+    return validate_migration(migration)
 
 
 KINDS: Mapping[str, tuple[type[KubeObject], _Validator]] = {
-    VirtualMachineInstance.KIND: (VirtualMachineInstance, validate_vmi),
+    VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
-    VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, validate_migration),
+    VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
 }
 
 
@@ -53,9 +69,14 @@ def _unique(errors: Sequence[FieldError]) -> list[FieldError]:
 
 
 def validate(
-    kind: str, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None
+    kind: str,
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    limits: ValidationLimits = _DEFAULT_LIMITS,
 ) -> list[FieldError]:
-    """Every problem of a VMI, VM or VMIM (other kinds: none)."""
+    """Every problem of a VMI, VM or VMIM (other kinds: none); `limits` says whether
+    guests may run under emulation."""
     if kind not in KINDS:
         return []
     if old is not None and obj.get("spec") == old.get("spec"):
@@ -65,7 +86,7 @@ def validate(
         model = cls.from_dict(obj)
     except ParseError as e:
         return [FieldError(path=e.path, message=e.message)]
-    return _unique([*rules(model), *unsupported_fields(model)])
+    return _unique([*rules(model, limits), *unsupported_fields(model)])
 
 
 class VMILookup(Protocol):

@@ -38,6 +38,9 @@ class ValidationLimits:
     max_userdata_bytes: int = 64 * KI
     # emptyDisk / hostDisk capacities (a qcow2 of 1Ei is accepted by qemu-img, then fails).
     max_disk_bytes: int = 64 * TI
+    # Guests may run under emulation (TCG; the controller's --use-emulation): refuse what
+    # TCG cannot run (host-passthrough, CPU models TCG lacks).
+    emulation: bool = False
 
 
 @dataclass(slots=True)

@@ -16,7 +16,8 @@ from shared.model.quantity import parse_bytes, parse_millis
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CPU(Model):
-    """domain.cpu: topology and model; unset counts are 1."""
+    """domain.cpu: topology and model (host-model, host-passthrough or a named QEMU CPU
+    model; unset: the launcher's default); unset counts are 1."""
 
     sockets: int | None = None
     cores: int | None = None
@@ -134,11 +135,17 @@ class Interface(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Rng(Model):
+    """devices.rng: a virtio-rng device fed from the launcher's /dev/urandom (no fields)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Devices(Model):
     """domain.devices (autoattach* flags and other devices stay in `extra`)."""
 
     disks: tuple[Disk, ...] = ()
     interfaces: tuple[Interface, ...] = ()
+    rng: Rng | None = None
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""
@@ -168,10 +175,68 @@ class KernelBoot(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Firmware(Model):
-    """domain.firmware (uuid, serial, bootloader stay in `extra`)."""
+class EFI(Model):
+    """bootloader.efi: UEFI (OVMF); secureBoot defaults to true, as in KubeVirt
+    (persistent stays in `extra`: the NVRAM lives as long as the launcher pod)."""
 
+    secure_boot: bool | None = None
+
+    @property
+    def secure(self) -> bool:
+        """secureBoot, true when unset."""
+        return self.secure_boot is not False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BIOS(Model):
+    """bootloader.bios: SeaBIOS, the default (useSerial stays in `extra`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bootloader(Model):
+    """firmware.bootloader: bios (the default) or efi."""
+
+    bios: BIOS | None = None
+    efi: EFI | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Firmware(Model):
+    """domain.firmware: boot loader, direct kernel boot and the SMBIOS identity."""
+
+    uuid: str | None = None
+    serial: str | None = None
+    bootloader: Bootloader | None = None
     kernel_boot: KernelBoot | None = None
+
+    @property
+    def efi(self) -> EFI | None:
+        """bootloader.efi, if set."""
+        return self.bootloader.efi if self.bootloader is not None else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureState(Model):
+    """A domain feature switch; enabled defaults to true, as in KubeVirt."""
+
+    enabled: bool | None = None
+
+    @property
+    def on(self) -> bool:
+        """enabled, true when unset."""
+        return self.enabled is not False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Features(Model):
+    """domain.features (only smm is typed; acpi, apic, hyperv, … stay in `extra`)."""
+
+    smm: FeatureState | None = None
+
+    @property
+    def smm_on(self) -> bool:
+        """SMM is asked for (smm set and not disabled)."""
+        return self.smm is not None and self.smm.on
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +256,7 @@ class DomainSpec(Model):
     devices: Devices = field(default_factory=Devices)
     firmware: Firmware = field(default_factory=Firmware)
     machine: Machine = field(default_factory=Machine)
+    features: Features = field(default_factory=Features)
 
     def guest_memory(self) -> str | int | None:
         """The guest memory quantity: memory.guest, else resources.requests.memory."""

@@ -20,12 +20,17 @@ from typing import Any
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model._validate_common import child_path
 from shared.model.domain import (
+    BIOS,
     CPU,
+    EFI,
+    Bootloader,
     CDRomTarget,
     Devices,
     Disk,
     DiskTarget,
     DomainSpec,
+    Features,
+    FeatureState,
     Firmware,
     Interface,
     InterfaceBridge,
@@ -36,11 +41,19 @@ from shared.model.domain import (
     Memory,
     ResourceList,
     ResourceRequirements,
+    Rng,
 )
 from shared.model.errors import FieldError
 from shared.model.instancetype import InstancetypeMatcher
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
+from shared.model.scheduling import (
+    Affinity,
+    PodDNSConfig,
+    PodDNSConfigOption,
+    Toleration,
+    TopologySpreadConstraint,
+)
 from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
@@ -73,15 +86,15 @@ ANY_KEY = "*"
 KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     VMISpec: frozenset(
         {
-            "priorityClassName", "affinity", "schedulerName", "tolerations",
-            "topologySpreadConstraints", "livenessProbe", "readinessProbe", "hostname",
-            "subdomain", "dnsPolicy", "dnsConfig", "accessCredentials", "architecture",
+            "livenessProbe", "readinessProbe", "accessCredentials", "architecture",
             "resourceClaims",
         }
     ),
     DomainSpec: frozenset(
-        {"clock", "features", "ioThreadsPolicy", "ioThreads", "chassis", "launchSecurity"}
+        {"clock", "ioThreadsPolicy", "ioThreads", "chassis", "launchSecurity"}
     ),
+    Features: frozenset({"acpi", "apic", "hyperv", "kvm", "pvspinlock", "hypervPassthrough"}),
+    FeatureState: frozenset(),
     CPU: frozenset(
         {
             "maxSockets", "features", "dedicatedCpuPlacement", "numa",
@@ -95,7 +108,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {
             "useVirtioTransitional", "disableHotplug", "watchdog", "inputs",
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
-            "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK", "rng",
+            "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK",
             "blockMultiQueue", "networkInterfaceMultiqueue", "gpus", "downwardMetrics",
             "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
             "logSerialConsole", "video",
@@ -117,7 +130,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
-    Firmware: frozenset({"uuid", "bootloader", "serial", "acpi"}),
+    Rng: frozenset(),
+    Firmware: frozenset({"acpi"}),
+    Bootloader: frozenset(),
+    BIOS: frozenset({"useSerial"}),
+    EFI: frozenset({"persistent"}),
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
@@ -146,7 +163,14 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     VMITemplateSpec: frozenset(),
     InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
+    Toleration: frozenset(),
+    PodDNSConfig: frozenset(),
+    PodDNSConfigOption: frozenset(),
 }  # fmt: skip
+
+# Kubernetes' own types, handed to the launcher pod whole: the API server validates their
+# keys when the pod is made, so they are not walked here.
+KUBERNETES_OWN: frozenset[type[Model]] = frozenset({Affinity, TopologySpreadConstraint})
 
 # KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
 # honours: no pod network is added when autoattachPodInterface is false).
@@ -154,11 +178,12 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachSerialConsole"): (True,),
     (Devices, "autoattachGraphicsDevice"): (False,),
+    (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
+    (EFI, "persistent"): (False,),
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
-    CPU: frozenset({"model"}),
     PodNetwork: frozenset({"vmNetworkCIDR"}),
     VMISpec: frozenset({"evictionStrategy"}),
 }
@@ -185,9 +210,22 @@ def _spec_of(obj: KubeObject) -> Model | None:
     return None
 
 
+def _typed_unsupported(errors: list[FieldError], path: str, model: Model) -> None:
+    plan = plan_of(type(model))
+    for key in sorted(TYPED_UNSUPPORTED.get(type(model), frozenset())):
+        fp = plan.by_key[key]
+        value = getattr(model, fp.attr)
+        if not fp.is_empty(value):
+            errors.append(
+                FieldError(path=child_path(path, key), message=NOT_SUPPORTED, value=value)
+            )
+
+
 def _walk(errors: list[FieldError], path: str, model: Model) -> None:
     """Check `model`'s own keys, then every nested model (metadata excepted)."""
     cls = type(model)
+    if cls in KUBERNETES_OWN:
+        return
     plan = plan_of(cls)
     known = KUBEVIRT_ONLY.get(cls, frozenset())
     for key, value in model.extra.items():
@@ -200,13 +238,7 @@ def _walk(errors: list[FieldError], path: str, model: Model) -> None:
             errors.append(FieldError(path=where, message=NOT_SUPPORTED, value=value))
         else:
             errors.append(FieldError(path=where, message=UNKNOWN_FIELD))
-    for key in sorted(TYPED_UNSUPPORTED.get(cls, frozenset())):
-        fp = plan.by_key[key]
-        value = getattr(model, fp.attr)
-        if not fp.is_empty(value):
-            errors.append(
-                FieldError(path=child_path(path, key), message=NOT_SUPPORTED, value=value)
-            )
+    _typed_unsupported(errors, path, model)
     for fp in plan.fields:
         if fp.key == "metadata":
             continue

@@ -23,6 +23,8 @@ from shared.model._validate_domain import (
     validate_machine,
     validate_memory,
 )
+from shared.model._validate_firmware import validate_cpu_model, validate_firmware
+from shared.model._validate_pod import validate_pod_fields
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
 from shared.model.errors import FieldError, InvalidMigration, InvalidVM, InvalidVMI
 from shared.model.meta import ObjectMeta
@@ -75,6 +77,9 @@ def validate_vmi_spec(
     validate_networks(errs, path, spec)
     validate_kernel_boot(errs, domain_path, spec.domain)
     validate_machine(errs, domain_path, spec.domain)
+    validate_firmware(errs, domain_path, spec.domain)
+    validate_cpu_model(errs, domain_path, spec.domain, limits)
+    validate_pod_fields(errs, path, spec)
     grace = spec.termination_grace_period_seconds
     if grace is not None and grace < 0:
         errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)

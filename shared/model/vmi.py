@@ -18,6 +18,13 @@ from shared.model.enums import (
 from shared.model.meta import ConditionsMixin, PhaseTransition, VMICondition
 from shared.model.migration import MigrationState
 from shared.model.objects import KubeObject
+from shared.model.scheduling import (
+    Affinity,
+    DNSPolicy,
+    PodDNSConfig,
+    Toleration,
+    TopologySpreadConstraint,
+)
 from shared.model.volumes import Network, Volume
 
 # KubeVirt's default when terminationGracePeriodSeconds is unset.
@@ -35,6 +42,16 @@ class VMISpec(Model):
     start_strategy: StartStrategy | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     eviction_strategy: EvictionStrategy | None = None
+    # Carried to the launcher pod as they are (shared/model/scheduling.py).
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    scheduler_name: str | None = None
+    priority_class_name: str | None = None
+    hostname: str | None = None
+    subdomain: str | None = None
+    dns_policy: DNSPolicy | None = None
+    dns_config: PodDNSConfig | None = None
 
     def volume(self, name: str) -> Volume | None:
         """The volume with this name, if any."""

@@ -158,3 +158,27 @@ def test_other_kinds_are_not_mutated() -> None:
     """Migrations (and anything else) get no patch; a non-object spec gets none either."""
     assert mutate("VirtualMachineInstanceMigration", {"spec": {"vmiName": "a"}}, DEFAULTS) == []
     assert mutate("VirtualMachineInstance", {"spec": "x"}, DEFAULTS) == []
+
+
+def test_efi_defaults_to_secure_boot_with_q35_and_smm_enabled() -> None:
+    """efi: {} becomes secureBoot true, smm: {} becomes enabled true (KubeVirt's API
+    defaults) and the machine type q35 (a secure flash needs it); the result is valid."""
+    raw = demo_vmi()["spec"]
+    raw["domain"]["firmware"]["bootloader"] = {"efi": {}}
+    raw["domain"]["features"] = {"smm": {}}
+    spec = default_vmi_spec(raw, DEFAULTS)
+    domain = spec["domain"]
+    assert domain["firmware"]["bootloader"] == {"efi": {"secureBoot": True}}
+    assert domain["features"] == {"smm": {"enabled": True}}
+    assert domain["machine"] == {"type": "q35"}
+    vmi = VirtualMachineInstance.from_dict({**demo_vmi(), "spec": spec})
+    assert validate_vmi(vmi) == []
+
+
+def test_efi_without_secure_boot_keeps_the_default_machine() -> None:
+    """secureBoot false: plain OVMF runs on the default machine type."""
+    raw = demo_vmi()["spec"]
+    raw["domain"]["firmware"]["bootloader"] = {"efi": {"secureBoot": False}}
+    spec = default_vmi_spec(raw, DEFAULTS)
+    assert spec["domain"]["machine"] == {"type": "pc"}
+    assert spec["domain"]["firmware"]["bootloader"] == {"efi": {"secureBoot": False}}

@@ -12,6 +12,7 @@ from controller.admission.defaults import Defaults
 from controller.admission.server import AppDeps, build_app
 from controller.admission.validate import KINDS
 from shared.kube import Registry
+from shared.model.validation import ValidationLimits
 
 BASE = Path(__file__).resolve().parents[3] / "manifests" / "base"
 
@@ -21,7 +22,9 @@ def app() -> Any:
         return None
 
     counter = Registry().counter("c", "c", ("webhook", "kind", "allowed"))
-    return build_app(AppDeps(defaults=Defaults(), lookup=lookup, requests=counter))
+    return build_app(
+        AppDeps(defaults=Defaults(), limits=ValidationLimits(), lookup=lookup, requests=counter)
+    )
 
 
 def configurations() -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from controller.admission.server import AppDeps, build_app
 from controller.admission.validate import migration_target_errors, validate
 from shared.kube import Registry
 from shared.model.unsupported import NOT_SUPPORTED
+from shared.model.validation import ValidationLimits
 from tests.unit.admission.test_defaults import demo_vmi
 
 VMI = "VirtualMachineInstance"
@@ -117,7 +118,9 @@ def client() -> TestClient[web.Request, web.Application]:
     counter = registry.counter(
         "kubevirt_admission_requests_total", "t", ("webhook", "kind", "allowed")
     )
-    deps = AppDeps(defaults=Defaults(), lookup=lookup_none, requests=counter)
+    deps = AppDeps(
+        defaults=Defaults(), limits=ValidationLimits(), lookup=lookup_none, requests=counter
+    )
     return TestClient(TestServer(build_app(deps)))
 
 
@@ -140,16 +143,16 @@ async def test_validate_refuses_with_every_cause() -> None:
     """/validate refuses with Status 422 naming each field in the message and the causes."""
     obj = demo_vmi()
     obj["spec"]["domain"]["devices"] = {"hostDevices": [{"name": "h"}]}
-    obj["spec"]["priorityClassName"] = "high"
+    obj["spec"]["livenessProbe"] = {"tcpSocket": {"port": 22}}
     async with client() as c:
         body = await (await c.post("/validate", json=review(VMI, obj))).json()
     status = body["response"]["status"]
     assert body["response"]["allowed"] is False
     assert status["code"] == 422
-    assert "spec.priorityClassName: not supported by kubevirt-py" in status["message"]
+    assert "spec.livenessProbe: not supported by kubevirt-py" in status["message"]
     assert "spec.domain.devices.hostDevices: not supported by kubevirt-py" in status["message"]
     fields = {c["field"] for c in status["details"]["causes"]}
-    assert {"spec.priorityClassName", "spec.domain.devices.hostDevices"} <= fields
+    assert {"spec.livenessProbe", "spec.domain.devices.hostDevices"} <= fields
 
 
 async def test_validate_refuses_a_migration_of_a_missing_vmi() -> None:

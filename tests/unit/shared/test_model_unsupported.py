@@ -14,6 +14,7 @@ from shared.model.migration import MigrationSpec
 from shared.model.unsupported import (
     ALLOWED_VALUES,
     ANY_KEY,
+    KUBERNETES_OWN,
     KUBEVIRT_ONLY,
     NOT_SUPPORTED,
     TYPED_UNSUPPORTED,
@@ -27,8 +28,6 @@ from tests.unit.shared._validation_support import DELETE, edit, load
 # The fixture as the handler reports it carries fields nothing here honours yet.
 _NOT_HONOURED = {
     "spec.evictionStrategy": DELETE,
-    "spec.domain.cpu.model": DELETE,
-    "spec.domain.firmware.uuid": DELETE,
     "spec.networks[0].pod.vmNetworkCIDR": DELETE,
 }
 
@@ -53,7 +52,8 @@ SPEC_CLASSES = _reachable(VMISpec, set()) | _reachable(VMSpec, set()) | {Migrati
 
 def test_every_spec_class_has_an_entry() -> None:
     """Adding a model class under a spec forces a decision about its KubeVirt-only keys."""
-    missing = sorted(c.__name__ for c in SPEC_CLASSES if c not in KUBEVIRT_ONLY)
+    decided = KUBEVIRT_ONLY.keys() | KUBERNETES_OWN
+    missing = sorted(c.__name__ for c in SPEC_CLASSES if c not in decided)
     assert missing == []
 
 
@@ -95,7 +95,6 @@ REFUSED = [
         "spec.domain.cpu.dedicatedCpuPlacement",
         id="dedicated-cpu",
     ),
-    pytest.param({"spec.domain.cpu.model": "host-model"}, "spec.domain.cpu.model", id="cpu-model"),
     pytest.param(
         {"spec.domain.devices.interfaces[0]": {"name": "default", "sriov": {}}},
         "spec.domain.devices.interfaces[0].sriov",
@@ -111,13 +110,20 @@ REFUSED = [
         "spec.domain.devices.interfaces[0].ports",
         id="masquerade-ports",
     ),
-    pytest.param({"spec.priorityClassName": "high"}, "spec.priorityClassName", id="priority"),
-    pytest.param({"spec.domain.devices.rng": {}}, "spec.domain.devices.rng", id="rng"),
     pytest.param(
-        {"spec.domain.firmware.bootloader": {"efi": {}}},
-        "spec.domain.firmware.bootloader",
-        id="efi",
+        {"spec.domain.firmware.bootloader": {"efi": {"persistent": True}}},
+        "spec.domain.firmware.bootloader.efi.persistent",
+        id="efi-persistent",
     ),
+    pytest.param(
+        {"spec.domain.firmware.bootloader": {"bios": {"useSerial": True}}},
+        "spec.domain.firmware.bootloader.bios.useSerial",
+        id="bios-serial",
+    ),
+    pytest.param(
+        {"spec.domain.features": {"hyperv": {}}}, "spec.domain.features.hyperv", id="hyperv"
+    ),
+    pytest.param({"spec.livenessProbe": {}}, "spec.livenessProbe", id="liveness-probe"),
     pytest.param(
         {"spec.domain.resources.limits": {"memory": "1Gi", "nvidia.com/gpu": 1}},
         "spec.domain.resources.limits[nvidia.com/gpu]",
@@ -182,6 +188,38 @@ def test_allowed_values_pass() -> None:
         "spec.domain.devices.autoattachGraphicsDevice": False,
         "spec.domain.devices.autoattachPodInterface": False,
     }) == []  # fmt: skip
+
+
+HONOURED = {
+    "spec.domain.cpu.model": "host-model",
+    "spec.domain.devices.rng": {},
+    "spec.domain.firmware.uuid": "5d307ca9-b3ef-428c-8861-06e72d69f223",
+    "spec.domain.firmware.serial": "e4686d2c-6e8d-4335-b8fd-81bee22f4814",
+    "spec.domain.firmware.bootloader": {"efi": {"secureBoot": True, "persistent": False}},
+    "spec.domain.features": {"smm": {"enabled": True}, "acpi": {}},
+    "spec.priorityClassName": "high",
+    "spec.schedulerName": "default-scheduler",
+    "spec.hostname": "myhost",
+    "spec.subdomain": "mysub",
+    "spec.dnsPolicy": "None",
+    "spec.dnsConfig": {"nameservers": ["1.1.1.1"], "options": [{"name": "ndots", "value": "2"}]},
+    "spec.tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+    "spec.affinity": {"nodeAffinity": {"anything": "the API server checks it"}},
+    "spec.topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
+}
+
+
+def test_honoured_fields_pass() -> None:
+    """The fields kubevirt-py honours (EFI, SMM, cpu.model, rng, SMBIOS identity, the
+    pod-level fields) are not refused; Kubernetes' own affinity is not walked."""
+    assert _vmi(HONOURED) == []
+
+
+def test_unknown_keys_inside_typed_pod_fields_are_refused() -> None:
+    """A typo inside a toleration or dnsConfig is named, as KubeVirt's schema would."""
+    found = _vmi({"spec.tolerations": [{"kye": "k"}], "spec.dnsConfig": {"nameserver": []}})
+    assert ("spec.tolerations[0].kye", UNKNOWN_FIELD) in found
+    assert ("spec.dnsConfig.nameserver", UNKNOWN_FIELD) in found
 
 
 def test_vm_and_migration_specs_are_walked() -> None:
