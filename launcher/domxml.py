@@ -67,6 +67,22 @@ class KernelPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FirmwarePlan:
+    """UEFI: the read-only code flash and this VM's variable store, made by libvirt from
+    the template when absent."""
+
+    loader: Path
+    nvram: Path
+    nvram_template: Path
+    secure: bool
+
+
+class CpuMode(StrEnum):
+    HOST_MODEL = "host-model"
+    HOST_PASSTHROUGH = "host-passthrough"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DomainPlan:
     name: str
     uuid: str
@@ -85,13 +101,31 @@ class DomainPlan:
     partition: str | None = None
     emulator: Path = Path("/usr/bin/qemu-system-x86_64")
     tb_cache_mib: int | None = 32
+    firmware: FirmwarePlan | None = None  # None: SeaBIOS
+    smm: bool = False
+    # host-model, host-passthrough or a CPU model name; None: libvirt's default for TCG,
+    # host-model for KVM.
+    cpu_model: str | None = None
+    rng: bool = False
+    # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
+    smbios_uuid: str | None = None
+    smbios_serial: str | None = None
+
+    @property
+    def domain_uuid(self) -> str:
+        """The guest-visible UUID: firmware.uuid when given, else the VMI's UID."""
+        return self.smbios_uuid or self.uuid
+
+    @property
+    def has_sysinfo(self) -> bool:
+        return self.smbios_uuid is not None or self.smbios_serial is not None
 
 
 def build(plan: DomainPlan) -> str:
     """Render the plan as domain XML."""
     dom = ET.Element("domain", type=plan.virt_type)
     _text(dom, "name", plan.name)
-    _text(dom, "uuid", plan.uuid)
+    _text(dom, "uuid", plan.domain_uuid)
     _metadata(dom, plan)
     _text(dom, "memory", str(plan.memory_kib), unit="KiB")
     _text(dom, "vcpu", str(plan.topology.vcpus), placement="static")
@@ -99,6 +133,7 @@ def build(plan: DomainPlan) -> str:
         resource = ET.SubElement(dom, "resource")
         _text(resource, "partition", plan.partition)
     _os(dom, plan)
+    _sysinfo(dom, plan)
     _features(dom, plan)
     _cpu(dom, plan)
     _text(dom, "on_poweroff", "destroy")
@@ -127,17 +162,37 @@ def _metadata(dom: ET.Element, plan: DomainPlan) -> None:
 def _os(dom: ET.Element, plan: DomainPlan) -> None:
     os_el = ET.SubElement(dom, "os")
     _text(os_el, "type", "hvm", arch="x86_64", machine=plan.machine)
+    fw = plan.firmware
+    if fw is not None:
+        secure = "yes" if fw.secure else "no"
+        _text(os_el, "loader", str(fw.loader), readonly="yes", secure=secure, type="pflash")
+        _text(os_el, "nvram", str(fw.nvram), template=str(fw.nvram_template))
     if plan.kernel is not None:
         if plan.kernel.kernel is not None:
             _text(os_el, "kernel", str(plan.kernel.kernel))
         if plan.kernel.initrd is not None:
             _text(os_el, "initrd", str(plan.kernel.initrd))
         _text(os_el, "cmdline", plan.kernel.cmdline)
+    if plan.has_sysinfo:
+        ET.SubElement(os_el, "smbios", mode="sysinfo")
+
+
+def _sysinfo(dom: ET.Element, plan: DomainPlan) -> None:
+    """SMBIOS type 1 (system): uuid and serial, as firmware.uuid / firmware.serial say."""
+    if not plan.has_sysinfo:
+        return
+    system = ET.SubElement(ET.SubElement(dom, "sysinfo", type="smbios"), "system")
+    if plan.smbios_uuid is not None:
+        _text(system, "entry", plan.smbios_uuid, name="uuid")
+    if plan.smbios_serial is not None:
+        _text(system, "entry", plan.smbios_serial, name="serial")
 
 
 def _features(dom: ET.Element, plan: DomainPlan) -> None:
     features = ET.SubElement(dom, "features")
     ET.SubElement(features, "acpi")
+    if plan.smm:
+        ET.SubElement(features, "smm", state="on")
     if plan.virt_type == "qemu" and plan.tb_cache_mib:
         tcg = ET.SubElement(features, "tcg")
         _text(tcg, "tb-cache", str(plan.tb_cache_mib), unit="MiB")
@@ -145,8 +200,15 @@ def _features(dom: ET.Element, plan: DomainPlan) -> None:
 
 def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
     cpu = ET.SubElement(dom, "cpu")
-    if plan.virt_type == "kvm":
-        cpu.set("mode", "host-model")
+    model = plan.cpu_model
+    if model is None and plan.virt_type == "kvm":
+        model = CpuMode.HOST_MODEL
+    if model in (CpuMode.HOST_MODEL, CpuMode.HOST_PASSTHROUGH):
+        cpu.set("mode", str(model))
+    elif model is not None:  # a named model, exactly: no fallback to another
+        cpu.set("mode", "custom")
+        cpu.set("match", "exact")
+        _text(cpu, "model", model, fallback="forbid")
     t = plan.topology
     topology = {"sockets": t.sockets, "dies": 1, "cores": t.cores, "threads": t.threads}
     ET.SubElement(cpu, "topology", {k: str(v) for k, v in topology.items()})
@@ -171,6 +233,9 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     ET.SubElement(video, "model", type="none")
     balloon = ET.SubElement(devices, "memballoon", model="virtio")
     ET.SubElement(balloon, "stats", period="1")
+    if plan.rng:
+        rng = ET.SubElement(devices, "rng", model="virtio")
+        _text(rng, "backend", "/dev/urandom", model="random")
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:

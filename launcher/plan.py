@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import disks, volumes
+from launcher import disks, firmware, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -146,15 +146,17 @@ async def plan_domain(
     vmi: VirtualMachineInstance, *, ctx: disks.DiskContext, host: HostPaths, virt_type: str
 ) -> DomainPlan:
     """Resolve everything the domain XML needs; makes disk files as a side effect."""
-    cpu = vmi.spec.domain.cpu
-    memory = vmi.spec.domain.guest_memory_bytes() or 0
+    domain = vmi.spec.domain
+    cpu = domain.cpu
+    memory = domain.guest_memory_bytes() or 0
+    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir)  # before any disk is made
     return DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
         uuid=vmi.metadata.uid or "",
         namespace=vmi.metadata.namespace or "",
         vmi_name=vmi.metadata.name or "",
         virt_type=virt_type,
-        machine=vmi.spec.domain.machine.type or "pc",
+        machine=firmware.machine_type(vmi),
         memory_kib=memory // 1024,
         topology=Topology(sockets=cpu.sockets or 1, cores=cpu.cores or 1, threads=cpu.threads or 1),
         kernel=_kernel(vmi, ctx),
@@ -164,4 +166,10 @@ async def plan_domain(
         console_socket=host.console_socket,
         agent_socket=host.agent_socket,
         partition=host.partition,
+        firmware=uefi,
+        smm=domain.features.smm_on,
+        cpu_model=cpu.model,
+        rng=domain.devices.rng is not None,
+        smbios_uuid=domain.firmware.uuid,
+        smbios_serial=domain.firmware.serial,
     )
