@@ -45,6 +45,7 @@ from controller.labels import (
     VM_LABEL,
 )
 from controller.overhead import memory_overhead_bytes
+from controller.pod_scheduling import excluding_node, pod_fields
 from controller.pods import COMPUTE_CONTAINER
 from controller.volumes import Claim
 from shared import podlayout
@@ -117,11 +118,7 @@ class TemplateService:
         pod = self._pod(
             vmi, seed=migration.uid, extra_labels={MIGRATION_JOB_LABEL: migration.uid}, claims={}
         )
-        not_source = {"key": "metadata.name", "operator": "NotIn", "values": [source_node]}
-        required = {"nodeSelectorTerms": [{"matchFields": [not_source]}]}
-        pod["spec"]["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-        }
+        pod["spec"]["affinity"] = excluding_node(pod["spec"].get("affinity"), source_node)
         return pod
 
     def _pod(
@@ -167,6 +164,7 @@ class TemplateService:
                 ],
             },
         }
+        pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod

@@ -12,7 +12,7 @@ mkdir -p "$KV_CACHE"
 kv_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 KV_APT_PACKAGES=(
-  libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils
+  libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils ovmf
   qemu-guest-agent busybox-static tini pkg-config genisoimage cpio libxml2-utils
   python3-dev gcc libc6-dev iproute2 util-linux openssl procps xz-utils
   # scripts/build-images: images without docker, and containerd + runc to run them
