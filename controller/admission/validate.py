@@ -5,7 +5,8 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - the model's validation (shared.model.validation);
 - a VM's instancetype and preference named with a kind of theirs, and no template field
   an instancetype sets (controller.vm_instancetype), and
-- every field kubevirt-py would not honour (shared.model.unsupported).
+- every field kubevirt-py would not honour (shared.model.unsupported);
+- the instancetype.kubevirt.io objects themselves: their values and fields.
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -24,6 +25,8 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
+from shared.model._validate_instancetype import validate_instancetype_object
+from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -51,10 +54,11 @@ def _validate_migration(
     return validate_migration(migration)
 
 
-KINDS: Mapping[str, tuple[type[KubeObject], _Validator]] = {
+KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
+    **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 
 
@@ -75,8 +79,8 @@ def validate(
     old: Mapping[str, Any] | None = None,
     limits: ValidationLimits = _DEFAULT_LIMITS,
 ) -> list[FieldError]:
-    """Every problem of a VMI, VM or VMIM (other kinds: none); `limits` says whether
-    guests may run under emulation."""
+    """Every problem of a VMI, VM, VMIM or instancetype / preference (other kinds: none);
+    `limits` says whether guests may run under emulation."""
     if kind not in KINDS:
         return []
     if old is not None and obj.get("spec") == old.get("spec"):

@@ -27,7 +27,7 @@ DISK_BUS_LIMITS: dict[str, int] = {"virtio": 64, "sata": 24, "scsi": 28, "usb": 
 # virtio-blk carries at most 20 bytes of serial.
 _SERIAL = re.compile(r"[A-Za-z0-9_.+-]{1,20}")
 # QEMU machine type names (pc, q35, pc-q35-9.2, pc-i440fx-rhel7.6.0, virt, …).
-_MACHINE_TYPE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+MACHINE_TYPE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits) -> None:
@@ -173,7 +173,7 @@ def validate_machine(errs: Errors, path: str, domain: DomainSpec) -> None:
     """machine.type, when set, is a plain QEMU machine type name (no markup, no spaces);
     an empty one means the default, as in KubeVirt (its examples write `type: ""`)."""
     machine_type = domain.machine.type
-    if machine_type and not _MACHINE_TYPE.fullmatch(machine_type):
+    if machine_type and not MACHINE_TYPE.fullmatch(machine_type):
         errs.add(
             f"{path}.machine.type",
             "must be a QEMU machine type: 1-64 of a-z 0-9 . _ -, starting with a letter or digit",

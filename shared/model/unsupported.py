@@ -8,6 +8,7 @@ key found in an `extra` is one of:
   (`KUBEVIRT_ONLY`), unless `ALLOWED_VALUES` lists the value as one honoured here;
 - anything else: an unknown field, which KubeVirt's schema would prune and a strict
   `kubectl apply` refuses, so it is refused here too.
+The instancetype.kubevirt.io kinds are walked the same way (their v1beta1 fields).
 Some fields are typed by the model but honoured by no daemon yet (`TYPED_UNSUPPORTED`):
 they are refused when set. Metadata and status are not checked.
 """
@@ -44,7 +45,16 @@ from shared.model.domain import (
     Rng,
 )
 from shared.model.errors import FieldError
-from shared.model.instancetype import InstancetypeMatcher
+from shared.model.instancetype import (
+    CPUInstancetype,
+    DevicePreferences,
+    InstancetypeMatcher,
+    InstancetypeObject,
+    InstancetypeSpec,
+    MachinePreferences,
+    MemoryInstancetype,
+    PreferenceSpec,
+)
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
 from shared.model.scheduling import (
@@ -166,6 +176,40 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Toleration: frozenset(),
     PodDNSConfig: frozenset(),
     PodDNSConfigOption: frozenset(),
+    # instancetype.kubevirt.io/v1beta1
+    InstancetypeSpec: frozenset(
+        {
+            "nodeSelector", "schedulerName", "gpus", "hostDevices", "ioThreadsPolicy",
+            "launchSecurity", "annotations",
+        }
+    ),
+    CPUInstancetype: frozenset(
+        {
+            "model", "dedicatedCPUPlacement", "numa", "isolateEmulatorThread", "realtime",
+            "maxSockets",
+        }
+    ),
+    MemoryInstancetype: frozenset({"hugepages", "overcommitPercent", "maxGuest"}),
+    PreferenceSpec: frozenset(
+        {
+            "clock", "cpu", "features", "firmware", "volumes", "preferredSubdomain",
+            "preferredTerminationGracePeriodSeconds", "requirements", "annotations",
+            "preferSpreadSocketToCoreRatio", "preferredArchitecture",
+        }
+    ),
+    DevicePreferences: frozenset(
+        {
+            "preferredAutoattachGraphicsDevice", "preferredAutoattachMemBalloon",
+            "preferredAutoattachPodInterface", "preferredAutoattachSerialConsole",
+            "preferredAutoattachInputDevice", "preferredDisableHotplug",
+            "preferredVirtualGPUOptions", "preferredSoundModel", "preferredUseVirtioTransitional",
+            "preferredInputBus", "preferredInputType", "preferredLunBus",
+            "preferredDiskDedicatedIoThread", "preferredDiskCache", "preferredDiskIO",
+            "preferredDiskBlockSize", "preferredRng", "preferredBlockMultiQueue",
+            "preferredNetworkInterfaceMultiQueue", "preferredTPM", "preferredInterfaceMasquerade",
+        }
+    ),
+    MachinePreferences: frozenset(),
 }  # fmt: skip
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
@@ -192,8 +236,9 @@ TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
 _TOP_LEVEL_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 
 
-def unsupported_fields(obj: KubeObject) -> list[FieldError]:
-    """Every field of `obj` (a VMI, VM or VMIM) that kubevirt-py would not honour."""
+def unsupported_fields(obj: KubeObject | InstancetypeObject) -> list[FieldError]:
+    """Every field of `obj` (a VMI, VM, VMIM or an instancetype.kubevirt.io object) that
+    kubevirt-py would not honour."""
     errors: list[FieldError] = []
     for key in obj.extra:
         if key not in _TOP_LEVEL_KEYS:
@@ -204,10 +249,11 @@ def unsupported_fields(obj: KubeObject) -> list[FieldError]:
     return errors
 
 
-def _spec_of(obj: KubeObject) -> Model | None:
+def _spec_of(obj: KubeObject | InstancetypeObject) -> Model | None:
     if isinstance(obj, VirtualMachineInstance | VirtualMachine | VirtualMachineInstanceMigration):
         return obj.spec
-    return None
+    spec = getattr(obj, "spec", None)  # the four instancetype kinds
+    return spec if isinstance(spec, InstancetypeSpec | PreferenceSpec) else None
 
 
 def _typed_unsupported(errors: list[FieldError], path: str, model: Model) -> None:

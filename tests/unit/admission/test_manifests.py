@@ -12,6 +12,7 @@ from controller.admission.defaults import Defaults
 from controller.admission.server import AppDeps, build_app
 from controller.admission.validate import KINDS
 from shared.kube import Registry
+from shared.model.instancetype import INSTANCETYPE_KINDS
 from shared.model.validation import ValidationLimits
 
 BASE = Path(__file__).resolve().parents[3] / "manifests" / "base"
@@ -46,13 +47,15 @@ def test_every_webhook_fails_closed_on_the_admission_port() -> None:
 
 
 def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
-    """VMIs, VMs and VMIMs are validated; the base adds the admission port to virt-api."""
+    """VMIs, VMs, VMIMs and the four instancetype kinds are validated; the base adds the
+    admission port to virt-api."""
     (validator,) = [c for c in configurations() if c["kind"] == "ValidatingWebhookConfiguration"]
     resources = {r for h in validator["webhooks"] for rule in h["rules"] for r in rule["resources"]}
     assert resources == {
         "virtualmachineinstances",
         "virtualmachines",
         "virtualmachineinstancemigrations",
+        *(cls.PLURAL for cls in INSTANCETYPE_KINDS),
     }
     assert len(KINDS) == len(resources)
     kustomization = (BASE / "kustomization.yaml").read_text()

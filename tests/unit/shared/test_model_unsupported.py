@@ -9,6 +9,7 @@ import pytest
 
 from shared.model import VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
+from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 from shared.model.meta import ObjectMeta
 from shared.model.migration import MigrationSpec
 from shared.model.unsupported import (
@@ -47,7 +48,13 @@ def _reachable(cls: type[Model], seen: set[type[Model]]) -> set[type[Model]]:
     return seen
 
 
-SPEC_CLASSES = _reachable(VMISpec, set()) | _reachable(VMSpec, set()) | {MigrationSpec}
+SPEC_CLASSES = (
+    _reachable(VMISpec, set())
+    | _reachable(VMSpec, set())
+    | {MigrationSpec}
+    | _reachable(InstancetypeSpec, set())
+    | _reachable(PreferenceSpec, set())
+)
 
 
 def test_every_spec_class_has_an_entry() -> None:
