@@ -40,7 +40,7 @@ import structlog
 
 from shared import podlayout
 from shared.tasks import cancelling
-from shared.wire.unixpath import short_path
+from shared.wire.unixpath import bind_private, short_path
 
 log = structlog.get_logger("handler.migration_proxy")
 
@@ -351,10 +351,9 @@ class SourceProxy:
             ) -> None:
                 await self._accept(s, r, w)
 
-            path = self.directory / name
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            with short_path(path) as short:
-                self._servers.append(await asyncio.start_unix_server(accept, path=short))
+            # 0600 in a 0700 directory, whatever the umask: only root (QEMU) connects.
+            sock = bind_private(self.directory / name)
+            self._servers.append(await asyncio.start_unix_server(accept, sock=sock))
         log.info("migration_proxy_source_open", migration=self.migration_uid, target=self._host)
 
     async def _connect(self, stream: Stream) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import ssl
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +153,18 @@ async def test_teardown_closes_the_ports_and_removes_the_source_sockets(rig: Rig
     for port in rig.target.ports.values():
         with pytest.raises(OSError):
             await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_source_sockets_are_private_whatever_the_umask(rig: Rig) -> None:
+    """The source end's sockets are 0600 in a 0700 directory (only QEMU, as root, connects),
+    even when they are made again under umask 0."""
+    old = os.umask(0)
+    try:
+        rig.source.close()
+        await rig.source.open()
+    finally:
+        os.umask(old)
+    for name in SOCKET_NAMES.values():
+        path = rig.source.directory / name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
