@@ -3,7 +3,9 @@ secure boot with SMM, and cpu.model, virtio-rng and the SMBIOS identity reach QE
 
 The test guest's EFI path is its kernel as Debian ships it (/boot/vmlinuz.efi, a bzImage
 with the EFI stub): QEMU hands it to OVMF through fw_cfg and OVMF starts it as an EFI
-application. Without `quiet` the kernel's own lines show which firmware ran it.
+application. Without `quiet` the kernel's own lines show which firmware ran it. OVMF and
+the EFI stub (which unpacks the kernel itself) need more memory than the PVH boot: in
+128 MiB OVMF dies with an invalid-opcode exception, so the EFI guests get 256 MiB.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def _efi_vmi(efi: dict[str, Any], **domain: Any) -> dict[str, Any]:
     boot["container"]["kernelPath"] = "/boot/vmlinuz.efi"
     boot["kernelArgs"] = "console=ttyS0 panic=-1"
     spec_domain["firmware"]["bootloader"] = {"efi": efi}
+    spec_domain["memory"]["guest"] = spec_domain["resources"]["requests"]["memory"] = "256Mi"
     spec_domain.update(domain)
     return vmi
 
