@@ -1,0 +1,115 @@
+"""The guest platform and the launcher pod fields on real nodes: a secure-boot EFI guest
+(OVMF from the launcher image, SMM, q35 chosen by admission) with virtio-rng and an SMBIOS
+identity boots, and its launcher pod carries the VMI's scheduling and DNS fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.conftest import pods
+from tests.integration.realnodes.test_story import REPO, _serial, _wait
+
+pytestmark = pytest.mark.cluster
+UUID = "5d307ca9-b3ef-428c-8861-06e72d69f223"
+PRIORITY_CLASS = "kvpy-platform-test"
+POD_FIELDS: dict[str, Any] = {
+    "priorityClassName": PRIORITY_CLASS,
+    "tolerations": [{"key": "kubevirt.io/drain", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                        ]
+                    },
+                }
+            ]
+        }
+    },
+    "hostname": "efi-guest",
+    "subdomain": "platform",
+    "dnsPolicy": "None",
+    "dnsConfig": {"nameservers": ["198.18.0.10"], "searches": ["platform.test"]},
+}
+
+
+def _vmi() -> dict[str, Any]:
+    vmi: dict[str, Any] = yaml.safe_load(
+        (REPO / "examples" / "conformance" / "vmi-secureboot.yaml").read_text()
+    )
+    vmi["spec"].update(POD_FIELDS)
+    domain = vmi["spec"]["domain"]
+    domain["devices"] = {"rng": {}}
+    domain["firmware"].update(uuid=UUID, serial="SN-REAL-0001")
+    return vmi
+
+
+def _qemu_cmdline(marker: str) -> str:
+    """The command line of the QEMU (seen from the host) whose arguments hold `marker`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "qemu-system" in cmdline and marker in cmdline:
+            return cmdline
+    raise AssertionError(f"no QEMU process with {marker!r}")
+
+
+def test_secure_boot_guest_boots_with_its_pod_fields(
+    real_cluster: Cluster, real_stack: Kubectl, real_namespace: str
+) -> None:
+    """kubectl apply of a secure-boot VMI: admission defaults secureBoot, smm and q35; the
+    guest boots under the secure-boot OVMF (the kernel says so on the console); the domain
+    has rng and the SMBIOS uuid; the launcher pod has every pod field as written."""
+    k, ns = real_stack, real_namespace
+    k("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": PRIORITY_CLASS}, "value": 1000,
+    }))  # fmt: skip
+    try:
+        k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi()))
+
+        def vmi() -> dict[str, Any]:
+            out = k("get", "vmi", "vmi-secureboot", "-n", ns, "-o", "json", check=False)
+            return json.loads(out) if out else {}
+
+        domain = vmi()["spec"]["domain"]
+        assert domain["machine"]["type"] == "q35"
+        assert domain["firmware"]["bootloader"]["efi"]["secureBoot"] is True
+        running = _wait(
+            lambda: (v := vmi()).get("status", {}).get("phase") == "Running" and v,
+            300,
+            "secure-boot VMI Running",
+            lambda: vmi().get("status"),
+        )
+        serial = _wait(
+            lambda: "KUBEVIRT-PY-GUEST-BOOTED" in (t := _serial(real_cluster, running)) and t,
+            240,
+            "the guest's boot on its console",
+            lambda: _serial(real_cluster, running)[-800:],
+        )
+        assert "Secure boot enabled" in serial
+        (pod,) = pods(k, ns, "kubevirt.io=virt-launcher")
+        spec: Any = pod["spec"]
+        for key, value in POD_FIELDS.items():
+            assert spec[key] == value, key
+        assert spec["priority"] == 1000
+        cmdline = _qemu_cmdline(f"guest={ns}_vmi-secureboot")
+        assert "virtio-rng-pci" in cmdline and f"uuid={UUID}" in cmdline
+        assert "OVMF_CODE_4M.secboot.fd" in cmdline and "smm=on" in cmdline
+    finally:
+        k("delete", "vmi", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False)
+        k("delete", "priorityclass", PRIORITY_CLASS, check=False)
