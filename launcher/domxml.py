@@ -157,6 +157,8 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     _text(devices, "emulator", str(plan.emulator))
     for disk in plan.disks:
         _disk(devices, disk)
+    # Hotplugged scsi disks need a controller there from the start (KubeVirt's too).
+    ET.SubElement(devices, "controller", type="scsi", index="0", model="virtio-scsi")
     for iface in plan.interfaces:
         _interface(devices, iface)
     # The serial console is a Unix socket for interactive use, logged to a file as well.
@@ -171,6 +173,13 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     ET.SubElement(video, "model", type="none")
     balloon = ET.SubElement(devices, "memballoon", model="virtio")
     ET.SubElement(balloon, "stats", period="1")
+
+
+def disk_xml(disk: DiskPlan) -> str:
+    """One disk device on its own (a hotplug's attachDeviceFlags argument)."""
+    holder = ET.Element("devices")
+    _disk(holder, disk)
+    return ET.tostring(holder[0], encoding="unicode")
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:
