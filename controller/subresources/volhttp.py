@@ -5,7 +5,8 @@ credentials after the caller's SubjectAccessReview, as the VM actions (vmhttp).
 
 - on a VMI: its spec gets (or loses) the hotplugged volume and its disk; the controller
   and the handler attach it (controller/hotplug.py, handler/hotplug/);
-- on a VM (virtctl's --persist): the template gets it, and so does the running VMI.
+- on a VM (virtctl's --persist): the template gets it; the VM controller makes the
+  running VMI follow (controller/vm_hotplug.py), as KubeVirt's VM controller does.
 A claim that does not exist is refused up front, naming it.
 """
 
@@ -81,7 +82,7 @@ class VolumeActions:
             if isinstance(opts, AddVolume):
                 await self._claim_exists(ref, opts.claim_name)
             if resource == RESOURCE:
-                await self._on_vmi(ref, opts, required=True)
+                await self._on_vmi(ref, opts)
             else:
                 await self._on_vm(ref, opts)
             log.info("volume_action_applied", volume=opts.name, dry_run=opts.dry_run)
@@ -97,27 +98,21 @@ class VolumeActions:
         except KubeError as e:
             raise SubresourceError(f"cannot read the claim {claim!r}: {e}", vmi=ref) from e
 
-    async def _on_vmi(self, ref: VmiRef, opts: Options, *, required: bool) -> None:
-        """Patch the VMI's spec; a VMI that is not there (or ended) is refused or skipped."""
-        vmi = await self._get(VMIS, ref, missing_ok=not required)
-        if vmi is None:
-            return
+    async def _on_vmi(self, ref: VmiRef, opts: Options) -> None:
+        """Patch the VMI's spec; a VMI that ended (or is going) is refused."""
+        vmi = await self._get(VMIS, ref, missing_ok=False) or {}
         phase = (vmi.get("status") or {}).get("phase")
         if phase in FINAL_PHASES or (vmi.get("metadata") or {}).get("deletionTimestamp"):
-            if not required:
-                return
             raise Conflict(f"VMI {ref.namespace}/{ref.name} is not running ({phase})", vmi=ref)
         ops = _ops(vmi.get("spec") or {}, opts, ref, path=VMI_SPEC)
         await self._patch(VMIS, ref, ops, dry_run=opts.dry_run)
 
     async def _on_vm(self, ref: VmiRef, opts: Options) -> None:
-        """The VM's template first (validated there: it owns the volume's name), then its
-        running VMI, if any."""
+        """The VM's template; its running VMI follows it (controller/vm_hotplug.py)."""
         vm = await self._get(VMS, ref, missing_ok=False) or {}
         template = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         ops = _ops(template, opts, ref, path=VM_TEMPLATE_SPEC)
         await self._patch(VMS, ref, ops, dry_run=opts.dry_run)
-        await self._on_vmi(VmiRef(namespace=ref.namespace, name=ref.name), opts, required=False)
 
     async def _get(
         self, resource: Resource, ref: VmiRef, *, missing_ok: bool
