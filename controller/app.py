@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from controller.config import Config
+from controller.hotplug import HotplugAttachments
 from controller.informers import Informers, SourceWrapper, build_informers
 from controller.migration_controller import MigrationController
 from controller.node_controller import NodeController
@@ -196,6 +197,7 @@ def _build_loops(
             timing=config.timing,
             **common,
             recorder=recorder,
+            hotplugs=HotplugAttachments(client, config.template),
         ),
         vm=VMController(
             queue=_queue("vm", registry),

@@ -18,7 +18,8 @@ the handler lives in one place and is tested without a cluster:
   containerDisk and kernelBoot files copied out of their images by init containers into
   the `container-disks` emptyDir, mounted read-only in the compute container; PVCs and
   hostDisks as pod volumes under `vmi-disks/<volume>` (the layout is shared/podlayout.py's,
-  which the launcher reads by).
+  which the launcher reads by); the `hotplug-disks` emptyDir (HostToContainer) where
+  virt-handler bind-mounts hotplugged claims' disks.
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class TemplateService:
                     {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
                     {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
                     {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
                     *sources.volumes,
                 ],
             },
@@ -218,6 +220,11 @@ class TemplateService:
                     "name": podlayout.CONTAINER_DISKS_VOLUME,
                     "mountPath": podlayout.CONTAINER_DISKS_DIR,
                     "readOnly": True,
+                },
+                {  # hotplugged disks appear here while the launcher runs (podlayout)
+                    "name": podlayout.HOTPLUG_DISKS_VOLUME,
+                    "mountPath": podlayout.HOTPLUG_DISKS_DIR,
+                    "mountPropagation": "HostToContainer",
                 },
                 *sources.mounts,
             ],

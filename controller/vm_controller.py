@@ -16,6 +16,7 @@ from controller.errors import SyncError
 from controller.informers import Informers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
+from controller.vm_hotplug import template_ops
 from controller.vm_logic import Backoff, VMPlan, plan_vm, vmi_from_template
 from controller.vm_revisions import Expansion, expansion
 from shared.kube import (
@@ -29,8 +30,10 @@ from shared.kube import (
     EventType,
     Expectations,
     Handlers,
+    Invalid,
     KubeClient,
     NotFound,
+    PatchType,
     Recorder,
     StatusWriter,
     TransportError,
@@ -131,6 +134,8 @@ class VMController(Reconciler):
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
         await self._apply(vm, plan)
+        if vmi is not None and owner_key(vmi) == key:
+            await self._follow_template(vm, vmi)
         new = dataclasses.replace(vm, status=plan.status)
         if new.status == vm.status:
             self._requeue(key, plan)
@@ -143,6 +148,21 @@ class VMController(Reconciler):
         if written is not vm:
             self._recent.remember(written)
         self._requeue(key, plan)
+
+    async def _follow_template(self, vm: VirtualMachine, vmi: VirtualMachineInstance) -> None:
+        """The running VMI's hotplugged volumes follow the template (vm_hotplug)."""
+        ops = template_ops(vm, vmi)
+        if not ops:
+            return
+        try:
+            await self._client.patch(VMIS, vmi.name, ops, namespace=vm.namespace,
+                                     patch_type=PatchType.JSON)  # fmt: skip
+        except (Invalid, Conflict) as e:  # changed meanwhile: its update event comes back
+            log.info("vmi_hotplug_follow_retry", error=str(e))
+            return
+        except (ApiError, TransportError) as e:
+            raise SyncError(ConditionReason.FAILED_UPDATE, f"VMI {vmi.key}: {e}") from e
+        log.info("vmi_hotplug_followed_template")
 
     def _requeue(self, key: str, plan: VMPlan) -> None:
         if plan.requeue_after is not None:

@@ -19,6 +19,7 @@ import structlog
 
 from controller.config import TimingConfig
 from controller.errors import SyncError
+from controller.hotplug import HotplugAttachments, hotplugged
 from controller.informers import VMI_UID_INDEX, Informers
 from controller.labels import POD_SCHEDULED, VMI_FINALIZER
 from controller.pods import LauncherPod
@@ -45,6 +46,7 @@ from shared.model import (
     ConditionStatus,
     VirtualMachineInstance,
     VMIConditionType,
+    VMIPhase,
     VMIStatus,
 )
 
@@ -74,8 +76,10 @@ class VMIController(Reconciler):
         timing: TimingConfig,
         clock: Clock,
         recorder: Recorder | None = None,
+        hotplugs: HotplugAttachments | None = None,
     ) -> None:
         super().__init__(queue)
+        self._hotplugs = hotplugs
         self._recorder = recorder or DiscardRecorder()
         self._client = client
         self._informers = informers
@@ -145,6 +149,7 @@ class VMIController(Reconciler):
             released=self._released(pods, now),
         )
         plan = await self._name_unbound_claims(vmi, plan)
+        plan = await self._hotplug(vmi, plan, pods)
         try:
             await self._apply_pods(vmi, plan)
         except SyncError as e:
@@ -163,6 +168,34 @@ class VMIController(Reconciler):
         await self._write(vmi, new)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
+
+    async def _hotplug(
+        self, vmi: VirtualMachineInstance, plan: VMIPlan, pods: list[LauncherPod]
+    ) -> VMIPlan:
+        """A Running VMI's hotplugged volumes: attachment pods and volumeStatus."""
+        if (
+            self._hotplugs is None
+            or plan.status.phase is not VMIPhase.RUNNING
+            or vmi.metadata.is_deleting
+            or not (hotplugged(vmi) or any(e.hotplug_volume for e in vmi.status.volume_status))
+        ):
+            return plan
+        node = plan.status.node_name
+        owner = next(
+            (p for p in pods if p.node_name == node and p.uid in plan.status.active_pods),
+            None,
+        )
+        if owner is None:
+            return plan
+        status, again = await self._hotplugs.sync(vmi, owner)
+        requeue = plan.requeue_after
+        if again is not None:
+            requeue = again if requeue is None else min(requeue, again)
+        return dataclasses.replace(
+            plan,
+            status=dataclasses.replace(plan.status, volume_status=status),
+            requeue_after=requeue,
+        )
 
     async def _name_unbound_claims(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> VMIPlan:
         """An unschedulable launcher pod of a VMI with claims: the PodScheduled condition

@@ -22,7 +22,13 @@ from shared.wire.errors import (
     RemoteError,
     WireError,
 )
-from shared.wire.launcher_api import Method, SyncArgs
+from shared.wire.launcher_api import (
+    AttachVolumeArgs,
+    DetachVolumeArgs,
+    Method,
+    SyncArgs,
+    VolumeReply,
+)
 from shared.wire.stats import DomainStats
 
 _REASONS: Mapping[str, SyncReason] = {
@@ -80,6 +86,17 @@ async def guest_os_info(launcher: LauncherPort) -> GuestOSInfo:
     reply = await _call(launcher, Method.GET_GUEST_INFO, None)
     os_info = reply.get("os", {}) if isinstance(reply, Mapping) else {}
     return GuestOSInfo.from_dict(dict(os_info))
+
+
+async def attach_volume(launcher: LauncherPort, args: AttachVolumeArgs) -> VolumeReply:
+    """A hotplugged volume's disk attached to the guest (idempotent)."""
+    return VolumeReply.from_wire(await _call(launcher, Method.ATTACH_VOLUME, args.to_wire()))
+
+
+async def detach_volume(launcher: LauncherPort, volume: str) -> VolumeReply:
+    """Ask the guest to release a hotplugged disk; whether the domain still holds it."""
+    args = DetachVolumeArgs(volume=volume).to_wire()
+    return VolumeReply.from_wire(await _call(launcher, Method.DETACH_VOLUME, args))
 
 
 def is_domain_not_found(exc: BaseException) -> bool:

@@ -30,6 +30,7 @@ from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
 from handler.errors import Shutdown
 from handler.heartbeat import Heartbeat
+from handler.hotplug import HotplugVolumes
 from handler.launcher_target import LauncherTarget
 from handler.launchers import (
     LauncherPool,
@@ -171,6 +172,7 @@ class Handler:
             wall=wall,
             outgoing=self.outgoing,
             recorder=self.recorder or DiscardRecorder(),
+            hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

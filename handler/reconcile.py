@@ -24,6 +24,7 @@ import structlog
 from handler import commands
 from handler.domains import DomainCache, DomainRecord
 from handler.errors import Superseded, SyncError
+from handler.hotplug import HotplugVolumes
 from handler.launchers import (
     LauncherPort,
     LauncherState,
@@ -46,6 +47,7 @@ from shared.model import (
     format_time,
     utc_now,
 )
+from shared.model.volumestatus import VolumeStatus
 from shared.wire.domain import DomainStatus
 from shared.wire.launcher_api import Method
 
@@ -111,6 +113,7 @@ class _Pass:
     error: SyncError | None = None
     guest_info: GuestOSInfo | None = None
     migration_state: MigrationState | None = None
+    volume_status: tuple[VolumeStatus, ...] | None = None
     revisit: list[float] = field(default_factory=list)
 
 
@@ -126,6 +129,7 @@ class ReconcilerDeps:
     wall: Clock = utc_now
     outgoing: OutgoingMigrations = field(default_factory=OutgoingMigrations)
     recorder: Recorder = field(default_factory=DiscardRecorder)
+    hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
 
 
 class Reconciler:
@@ -200,6 +204,22 @@ class Reconciler:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
         await self._migrate_out(step)
+        await self._hotplug(step)
+
+    async def _hotplug(self, step: _Pass) -> None:
+        """Hotplugged volumes of a Running VMI mounted and attached, removed ones detached."""
+        hotplug, vmi, pod_uid = self._d.hotplug, step.vmi, step.local.pod_uid
+        if hotplug is None or vmi.status.phase is not VMIPhase.RUNNING or pod_uid is None:
+            return
+        if not hotplug.wanted(vmi):
+            return
+        outcome = await hotplug.sync(vmi, step.launcher, pod_uid=pod_uid)
+        step.volume_status = outcome.volume_status
+        if outcome.revisit is not None:
+            step.revisit.append(outcome.revisit)
+        for name, why in outcome.forced:
+            message = f"Volume {name} was unplugged without the guest's consent: {why}"
+            self._d.recorder.event(vmi, EventType.WARNING, "HotplugDetachForced", message)
 
     async def _migrate_out(self, step: _Pass) -> None:
         """This node is the source of a migration: start, cancel or conclude it."""
@@ -315,6 +335,8 @@ class Reconciler:
 
     def _release(self, uid: str, local: _Local) -> None:
         local.launcher_deleted = True
+        if self._d.hotplug is not None:
+            self._d.hotplug.release(uid, local.pod_uid)
         self._d.outgoing.release(uid)
         self._d.launchers.release(uid)
 
@@ -338,6 +360,8 @@ class Reconciler:
         status = next_status(vmi, observed, now=format_time(self._d.wall()))
         if step.migration_state is not None:
             status = dataclasses.replace(status, migration_state=step.migration_state)
+        if step.volume_status is not None:
+            status = dataclasses.replace(status, volume_status=step.volume_status)
         if verdict.phase != vmi.status.phase_or_unset:
             why = verdict.failure.message if verdict.failure else None
             log.info(
@@ -410,6 +434,8 @@ class Reconciler:
             log.info("vmi_forgotten")
 
     def _drop(self, local: _Local) -> None:
+        if self._d.hotplug is not None:
+            self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
         self._d.domains.forget(local.uid)

@@ -133,6 +133,13 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,
                 f"interface {iface.name}: bridge binding on the pod network cannot migrate",
             )
+    hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
+    if hotplugged is not None:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.HOTPLUG_NOT_MIGRATABLE,
+            f"volume {hotplugged.name} is hotplugged",
+        )
     for vol in vmi.spec.volumes:
         if vol.host_disk is not None:
             why = "is a hostDisk, local to the node"

@@ -6,10 +6,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from launcher.guest import filesystems, guest_info, users
+from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from shared.wire.domain import DomainStatus
-from shared.wire.launcher_api import Method, NoArgs, SyncArgs
+from shared.wire.launcher_api import (
+    AttachVolumeArgs,
+    DetachVolumeArgs,
+    Method,
+    NoArgs,
+    SyncArgs,
+)
 from shared.wire.migration import MigrateArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
@@ -85,8 +92,31 @@ MIGRATION_COMMANDS: Mapping[Method, MigrationOp] = {
 }
 
 
-def register(server: RpcServer, manager: DomainManager, migrations: Migrations) -> None:
-    """Register every command of the tables against ``manager`` and ``migrations``."""
+HotplugOp = Callable[[Hotplug, Mapping[str, Any]], Awaitable[Any]]
+
+
+async def _attach(hotplug: Hotplug, args: Mapping[str, Any]) -> Any:
+    return (await hotplug.attach(AttachVolumeArgs.from_wire(args))).to_wire()
+
+
+async def _detach(hotplug: Hotplug, args: Mapping[str, Any]) -> Any:
+    return (await hotplug.detach(DetachVolumeArgs.from_wire(args))).to_wire()
+
+
+HOTPLUG_COMMANDS: Mapping[Method, HotplugOp] = {
+    Method.ATTACH_VOLUME: _attach,
+    Method.DETACH_VOLUME: _detach,
+}
+
+
+def register(
+    server: RpcServer,
+    manager: DomainManager,
+    migrations: Migrations,
+    hotplug: Hotplug,
+) -> None:
+    """Register every command of the tables against ``manager``, ``migrations`` and
+    ``hotplug``."""
     for method, op in COMMANDS.items():
 
         async def handler(args: Mapping[str, Any], op: Op = op) -> Any:
@@ -99,3 +129,9 @@ def register(server: RpcServer, manager: DomainManager, migrations: Migrations) 
             return await mop(migrations, args)
 
         server.register(str(method), mhandler)
+    for method, hop in HOTPLUG_COMMANDS.items():
+
+        async def hhandler(args: Mapping[str, Any], hop: HotplugOp = hop) -> Any:
+            return await hop(hotplug, args)
+
+        server.register(str(method), hhandler)

@@ -219,6 +219,8 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     _text(devices, "emulator", str(plan.emulator))
     for disk in plan.disks:
         _disk(devices, disk)
+    # Hotplugged scsi disks need a controller there from the start (KubeVirt's too).
+    ET.SubElement(devices, "controller", type="scsi", index="0", model="virtio-scsi")
     for iface in plan.interfaces:
         _interface(devices, iface)
     # The serial console is a Unix socket for interactive use, logged to a file as well.
@@ -236,6 +238,13 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     if plan.rng:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
+
+
+def disk_xml(disk: DiskPlan) -> str:
+    """One disk device on its own (a hotplug's attachDeviceFlags argument)."""
+    holder = ET.Element("devices")
+    _disk(holder, disk)
+    return ET.tostring(holder[0], encoding="unicode")
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:

@@ -23,6 +23,7 @@ from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
 from launcher.disks import DiskContext
 from launcher.errors import StartupError
+from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
@@ -148,7 +149,8 @@ async def _serve(
         ),
     )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    commands.register(server, manager, migrations)
+    hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
+    commands.register(server, manager, migrations, hotplug)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

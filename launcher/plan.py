@@ -82,6 +82,8 @@ async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[D
     try:
         for disk in vmi.spec.domain.devices.disks:
             index, volume = indexed[disk.name]
+            if volume.is_hotplug:
+                continue  # attached live once the handler made it reachable (hotplug.py)
             req = volumes.VolumeRequest(
                 vmi=vmi, name=volume.name or "", ctx=ctx, field=f"spec.volumes[{index}]"
             )

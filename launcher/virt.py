@@ -191,6 +191,17 @@ class Virt:
         dom = await self._domain(name)
         return await self._call(dom.XMLDesc, 0)
 
+    async def attach_device(self, name: str, xml: str) -> None:
+        """Hot-plug a device into the running domain (live only: a VMI runs once)."""
+        dom = await self._domain(name)
+        await self._call(dom.attachDeviceFlags, xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    async def detach_device(self, name: str, xml: str) -> None:
+        """Ask for a device's removal; libvirt returns once the guest was asked (a guest
+        may take longer, or ignore it: the caller checks the live XML)."""
+        dom = await self._domain(name)
+        await self._call(dom.detachDeviceFlags, xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
     async def migratable_xml(self, name: str) -> str:
         """The live definition, stripped of what must not travel (libvirt's MIGRATABLE)."""
         dom = await self._domain(name)

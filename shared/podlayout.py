@@ -26,6 +26,15 @@ the launcher builds an ISO of the files there. The serviceAccount's is a project
 (token, ca.crt, namespace: what the kubelet's automount would hold) and the pod runs as
 that account. A cloud-init secretRef (networkDataSecretRef) is the Secret mounted at
 ``PRIVATE_DIR/secret/<volume>-udata`` (``-ndata``), as in KubeVirt.
+
+Hotplugged claims (``hotpluggable: true``) are no pod volume of the launcher: each gets an
+attachment pod ``hp-volume-<hash>`` (``attachment_pod_name``) on the VMI's node, whose
+only volume is the claim, so the kubelet mounts it there. The launcher pod carries the
+``hotplug-disks`` emptyDir, mounted at ``HOTPLUG_DISKS_DIR`` with ``HostToContainer``
+propagation; virt-handler (pods dir mounted ``Bidirectional``) bind-mounts the claim's
+``disk.img`` from the attachment pod's volume dir onto ``<volume>.img`` in that emptyDir on
+the node (``hotplug_disk_file``), and the mount propagates into the running launcher,
+which attaches the file to the guest. The handler unmounts it again after the detach.
 """
 
 from __future__ import annotations
@@ -83,8 +92,29 @@ DOWNWARD_API_SUBDIR = "downwardapi"
 SERVICE_ACCOUNT_SUBDIR = "service-account"
 USER_DATA_SUFFIX = "-udata"
 NETWORK_DATA_SUFFIX = "-ndata"
+# Hotplugged claims' disks, bind-mounted in by virt-handler (see the top of this file).
+HOTPLUG_DISKS_VOLUME = "hotplug-disks"
+HOTPLUG_DISKS_DIR = "/var/run/kubevirt/hotplug-disks"
+HOTPLUG_DISK_SUFFIX = ".img"
+# Attachment pods: KubeVirt's name prefix and app label; the claim is their one volume,
+# mounted at ATTACHMENT_MOUNT_DIR in their one container.
+ATTACHMENT_POD_PREFIX = "hp-volume-"
+ATTACHMENT_APP = "hotplug-disk"
+ATTACHMENT_CONTAINER = "hotplug-disk"
+ATTACHMENT_MOUNT_DIR = "/hotplug"
+# Annotation on an attachment pod: the VMI volume it serves.
+ATTACHMENT_VOLUME_ANNOTATION = "kubevirt.io/hotplug-volume"
+# Where the kubelet mounts pod volumes on the node, per volume plugin (pods/<uid>/volumes).
+POD_VOLUMES = PurePosixPath("volumes")
 POD_OWN_VOLUMES = frozenset(
-    {SOCKETS_VOLUME, PRIVATE_VOLUME, NOTIFY_VOLUME, CONTAINER_DISKS_VOLUME, BINARY_VOLUME}
+    {
+        SOCKETS_VOLUME,
+        PRIVATE_VOLUME,
+        NOTIFY_VOLUME,
+        CONTAINER_DISKS_VOLUME,
+        BINARY_VOLUME,
+        HOTPLUG_DISKS_VOLUME,
+    }
 )
 
 # sh (busybox's) in the user's image: copy each (source, name) pair into the output dir.
@@ -200,3 +230,21 @@ def copy_command(out_dir: PurePosixPath, files: Sequence[CopyFile]) -> list[str]
     pairs = [part for f in files for part in (f.source or "", f.name)]
     out = str(PurePosixPath(CONTAINER_DISKS_DIR) / out_dir)
     return [BUSYBOX, "sh", "-c", COPY_SCRIPT, "copy", BUSYBOX, out, *pairs]
+
+
+def hotplug_disk_file(volume: str) -> PurePosixPath:
+    """A hotplugged volume's disk file, relative to HOTPLUG_DISKS_DIR (and to the node's
+    view of the launcher pod's hotplug-disks emptyDir)."""
+    return PurePosixPath(f"{volume}{HOTPLUG_DISK_SUFFIX}")
+
+
+def hotplug_disks_on_node(pod_uid: str) -> PurePosixPath:
+    """The launcher pod's hotplug-disks emptyDir, relative to the kubelet's pods dir."""
+    return PurePosixPath(pod_uid) / EMPTY_DIRS / HOTPLUG_DISKS_VOLUME
+
+
+def attachment_pod_name(vmi_uid: str, volume: str) -> str:
+    """The attachment pod of one hotplugged volume of one VMI (stable, so a create is
+    idempotent)."""
+    digest = hashlib.sha256(f"{vmi_uid}/{volume}".encode()).hexdigest()[:10]
+    return f"{ATTACHMENT_POD_PREFIX}{digest}"

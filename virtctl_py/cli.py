@@ -94,6 +94,7 @@ def build() -> argparse.ArgumentParser:
             "-o", "--output", choices=["table", "json", "yaml"],
             default="json" if name == "guestosinfo" else "table",
         )  # fmt: skip
+    _volumes(verb)
     _create(verb("create", "emit a manifest"), common)
     _expose(verb("expose", "create a Service for a VM or VMI"))
     verb("version", "client and server versions")
@@ -118,6 +119,23 @@ def _lifecycle(verb: object) -> None:
                 "--grace-period", type=int, default=-1,
                 help="seconds before the VM is killed (with --force; restart takes 0 only)",
             )  # fmt: skip
+
+
+def _volumes(verb: object) -> None:
+    """addvolume / removevolume with upstream virtctl's flags."""
+    assert callable(verb)
+    for name, text in (
+        ("addvolume", "hotplug a claim into a running VMI (--persist: into its VM too)"),
+        ("removevolume", "unplug a hotplugged volume (--persist: from its VM too)"),
+    ):
+        p: argparse.ArgumentParser = verb(name, text)
+        p.add_argument("name", help="the VM or VMI")
+        p.add_argument("--volume-name", required=True, help="the claim (and volume) name")
+        p.add_argument("--persist", action="store_true", help="change the VM's template too")
+        _dry_run(p)
+        if name == "addvolume":
+            p.add_argument("--serial", default="", help="the disk's serial (default: its name)")
+            p.add_argument("--bus", default="scsi", choices=["scsi", "virtio"], help="disk bus")
 
 
 def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

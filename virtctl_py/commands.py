@@ -214,3 +214,30 @@ def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
         user_data=_user_data(args), grace=args.grace,
     )  # fmt: skip
     return yaml.safe_dump(manifests.vm_manifest(flags), sort_keys=False).rstrip()
+
+
+def volume_body(args: argparse.Namespace) -> dict[str, Any]:
+    """AddVolumeOptions / RemoveVolumeOptions as upstream virtctl sends them: the volume,
+    its disk and its serial all take the claim's name unless told."""
+    name: str = args.volume_name
+    body: dict[str, Any] = {"name": name}
+    if args.command == "addvolume":
+        body["disk"] = {"name": name, "serial": args.serial or name, "disk": {"bus": args.bus}}
+        body["volumeSource"] = {"persistentVolumeClaim": {"claimName": name, "hotpluggable": True}}
+    if args.dry_run:
+        body["dryRun"] = ["All"]
+    return body
+
+
+async def volume(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+    """addvolume / removevolume: on the VMI, or with --persist on the VM (and its VMI)."""
+    resource = lifecycle.VM_SUBRESOURCES if args.persist else VMI_ACTIONS
+    await kube.call_subresource(
+        "PUT", resource, args.name, namespace=target.namespace,
+        subresource=args.command, body=volume_body(args),
+    )  # fmt: skip
+    what = "add" if args.command == "addvolume" else "remove"
+    return (
+        f"Successfully submitted {what} volume request to VM {args.name} "
+        f"for volume {args.volume_name}"
+    )

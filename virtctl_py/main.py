@@ -29,6 +29,8 @@ VERBS: Mapping[str, Verb] = {
     "guestosinfo": commands.guest_query,
     "userlist": commands.guest_query,
     "fslist": commands.guest_query,
+    "addvolume": commands.volume,
+    "removevolume": commands.volume,
     "expose": commands.expose,
     "version": commands.version,
 }

@@ -1,7 +1,8 @@
 """The imperative actions: their resource, URL name, HTTP method and RBAC verb, written once.
 
 VMI actions (pause, console …) are forwarded to the handler of the VMI's node; VM actions
-(start, stop, restart, migrate) are object writes made here (`vmactions`, `vmhttp`).
+(start, stop, restart, migrate) are object writes made here (`vmactions`, `vmhttp`), as are
+addvolume/removevolume on either (`volumes`, `volhttp`).
 Discovery, routing, the SubjectAccessReview verb and the RBAC manifests' drift test all
 read these tables, so adding an action is one line here (plus its implementation).
 """
@@ -40,11 +41,18 @@ class VMAction(StrEnum):
     MIGRATE = "migrate"
 
 
+class VolumeAction(StrEnum):
+    """Hotplug subresources, on virtualmachineinstances and on virtualmachines alike."""
+
+    ADD = "addvolume"
+    REMOVE = "removevolume"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionSpec:
     """How an action is called: PUT → verb update (a state change), GET → verb get."""
 
-    action: Action | VMAction
+    action: Action | VMAction | VolumeAction
     method: str
     stream: bool = False  # a websocket, relayed rather than answered
     resource: str = RESOURCE
@@ -68,4 +76,15 @@ ACTIONS: Mapping[Action, ActionSpec] = {
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
     a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
 }
-ALL_ACTIONS: tuple[ActionSpec, ...] = (*ACTIONS.values(), *VM_ACTIONS.values())
+# (resource, action) → spec: addvolume/removevolume are object writes made here too.
+VOLUME_ACTIONS: Mapping[tuple[str, VolumeAction], ActionSpec] = {
+    (r, a): ActionSpec(action=a, method="PUT", resource=r)
+    for r in (RESOURCE, VM_RESOURCE)
+    for a in VolumeAction
+}
+ALL_ACTIONS: tuple[ActionSpec, ...] = (
+    *ACTIONS.values(),
+    *(s for (r, _), s in VOLUME_ACTIONS.items() if r == RESOURCE),
+    *VM_ACTIONS.values(),
+    *(s for (r, _), s in VOLUME_ACTIONS.items() if r == VM_RESOURCE),
+)

@@ -7,6 +7,8 @@
         authenticate → SubjectAccessReview → locate → forward (or relay the console)
     /apis/<group>/v1/namespaces/<ns>/virtualmachines/<name>/{start,stop,restart,migrate}
         authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
+    /apis/<group>/v1/namespaces/<ns>/{virtualmachineinstances,virtualmachines}/<name>/
+        {addvolume,removevolume}: the same, on the spec's volumes (volhttp)
 
 Discovery, version and healthz need the front proxy but no review (kube-apiserver
 authorized them; KubeVirt's virt-api does the same). Every action is reviewed.
@@ -33,6 +35,7 @@ from controller.subresources.actions import (
     VM_RESOURCE,
     Action,
     ActionSpec,
+    VolumeAction,
 )
 from controller.subresources.authn import UserInfo, authenticate, common_name
 from controller.subresources.authz import Authorizer, ResourceAttributes, require
@@ -49,7 +52,8 @@ from controller.subresources.errors import (
 from controller.subresources.forward import CONSOLE_PROTOCOLS
 from controller.subresources.frontproxy import FrontProxy
 from controller.subresources.locate import ClusterReader, Target, locate
-from controller.subresources.vmhttp import VmActions, VmStore
+from controller.subresources.vmhttp import VmActions, VmStore, Writes
+from controller.subresources.volhttp import VolumeActions
 from shared.kube import Counter
 
 log = structlog.get_logger("controller.subresources")
@@ -84,6 +88,7 @@ class AppDeps:
     forwarder: Forwarder
     requests: Counter  # kubevirt_subresource_requests_total{action,code}
     vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
+    volumes: Writes | None = None  # addvolume/removevolume (None: not served)
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0
     heartbeat: float = 30.0
@@ -99,6 +104,16 @@ def build_app(deps: AppDeps) -> web.Application:
     app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
     app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
+    if deps.volumes is not None:  # before the generic action routes, which would match too
+        volume_actions = VolumeActions(authorizer=deps.authorizer, client=deps.volumes)
+
+        async def volume_action(request: web.Request) -> web.StreamResponse:
+            return await volume_actions.handle(request, request[USER_KEY])
+
+        for resource in (RESOURCE, VM_RESOURCE):
+            for action in VolumeAction:
+                path = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{{resource:{resource}}}"
+                app.router.add_route("*", f"{path}/{{name}}/{{action:{action}}}", volume_action)
     app.router.add_route("*", ACTION_PATH, _Actions(deps).handle)
     vm_actions = VmActions(authorizer=deps.authorizer, store=deps.vms)
 
@@ -136,7 +151,9 @@ def _status_errors(deps: AppDeps) -> Any:
         except web.HTTPMethodNotAllowed:
             response = _status(405, StatusReason.METHOD_NOT_ALLOWED, f"{request.method} refused")
         action = request.match_info.get("action")
-        if action is not None and (action in ACTIONS or action in VM_ACTIONS):
+        if action is not None and (
+            action in ACTIONS or action in VM_ACTIONS or action in set(VolumeAction)
+        ):
             deps.requests.labels(action, str(response.status)).inc()
         return response
 

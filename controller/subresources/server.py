@@ -86,6 +86,7 @@ class SubresourceServer:
                 forwarder=forwarder,
                 requests=self._requests,
                 vms=self._vms,
+                volumes=self._client,
                 write_timeout=cfg.write_timeout,
                 heartbeat=cfg.heartbeat,
             )

@@ -162,7 +162,7 @@ class VmActions:
             vm=f"{ns}/{name}", action=str(action), user=user.name
         ):
             await require(self._authorizer, user, ResourceAttributes.of(spec, ref))
-            opts = parse_options(action, await _body(request, ref), ref)
+            opts = parse_options(action, await read_body(request, ref), ref)
             vm = await self._read(ref)
             writes = plan(action, opts, vm, await self._vmi(ref))
             if opts.dry_run:
@@ -205,7 +205,7 @@ def _action(request: web.Request, ref: VmiRef) -> VMAction:
     return VMAction(name)
 
 
-async def _body(request: web.Request, ref: VmiRef) -> bytes:
+async def read_body(request: web.Request, ref: VmiRef) -> bytes:
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise _too_large(ref)
     body = await request.content.read(MAX_BODY + 1)

@@ -74,11 +74,14 @@ def _bytes(value: object) -> int | None:
 
 
 def claim_names(vmi: VirtualMachineInstance) -> tuple[str, ...]:
-    """The claims the VMI's volumes name, in order, each once."""
+    """The claims the VMI's launcher pod mounts, in order, each once (hotplugged ones are
+    their attachment pods' business)."""
     names = [
         v.persistent_volume_claim.claim_name
         for v in vmi.spec.volumes
-        if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name
+        if v.persistent_volume_claim is not None
+        and v.persistent_volume_claim.claim_name
+        and not v.is_hotplug
     ]
     return tuple(dict.fromkeys(names))
 

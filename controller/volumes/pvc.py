@@ -16,7 +16,10 @@ CLAIM_CAPACITY_ARG = "--claim-capacity"
 
 
 def render(volume: Volume, source: PersistentVolumeClaimSource, ctx: RenderContext) -> PodVolumes:
-    """The claim's pod volume, its mount and the disk size the launcher may need."""
+    """The claim's pod volume, its mount and the disk size the launcher may need; nothing
+    for a hotpluggable claim (its attachment pod mounts it: controller/hotplug.py)."""
+    if source.hotpluggable:
+        return PodVolumes()
     name = volume.name or ""
     pod_volume = podlayout.pod_volume_name(name)
     read_only = bool(source.read_only)

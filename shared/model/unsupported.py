@@ -152,7 +152,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {"dataVolume", "downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
     ),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
-    PersistentVolumeClaimSource: frozenset({"hotpluggable"}),
+    PersistentVolumeClaimSource: frozenset(),
     HostDiskSource: frozenset({"shared"}),
     EmptyDiskSource: frozenset(),
     CloudInitNoCloudSource: frozenset(),

@@ -26,6 +26,7 @@ from shared.model.scheduling import (
     TopologySpreadConstraint,
 )
 from shared.model.volumes import Network, Volume
+from shared.model.volumestatus import VolumeStatus
 
 # KubeVirt's default when terminationGracePeriodSeconds is unset.
 DEFAULT_GRACE_PERIOD_SECONDS = 30
@@ -114,6 +115,11 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     qos_class: QOSClass | None = None
     launcher_container_image_version: str | None = None
     migration_method: MigrationMethod | None = None
+    volume_status: tuple[VolumeStatus, ...] = ()
+
+    def volume_state(self, name: str) -> VolumeStatus | None:
+        """The volumeStatus entry of a volume, if any."""
+        return next((v for v in self.volume_status if v.name == name), None)
 
     @property
     def phase_or_unset(self) -> VMIPhase:

@@ -24,6 +24,9 @@ UNTYPED_VOLUME_SOURCES = (
     "sysprep",
     "memoryDump",
 )
+# Buses a disk may be hotplugged on (KubeVirt's rule), and virtctl's default.
+HOTPLUG_BUSES = ("scsi", "virtio")
+DEFAULT_HOTPLUG_BUS = "scsi"
 # Network sources the model keeps untyped.
 UNTYPED_NETWORK_SOURCES = ("multus",)
 
@@ -43,6 +46,7 @@ class PersistentVolumeClaimSource(Model):
 
     claim_name: str | None = None
     read_only: bool | None = None
+    hotpluggable: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +210,12 @@ class Volume(Model):
         found = [key for key, value in self._typed() if value is not None]
         found += [key for key in UNTYPED_VOLUME_SOURCES if self.extra.get(key) is not None]
         return tuple(found)
+
+    @property
+    def is_hotplug(self) -> bool:
+        """A hotpluggable claim: attached to the running guest, not part of its pod."""
+        pvc = self.persistent_volume_claim
+        return pvc is not None and bool(pvc.hotpluggable)
 
     @property
     def is_cloud_init(self) -> bool:

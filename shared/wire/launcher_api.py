@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
+from shared.model.volumes import DEFAULT_HOTPLUG_BUS, HOTPLUG_BUSES
 from shared.wire.client import Tier
 from shared.wire.errors import InvalidArgument
 
@@ -37,6 +38,8 @@ class Method(StrEnum):
     PREPARE_MIGRATION_TARGET = "prepare_migration_target"
     MIGRATE = "migrate"
     CANCEL_MIGRATION = "cancel_migration"
+    ATTACH_VOLUME = "attach_volume"
+    DETACH_VOLUME = "detach_volume"
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -57,6 +60,8 @@ TIERS: Mapping[Method, Tier] = {
     Method.PREPARE_MIGRATION_TARGET: Tier.LONG,
     Method.MIGRATE: Tier.MEDIUM,
     Method.CANCEL_MIGRATION: Tier.MEDIUM,
+    Method.ATTACH_VOLUME: Tier.MEDIUM,
+    Method.DETACH_VOLUME: Tier.MEDIUM,
 }
 
 
@@ -86,3 +91,83 @@ class NoArgs:
         if args:
             raise InvalidArgument(sorted(args)[0], "this method takes no arguments")
         return cls()
+
+
+def _text(args: Mapping[str, Any], key: str, *, required: bool) -> str | None:
+    value = args.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(key, "expected a non-empty string")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttachVolumeArgs:
+    """attach_volume: the hotplugged volume whose disk file the handler made reachable
+    (podlayout.hotplug_disk_file), the bus and serial its disk asks for."""
+
+    volume: str
+    bus: str = DEFAULT_HOTPLUG_BUS
+    serial: str | None = None
+    readonly: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"volume": self.volume, "bus": self.bus, "readonly": self.readonly}
+        if self.serial:
+            wire["serial"] = self.serial
+        return wire
+
+    @classmethod
+    def from_wire(cls, args: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(args) - {"volume", "bus", "serial", "readonly"})
+        if unknown:
+            raise InvalidArgument(unknown[0], "unknown argument")
+        bus = _text(args, "bus", required=False) or DEFAULT_HOTPLUG_BUS
+        if bus not in HOTPLUG_BUSES:
+            raise InvalidArgument("bus", f"{bus!r} cannot be hotplugged (one of {HOTPLUG_BUSES})")
+        readonly = args.get("readonly", False)
+        if not isinstance(readonly, bool):
+            raise InvalidArgument("readonly", "expected a boolean")
+        return cls(
+            volume=_text(args, "volume", required=True) or "",
+            bus=bus,
+            serial=_text(args, "serial", required=False),
+            readonly=readonly,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DetachVolumeArgs:
+    """detach_volume: the hotplugged volume whose disk leaves the guest."""
+
+    volume: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"volume": self.volume}
+
+    @classmethod
+    def from_wire(cls, args: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(args) - {"volume"})
+        if unknown:
+            raise InvalidArgument(unknown[0], "unknown argument")
+        return cls(volume=_text(args, "volume", required=True) or "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VolumeReply:
+    """What attach_volume / detach_volume answer: the guest device (None once gone) and
+    whether the domain still holds the disk (a guest may ignore an unplug)."""
+
+    target: str | None
+    attached: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"target": self.target, "attached": self.attached}
+
+    @classmethod
+    def from_wire(cls, reply: Any) -> Self:
+        if not isinstance(reply, Mapping) or not isinstance(reply.get("attached"), bool):
+            raise InvalidArgument("attached", "expected a map with a boolean 'attached'")
+        target = reply.get("target")
+        return cls(target=target if isinstance(target, str) else None, attached=reply["attached"])

@@ -7,7 +7,8 @@ from controller.subresources import discovery
 
 def test_resource_list_names_every_action_with_its_verb() -> None:
     """virtualmachineinstances/<action>: update for state changes, get for reads and console;
-    virtualmachines/{start,stop,restart,migrate}: update, kind VirtualMachine."""
+    virtualmachines/{start,stop,restart,migrate}: update, kind VirtualMachine;
+    {addvolume,removevolume} on both: update."""
     doc = discovery.api_resource_list()
     assert doc["kind"] == "APIResourceList"
     assert doc["groupVersion"] == "subresources.kubevirt.io/v1"
@@ -20,10 +21,14 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/userlist": ["get"],
         "virtualmachineinstances/filesystemlist": ["get"],
         "virtualmachineinstances/console": ["get"],
+        "virtualmachineinstances/addvolume": ["update"],
+        "virtualmachineinstances/removevolume": ["update"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],
         "virtualmachines/migrate": ["update"],
+        "virtualmachines/addvolume": ["update"],
+        "virtualmachines/removevolume": ["update"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
     kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}

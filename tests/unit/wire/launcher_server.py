@@ -19,6 +19,7 @@ import uvloop
 
 from launcher import commands
 from launcher.disks import DiskContext
+from launcher.hotplug import Hotplug, HotplugConfig, HotplugVirt
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, MigrationPort, Migrations, SourceMigrator
 from launcher.plan import HostPaths
@@ -56,7 +57,10 @@ def build_server(work: Path) -> RpcServer:
         endpoint=EndpointConfig(libvirt_root=work / "libvirt", short_id="fuzz"),
     )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    commands.register(server, manager, migrations)
+    hotplug = Hotplug(
+        virt=cast(HotplugVirt, virt), domain=lambda: identity.domain, config=HotplugConfig()
+    )
+    commands.register(server, manager, migrations, hotplug)
     return server
 
 

@@ -35,7 +35,7 @@ def _first_column(section: str) -> list[str]:
 
 def _launcher_server() -> RpcServer:
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    commands.register(server, cast(Any, object()), cast(Any, object()))
+    commands.register(server, cast(Any, object()), cast(Any, object()), cast(Any, object()))
     return server
 
 

@@ -1,0 +1,88 @@
+"""persistentVolumeClaim (filesystem mode), hotplugged: the claim's `disk.img` as its
+attachment pod's kubelet mount holds it on this node, made sparse to the claim's capacity
+when absent (as a claim booted with gets it from the launcher).
+
+The kubelet mounts a pod's claim under `pods/<uid>/volumes/<plugin>/<pv name>` (plus
+`/mount` for CSI drivers). An attachment pod has the claim as its only volume, so the
+one such directory outside the kubelet's own volume kinds is the claim's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from handler.errors import HandlerError
+from shared import podlayout
+from shared.model.errors import QuantityError
+from shared.model.quantity import parse_bytes
+from shared.model.volumes import PersistentVolumeClaimSource
+from shared.model.volumestatus import VolumeStatus
+
+# Volume kinds the kubelet gives a pod that are never a claim.
+NOT_CLAIMS = frozenset(
+    {
+        "kubernetes.io~empty-dir",
+        "kubernetes.io~projected",
+        "kubernetes.io~secret",
+        "kubernetes.io~configmap",
+        "kubernetes.io~downward-api",
+    }
+)
+SECTOR = 512
+
+
+class ClaimNotMounted(HandlerError):
+    """The attachment pod's claim is not (or no longer) on this node."""
+
+
+def disk_source(
+    source: PersistentVolumeClaimSource, entry: VolumeStatus, *, pods_dir: Path
+) -> Path:
+    """The claim's disk file on this node, made when absent."""
+    claim = source.claim_name or ""
+    pod_uid = entry.attach_pod_uid or ""
+    volumes = pods_dir / pod_uid / podlayout.POD_VOLUMES
+    found = [
+        d
+        for kind in (sorted(volumes.iterdir()) if volumes.is_dir() else [])
+        if kind.name not in NOT_CLAIMS
+        for d in sorted(kind.iterdir())
+        if d.is_dir()
+    ]
+    if len(found) != 1:
+        raise ClaimNotMounted(
+            f"claim {claim!r} is not mounted for attachment pod {pod_uid} on this node "
+            f"({len(found)} volume dirs under {volumes})"
+        )
+    root = found[0] / "mount" if (found[0] / "mount").is_dir() else found[0]
+    disk = root / podlayout.PVC_DISK_FILE
+    if not disk.exists():
+        _make_sparse(disk, _capacity(entry, claim))
+    if not disk.is_file():
+        raise ClaimNotMounted(f"claim {claim!r}: {podlayout.PVC_DISK_FILE} is no file")
+    return disk
+
+
+def _capacity(entry: VolumeStatus, claim: str) -> int:
+    info = entry.persistent_volume_claim_info
+    raw = (info.capacity.get("storage") or info.requests.get("storage")) if info else None
+    try:
+        size = parse_bytes(raw) if raw else 0
+    except QuantityError:
+        size = 0
+    if size < SECTOR:
+        raise ClaimNotMounted(
+            f"claim {claim!r} holds no {podlayout.PVC_DISK_FILE} and its capacity is unknown"
+        )
+    return size - size % SECTOR
+
+
+def _make_sparse(path: Path, size: int) -> None:
+    part = path.with_name(f".{path.name}.part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o660)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    part.rename(path)

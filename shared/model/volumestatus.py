@@ -1,0 +1,80 @@
+"""VMI status.volumeStatus: how far each hotplugged volume got (KubeVirt's phases).
+
+The controller writes Pending (claim not bound), Bound and AttachedToNode (its attachment
+pod runs on the VMI's node), with the pod in `hotplugVolume`; the handler writes
+MountedToPod (the claim's disk is reachable in the launcher pod) and Ready (attached to
+the guest, `target` its device), and drops the entry once a removed volume is detached.
+Detaching is the controller's mark on a removed volume the handler still holds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from shared.model._codec import Model, json_name
+
+
+class VolumePhase(enum.StrEnum):
+    """volumeStatus[].phase (KubeVirt's VolumePhase)."""
+
+    PENDING = "Pending"
+    BOUND = "Bound"
+    ATTACHED_TO_NODE = "AttachedToNode"
+    MOUNTED_TO_POD = "MountedToPod"
+    READY = "Ready"
+    DETACHING = "Detaching"
+
+    @property
+    def mounted(self) -> bool:
+        """The handler may hold a mount (or a guest device) for a volume in this phase."""
+        return self in (VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING)
+
+
+class VolumeReason(enum.StrEnum):
+    """volumeStatus[].reason values (KubeVirt's, plus the detach outcomes)."""
+
+    PVC_NOT_READY = "PVCNotReady"
+    SUCCESSFUL_CREATE = "SuccessfulCreate"
+    FAILED_CREATE = "FailedCreate"
+    MOUNTED_TO_POD = "VolumeMountedToPod"
+    MOUNT_FAILED = "VolumeMountFailed"
+    READY = "VolumeReady"
+    ATTACH_FAILED = "VolumeAttachFailed"
+    DETACHING = "VolumeDetaching"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HotplugVolumeStatus(Model):
+    """volumeStatus[].hotplugVolume: the attachment pod that mounts the claim on the node."""
+
+    attach_pod_name: str | None = None
+    attach_pod_uid: str | None = field(default=None, metadata=json_name("attachPodUID"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PersistentVolumeClaimInfo(Model):
+    """volumeStatus[].persistentVolumeClaimInfo: what the claim offers."""
+
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str | None = None
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VolumeStatus(Model):
+    """One entry of status.volumeStatus."""
+
+    name: str | None = None
+    target: str | None = None
+    phase: VolumePhase | None = None
+    reason: str | None = None
+    message: str | None = None
+    hotplug_volume: HotplugVolumeStatus | None = None
+    persistent_volume_claim_info: PersistentVolumeClaimInfo | None = None
+
+    @property
+    def attach_pod_uid(self) -> str | None:
+        return self.hotplug_volume.attach_pod_uid if self.hotplug_volume else None

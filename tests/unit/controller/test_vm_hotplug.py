@@ -1,0 +1,67 @@
+"""Declarative hotplug: a running VMI follows its VM template's hotpluggable volumes (added
+with the template's disk, recorded; removed when the template drops one it recorded),
+and leaves alone what was hot-plugged into the VMI alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.vm_hotplug import FROM_TEMPLATE, template_ops
+from shared.model import VirtualMachine, VirtualMachineInstance
+
+DATA = {"name": "data", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}
+SOLO = {"name": "solo", "persistentVolumeClaim": {"claimName": "s", "hotpluggable": True}}
+DISK = {"name": "data", "disk": {"bus": "virtio"}, "serial": "d1"}
+
+
+def _vm(*volumes: dict[str, Any]) -> VirtualMachine:
+    disks = [DISK] if any(v["name"] == "data" for v in volumes) else []
+    spec = {"domain": {"devices": {"disks": disks}}, "volumes": list(volumes)}
+    return VirtualMachine.from_dict(
+        {"metadata": {"name": "vm"}, "spec": {"template": {"spec": spec}}}
+    )
+
+
+def _vmi(
+    *volumes: dict[str, Any], recorded: list[str] | None = None, phase: str = "Running"
+) -> VirtualMachineInstance:
+    disks = [{"name": v["name"], "disk": {"bus": "scsi"}} for v in volumes]
+    meta: dict[str, Any] = {"name": "vm"}
+    if recorded is not None:
+        meta["annotations"] = {FROM_TEMPLATE: json.dumps(recorded)}
+    return VirtualMachineInstance.from_dict({
+        "metadata": meta,
+        "spec": {"domain": {"devices": {"disks": disks}}, "volumes": list(volumes)},
+        "status": {"phase": phase},
+    })  # fmt: skip
+
+
+def _value(ops: list[dict[str, Any]], path: str) -> Any:
+    return next(op["value"] for op in ops if op["op"] != "test" and op["path"] == path)
+
+
+def test_template_volume_is_added_with_its_disk_and_recorded() -> None:
+    """Added to the template while running: the VMI gets the volume, the template's disk
+    (its bus and serial), and the name recorded; lists tested first."""
+    ops = template_ops(_vm(DATA), _vmi())
+    assert ops[0] == {"op": "test", "path": "/spec/volumes", "value": []}
+    assert _value(ops, "/spec/volumes") == [DATA]
+    assert _value(ops, "/spec/domain/devices/disks") == [DISK]
+    assert _value(ops, "/metadata/annotations") == {FROM_TEMPLATE: '["data"]'}
+
+
+def test_removed_from_the_template_is_removed_from_the_vmi() -> None:
+    """Dropped from the template: a recorded volume leaves the VMI (and the record)."""
+    ops = template_ops(_vm(), _vmi(DATA, recorded=["data"]))
+    assert _value(ops, "/spec/volumes") == []
+    assert _value(ops, "/spec/domain/devices/disks") == []
+    assert _value(ops, "/metadata/annotations/kubevirt-py.io~1hotplug-from-template") == "[]"
+
+
+def test_vmi_only_volumes_and_settled_vmis_are_left_alone() -> None:
+    """A volume plugged into the VMI alone stays; a VMI that matches, or is not Running,
+    needs no patch."""
+    assert template_ops(_vm(), _vmi(SOLO)) == []
+    assert template_ops(_vm(DATA), _vmi(DATA, recorded=["data"])) == []
+    assert template_ops(_vm(DATA), _vmi(phase="Scheduled")) == []
