@@ -160,7 +160,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
     CPU: frozenset({"model"}),
     PodNetwork: frozenset({"vmNetworkCIDR"}),
-    VMISpec: frozenset({"evictionStrategy"}),
 }
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).

@@ -97,6 +97,8 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     qos_class: QOSClass | None = None
     launcher_container_image_version: str | None = None
     migration_method: MigrationMethod | None = None
+    # The node a drain asked this VMI to leave (set at eviction, cleared once it left).
+    evacuation_node_name: str | None = None
 
     @property
     def phase_or_unset(self) -> VMIPhase:

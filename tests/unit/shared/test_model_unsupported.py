@@ -26,7 +26,6 @@ from tests.unit.shared._validation_support import DELETE, edit, load
 
 # The fixture as the handler reports it carries fields nothing here honours yet.
 _NOT_HONOURED = {
-    "spec.evictionStrategy": DELETE,
     "spec.domain.cpu.model": DELETE,
     "spec.domain.firmware.uuid": DELETE,
     "spec.networks[0].pod.vmNetworkCIDR": DELETE,
@@ -128,7 +127,6 @@ REFUSED = [
         "spec.volumes[0].containerDisk.imagePullSecret",
         id="pull-secret",
     ),
-    pytest.param({"spec.evictionStrategy": "LiveMigrate"}, "spec.evictionStrategy", id="eviction"),
     pytest.param(
         {"spec.domain.devices.autoattachGraphicsDevice": True},
         "spec.domain.devices.autoattachGraphicsDevice",
@@ -182,6 +180,12 @@ def test_allowed_values_pass() -> None:
         "spec.domain.devices.autoattachGraphicsDevice": False,
         "spec.domain.devices.autoattachPodInterface": False,
     }) == []  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", ["None", "LiveMigrate", "LiveMigrateIfPossible", "External"])
+def test_eviction_strategies_are_honoured(strategy: str) -> None:
+    """Every KubeVirt evictionStrategy is honoured (drain and eviction), so none is refused."""
+    assert _vmi({"spec.evictionStrategy": strategy}) == []
 
 
 def test_vm_and_migration_specs_are_walked() -> None:
