@@ -80,12 +80,42 @@ def migrates_on_eviction(vmi: VirtualMachineInstance, default: EvictionStrategy)
     return strategy in (S.LIVE_MIGRATE, S.LIVE_MIGRATE_IF_POSSIBLE) and is_migratable(vmi)
 
 
+def _migrating_into(vmi: VirtualMachineInstance, pod_migration_uid: str | None) -> bool:
+    """The pod is the target of the VMI's migration in progress."""
+    state = vmi.status.migration_state
+    return (
+        pod_migration_uid is not None
+        and state is not None
+        and state.migration_uid == pod_migration_uid
+        and not (state.completed or state.failed)
+    )
+
+
+_ALLOW = EvictionVerdict(action=EvictionAction.ALLOW)
+
+
 def eviction_verdict(
-    vmi: VirtualMachineInstance, *, pod_node: str | None, default: EvictionStrategy
+    vmi: VirtualMachineInstance,
+    *,
+    pod_node: str | None,
+    default: EvictionStrategy,
+    pod_migration_uid: str | None = None,
 ) -> EvictionVerdict:
-    """What an eviction of the VMI's launcher pod on `pod_node` does (the table above)."""
+    """What an eviction of the VMI's launcher pod on `pod_node` does (the table above);
+    `pod_migration_uid` is the VMIM the pod was created for (a migration target)."""
     if vmi.is_final() or vmi.metadata.is_deleting:
-        return EvictionVerdict(action=EvictionAction.ALLOW)
+        return _ALLOW
+    if vmi.status.node_name == pod_node:
+        return _verdict_where_it_runs(vmi, default)
+    if _migrating_into(vmi, pod_migration_uid):
+        message = f"the pod is the target of VMI {vmi.key}'s migration in progress"
+        return EvictionVerdict(action=EvictionAction.REFUSE, message=message)
+    return _ALLOW  # a pod on a node the VMI has left
+
+
+def _verdict_where_it_runs(
+    vmi: VirtualMachineInstance, default: EvictionStrategy
+) -> EvictionVerdict:
     strategy = effective_strategy(vmi, default)
     if strategy is S.LIVE_MIGRATE and not is_migratable(vmi):
         why = _not_migratable_why(vmi)
@@ -96,15 +126,12 @@ def eviction_verdict(
         )
         return EvictionVerdict(action=EvictionAction.REFUSE, message=message)
     if not protects(vmi, default):
-        return EvictionVerdict(action=EvictionAction.ALLOW)
+        return _ALLOW
     evacuation = EVACUATION_MESSAGE.format(key=vmi.key)
     if vmi.status.evacuation_node_name:
         return EvictionVerdict(
             action=EvictionAction.REFUSE, message=f"Evacuation in progress: {evacuation}"
         )
-    if vmi.status.node_name != pod_node:
-        message = f"the pod is the migration target of VMI {vmi.key}, not the pod it runs in"
-        return EvictionVerdict(action=EvictionAction.REFUSE, message=message)
     return EvictionVerdict(action=EvictionAction.EVACUATE, message=evacuation)
 
 

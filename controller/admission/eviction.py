@@ -8,7 +8,8 @@ strategy (controller/eviction.py):
   and the eviction is refused with 429, which `kubectl drain` retries; the evacuation
   controller migrates the VMI and its pod then ends, and the retried eviction passes;
 - refused with 429 and the reason: LiveMigrate but not live-migratable, an evacuation
-  already in progress, the pod a migration target, or the API not answering.
+  already in progress, the pod the target of a migration in progress, or the API not
+  answering. A pod on a node the VMI has left (a migration's old source) may go.
 
 The answer depends on nothing but the pod, its VMI and the cluster default, so every
 controller replica gives the same one.
@@ -91,7 +92,9 @@ class EvictionAdmitter:
             vmi = VirtualMachineInstance.from_dict(raw_vmi)
         except ParseError:
             return allow(review.uid)  # admission never let such a VMI in; nothing to protect
-        verdict = eviction_verdict(vmi, pod_node=pod.node_name, default=self.default)
+        verdict = eviction_verdict(
+            vmi, pod_node=pod.node_name, default=self.default, pod_migration_uid=pod.migration_uid
+        )
         if verdict.action is EvictionAction.ALLOW:
             return allow(review.uid)
         if verdict.action is EvictionAction.EVACUATE and not is_dry_run(review):

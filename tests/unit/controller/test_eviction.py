@@ -17,6 +17,7 @@ from controller.eviction import (
 )
 from shared.model import (
     EvictionStrategy,
+    MigrationState,
     VirtualMachineInstance,
     VMICondition,
     VMIConditionType,
@@ -95,12 +96,26 @@ def test_livemigrate_refusal_says_why() -> None:
 
 
 def test_marked_or_target_pods_are_refused_without_a_new_mark() -> None:
-    """A VMI already being evacuated, or an eviction of a migration's target pod (on
-    another node than the VMI): refused, nothing marked again."""
+    """A VMI already being evacuated, or an eviction of the target pod of its migration in
+    progress: refused, nothing marked again. A pod on a node the VMI has left (an old
+    source, a failed migration's target) may go."""
     marked = eviction_verdict(vmi(S.LIVE_MIGRATE, marked=NODE), pod_node=NODE, default=S.NONE)
     assert marked.action is A.REFUSE and marked.message.startswith("Evacuation in progress")
-    target = eviction_verdict(vmi(S.LIVE_MIGRATE), pod_node="node02", default=S.NONE)
-    assert target.action is A.REFUSE and "migration target" in target.message
+    v = vmi(S.LIVE_MIGRATE)
+    migrating = dataclasses.replace(
+        v, status=dataclasses.replace(v.status, migration_state=MigrationState(migration_uid="m"))
+    )
+    target = eviction_verdict(migrating, pod_node="node02", default=S.NONE, pod_migration_uid="m")
+    assert target.action is A.REFUSE and "migration in progress" in target.message
+    done = dataclasses.replace(
+        migrating,
+        status=dataclasses.replace(
+            v.status, migration_state=MigrationState(migration_uid="m", completed=True)
+        ),
+    )
+    for candidate in (v, done):
+        left = eviction_verdict(candidate, pod_node="node02", default=S.NONE)
+        assert left.action is A.ALLOW
 
 
 @pytest.mark.parametrize("phase", [VMIPhase.SUCCEEDED, VMIPhase.FAILED])
