@@ -16,8 +16,9 @@ from collections import Counter
 import structlog
 
 from controller.config import MigrationConfig
-from controller.evacuation_logic import Unfinished, evacuation_migration, plan_evacuation
+from controller.evacuation_logic import evacuation_migration, plan_evacuation
 from controller.informers import VMI_KEY_INDEX, Informers
+from controller.migration_logic import Capacity
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from shared.kube import (
@@ -97,7 +98,7 @@ class EvacuationController(Reconciler):
         for vmi in self._informers.vmis.store.list():
             self._vmi_changed(vmi)
 
-    def unfinished(self) -> Unfinished:
+    def unfinished(self) -> Capacity:
         """VMIMs not final (cache plus ledger), cluster-wide and by source node."""
         by_node: Counter[str] = Counter()
         keys: set[str] = set()
@@ -113,7 +114,7 @@ class EvacuationController(Reconciler):
                 self._created.pop(key, None)
             elif key not in keys:
                 by_node[node] += 1
-        return Unfinished(total=sum(by_node.values()), by_node=dict(by_node))
+        return Capacity(in_flight=sum(by_node.values()), outbound=dict(by_node))
 
     async def sync(self, key: str) -> None:
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))

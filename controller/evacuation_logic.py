@@ -12,12 +12,13 @@ Once the VMI runs on another node, and no migration of it is unfinished, the mar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from controller.config import MigrationConfig
 from controller.eviction import EVACUATION_ANNOTATION, migrates_on_eviction
+from controller.migration_logic import Capacity
 from shared.model import (
     API_VERSION,
     MigrationPhase,
@@ -29,21 +30,6 @@ from shared.model import (
 RETRY_BASE = 5.0
 RETRY_MAX = 300.0
 WAIT_FOR_CAPACITY = 5.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unfinished:
-    """VMIMs not yet Succeeded or Failed: cluster-wide and by source node."""
-
-    total: int = 0
-    by_node: Mapping[str, int] = field(default_factory=dict)
-
-    def admits(self, node: str, limits: MigrationConfig) -> bool:
-        """One more VMIM from `node` stays within the parallel-migration limits."""
-        return (
-            self.total < limits.parallel_per_cluster
-            and self.by_node.get(node, 0) < limits.outbound_per_node
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,11 +45,12 @@ def plan_evacuation(
     vmi: VirtualMachineInstance,
     migrations: Sequence[VirtualMachineInstanceMigration],
     *,
-    unfinished: Unfinished,
+    unfinished: Capacity,
     config: MigrationConfig,
     now: datetime,
 ) -> EvacuationPlan:
-    """The plan for one VMI (nothing unless it is marked for evacuation)."""
+    """The plan for one VMI (nothing unless it is marked for evacuation); `unfinished`
+    counts the VMIMs not yet final, pending ones included, cluster-wide and by node."""
     node = vmi.status.evacuation_node_name
     if not node or vmi.is_final() or vmi.metadata.is_deleting:
         return EvacuationPlan()

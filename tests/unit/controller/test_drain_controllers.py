@@ -126,4 +126,4 @@ async def test_stale_cache_cannot_exceed_the_outbound_limit() -> None:
     await ctl.sync("ns/b")
     created = [plural for verb, plural in api.calls if verb == "create"]
     assert created == ["virtualmachineinstancemigrations"]
-    assert ctl.unfinished().by_node == {"node01": 1}
+    assert ctl.unfinished().outbound == {"node01": 1}

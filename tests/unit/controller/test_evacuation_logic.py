@@ -11,11 +11,11 @@ import pytest
 from controller.config import MigrationConfig
 from controller.evacuation_logic import (
     EvacuationPlan,
-    Unfinished,
     evacuation_migration,
     plan_evacuation,
 )
 from controller.eviction import EVACUATION_ANNOTATION
+from controller.migration_logic import Capacity
 from shared.model import (
     EvictionStrategy,
     PhaseTransition,
@@ -52,10 +52,10 @@ def failed_evacuation(seconds_ago: float) -> VirtualMachineInstanceMigration:
 def plan(
     vmi: VirtualMachineInstance,
     migrations: list[VirtualMachineInstanceMigration] | None = None,
-    unfinished: Unfinished | None = None,
+    unfinished: Capacity | None = None,
 ) -> EvacuationPlan:
     return plan_evacuation(
-        vmi, migrations or [], unfinished=unfinished or Unfinished(), config=CONFIG, now=NOW
+        vmi, migrations or [], unfinished=unfinished or Capacity(), config=CONFIG, now=NOW
     )
 
 
@@ -81,11 +81,11 @@ def test_unmarked_vmis_are_left_alone() -> None:
 @pytest.mark.parametrize(
     "unfinished",
     [
-        pytest.param(Unfinished(total=5, by_node={"node02": 5}), id="cluster-limit"),
-        pytest.param(Unfinished(total=2, by_node={NODE: 2}), id="node-limit"),
+        pytest.param(Capacity(in_flight=5, outbound={"node02": 5}), id="cluster-limit"),
+        pytest.param(Capacity(in_flight=2, outbound={NODE: 2}), id="node-limit"),
     ],
 )
-def test_limits_hold_creation_back(unfinished: Unfinished) -> None:
+def test_limits_hold_creation_back(unfinished: Capacity) -> None:
     """At the cluster-wide or per-node limit, nothing is created; it is looked at again."""
     result = plan(marked(), unfinished=unfinished)
     assert not result.create_migration and result.requeue_after is not None
