@@ -126,7 +126,7 @@ def _poke(address: str, port: int, *, tls: bool) -> bytes:
                     conn.sendall(b"x" * 4096)
                     got = conn.recv(4096)
             else:
-                raw.sendall(b"\x16\x03\x01garbage" * 512)
+                raw.sendall(b"GET / HTTP/1.0\r\n\r\n" * 100)
                 got = raw.recv(4096)
         except (OSError, ssl.SSLError):
             pass
