@@ -18,6 +18,8 @@ from typing import Any
 import structlog
 
 from controller.config import Config
+from controller.disruption_budgets import DisruptionBudgetController
+from controller.evacuation_controller import EvacuationController
 from controller.hotplug import HotplugAttachments
 from controller.informers import Informers, SourceWrapper, build_informers
 from controller.migration_controller import MigrationController
@@ -62,12 +64,14 @@ SYNC_TIMEOUT = 300.0
 
 @dataclass(frozen=True, slots=True)
 class Loops:
-    """The four controllers, each with its queue."""
+    """The controllers, each with its queue."""
 
     vmi: VMIController
     vm: VMController
     migration: MigrationController
     node: NodeController
+    budgets: DisruptionBudgetController
+    evacuation: EvacuationController
 
 
 class Controller:
@@ -145,6 +149,10 @@ class Controller:
                 loops.migration.queue.run_workers(workers.migration, loops.migration.process)
             )
             tg.create_task(loops.node.queue.run_workers(workers.node, loops.node.process))
+            tg.create_task(loops.budgets.queue.run_workers(workers.budget, loops.budgets.process))
+            tg.create_task(
+                loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
+            )
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -161,6 +169,13 @@ class Controller:
         node_h, pod_for_node = loops.node.handlers()
         inf.nodes.add_handlers(node_h)
         inf.pods.add_handlers(pod_for_node)
+        vmi_for_pdb, pod_for_pdb, pdb_h = loops.budgets.handlers()
+        inf.vmis.add_handlers(vmi_for_pdb)
+        inf.pods.add_handlers(pod_for_pdb)
+        inf.pdbs.add_handlers(pdb_h)
+        vmi_for_evac, mig_for_evac = loops.evacuation.handlers()
+        inf.vmis.add_handlers(vmi_for_evac)
+        inf.migrations.add_handlers(mig_for_evac)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -227,6 +242,20 @@ def _build_loops(
             vmi_recent=vmi_recent,
             timing=config.timing,
             **common,
+        ),
+        budgets=DisruptionBudgetController(
+            client=client,
+            informers=informers,
+            queue=_queue("disruption-budget", registry),
+            config=config.migration,
+        ),
+        evacuation=EvacuationController(
+            queue=_queue("evacuation", registry),
+            vmi_writer=vmi_writer,
+            vmi_recent=vmi_recent,
+            config=config.migration,
+            **common,
+            recorder=recorder,
         ),
     )
 

@@ -19,6 +19,7 @@ from typing import Any, Self
 
 from controller.errors import ConfigError
 from controller.overhead import OverheadConfig
+from shared.model import EvictionStrategy
 
 ENV_PREFIX = "VIRT_CONTROLLER_"
 DEFAULT_LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
@@ -57,6 +58,9 @@ class MigrationConfig:
     unschedulable_timeout: float = 300.0
     # A migration handed to the handlers that is cancelled but never settles is let go.
     abort_timeout: float = 300.0
+    # The cluster-wide evictionStrategy for VMIs that set none (KubeVirt's KubeVirt CR
+    # spec.configuration.evictionStrategy; unset there means None).
+    eviction_strategy: EvictionStrategy = EvictionStrategy.NONE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +98,8 @@ class WorkerCounts:
     vm: int = 3
     migration: int = 3
     node: int = 3
+    budget: int = 3
+    evacuation: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +151,7 @@ class Config:
             outbound_per_node=int(ns.parallel_outbound_migrations_per_node),
             unschedulable_timeout=float(ns.migration_unschedulable_timeout),
             abort_timeout=float(ns.migration_abort_timeout),
+            eviction_strategy=_eviction_strategy(ns.eviction_strategy),
         )
         timing = TimingConfig(
             vmi_unschedulable_timeout=float(ns.unschedulable_timeout),
@@ -208,6 +215,12 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("parallel-outbound-migrations-per-node", "2", "outbound migrations per node"),
     ("migration-unschedulable-timeout", "300", "seconds a target pod may stay unschedulable"),
     ("migration-abort-timeout", "300", "seconds a cancelled migration waits for the handlers"),
+    (
+        "eviction-strategy",
+        "None",
+        "cluster-wide evictionStrategy of VMIs that set none: "
+        "None, LiveMigrate, LiveMigrateIfPossible or External",
+    ),
     ("unschedulable-timeout", "300", "seconds a launcher pod may stay unschedulable"),
     ("heartbeat-timeout", "300", "seconds before a handler heartbeat is stale"),
     ("start-backoff-base", "10", "crash-loop backoff of VMs: first delay in seconds"),
@@ -219,6 +232,14 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("vmi-workers", "10", "VMI controller workers"),
     ("vm-workers", "3", "VM controller workers"),
 )
+
+
+def _eviction_strategy(value: str) -> EvictionStrategy:
+    try:
+        return EvictionStrategy(value or "None")
+    except ValueError:
+        known = ", ".join(s.value for s in EvictionStrategy)
+        raise ValueError(f"--eviction-strategy must be one of {known}, not {value!r}") from None
 
 
 def _millis_per_vcpu(ratio: str) -> int:

@@ -1,4 +1,4 @@
-"""The controller's five informers, their decoders and their indexes.
+"""The controller's six informers, their decoders and their indexes.
 
 Decoders turn wire dicts into what the controllers read, and nothing more is kept:
 managedFields are dropped before parsing (they are the bulk of a stored object and no
@@ -12,12 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from controller.labels import APP_LABEL, LAUNCHER_APP
+from controller.budgets import BudgetView, decode_budget
+from controller.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from controller.node_logic import NodeView, decode_node
 from controller.pods import LauncherPod, decode_pod, node_of, vmi_uid_of
 from controller.recent import Recent
 from shared.kube import (
     NODES,
+    PDBS,
     PODS,
     VMIMS,
     VMIS,
@@ -150,10 +152,12 @@ class Informers:
     vms: Informer[VirtualMachine]
     migrations: Informer[VirtualMachineInstanceMigration]
     nodes: Informer[NodeView]
+    # The launcher pods' PodDisruptionBudgets (controller/budgets.py).
+    pdbs: Informer[BudgetView]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
-        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes)
+        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes, self.pdbs)
 
 
 def build_informers(
@@ -203,4 +207,11 @@ def build_informers(
         vms=models("vms", VMS, VirtualMachine, {}),
         migrations=models("migrations", VMIMS, Migration, MIGRATION_INDEXERS),
         nodes=make("nodes", NODES, Selector(), decode_node, {}),
+        pdbs=make(
+            "pdbs",
+            PDBS,
+            Selector(namespace=namespace or None, labels=CREATED_BY_LABEL),
+            decode_budget,
+            {},
+        ),
     )

@@ -81,7 +81,12 @@ async def run(config: Config) -> None:
                     tg.create_task(server.run(), name="subresources")
                 if admission is not None:
                     # So does every replica serve the admission webhooks.
-                    webhooks = AdmissionServer(admission, client, registry)
+                    webhooks = AdmissionServer(
+                        admission,
+                        client,
+                        registry,
+                        eviction_strategy=config.migration.eviction_strategy,
+                    )
                     tg.create_task(webhooks.run(), name="admission")
         except* Shutdown:
             log.info("controller_stopped")

@@ -202,6 +202,7 @@ def deploy(
 WEBHOOK_CONFIGURATIONS = (
     ("mutatingwebhookconfiguration", "virt-api-mutator"),
     ("validatingwebhookconfiguration", "virt-api-validator"),
+    ("validatingwebhookconfiguration", "virt-launcher-eviction-interceptor"),
 )
 
 

@@ -35,6 +35,8 @@ class AdmissionRequest:
     name: str
     obj: Mapping[str, Any]
     old: Mapping[str, Any] | None
+    # request.dryRun: the write will not persist, so the webhook must have no side effects.
+    dry_run: bool = False
 
 
 def _str(d: Mapping[str, Any], key: str) -> str:
@@ -60,6 +62,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         name=_str(req, "name"),
         obj=obj if isinstance(obj, Mapping) else {},
         old=old if isinstance(old, Mapping) else None,
+        dry_run=req.get("dryRun") is True,
     )
 
 
@@ -74,6 +77,13 @@ def allow(uid: str, patch: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         encoded = base64.b64encode(json.dumps(list(patch)).encode()).decode()
         response |= {"patchType": "JSONPatch", "patch": encoded}
     return _review(response)
+
+
+def too_many_requests(uid: str, message: str) -> dict[str, Any]:
+    """Refused with 429 TooManyRequests: what `kubectl drain` retries (an eviction held
+    back, as a PodDisruptionBudget's answer)."""
+    status = {"code": 429, "reason": "TooManyRequests", "message": message}
+    return _review({"uid": uid, "allowed": False, "status": status})
 
 
 def refusal_message(kind: str, name: str, errors: Sequence[FieldError]) -> str:

@@ -2,6 +2,7 @@
 
     POST /mutate     defaults (JSONPatch) for VMIs and VMs
     POST /validate   refusals naming every field, for VMIs, VMs and VMIMs
+    POST /evict      pods/eviction of launcher pods, by eviction strategy (eviction.py)
     GET  /healthz
 
 Every replica serves (the Service spreads requests); leadership only gates the reconcile
@@ -22,12 +23,13 @@ from aiohttp import web
 
 from controller.admission.config import AdmissionConfig
 from controller.admission.defaults import Defaults, mutate
+from controller.admission.eviction import EvictionAdmitter, PodsAndVMIs
 from controller.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
 from controller.admission.validate import VMILookup, migration_target_errors, validate
 from controller.subresources.tls import CertDir
 from shared.kube import VMIS, Counter, Registry, Resource
 from shared.kube import NotFound as KubeNotFound
-from shared.model import VirtualMachineInstanceMigration
+from shared.model import EvictionStrategy, VirtualMachineInstanceMigration
 from shared.model.validation import ValidationLimits
 
 log = structlog.get_logger("controller.admission")
@@ -61,6 +63,7 @@ class AppDeps:
     limits: ValidationLimits
     lookup: VMILookup
     requests: Counter  # kubevirt_admission_requests_total{webhook,kind,allowed}
+    evictions: EvictionAdmitter | None = None  # None: /evict is not served
 
 
 def build_app(deps: AppDeps, *, max_body_bytes: int = 8 * 1024 * 1024) -> web.Application:
@@ -69,6 +72,8 @@ def build_app(deps: AppDeps, *, max_body_bytes: int = 8 * 1024 * 1024) -> web.Ap
     app.router.add_get("/healthz", _healthz)
     app.router.add_post("/mutate", _endpoint(deps, "mutate", _mutate))
     app.router.add_post("/validate", _endpoint(deps, "validate", _validate))
+    if deps.evictions is not None:
+        app.router.add_post("/evict", _endpoint(deps, "evict", _evict))
     return app
 
 
@@ -120,6 +125,11 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     return deny(review.uid, kind=review.kind, name=review.name, errors=errors)
 
 
+async def _evict(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
+    assert deps.evictions is not None  # the route exists only with it
+    return await deps.evictions.admit(review)
+
+
 def serving_context(serving: CertDir) -> ssl.SSLContext:
     """Our certificate; no client certificates (kube-apiserver calls webhooks without one)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -131,15 +141,26 @@ def serving_context(serving: CertDir) -> ssl.SSLContext:
 class AdmissionServer:
     """The webhook server; `bound_port` is known once `started` is set."""
 
-    def __init__(self, config: AdmissionConfig, client: Gets, registry: Registry) -> None:
+    def __init__(
+        self,
+        config: AdmissionConfig,
+        client: PodsAndVMIs,
+        registry: Registry,
+        *,
+        eviction_strategy: EvictionStrategy = EvictionStrategy.NONE,
+    ) -> None:
         self._config = config
         self._deps = AppDeps(
             defaults=config.defaults,
             limits=ValidationLimits(emulation=config.emulation),
             lookup=kube_lookup(client, timeout=config.lookup_timeout),
+            evictions=EvictionAdmitter(
+                client=client, default=eviction_strategy, timeout=config.lookup_timeout
+            ),
             requests=registry.counter(
                 "kubevirt_admission_requests_total",
-                "Admission reviews of VMs, VMIs and VMIMs, by webhook, kind and answer.",
+                "Admission reviews of VMs, VMIs, VMIMs and pod evictions, by webhook, kind "
+                "and answer.",
                 ("webhook", "kind", "allowed"),
             ),
         )

@@ -40,6 +40,7 @@ APISERVICE = "v1.subresources.kubevirt.io"
 WEBHOOK_CONFIGURATIONS = (
     ("mutatingwebhookconfiguration", "virt-api-mutator"),
     ("validatingwebhookconfiguration", "virt-api-validator"),
+    ("validatingwebhookconfiguration", "virt-launcher-eviction-interceptor"),
 )
 CA_DIR = "ca"
 SECRETS = ("virt-api-certs", "virt-controller-handler-client", "virt-handler-certs")

@@ -76,6 +76,7 @@ VMI_ACTIONS = Resource(
     SUBRESOURCES_GROUP, VERSION, "virtualmachineinstances", "VirtualMachineInstance"
 )
 SERVICES = Resource("", "v1", "services", "Service")
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

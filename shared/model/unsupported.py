@@ -229,7 +229,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
     PodNetwork: frozenset({"vmNetworkCIDR"}),
-    VMISpec: frozenset({"evictionStrategy"}),
 }
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).

@@ -121,6 +121,9 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
         """The volumeStatus entry of a volume, if any."""
         return next((v for v in self.volume_status if v.name == name), None)
 
+    # The node a drain asked this VMI to leave (set at eviction, cleared once it left).
+    evacuation_node_name: str | None = None
+
     @property
     def phase_or_unset(self) -> VMIPhase:
         """The phase, UNSET ("") when absent."""

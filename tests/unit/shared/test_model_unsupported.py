@@ -28,7 +28,6 @@ from tests.unit.shared._validation_support import DELETE, edit, load
 
 # The fixture as the handler reports it carries fields nothing here honours yet.
 _NOT_HONOURED = {
-    "spec.evictionStrategy": DELETE,
     "spec.networks[0].pod.vmNetworkCIDR": DELETE,
 }
 
@@ -141,7 +140,6 @@ REFUSED = [
         "spec.volumes[0].containerDisk.imagePullSecret",
         id="pull-secret",
     ),
-    pytest.param({"spec.evictionStrategy": "LiveMigrate"}, "spec.evictionStrategy", id="eviction"),
     pytest.param(
         {"spec.domain.devices.autoattachGraphicsDevice": True},
         "spec.domain.devices.autoattachGraphicsDevice",
@@ -227,6 +225,12 @@ def test_unknown_keys_inside_typed_pod_fields_are_refused() -> None:
     found = _vmi({"spec.tolerations": [{"kye": "k"}], "spec.dnsConfig": {"nameserver": []}})
     assert ("spec.tolerations[0].kye", UNKNOWN_FIELD) in found
     assert ("spec.dnsConfig.nameserver", UNKNOWN_FIELD) in found
+
+
+@pytest.mark.parametrize("strategy", ["None", "LiveMigrate", "LiveMigrateIfPossible", "External"])
+def test_eviction_strategies_are_honoured(strategy: str) -> None:
+    """Every KubeVirt evictionStrategy is honoured (drain and eviction), so none is refused."""
+    assert _vmi({"spec.evictionStrategy": strategy}) == []
 
 
 def test_vm_and_migration_specs_are_walked() -> None:
