@@ -81,10 +81,12 @@ from shared.model.vm import (
 )
 from shared.model.vmi import (
     GuestOSInfo,
+    PersistentVolumeClaimInfo,
     VirtualMachineInstance,
     VMIInterfaceStatus,
     VMISpec,
     VMIStatus,
+    VolumeStatus,
 )
 from shared.model.volumes import (
     CloudInitNoCloudSource,
@@ -144,6 +146,7 @@ __all__ = [
     "ObjectMeta",
     "OwnerReference",
     "ParseError",
+    "PersistentVolumeClaimInfo",
     "PersistentVolumeClaimSource",
     "PhaseTransition",
     "PodNetwork",
@@ -173,6 +176,7 @@ __all__ = [
     "VirtualMachineInstance",
     "VirtualMachineInstanceMigration",
     "Volume",
+    "VolumeStatus",
     "format_time",
     "now_rfc3339",
     "parse_time",

@@ -67,6 +67,43 @@ class VMIInterfaceStatus(Model):
     interface_name: str | None = None
 
 
+# A claim whose volume every node can mount read-write (shared storage): what makes a VMI
+# on it live-migratable without copying the disk.
+SHARED_ACCESS_MODE = "ReadWriteMany"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PersistentVolumeClaimInfo(Model):
+    """status.volumeStatus[].persistentVolumeClaimInfo: the claim as bound.
+
+    access_modes are the bound volume's (the claim's status.accessModes)."""
+
+    claim_name: str | None = None
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str | None = None
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def shared(self) -> bool:
+        """ReadWriteMany: every node may mount it read-write."""
+        return SHARED_ACCESS_MODE in self.access_modes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VolumeStatus(Model):
+    """status.volumeStatus[]: what is known of one volume.
+
+    The VMI controller fills a claim's info once the claim is bound."""
+
+    name: str | None = None
+    target: str | None = None
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    persistent_volume_claim_info: PersistentVolumeClaimInfo | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GuestOSInfo(Model):
     """status.guestOSInfo, as reported by the guest agent."""
@@ -97,6 +134,11 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     qos_class: QOSClass | None = None
     launcher_container_image_version: str | None = None
     migration_method: MigrationMethod | None = None
+    volume_status: tuple[VolumeStatus, ...] = ()
+
+    def volume_status_of(self, name: str) -> VolumeStatus | None:
+        """status.volumeStatus[] of the volume with this name, if any."""
+        return next((v for v in self.volume_status if v.name == name), None)
 
     @property
     def phase_or_unset(self) -> VMIPhase:
