@@ -29,7 +29,7 @@ from controller.template import TemplateService
 from controller.transitions import vmi_condition
 from controller.vmi_logic import VMIPlan, plan_vmi
 from controller.volumes import ClaimReason, read_claims
-from controller.volumes.claims import claim_names, unbound_claims
+from controller.volumes.claims import claim_names, claim_volume_status, unbound_claims
 from shared.kube import (
     VMIS,
     DiscardRecorder,
@@ -56,6 +56,9 @@ log = structlog.get_logger("controller.vmi")
 TRANSIENT_REASONS = frozenset(
     {"FailedCreate", "FailedDelete", "SyncFailed", *(str(r) for r in ClaimReason)}
 )
+
+# The phases in which a VMI's pod runs, so its claims are bound and can be described.
+CLAIMS_DESCRIBED_IN = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
 
 
 class VMIController(Reconciler):
@@ -150,6 +153,7 @@ class VMIController(Reconciler):
         )
         plan = await self._name_unbound_claims(vmi, plan)
         plan = await self._hotplug(vmi, plan, pods)
+        plan = await self._describe_claims(vmi, plan)
         try:
             await self._apply_pods(vmi, plan)
         except SyncError as e:
@@ -195,6 +199,18 @@ class VMIController(Reconciler):
             plan,
             status=dataclasses.replace(plan.status, volume_status=status),
             requeue_after=requeue,
+        )
+
+    async def _describe_claims(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> VMIPlan:
+        """From the handoff on, status.volumeStatus carries each bound claim's info (its
+        access modes decide LiveMigratable); read once per claim, not at every sync."""
+        if plan.status.phase not in CLAIMS_DESCRIBED_IN or not claim_names(vmi):
+            return plan
+        described = await claim_volume_status(self._client, vmi, plan.status.volume_status)
+        if described is None:
+            return plan
+        return dataclasses.replace(
+            plan, status=dataclasses.replace(plan.status, volume_status=described)
         )
 
     async def _name_unbound_claims(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> VMIPlan:

@@ -28,6 +28,7 @@ from shared.model import (
     VMIInterfaceStatus,
     VMIPhase,
     VMIStatus,
+    Volume,
 )
 
 GUEST_PAUSED = "Paused"
@@ -35,6 +36,7 @@ _PAUSE_REASONS = {
     "User": ConditionReason.PAUSED_BY_USER,
     "IOError": ConditionReason.PAUSED_IO_ERROR,
 }
+_RWX_RULE = "live migration requires that all PVCs must be shared (using ReadWriteMany access mode)"
 _OWNED_LIVE = (VMIConditionType.READY, VMIConditionType.PAUSED, VMIConditionType.AGENT_CONNECTED)
 
 
@@ -141,18 +143,38 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
             f"volume {hotplugged.name} is hotplugged",
         )
     for vol in vmi.spec.volumes:
-        if vol.host_disk is not None:
-            why = "is a hostDisk, local to the node"
-        elif vol.persistent_volume_claim is not None:
-            why = "is a PVC whose shared (ReadWriteMany) access is not verified"
-        else:
-            continue
-        return _false(
-            VMIConditionType.LIVE_MIGRATABLE,
-            ConditionReason.DISKS_NOT_MIGRATABLE,
-            f"volume {vol.name} {why}",
-        )
+        why = _disk_not_migratable(vmi, vol)
+        if why is not None:
+            return _false(
+                VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why
+            )
     return VMICondition(type=VMIConditionType.LIVE_MIGRATABLE, status=ConditionStatus.TRUE)
+
+
+def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None:
+    """Why this volume keeps the VMI where it is (KubeVirt's rule and wording), or None.
+
+    A claim is shared when its bound volume is ReadWriteMany (status.volumeStatus, filled
+    by the controller from the claim's status.accessModes): both launchers open the same
+    disk.img and the migration copies nothing of it. Any other claim, and a hostDisk, is
+    on one node only. Disks the launcher makes (containerDisk overlay, emptyDisk,
+    cloud-init and config ISOs) are local and travel or are made again on the target."""
+    if vol.host_disk is not None:
+        return f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
+    claim = vol.persistent_volume_claim
+    if claim is None:
+        return None
+    status = vmi.status.volume_state(vol.name or "")
+    info = status.persistent_volume_claim_info if status is not None else None
+    if info is None:
+        return (
+            f"cannot migrate VMI: Unable to determine if PVC {claim.claim_name} is shared, "
+            f"{_RWX_RULE}"
+        )
+    if not info.shared:
+        modes = ",".join(info.access_modes)
+        return f"cannot migrate VMI: PVC {claim.claim_name} is not shared ({modes}), {_RWX_RULE}"
+    return None
 
 
 def spec_interfaces(vmi: VirtualMachineInstance) -> tuple[VMIInterfaceStatus, ...]:

@@ -33,6 +33,7 @@ class DiskContext:
     vmi_disks: Path  # where PVC and hostDisk volumes are mounted (podlayout.VMI_DISKS_DIR)
     claim_capacities: Mapping[str, int] = field(default_factory=dict)  # volume → bytes
     space_toleration: float = SPACE_TOLERATION
+    incoming: bool = False  # a migration target: shared disks must exist, none is made
 
     def mount_of(self, volume: str) -> Path:
         """The directory a PVC or hostDisk volume is mounted at."""
@@ -80,6 +81,16 @@ def make_sparse(path: Path, size: int, *, field: str, toleration: float) -> int:
     finally:
         os.close(fd)
     return size
+
+
+def direct_io(path: Path) -> bool:
+    """Whether the file can be opened with O_DIRECT (QEMU's cache=none needs it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def format_of(path: Path) -> str:

@@ -38,6 +38,8 @@ class DiskPlan:
     readonly: bool = False
     boot_order: int | None = None
     serial: str | None = None
+    shared: bool = False  # on storage the migration target opens too (not copied)
+    cache: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,7 +251,9 @@ def disk_xml(disk: DiskPlan) -> str:
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:
     el = ET.SubElement(devices, "disk", type="file", device=str(disk.device))
-    ET.SubElement(el, "driver", name="qemu", type=disk.format)
+    driver = ET.SubElement(el, "driver", name="qemu", type=disk.format)
+    if disk.cache:
+        driver.set("cache", disk.cache)
     ET.SubElement(el, "source", file=str(disk.source))
     ET.SubElement(el, "target", dev=disk.target, bus=disk.bus)
     if disk.readonly:

@@ -142,7 +142,12 @@ async def _serve(
     )
     migrations = Migrations(
         manager=manager,
-        source=SourceMigrator(virt=virt, domain=config.domain_name, publish=manager.set_migration),
+        source=SourceMigrator(
+            virt=virt,
+            domain=config.domain_name,
+            publish=manager.set_migration,
+            shared_disks=lambda: manager.shared_disks,
+        ),
         endpoint=EndpointConfig(
             libvirt_root=daemon.paths.root,
             short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",

@@ -16,6 +16,7 @@ import structlog
 
 from launcher import domxml
 from launcher.disks import DiskContext
+from launcher.domxml import DomainPlan
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import LifecycleEvent, reason_name
@@ -93,6 +94,7 @@ class DomainManager:
         self._sync_lock = asyncio.Lock()
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
+        self.shared_disks: frozenset[str] = frozenset()  # target devs on shared storage
 
     @property
     def deleted(self) -> asyncio.Event:
@@ -126,14 +128,17 @@ class DomainManager:
             for stale in self._disks.work_dir.glob("*-overlay.qcow2"):
                 stale.unlink()
             self.vmi = vmi
-            plan = await plan_domain(
-                vmi, ctx=self._disks, host=self._host, virt_type=self._virt_type
-            )
-            self.xml = domxml.build(plan)
+            incoming = dataclasses.replace(self._disks, incoming=True)
+            plan = await plan_domain(vmi, ctx=incoming, host=self._host, virt_type=self._virt_type)
+            self._built(plan)
             self._flags.started = True
             prepared = MigrationInfo(role=MigrationRole.TARGET, phase=MigrationPhase.PREPARED)
             self.set_migration(prepared)
         return self.xml
+
+    def _built(self, plan: DomainPlan) -> None:
+        self.xml = domxml.build(plan)
+        self.shared_disks = frozenset(d.target for d in plan.disks if d.shared)
 
     def set_migration(self, info: MigrationInfo) -> None:
         """Record migration progress and push it to the handler with the domain's status."""
@@ -151,7 +156,7 @@ class DomainManager:
 
     async def _define_and_start(self, vmi: VirtualMachineInstance) -> None:
         plan = await plan_domain(vmi, ctx=self._disks, host=self._host, virt_type=self._virt_type)
-        self.xml = domxml.build(plan)
+        self._built(plan)
         await self._virt.define(self.xml)
         self._flags.defined = True
         paused = vmi.spec.start_strategy == StartStrategy.PAUSED

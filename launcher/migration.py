@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -140,8 +140,10 @@ class SourceMigrator:
         publish: Publish,
         downtime: DowntimePolicy | None = None,
         progress_interval: float = PROGRESS_INTERVAL,
+        shared_disks: Callable[[], Collection[str]] = frozenset,
     ) -> None:
         self._virt = virt
+        self._shared_disks = shared_disks
         self._domain = domain
         self._publish = publish
         self._downtime = downtime or DowntimePolicy()
@@ -207,7 +209,12 @@ class SourceMigrator:
         endpoint = Endpoint(address=Path(args.address))
         request = await self._request(endpoint, args)
         self._set(replace(self.info, phase=MigrationPhase.RUNNING))
-        log.info("migration_started", target=args.address, disks=list(request.copy_disks))
+        log.info(
+            "migration_started",
+            target=args.address,
+            disks=list(request.copy_disks),
+            shared_disks=list(request.shared_disks),
+        )
         started = time.monotonic()
         failure = await self._run_job(request)
         if failure is not None:
@@ -239,11 +246,14 @@ class SourceMigrator:
             )
         except (OSError, migxml.XmlMismatch) as exc:
             raise MigrationFailure(f"cannot use the target at {args.address}: {exc}") from exc
+        writable = migxml.writable_disks(dest_xml)
+        shared = set(self._shared_disks())
         return MigrationRequest(
             dest_uri=endpoint.libvirt_uri,
             migration_uri=endpoint.migration_uri,
             dest_xml=dest_xml,
-            copy_disks=migxml.writable_disks(dest_xml),
+            copy_disks=tuple(d for d in writable if d not in shared),
+            shared_disks=tuple(d for d in writable if d in shared),
             disks_uri=endpoint.disks_uri,
             bandwidth_mib=args.bandwidth_mib,
             timeout=float(args.timeout_seconds),

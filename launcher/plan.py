@@ -110,6 +110,8 @@ def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, i
         readonly=cdrom_ro or resolved.readonly,
         boot_order=disk.boot_order,
         serial=disk.serial,
+        shared=resolved.shared,
+        cache=resolved.cache,
     )
 
 

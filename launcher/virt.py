@@ -60,6 +60,7 @@ class MigrationRequest:
     migration_uri: str  # the memory stream, e.g. unix:///…/mem.sock
     dest_xml: str
     copy_disks: tuple[str, ...] = ()  # target devs whose top layer is copied (NBD)
+    shared_disks: tuple[str, ...] = ()  # writable target devs both sides open (not copied)
     disks_uri: str | None = None
     bandwidth_mib: int = 0
     timeout: float = 300.0
@@ -225,6 +226,12 @@ class Virt:
             params[libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS] = list(request.copy_disks)
             if request.disks_uri:
                 params[libvirt.VIR_MIGRATE_PARAM_DISKS_URI] = request.disks_uri
+        if request.shared_disks:
+            # libvirt knows shared storage only by filesystem type (NFS, GFS2, Ceph, ...)
+            # and calls any other disk left in place unsafe. Here the claim's ReadWriteMany
+            # access mode vouches for it (the handler's LiveMigratable); the disks use
+            # cache=none, the coherency libvirt's check is about (docs/migration.md).
+            flags |= libvirt.VIR_MIGRATE_UNSAFE
         if request.max_downtime_ms is not None:
             await self._call(dom.migrateSetMaxDowntime, request.max_downtime_ms, 0)
         uri, timeout = request.dest_uri, request.timeout

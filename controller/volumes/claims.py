@@ -10,15 +10,21 @@ claim, or a block-mode one (not offered yet), is refused with its own reason.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from controller.errors import SyncError
 from shared.kube import KubeClient, NotFound
 from shared.kube.resources import Resource
-from shared.model import ConditionReason, VirtualMachineInstance
+from shared.model import (
+    ConditionReason,
+    PersistentVolumeClaimInfo,
+    VirtualMachineInstance,
+    VolumeStatus,
+)
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
 
@@ -43,6 +49,9 @@ class Claim:
     volume_mode: str
     request_bytes: int | None
     capacity_bytes: int | None
+    access_modes: tuple[str, ...] = ()  # the bound volume's (status), empty until bound
+    requests: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Claim:
@@ -56,12 +65,29 @@ class Claim:
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
             request_bytes=_bytes(request),
             capacity_bytes=_bytes(capacity),
+            access_modes=tuple(str(m) for m in status.get("accessModes") or ()),
+            requests=_strings((spec.get("resources") or {}).get("requests")),
+            capacity=_strings(status.get("capacity")),
+        )
+
+    def info(self) -> PersistentVolumeClaimInfo:
+        """The VMI's status.volumeStatus[].persistentVolumeClaimInfo of this claim."""
+        return PersistentVolumeClaimInfo(
+            claim_name=self.name,
+            access_modes=self.access_modes,
+            volume_mode=self.volume_mode,
+            capacity=self.capacity,
+            requests=self.requests,
         )
 
     @property
     def disk_bytes(self) -> int | None:
         """The size of a disk.img made on the claim: its capacity once bound, else its request."""
         return self.capacity_bytes or self.request_bytes
+
+
+def _strings(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
 def _bytes(value: object) -> int | None:
@@ -131,3 +157,44 @@ def check_claim(claim: Claim, *, namespace: str) -> None:
             "block devices",
             requeue=False,
         )
+
+
+async def claim_volume_status(
+    client: KubeClient, vmi: VirtualMachineInstance, current: tuple[VolumeStatus, ...]
+) -> tuple[VolumeStatus, ...] | None:
+    """status.volumeStatus with each claim volume's persistentVolumeClaimInfo, for a VMI
+    whose claims are bound but not yet described there (as KubeVirt's controller fills it:
+    the handler's LiveMigratable reads the access modes); None when nothing is to add.
+    A claim gone or not bound yet is left out (a later sync adds it). ``current`` is the
+    volumeStatus this sync has planned so far (hotplug's entries included)."""
+    wanted = [
+        (v.name or "", v.persistent_volume_claim.claim_name)
+        for v in vmi.spec.volumes
+        if v.persistent_volume_claim is not None
+        and v.persistent_volume_claim.claim_name
+        and _lacks_info(current, v.name or "")
+    ]
+    added: dict[str, VolumeStatus] = {}
+    for volume, claim_name in wanted:
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                raw = await client.get(PVCS, claim_name or "", namespace=vmi.namespace)
+        except NotFound:
+            continue
+        claim = Claim.from_dict(raw)
+        if claim.phase == "Bound" and claim.access_modes:
+            old = _entry(current, volume) or VolumeStatus(name=volume, target="")
+            added[volume] = dataclasses.replace(old, persistent_volume_claim_info=claim.info())
+    if not added:
+        return None
+    kept = tuple(v for v in current if v.name not in added)
+    return kept + tuple(added.values())
+
+
+def _entry(current: tuple[VolumeStatus, ...], volume: str) -> VolumeStatus | None:
+    return next((v for v in current if v.name == volume), None)
+
+
+def _lacks_info(current: tuple[VolumeStatus, ...], volume: str) -> bool:
+    status = _entry(current, volume)
+    return status is None or status.persistent_volume_claim_info is None

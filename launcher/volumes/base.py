@@ -22,9 +22,15 @@ class VolumeRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResolvedDisk:
     """The file backing a volume, its format, whether the guest may only read it, and
-    the files this start made for it (removed again should the start fail)."""
+    the files this start made for it (removed again should the start fail).
+
+    `shared`: the file lives on the claim's storage, which the migration target opens as
+    well (never copied by a migration); `cache`: QEMU's cache mode, None for libvirt's
+    default."""
 
     path: Path
     format: str
     readonly: bool = False
     created: tuple[Path, ...] = ()
+    shared: bool = False
+    cache: str | None = None

@@ -1,11 +1,19 @@
 """persistentVolumeClaim (filesystem mode): `disk.img` in the claim's mount
 (vmi-disks/<volume>), made sparse to the claim's size when absent, as KubeVirt does; used
 raw. A readOnly claim stays read-only in the guest and is never written, not even to make
-its disk."""
+its disk.
+
+The disk is the claim's, not the pod's: a migration target opens the same file (the VMI
+is live-migratable only on a ReadWriteMany claim) and never makes one, so it is marked
+shared and is not copied by the migration. Opened with cache=none where the filesystem
+takes O_DIRECT (KubeVirt's default; writethrough otherwise), so no host page cache holds
+guest writes when the other node's QEMU takes over."""
 
 from __future__ import annotations
 
-from launcher.disks import contained, make_sparse
+from pathlib import Path
+
+from launcher.disks import contained, direct_io, make_sparse
 from launcher.errors import DiskFailure
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
 from shared import podlayout
@@ -23,7 +31,12 @@ async def resolve(req: VolumeRequest, source: PersistentVolumeClaimSource) -> Re
     if path.exists():
         if not path.is_file():
             raise DiskFailure(f"{field}: {podlayout.PVC_DISK_FILE} of claim {claim!r} is no file")
-        return ResolvedDisk(path=path, format="raw", readonly=readonly)
+        return _disk(path, readonly=readonly)
+    if req.ctx.incoming:
+        raise DiskFailure(
+            f"{field}: claim {claim!r} holds no {podlayout.PVC_DISK_FILE} on the migration "
+            "target: its storage is not shared with the source node"
+        )
     if readonly:
         raise DiskFailure(
             f"{field}: claim {claim!r} is readOnly and holds no {podlayout.PVC_DISK_FILE}"
@@ -34,4 +47,11 @@ async def resolve(req: VolumeRequest, source: PersistentVolumeClaimSource) -> Re
             f"{field}: claim {claim!r} holds no {podlayout.PVC_DISK_FILE} and its size is unknown"
         )
     make_sparse(path, size, field=field, toleration=req.ctx.space_toleration)
-    return ResolvedDisk(path=path, format="raw", created=(path,))
+    return _disk(path, readonly=False, created=(path,))
+
+
+def _disk(path: Path, *, readonly: bool, created: tuple[Path, ...] = ()) -> ResolvedDisk:
+    cache = "none" if direct_io(path) else "writethrough"
+    return ResolvedDisk(
+        path=path, format="raw", readonly=readonly, created=created, shared=True, cache=cache
+    )

@@ -96,6 +96,10 @@ from shared.model.volumes import (
     PodNetwork,
     Volume,
 )
+from shared.model.volumestatus import (
+    PersistentVolumeClaimInfo,
+    VolumeStatus,
+)
 
 __all__ = [
     "API_VERSION",
@@ -144,6 +148,7 @@ __all__ = [
     "ObjectMeta",
     "OwnerReference",
     "ParseError",
+    "PersistentVolumeClaimInfo",
     "PersistentVolumeClaimSource",
     "PhaseTransition",
     "PodNetwork",
@@ -173,6 +178,7 @@ __all__ = [
     "VirtualMachineInstance",
     "VirtualMachineInstanceMigration",
     "Volume",
+    "VolumeStatus",
     "format_time",
     "now_rfc3339",
     "parse_time",

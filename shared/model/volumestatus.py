@@ -53,14 +53,26 @@ class HotplugVolumeStatus(Model):
     attach_pod_uid: str | None = field(default=None, metadata=json_name("attachPodUID"))
 
 
+# A claim whose volume every node can mount read-write (shared storage): what makes a VMI
+# on it live-migratable without copying the disk.
+SHARED_ACCESS_MODE = "ReadWriteMany"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PersistentVolumeClaimInfo(Model):
-    """volumeStatus[].persistentVolumeClaimInfo: what the claim offers."""
+    """volumeStatus[].persistentVolumeClaimInfo: what the claim offers, as bound
+    (access_modes are the bound volume's: the claim's status.accessModes)."""
 
+    claim_name: str | None = None
     access_modes: tuple[str, ...] = ()
     volume_mode: str | None = None
     capacity: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def shared(self) -> bool:
+        """ReadWriteMany: every node may mount it read-write."""
+        return SHARED_ACCESS_MODE in self.access_modes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -107,3 +107,36 @@ async def test_an_unschedulable_pod_names_the_claims_not_bound() -> None:
     cond = rig.stored_vmi().status.condition("PodScheduled")
     assert cond is not None and cond.status == "False"
     assert cond.message == f"PVC ns/mypvc is not bound (Pending): {scheduler_says}"
+
+
+@pytest.mark.parametrize("modes", [["ReadWriteMany"], ["ReadWriteOnce"]])
+async def test_the_handoff_describes_each_bound_claim_once(modes: list[str]) -> None:
+    """From the handoff on, status.volumeStatus carries the claim's info with its bound
+    volume's access modes (the claim's status.accessModes), in the Scheduled write itself;
+    later syncs read the claim no more."""
+    rig = Rig()
+    claim = _claim()
+    claim["status"]["accessModes"] = modes
+    claim["spec"]["accessModes"] = ["ReadWriteOnce", "ReadWriteMany"]
+    rig.api.seed(PVCS, claim)
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    rig.observe_pods(phase="Running")
+    await rig.ctl.sync(KEY)
+    assert rig.writes() == ["create", "patch", "patch", "patch"]
+    vmi = rig.stored_vmi()
+    assert vmi.status.phase == "Scheduled"
+    status = vmi.status.volume_state("data")
+    assert status is not None and status.persistent_volume_claim_info is not None
+    info = status.persistent_volume_claim_info
+    assert (info.claim_name, info.access_modes, info.shared) == (
+        "mypvc",
+        tuple(modes),
+        modes == ["ReadWriteMany"],
+    )
+    assert info.capacity == {"storage": "2Gi"} and info.requests == {"storage": "1Gi"}
+
+    reads = len(rig.api.calls)
+    rig.informers.vmis.store.upsert(KEY, vmi)
+    await rig.ctl.sync(KEY)
+    assert ("get", "persistentvolumeclaims") not in rig.api.calls[reads:]

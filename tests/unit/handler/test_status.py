@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from handler.domains import DomainRecord
 from handler.errors import SyncError, SyncReason
 from handler.phase import Failure, FailureReason, Verdict
@@ -159,3 +161,48 @@ def test_live_migratable_explains_what_blocks_it() -> None:
     disk = live_migratable(VirtualMachineInstance.from_dict(raw))
     assert (disk.status, disk.reason) == (ConditionStatus.FALSE, "DisksNotLiveMigratable")
     assert "data" in (disk.message or "")
+
+
+def _on_claim(access_modes: list[str] | None) -> VirtualMachineInstance:
+    raw = vmi_dict()
+    raw["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}})
+    if access_modes is not None:
+        info = {"claimName": "pvc1", "accessModes": access_modes}
+        raw["status"]["volumeStatus"] = [
+            {"name": "data", "target": "", "persistentVolumeClaimInfo": info}
+        ]
+    return VirtualMachineInstance.from_dict(raw)
+
+
+def test_a_read_write_many_claim_is_shared_and_migratable() -> None:
+    """A claim whose bound volume is ReadWriteMany is shared storage: LiveMigratable=True."""
+    cond = live_migratable(_on_claim(["ReadWriteMany"]))
+    assert cond.status == ConditionStatus.TRUE
+
+
+@pytest.mark.parametrize(
+    ("modes", "text"),
+    [
+        pytest.param(
+            ["ReadWriteOnce"],
+            "cannot migrate VMI: PVC pvc1 is not shared (ReadWriteOnce), live migration "
+            "requires that all PVCs must be shared (using ReadWriteMany access mode)",
+            id="rwo",
+        ),
+        pytest.param(
+            None,
+            "cannot migrate VMI: Unable to determine if PVC pvc1 is shared, live migration "
+            "requires that all PVCs must be shared (using ReadWriteMany access mode)",
+            id="unknown",
+        ),
+    ],
+)
+def test_a_claim_not_known_shared_blocks_migration(modes: list[str] | None, text: str) -> None:
+    """A ReadWriteOnce claim, or one the controller has not described yet: LiveMigratable
+    False, DisksNotLiveMigratable, KubeVirt's message naming the claim."""
+    cond = live_migratable(_on_claim(modes))
+    assert (cond.status, cond.reason, cond.message) == (
+        ConditionStatus.FALSE,
+        "DisksNotLiveMigratable",
+        text,
+    )

@@ -56,6 +56,16 @@ PLAN = DomainPlan(
             format="raw",
             readonly=True,
         ),
+        DiskPlan(
+            alias="data",
+            device=DiskDevice.DISK,
+            bus="virtio",
+            target="vdb",
+            source=Path("/pod/vmi-disks/data/disk.img"),
+            format="raw",
+            shared=True,
+            cache="none",
+        ),
     ),
     interfaces=(
         InterfacePlan(

@@ -43,7 +43,9 @@ class FakeVirt:
             self.finish.set()
 
 
-async def _migrate(virt: FakeVirt, policy: DowntimePolicy) -> list[MigrationInfo]:
+async def _migrate(
+    virt: FakeVirt, policy: DowntimePolicy, *, shared: frozenset[str] = frozenset()
+) -> list[MigrationInfo]:
     published: list[MigrationInfo] = []
     final = asyncio.Event()
 
@@ -53,7 +55,12 @@ async def _migrate(virt: FakeVirt, policy: DowntimePolicy) -> list[MigrationInfo
             final.set()
 
     job = SourceMigrator(
-        virt=virt, domain="default_x", publish=publish, downtime=policy, progress_interval=0.001
+        virt=virt,
+        domain="default_x",
+        publish=publish,
+        downtime=policy,
+        progress_interval=0.001,
+        shared_disks=lambda: shared,
     )
     async with asyncio.timeout(5):
         async with asyncio.TaskGroup() as tg:
@@ -83,3 +90,24 @@ async def test_a_quick_migration_keeps_the_low_limit() -> None:
     await _migrate(virt, DowntimePolicy(relax_after_polls=1000))
     assert virt.downtimes == []
     assert virt.requests[0].max_downtime_ms == DowntimePolicy().initial_ms
+
+
+async def test_disks_on_shared_storage_stay_where_they_are() -> None:
+    """A writable disk on the claim's shared storage is not copied: the request copies
+    only the other writable disks and names the shared ones (libvirt is then told the
+    storage is shared, VIR_MIGRATE_UNSAFE, as it cannot see that by filesystem type)."""
+    virt = FakeVirt()
+    virt.finish.set()
+    published = await _migrate(virt, DowntimePolicy(), shared=frozenset({"vda"}))
+    (request,) = virt.requests
+    assert (request.copy_disks, request.shared_disks) == ((), ("vda",))
+    assert published[-1].phase is MigrationPhase.SUCCEEDED
+
+
+async def test_local_disks_are_copied() -> None:
+    """Without shared disks every writable disk travels (the containerDisk overlay)."""
+    virt = FakeVirt()
+    virt.finish.set()
+    await _migrate(virt, DowntimePolicy(relax_after_polls=1000))
+    (request,) = virt.requests
+    assert (request.copy_disks, request.shared_disks) == (("vda",), ())

@@ -5,6 +5,7 @@ a start that fails part-way removes the disk files it made."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import typing
 from pathlib import Path
@@ -203,3 +204,37 @@ async def test_a_failed_start_removes_the_disks_it_made(tmp_path: Path) -> None:
         await _disks(_vmi(*vols), ctx)
     assert sorted(os.listdir(ctx.work_dir)) == ["kept-empty.qcow2"]
     assert list(ctx.mount_of("made").iterdir()) == []
+
+
+async def test_a_pvc_disk_is_shared_and_bypasses_the_host_cache(tmp_path: Path) -> None:
+    """A claim's disk is marked shared (a migration target opens the same file, nothing
+    copies it) and opened with cache=none where the filesystem takes O_DIRECT
+    (KubeVirt's default), writethrough otherwise: no host page cache holds guest writes."""
+    ctx = _ctx(tmp_path, data=MI)
+    _mount(ctx, "data")
+    resolved = await _resolve(ctx, _pvc())
+    try:
+        os.close(os.open(resolved.path, os.O_RDONLY | os.O_DIRECT))
+        direct = True
+    except OSError:
+        direct = False
+    assert resolved.shared
+    assert resolved.cache == ("none" if direct else "writethrough")
+
+
+async def test_a_migration_target_opens_the_claims_disk_and_never_makes_one(
+    tmp_path: Path,
+) -> None:
+    """On a migration target an existing disk.img is opened as it is (same bytes, same
+    size); an absent one is refused, naming the claim and why, and nothing is made —
+    an empty disk there would hide the guest's data behind a storage mix-up."""
+    ctx = dataclasses.replace(_ctx(tmp_path, data=64 * MI), incoming=True)
+    mount = _mount(ctx, "data")
+    with pytest.raises(DiskFailure, match=r"claim 'claim' holds no disk.img on the migration"):
+        await _resolve(ctx, _pvc())
+    assert list(mount.iterdir()) == []
+    disk = mount / "disk.img"
+    disk.write_bytes(b"KVPY-COUNT 3\n" + b"\0" * 499)
+    resolved = await _resolve(ctx, _pvc())
+    assert (resolved.path, resolved.created, resolved.shared) == (disk, (), True)
+    assert disk.read_bytes()[:13] == b"KVPY-COUNT 3\n" and disk.stat().st_size == 512

@@ -1,0 +1,239 @@
+"""PVC disks across a live migration on real nodes. KubeVirt's rule: a VMI live-migrates
+with a claim only when the claim is ReadWriteMany (shared storage, never copied); any other
+claim makes it LiveMigratable=False (DisksNotLiveMigratable) and its VMIM fails.
+
+The shared claim is on the cluster's `shared-storage` class: ReadWriteMany local PVs on one
+host directory every node mounts, the stand-in for NFS (localkube/realnode/storage.py).
+Data is written and read inside the guest through its agent (`guest-exec`, with the guest's
+page cache dropped before each read, so what is read comes from the disk)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_migration import _last_tick, _private
+from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
+from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _wait
+
+pytestmark = pytest.mark.cluster
+IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
+LIVE_SECTOR = 8  # the data written while running lives at 4 KiB (the boot counter at 0)
+MOVED_SECTOR = 16  # and what the target writes after the migration at 8 KiB
+
+
+def _claim(name: str, *, mode: str, storage_class: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": [mode], "resources": {"requests": {"storage": "64Mi"}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": spec}  # fmt: skip
+
+
+def _template(claim: str) -> dict[str, Any]:
+    """The tiny guest booting its containerDisk (copied by the migration), with the claim
+    as vdb (shared, not copied); it bumps the counter at vdb's start at each boot."""
+    return {
+        "metadata": {"labels": {"kubevirt.io/vm": "shared"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "domain": {
+                "memory": {"guest": "128Mi"},
+                "resources": {"requests": {"memory": "128Mi"}},
+                "firmware": {
+                    "kernelBoot": {
+                        "kernelArgs": "console=ttyS0 panic=-1 quiet kvpy.disk=vdb",
+                        "container": {
+                            "image": IMAGE,
+                            "kernelPath": "/boot/vmlinuz",
+                            "initrdPath": "/boot/initrd.img",
+                        },
+                    }
+                },
+                "devices": {
+                    "disks": [
+                        {"name": "containerdisk", "disk": {"bus": "virtio"}},
+                        {"name": "data", "disk": {"bus": "virtio"}},
+                    ]
+                },
+            },
+            "volumes": [
+                {"name": "containerdisk", "containerDisk": {"image": IMAGE}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
+            ],
+        },
+    }
+
+
+@contextmanager
+def _libvirt(cluster: Cluster, vmi: dict[str, Any]) -> Iterator[str]:
+    """A libvirt URI for the VMI's launcher's own daemon (its socket in the pod's private
+    emptyDir, reached through a short link: the pod path is longer than sun_path)."""
+    node, uid = _pod_uid(vmi)
+    socket = _private(cluster, node, uid) / "libvirt" / "sock" / "libvirt-sock"
+    with tempfile.TemporaryDirectory(prefix="kv-", dir="/tmp") as tmp:
+        link = Path(tmp) / "s"
+        link.symlink_to(socket)
+        yield f"qemu+unix:///system?socket={link}"
+
+
+def _agent(uri: str, domain: str, command: dict[str, Any]) -> Any:
+    argv = ["virsh", "-c", uri, "qemu-agent-command", domain, json.dumps(command),
+            "--timeout", "20"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{command['execute']}: {done.stderr}"
+    return json.loads(done.stdout)["return"]
+
+
+def _guest_sh(cluster: Cluster, vmi: dict[str, Any], script: str) -> str:
+    """Run `sh -c script` in the guest (qemu-ga's guest-exec); its stdout."""
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        args = {"path": "/bin/sh", "arg": ["-c", script], "capture-output": True}
+        pid = _agent(uri, domain, {"execute": "guest-exec", "arguments": args})["pid"]
+        status: dict[str, Any] = {}
+        for _ in range(100):
+            status = _agent(uri, domain, {"execute": "guest-exec-status",
+                                          "arguments": {"pid": pid}})  # fmt: skip
+            if status.get("exited"):
+                break
+            time.sleep(0.2)
+    assert status.get("exitcode") == 0, status
+    return base64.b64decode(status.get("out-data", "")).decode()
+
+
+def _write(cluster: Cluster, vmi: dict[str, Any], sector: int, text: str) -> None:
+    script = f"printf '{text}\\n' | dd of=/dev/vdb bs=512 seek={sector} conv=notrunc,fsync"
+    _guest_sh(cluster, vmi, script)
+
+
+def _read(cluster: Cluster, vmi: dict[str, Any], sector: int) -> str:
+    """The first line at `sector` of vdb as the guest reads it from the disk."""
+    script = (
+        "sync; echo 3 >/proc/sys/vm/drop_caches; "
+        f"dd if=/dev/vdb bs=512 skip={sector} count=1 2>/dev/null | tr -d '\\000' | head -n 1"
+    )
+    return _guest_sh(cluster, vmi, script).strip()
+
+
+def _launcher_log_event(k: Kubectl, ns: str, pod: str, event: str) -> dict[str, Any]:
+    out = k("logs", "-n", ns, pod, "-c", "compute", check=False)
+    for line in out.splitlines():
+        if f'"{event}"' in line:
+            found: dict[str, Any] = json.loads(line[line.index("{") :])
+            return found
+    raise AssertionError(f"no {event} in {pod}'s log:\n{out[-2000:]}")
+
+
+def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A VM on a ReadWriteMany claim (shared storage): LiveMigratable=True; data written
+    in the guest on the source is read by the same guest on the other node after a live
+    migration through the proxy (console ticking on), the source copied only the
+    containerDisk overlay and left the claim's disk to the target, which opened the very
+    same disk.img; what the target writes lands in that file, and both survive a VM restart
+    (the boot counter goes on from 1)."""
+    k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
+    _apply(k, ns, _claim("shared", mode="ReadWriteMany", storage_class="shared-storage"))
+    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+          "metadata": {"name": "shared"},
+          "spec": {"runStrategy": "Always", "template": _template("shared")}}  # fmt: skip
+    _apply(k, ns, vm)
+    first = _running(k, ns, "shared")
+    assert _disk_lines(real_cluster, first, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=0 wrote=1"]
+    info = first["status"]["volumeStatus"][-1]["persistentVolumeClaimInfo"]
+    assert (info["claimName"], info["accessModes"]) == ("shared", ["ReadWriteMany"])
+    _wait(lambda: any(c["type"] == "LiveMigratable" and c["status"] == "True"
+                      for c in _get(k, ns, "vmi", "shared")["status"].get("conditions", [])),
+          60, "LiveMigratable=True")  # fmt: skip
+    live = f"KVPY-LIVE {uuid.uuid4().hex[:12]}"
+    _write(real_cluster, first, LIVE_SECTOR, live)
+    source, source_pod = _pod_uid(first)
+    source_name = _pod_name(k, ns, source_pod)
+    before = _last_tick(real_cluster, source, source_pod)
+
+    done = _virtctl(kubeconfig, ns, "migrate", "shared", "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    moved = _wait(
+        lambda: (v := _get(k, ns, "vmi", "shared")).get("status", {}).get("nodeName")
+        not in (None, source) and v,
+        120, "the VMI on the other node", lambda: _get(k, ns, "vmi", "shared").get("status"),
+    )  # fmt: skip
+    assert moved["metadata"]["uid"] == first["metadata"]["uid"]  # the same guest, moved
+    target, target_pod = _pod_uid(moved)
+    _wait(lambda: _last_tick(real_cluster, target, target_pod) > before, 120,
+          "ticks continue on the target's console")  # fmt: skip
+    assert _read(real_cluster, moved, LIVE_SECTOR) == live
+    after = f"KVPY-MOVED {uuid.uuid4().hex[:12]}"
+    _write(real_cluster, moved, MOVED_SECTOR, after)
+
+    started = _launcher_log_event(k, ns, source_name, "migration_started")
+    assert (started["disks"], started["shared_disks"]) == (["vda"], ["vdb"]), started
+    claim = _get(k, ns, "pvc", "shared")
+    pv = _get(k, ns, "pv", claim["spec"]["volumeName"])
+    disk = (Path(pv["spec"]["local"]["path"]) / "disk.img").read_bytes()
+    assert disk.startswith(b"KVPY-COUNT 1\n")
+    assert disk[LIVE_SECTOR * 512 :].startswith(live.encode())
+    assert disk[MOVED_SECTOR * 512 :].startswith(after.encode())
+
+    restarted = _virtctl(kubeconfig, ns, "restart", "shared")
+    assert restarted.returncode == 0, restarted.stderr
+    second = _running(k, ns, "shared", not_uid=first["metadata"]["uid"])
+    assert _disk_lines(real_cluster, second, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=1 wrote=2"]
+    assert _read(real_cluster, second, LIVE_SECTOR) == live
+    assert _read(real_cluster, second, MOVED_SECTOR) == after
+
+
+def _pod_name(k: Kubectl, ns: str, uid: str) -> str:
+    pods = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    (name,) = [p["metadata"]["name"] for p in pods if p["metadata"]["uid"] == uid]
+    return str(name)
+
+
+def test_vmi_on_a_read_write_once_claim_is_not_migratable(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A VMI on a ReadWriteOnce claim (a node-local PV): LiveMigratable=False with
+    DisksNotLiveMigratable naming the claim; its VMIM fails saying why, and the guest
+    stays where it was."""
+    k, ns = real_stack, real_namespace
+    _apply(k, ns, _claim("local", mode="ReadWriteOnce", storage_class=None))
+    vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": "pinned"}, "spec": _template("local")["spec"]}  # fmt: skip
+    _apply(k, ns, vmi)
+    running = _running(k, ns, "pinned")
+
+    def migratable() -> dict[str, Any] | None:
+        conds = _get(k, ns, "vmi", "pinned").get("status", {}).get("conditions", [])
+        return next((c for c in conds if c["type"] == "LiveMigratable"), None)
+
+    cond = _wait(migratable, 60, "the LiveMigratable condition")
+    assert (cond["status"], cond["reason"]) == ("False", "DisksNotLiveMigratable"), cond
+    assert "PVC local is not shared (ReadWriteOnce)" in cond["message"], cond
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": "try"}, "spec": {"vmiName": "pinned"}}  # fmt: skip
+    _apply(k, ns, vmim)
+
+    def failed() -> dict[str, Any] | None:
+        status: dict[str, Any] = _get(k, ns, "vmim", "try").get("status", {})
+        return status if status.get("phase") == "Failed" else None
+
+    status = _wait(failed, 60, "the VMIM Failed", lambda: _get(k, ns, "vmim", "try").get("status"))
+    why = status["migrationState"]["failureReason"]
+    assert "not live-migratable" in why and "PVC local is not shared" in why, why
+    after = _get(k, ns, "vmi", "pinned")
+    assert after["status"]["nodeName"] == running["status"]["nodeName"]
+    assert after["status"]["phase"] == "Running"
