@@ -102,7 +102,6 @@ async def test_example_is_honoured_or_refused_naming_the_field(
     answer = answers[doc.id]
     if doc.refused_paths:
         assert answer.code != 0, f"{doc.id} was admitted"
-        assert "admission webhook" in answer.stderr, answer.stderr
         assert refusal_problems(doc, answer.stderr) == []
         return
     assert answer.code == 0, answer.stderr

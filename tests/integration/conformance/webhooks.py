@@ -29,6 +29,7 @@ from controller.admission.server import AdmissionServer
 from controller.subresources.tls import CertDir
 from localkube.cluster import Cluster
 from shared.kube import ClientConfig, KubeClient, Registry
+from shared.model.unsupported import NOT_SUPPORTED
 
 REPO = Path(__file__).resolve().parents[3]
 WEBHOOKS = REPO / "manifests" / "base" / "admission" / "webhooks.yaml"
@@ -138,13 +139,13 @@ def unregister(kubectl: Kubectl, configs: list[dict[str, Any]]) -> None:
 
 def wait_until_called(kubectl: Kubectl, probe: dict[str, Any], namespace: str) -> None:
     """kube-apiserver picks webhook configurations up asynchronously: wait until a probe
-    object is refused by ours."""
+    object is refused by ours (kubectl prints the refusal's causes, "* <path>: <why>")."""
     deadline = time.monotonic() + 60
     last = ""
     while time.monotonic() < deadline:
         ran = dry_run(kubectl, probe, namespace)
         last = ran.stderr
-        if ran.code != 0 and "admission webhook" in ran.stderr:
+        if ran.code != 0 and NOT_SUPPORTED in ran.stderr:
             return
         time.sleep(0.5)
     raise AssertionError(f"the webhooks were never called; last answer: {last}")
