@@ -244,6 +244,16 @@ class HotplugAttachments:
     def __init__(self, client: KubeClient, config: TemplateConfig) -> None:
         self._client = client
         self._config = config
+        # VMIs (by UID) whose attachment pods this controller saw last: looked at again
+        # until none is left, though neither spec nor status names a hotplug any more.
+        self._holding: set[str] = set()
+
+    def holding(self, vmi_uid: str) -> bool:
+        return vmi_uid in self._holding
+
+    def forget(self, vmi_uid: str) -> None:
+        """The VMI is gone (its pods go with its launcher pod)."""
+        self._holding.discard(vmi_uid)
 
     async def sync(
         self, vmi: VirtualMachineInstance, owner: LauncherPod
@@ -260,6 +270,10 @@ class HotplugAttachments:
         stale = stale_pods(vmi, pods, status)
         for pod in stale:
             await self._delete(vmi, pod)
+        if by_volume or stale:
+            self._holding.add(vmi.uid)
+        else:
+            self._holding.discard(vmi.uid)
         wanted = hotplugged(vmi)
         settled = not stale and all(
             e.phase is VolumePhase.READY

@@ -114,6 +114,8 @@ class VMIController(Reconciler):
     def _vmi_deleted(self, vmi: VirtualMachineInstance) -> None:
         self._pods.expectations.delete(vmi.key)
         self._recent.forget(vmi.key)
+        if self._hotplugs is not None:
+            self._hotplugs.forget(vmi.uid)
 
     def _pod_added(self, pod: LauncherPod) -> None:
         if pod.vmi_key and not pod.is_migration_target:
@@ -181,7 +183,11 @@ class VMIController(Reconciler):
             self._hotplugs is None
             or plan.status.phase is not VMIPhase.RUNNING
             or vmi.metadata.is_deleting
-            or not (hotplugged(vmi) or any(e.hotplug_volume for e in vmi.status.volume_status))
+            or not (
+                hotplugged(vmi)
+                or any(e.hotplug_volume for e in vmi.status.volume_status)
+                or self._hotplugs.holding(vmi.uid)
+            )
         ):
             return plan
         node = plan.status.node_name

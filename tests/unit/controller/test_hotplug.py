@@ -4,13 +4,20 @@ pod, the handler's phases kept, a removed volume held (Detaching) until the hand
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from controller.config import TemplateConfig
-from controller.hotplug import AttachPod, attachment_pod, plan_volume_status, stale_pods
+from controller.hotplug import (
+    AttachPod,
+    HotplugAttachments,
+    attachment_pod,
+    plan_volume_status,
+    stale_pods,
+)
 from controller.pods import LauncherPod
 from controller.volumes.claims import Claim
 from shared import podlayout
+from shared.kube import ListResult, NotFound
 from shared.model import VirtualMachineInstance
 
 CLAIM = Claim(name="c", phase="Bound", volume_mode="Filesystem", request_bytes=1, capacity_bytes=2)
@@ -95,3 +102,67 @@ def test_a_removed_volume_is_held_until_the_handler_let_go() -> None:
     assert plan_volume_status(never, {}, {}) == ()
     ended = AttachPod(name="p", uid="u", volume="data", phase="Failed", node="n1", deleting=False)
     assert stale_pods(_vmi(), [ended], ()) == [ended]
+
+
+class FakeClient:
+    """Pods and claims in memory; creates answer Pending pods with a UID."""
+
+    def __init__(self, pods: list[dict[str, Any]], claims: dict[str, dict[str, Any]]) -> None:
+        self.pods, self.claims = pods, claims
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+
+    async def list(
+        self, resource: Any, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> Any:
+        return ListResult(list(self.pods), "1")
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        if name not in self.claims:
+            raise NotFound(404, "NotFound", name)
+        return self.claims[name]
+
+    async def create(self, resource: Any, body: Any, *, namespace: str | None = None) -> Any:
+        self.created.append(body["metadata"]["name"])
+        return {
+            **body,
+            "metadata": {**body["metadata"], "uid": "new"},
+            "status": {"phase": "Pending"},
+        }
+
+    async def delete(
+        self, resource: Any, name: str, *, namespace: str | None = None, options: Any = None
+    ) -> Any:
+        self.deleted.append(name)
+        return {}
+
+
+def _pod(volume: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "hp-volume-old",
+            "uid": "pu",
+            "annotations": {podlayout.ATTACHMENT_VOLUME_ANNOTATION: volume},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }
+
+
+async def test_sync_creates_then_deletes_once_the_handler_let_go() -> None:
+    """A hotplugged claim without a pod gets one (Pending, looked at again); once the
+    volume is removed and the handler dropped its entry, the pod is deleted and the VMI
+    is still looked at until no pod is left."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    claim = {"metadata": {"name": "c"}, "status": {"phase": "Bound"}}
+    client = FakeClient([], {"c": claim})
+    hotplugs = HotplugAttachments(cast(Any, client), TemplateConfig())
+    status, again = await hotplugs.sync(_vmi(), owner)
+    assert client.created == [podlayout.attachment_pod_name("vmi-uid", "data")]
+    assert [e.phase for e in status] == ["Bound"] and again is not None
+    client.pods = [_pod("data")]
+    status, again = await hotplugs.sync(_vmi(hotplugged=False), owner)
+    assert status == () and client.deleted == ["hp-volume-old"] and hotplugs.holding("vmi-uid")
+    client.pods = []
+    status, again = await hotplugs.sync(_vmi(hotplugged=False), owner)
+    assert again is None and not hotplugs.holding("vmi-uid")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -118,3 +118,26 @@ def test_answer_into_a_closed_pipe_ends_quietly() -> None:
         shell=True, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.stdout == "0\n" and "Traceback" not in proc.stderr
+
+
+async def test_addvolume_and_removevolume_bodies_and_paths() -> None:
+    """addvolume/removevolume PUT AddVolumeOptions/RemoveVolumeOptions as upstream virtctl:
+    on the VMI, or with --persist on the VM; the claim names the volume, disk and serial."""
+    kube = FakeKube()
+    out = await commands.volume(
+        cast(Any, kube), TARGET, parse("addvolume", "vm1", "--volume-name=data")
+    )
+    assert out == "Successfully submitted add volume request to VM vm1 for volume data"
+    await commands.volume(
+        cast(Any, kube), TARGET,
+        parse("removevolume", "vm1", "--volume-name=data", "--persist", "--dry-run"),
+    )  # fmt: skip
+    (_, add_path, _, _, add), (_, remove_path, _, _, remove) = kube.calls
+    assert add_path.endswith("/namespaces/ns/virtualmachineinstances/vm1/addvolume")
+    assert add == {
+        "name": "data",
+        "disk": {"name": "data", "serial": "data", "disk": {"bus": "scsi"}},
+        "volumeSource": {"persistentVolumeClaim": {"claimName": "data", "hotpluggable": True}},
+    }
+    assert remove_path.endswith("/namespaces/ns/virtualmachines/vm1/removevolume")
+    assert remove == {"name": "data", "dryRun": ["All"]}
