@@ -213,6 +213,12 @@ def main() -> None:
         "--floor", type=int, default=2, help="kubelet mode: bare-launcher boots for (h)"
     )
     parser.add_argument(
+        "--no-raw-floor",
+        dest="raw_floor",
+        action="store_false",
+        help="kubelet mode: skip (i)/(j), the raw-libvirt floor of the same guests",
+    )
+    parser.add_argument(
         "--settle-timeout",
         type=float,
         default=300.0,
