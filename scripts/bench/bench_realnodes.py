@@ -20,7 +20,10 @@ R/s. Printed:
 (i) the raw-libvirt floor (floor_libvirt.py): the same N guests at the same rate with plain
     libvirt-python, the launcher's domain XML, one libvirtd per guest and then one shared:
     slot -> domain running and -> boot marker P50 / P95 beside ours, and the ratios;
-(j) the CPU per VMI by component, the floors' columns beside ours.
+(j) the CPU per VMI by component, the floors' columns beside ours;
+(k) after (e), raw libvirt migrating the same guest over plain TCP between the two nodes
+    (a libvirtd in each node's network namespace, floor_migration.py), beside the source
+    launcher's own migrate call through the proxy.
 Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
 """
 
@@ -40,6 +43,8 @@ import uvloop
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
 from floor_boot import boot_floor, report_floor
 from floor_libvirt import Ours, launcher_template, report_cpu, report_milestones, run_floor
+from floor_migration import launcher_seconds, node_ends, raw_migrations
+from floor_migration import report as report_migration_floor
 from handler_common import (
     NAMESPACE,
     Watcher,
@@ -157,6 +162,13 @@ def set_ratio(kubectl: Kubectl, ratio: float) -> None:
     print("    (warning: no new controller pod leads after the ratio change)")
 
 
+async def migration_floor(cluster: Cluster, args: argparse.Namespace, work: Path) -> None:
+    """(k): raw libvirt migrating over plain TCP between the two nodes, beside (e)."""
+    template = await asyncio.to_thread(launcher_template, work)
+    raw = await raw_migrations(template, node_ends(cluster), rounds=args.migration_rounds)
+    report_migration_floor(raw, launcher_seconds(work / "pods"))
+
+
 def sampler_for(cluster: Cluster) -> Sampler:
     fleet = cluster.fleet()
     roots = {fleet.node(n).layout.cgroup_root: n for n in cluster.config.nodes}
@@ -187,6 +199,8 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> tuple
                 logs = handler_logs(cluster)
                 await migrate_last(kube, keep=running[0], handler_logs=logs)
                 await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
+                if args.raw_floor:
+                    await migration_floor(cluster, args, work)
             return in_pods, ours
         finally:
             await delete_all(kube)

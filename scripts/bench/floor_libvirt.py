@@ -89,6 +89,10 @@ def launcher_template(work: Path) -> Template:
     """Boot the tiny guest once under a bare launcher and keep its domain XML (inactive)
     and its files (the overlay's backing disk, the kernel, the cloud-init ISO)."""
     root = work / "floor-template"
+    saved = root / "template.json"
+    if saved.exists():  # made once per run: (i) and (k) share it
+        kept = json.loads(saved.read_text())
+        return Template(xml=kept["xml"], backing=Path(kept["backing"]), work=work)
     launcher = Launcher(root=root, vmi=tiny_vmi(name="floor"))
     launcher.start()
     try:
@@ -106,6 +110,7 @@ def launcher_template(work: Path) -> Template:
         capture_output=True, text=True, check=True, timeout=30,
     ).stdout  # fmt: skip
     backing = Path(json.loads(info)["backing-filename"])
+    saved.write_text(json.dumps({"xml": xml, "backing": str(backing)}))
     return Template(xml=xml, backing=backing, work=work)
 
 
