@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import libvirt
 import uvloop
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
 from floor_boot import boot_floor, report_floor
@@ -165,7 +166,11 @@ def set_ratio(kubectl: Kubectl, ratio: float) -> None:
 async def migration_floor(cluster: Cluster, args: argparse.Namespace, work: Path) -> None:
     """(k): raw libvirt migrating over plain TCP between the two nodes, beside (e)."""
     template = await asyncio.to_thread(launcher_template, work)
-    raw = await raw_migrations(template, node_ends(cluster), rounds=args.migration_rounds)
+    try:
+        raw = await raw_migrations(template, node_ends(cluster), rounds=args.migration_rounds)
+    except (libvirt.libvirtError, TimeoutError) as exc:
+        print(f"(k) the raw migration floor failed: {exc}")
+        return
     report_migration_floor(raw, launcher_seconds(work / "pods"))
 
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from controller_fakenodes import FakeNodes
 from controller_floor import create_paced, delete_replicaset, replicaset_all_bound
-from controller_report import ProcSample, Run, report
+from controller_report import ProcSample, Run, Tally, report
 
 from localkube.testing import session_cluster
 from shared.kube import (
@@ -95,9 +95,6 @@ def parse_samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
         if m and m.group(1) == name:
             out.append((dict(_LABEL.findall(m.group(2) or "")), float(m.group(3))))
     return out
-
-
-Tally = dict[tuple[str, ...], float]
 
 
 def delta(after: Tally, before: Tally) -> Tally:

@@ -29,7 +29,6 @@ FLAGS = (
     libvirt.VIR_MIGRATE_LIVE
     | libvirt.VIR_MIGRATE_PEER2PEER
     | libvirt.VIR_MIGRATE_PERSIST_DEST
-    | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
     | libvirt.VIR_MIGRATE_NON_SHARED_INC
 )
 LISTEN = 'listen_tls = 0\nlisten_tcp = 1\ntcp_port = "16509"\nauth_tcp = "none"\n'
