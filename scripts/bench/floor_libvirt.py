@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import resource
 import subprocess
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import libvirt
 import uvloop
-from proc_sampler import BOOT_MARKER, read_stat
+from proc_sampler import BOOT_MARKER, host_busy, read_stat
 
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon
 from shared.wire.launcher_api import Method
@@ -188,14 +187,14 @@ async def run_floor(
     if common is not None:
         await common.start()
         await asyncio.to_thread(define_and_start, common.paths.uri, None)  # probe capabilities
-    cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), _host_busy()
+    cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), host_busy()
     try:
         async with asyncio.TaskGroup() as tg:
             began = time.monotonic()
             for guest in run.guests:
                 guest.slot = began + guest.index / rate
                 tg.create_task(_one(template, guest, common, timeout))
-        run.host_busy = _host_busy() - busy_before
+        run.host_busy = host_busy() - busy_before
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         run.driver_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (
             cpu_before.ru_utime + cpu_before.ru_stime
@@ -262,12 +261,6 @@ def _daemons_cpu(daemons: list[LibvirtDaemon | None]) -> float:
             stat = read_stat(pid)
             total += (stat.own + stat.reaped) if stat else 0.0
     return total
-
-
-def _host_busy() -> float:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)

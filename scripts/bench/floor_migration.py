@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import libvirt
-from floor_libvirt import GUEST_RUN, FloorGuest, Template, guest_xml, new_daemon, prepare_guest
+from floor_libvirt import (
+    GUEST_RUN,
+    FloorGuest,
+    Template,
+    define_and_start,
+    guest_xml,
+    new_daemon,
+    prepare_guest,
+)
 from proc_sampler import BOOT_MARKER
 
 from launcher.libvirtd import LibvirtDaemon
@@ -105,11 +113,7 @@ async def raw_migrations(
 
 
 def _boot(uri: str, xml: str, serial: Path) -> None:
-    conn = libvirt.open(uri)
-    try:
-        conn.defineXML(xml).create()
-    finally:
-        conn.close()
+    define_and_start(uri, xml)
     deadline = time.monotonic() + 180
     while BOOT_MARKER not in (serial.read_bytes() if serial.exists() else b""):
         if time.monotonic() > deadline:
