@@ -218,7 +218,7 @@ def main() -> None:
         "--no-raw-floor",
         dest="raw_floor",
         action="store_false",
-        help="kubelet mode: skip (i)/(j), the raw-libvirt floor of the same guests",
+        help="kubelet mode: skip (i)/(j)/(k), the raw-libvirt floors (start and migration)",
     )
     parser.add_argument(
         "--settle-timeout",
