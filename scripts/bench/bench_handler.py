@@ -201,7 +201,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0, help="VMIs created per second")
     parser.add_argument("--pause-sample", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=900.0, help="for all to be Running")
-    parser.add_argument("--migration-rounds", type=int, default=4, help="process mode: (f)")
+    parser.add_argument(
+        "--migration-rounds", type=int, default=4, help="process mode: (f); real nodes: (k)"
+    )
     parser.add_argument(
         "--cpu-allocation-ratio",
         type=float,
@@ -211,6 +213,12 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="kubelet mode: /proc sampling")
     parser.add_argument(
         "--floor", type=int, default=2, help="kubelet mode: bare-launcher boots for (h)"
+    )
+    parser.add_argument(
+        "--no-raw-floor",
+        dest="raw_floor",
+        action="store_false",
+        help="kubelet mode: skip (i)/(j)/(k), the raw-libvirt floors (start and migration)",
     )
     parser.add_argument(
         "--settle-timeout",

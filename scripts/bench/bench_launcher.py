@@ -33,6 +33,8 @@ from shared.wire.client import RpcClient, Tier
 from shared.wire.launcher_api import Method
 from tests.integration.launcher.harness import Launcher, call, tiny_vmi
 
+P50_RATIO = 1.5  # issue 14: ping P50 <= 1.5x the raw echo
+P99_SECONDS = 0.5e-3  # and P99 <= 0.5 ms
 ECHO_SERVER = """
 import asyncio, sys, uvloop
 async def handle(r, w):
@@ -102,9 +104,10 @@ def bench_round_trip(launcher: Launcher, n: int) -> None:
     print(
         f"    launcher   P50 {statistics.median(rpc) * 1e6:7.1f} us  P99 {pct(rpc, 0.99) * 1e6:7.1f} us"
     )
-    verdict = "ok" if p50_ratio <= 2 and pct(rpc, 0.99) <= 1e-3 else "MISSED"
+    verdict = "ok" if p50_ratio <= P50_RATIO and pct(rpc, 0.99) <= P99_SECONDS else "MISSED"
     print(
-        f"    P50 ratio {p50_ratio:.2f}x (target <= 2x), P99 {pct(rpc, 0.99) * 1e3:.3f} ms (target <= 1 ms): {verdict}"
+        f"    P50 ratio {p50_ratio:.2f}x (target <= {P50_RATIO:g}x), P99 "
+        f"{pct(rpc, 0.99) * 1e3:.3f} ms (target <= {P99_SECONDS * 1e3:g} ms): {verdict}"
     )
 
 

@@ -16,7 +16,14 @@ R/s. Printed:
     init containers, launcher, libvirtd, QEMU start + boot, handler and controller pods,
     control plane, this benchmark, and the rest of the host).
 (h) QEMU's CPU to the boot marker in the pods vs the same guest under a bare launcher on the
-    host (floor_boot.py), after the cluster is gone.
+    host (floor_boot.py), after the cluster is gone;
+(i) the raw-libvirt floor (floor_libvirt.py): the same N guests at the same rate with plain
+    libvirt-python, the launcher's domain XML, one libvirtd per guest and then one shared:
+    slot -> domain running and -> boot marker P50 / P95 beside ours, and the ratios;
+(j) the CPU per VMI by component, the floors' columns beside ours;
+(k) after (e), raw libvirt migrating the same guest over plain TCP between the two nodes
+    (a libvirtd in each node's network namespace, floor_migration.py), beside the source
+    launcher's own migrate call through the proxy.
 Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
 """
 
@@ -32,9 +39,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import libvirt
 import uvloop
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
 from floor_boot import boot_floor, report_floor
+from floor_libvirt import Ours, launcher_template, report_cpu, report_milestones, run_floor
+from floor_migration import launcher_seconds, node_ends, raw_migrations
+from floor_migration import report as report_migration_floor
 from handler_common import (
     NAMESPACE,
     Watcher,
@@ -75,7 +86,7 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
             if args.cpu_allocation_ratio is not None:
                 set_ratio(kubectl, args.cpu_allocation_ratio)
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
-            qemu_in_pods = uvloop.run(bench(cluster, args, work))
+            qemu_in_pods, ours = uvloop.run(bench(cluster, args, work))
             measured.append(cluster)
     except Exception as exc:  # a teardown error after the report: retry the teardown
         if not measured:
@@ -83,6 +94,26 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
         print(f"    (cluster teardown failed: {exc!r}; tearing down again)")
         asyncio.run(measured[0].down(purge=True))
     report_floor(qemu_in_pods, boot_floor(args.floor, work))
+    if args.raw_floor:
+        raw_floor(ours, args, work)
+
+
+def raw_floor(ours: Ours, args: argparse.Namespace, work: Path) -> None:
+    """(i), (j): the same guests at the same rate on raw libvirt, after the cluster is gone
+    and the host has settled; one libvirtd per guest, then one shared."""
+    template = launcher_template(work)
+    floors = []
+    for shared in (False, True):
+        uvloop.run(settle(busy_below=0.25, longest=args.settle_timeout))
+        floors.append(
+            uvloop.run(
+                run_floor(
+                    template, count=args.vmis, rate=args.rate, shared=shared, timeout=args.timeout
+                )
+            )
+        )
+    report_milestones(ours, floors, args.rate)
+    report_cpu(ours, floors)
 
 
 def keep_pod_logs(cluster: Cluster, into: Path) -> None:
@@ -132,6 +163,17 @@ def set_ratio(kubectl: Kubectl, ratio: float) -> None:
     print("    (warning: no new controller pod leads after the ratio change)")
 
 
+async def migration_floor(cluster: Cluster, args: argparse.Namespace, work: Path) -> None:
+    """(k): raw libvirt migrating over plain TCP between the two nodes, beside (e)."""
+    template = await asyncio.to_thread(launcher_template, work)
+    try:
+        raw = await raw_migrations(template, node_ends(cluster), rounds=args.migration_rounds)
+    except (libvirt.libvirtError, TimeoutError) as exc:
+        print(f"(k) the raw migration floor failed: {exc}")
+        return
+    report_migration_floor(raw, launcher_seconds(work / "pods"))
+
+
 def sampler_for(cluster: Cluster) -> Sampler:
     fleet = cluster.fleet()
     roots = {fleet.node(n).layout.cgroup_root: n for n in cluster.config.nodes}
@@ -139,8 +181,9 @@ def sampler_for(cluster: Cluster) -> Sampler:
     return Sampler(ours=ours, cgroup_roots=roots, nodes_dir=cluster.config.nodes_dir)
 
 
-async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> list[float]:
-    """The measured run; QEMU's CPU-seconds to the boot marker, per guest."""
+async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> tuple[list[float], Ours]:
+    """The measured run; QEMU's CPU-seconds to the boot marker per guest, and our figures
+    for the floor's comparison."""
     config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
     async with await KubeClient.connect(config, registry=Registry()) as kube:
         with contextlib.suppress(Exception):
@@ -155,22 +198,24 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> list[
             f"{busy:.2f} of {os.cpu_count()} cores busy: the other users of this host, mostly)"
         )
         try:
-            in_pods, running = await measure(cluster, kube, args)
+            in_pods, ours, running = await measure(cluster, kube, args)
             await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
             if running:
                 logs = handler_logs(cluster)
                 await migrate_last(kube, keep=running[0], handler_logs=logs)
                 await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
-            return in_pods
+                if args.raw_floor:
+                    await migration_floor(cluster, args, work)
+            return in_pods, ours
         finally:
             await delete_all(kube)
 
 
 async def measure(
     cluster: Cluster, kube: KubeClient, args: argparse.Namespace
-) -> tuple[list[float], list[str]]:
-    """(a), (b), (c), (g); QEMU's CPU-seconds to the boot marker per guest, and the VMIs
-    that reached Running."""
+) -> tuple[list[float], Ours, list[str]]:
+    """(a), (b), (c), (g); QEMU's CPU-seconds to the boot marker per guest, our figures
+    for the floor, and the VMIs that reached Running."""
     sampler, watcher = sampler_for(cluster), Watcher()
     to_wall = time.time() - time.monotonic()
     created: dict[str, float] = {}
@@ -200,7 +245,8 @@ async def measure(
         names = sorted(watcher.running)[: args.pause_sample]
         pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
         watch.cancel()
-    report_start(args.rate, [watcher.running[n] - created[n] for n in watcher.running])
+    to_running = [watcher.running[n] - created[n] for n in watcher.running]
+    report_start(args.rate, to_running)
     times = {n: (stamped[n], t + to_wall) for n, t in watcher.running.items() if n in stamped}
     print_timeline(pods, watcher.pod_of, times)
     booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
@@ -213,7 +259,8 @@ async def measure(
     print_table(rows, vmis=len(created), seconds=window.seconds)
     print(f"    checks: {checks(window, pod_roles, sampler.boots)}")
     in_pods = [b.qemu_cpu for uid, b in sampler.boots.items() if pod_roles.get(uid) == LAUNCHER_POD]
-    return in_pods, sorted(watcher.running)
+    ours = Ours(to_running, [booted[n] - created[n] for n in booted], rows, len(created))
+    return in_pods, ours, sorted(watcher.running)
 
 
 async def sample(

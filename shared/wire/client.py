@@ -54,7 +54,8 @@ class Timeouts:
     connect: float = 5.0
 
     def of(self, tier: Tier) -> float:
-        return {Tier.SHORT: self.short, Tier.MEDIUM: self.medium, Tier.LONG: self.long}[tier]
+        seconds: float = getattr(self, tier.value)  # the tiers are named as the fields
+        return seconds
 
 
 def pick_version(ours: tuple[str, ...], theirs: tuple[str, ...]) -> str:
@@ -125,24 +126,29 @@ class RpcClient:
         if self._closed is not None:
             raise Disconnected(f"{method}: connection closed ({self._closed})")
         request_id = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending[request_id] = future
         seconds = self._options.timeouts.of(tier)
+        # The call's deadline is a timer that fails the reply's future: a fraction of what an
+        # asyncio.timeout() scope costs per call (bench-launcher's ping round trip, README).
+        timer = loop.call_later(seconds, _expire, future, method, seconds)
         try:
             frame = encode_frame(
                 {"id": request_id, "method": method, "args": dict(args or {})},
                 max_frame=self._options.limits.max_frame,
             )
             self._writer.write(frame)
-            async with asyncio.timeout(seconds):
-                if self._writer.transport.get_write_buffer_size() >= _DRAIN_THRESHOLD:
+            if self._writer.transport.get_write_buffer_size() >= _DRAIN_THRESHOLD:
+                async with asyncio.timeout(seconds):
                     await self._writer.drain()
-                return await future
+            return await future
         except TimeoutError:
             raise CallTimeout(method, seconds) from None
         except ConnectionError as exc:
             raise Disconnected(f"{method}: {exc}") from exc
         finally:
+            timer.cancel()
             self._pending.pop(request_id, None)
 
     async def _handshake(self) -> None:
@@ -181,6 +187,11 @@ class RpcClient:
             if not future.done():
                 future.set_exception(Disconnected(str(reason)))
         self._writer.close()
+
+
+def _expire(future: asyncio.Future[Any], method: str, seconds: float) -> None:
+    if not future.done():
+        future.set_exception(CallTimeout(method, seconds))
 
 
 @dataclass(frozen=True, slots=True)
