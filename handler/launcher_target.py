@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, GetVmi, NotOnThisNode
+from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, VNC_SOCKET, GetVmi, NotOnThisNode
 from shared.kube import NotFound as KubeNotFound
 from shared.wire.client import RpcClient, Timeouts
 from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
@@ -32,6 +32,9 @@ class LauncherTarget:
 
     async def console_socket(self, namespace: str, name: str) -> Path:
         return (await self._volumes(namespace, name)) / CONSOLE_SOCKET
+
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return (await self._volumes(namespace, name)) / VNC_SOCKET
 
     async def _volumes(self, namespace: str, name: str) -> Path:
         """The emptyDir root of the VMI's launcher pod on this node."""

@@ -116,6 +116,7 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
         serial_log=daemon.paths.serial_log,
         console_socket=qemu_dir / "console.sock",
         agent_socket=qemu_dir / "agent.sock",
+        vnc_socket=qemu_dir / "vnc.sock",
         partition=partition,
     )
 

@@ -83,6 +83,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=float, default=5, help="minutes to wait for the VMI to be ready"
     )
+    _vnc(verb("vnc", "open a VMI's VNC display (a local port for VNC clients)"))
     for name, text in (
         ("guestosinfo", "guest OS info from the guest agent"),
         ("userlist", "users logged in to the guest"),
@@ -156,6 +157,16 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
         "--termination-grace-period", "--grace", dest="grace", type=int, default=180,
         help="terminationGracePeriodSeconds",
     )  # fmt: skip
+
+
+def _vnc(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the VMI (NAME or vmi/NAME)")
+    p.add_argument(
+        "--proxy-only", action="store_true",
+        help='only listen and print {"port": N}; start no viewer',
+    )  # fmt: skip
+    p.add_argument("--port", type=int, default=0, help="local port (0: any free one)")
+    p.add_argument("--address", default="127.0.0.1", help="local address to listen on")
 
 
 def _expose(p: argparse.ArgumentParser) -> None:

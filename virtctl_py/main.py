@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shared.kube import ApiError, Conflict, Forbidden, KubeClient, KubeError, NotFound
-from virtctl_py import cli, commands, completion, kubeconfig, session
+from virtctl_py import cli, commands, completion, kubeconfig, session, streams
 from virtctl_py.console import console
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
@@ -37,6 +37,10 @@ VERBS: Mapping[str, Verb] = {
 async def run(args: argparse.Namespace, target: Target) -> str:
     if args.command == "console":
         return await console(target, args.name, timeout=args.timeout * 60)
+    if args.command == "vnc":
+        listen = streams.Listen(address=args.address, port=args.port)
+        name = args.name.removeprefix("vmi/")
+        return await streams.vnc(target, name, listen=listen, proxy_only=args.proxy_only)
     kube = await target.connect()
     try:
         return await VERBS[args.command](kube, target, args)

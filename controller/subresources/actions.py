@@ -29,6 +29,7 @@ class Action(StrEnum):
     USER_LIST = "userlist"
     FILESYSTEM_LIST = "filesystemlist"
     CONSOLE = "console"
+    VNC = "vnc"
 
 
 class VMAction(StrEnum):
@@ -63,6 +64,7 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.USER_LIST: ActionSpec(action=Action.USER_LIST, method="GET"),
     Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
+    Action.VNC: ActionSpec(action=Action.VNC, method="GET", stream=True),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {

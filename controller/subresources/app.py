@@ -4,7 +4,7 @@
     /apis, /apis/<group>, /apis/<group>/v1     discovery (front proxy only)
     /apis/<group>/v1/version | healthz         (front proxy only)
     /apis/<group>/v1/namespaces/<ns>/virtualmachineinstances/<name>/<action>
-        authenticate → SubjectAccessReview → locate → forward (or relay the console)
+        authenticate → SubjectAccessReview → locate → forward (or relay console / vnc)
     /apis/<group>/v1/namespaces/<ns>/virtualmachines/<name>/{start,stop,restart,migrate}
         authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
 
@@ -67,7 +67,9 @@ class Forwarder(Protocol):
 
     async def call(self, target: Target, spec: ActionSpec) -> bytes: ...
 
-    def console(self, target: Target) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
+    def stream(
+        self, target: Target, spec: ActionSpec, *, subpath: str = ""
+    ) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
 
 
 def transport_peer_cn(request: web.Request) -> str | None:
@@ -178,7 +180,7 @@ class _Actions:
             ws = self._websocket(request, spec, vmi)
             target = await locate(self._deps.reader, vmi)
             if ws is not None:
-                return await self._console(request, ws, target)
+                return await self._stream(request, ws, target, spec)
             body = await self._deps.forwarder.call(target, spec)
             log.info("subresource_forwarded", node=target.node)
             if spec.method == "PUT":
@@ -195,18 +197,18 @@ class _Actions:
             raise BadRequest(f"{spec.action} needs a websocket upgrade", vmi=vmi)
         return ws
 
-    async def _console(
-        self, request: web.Request, ws: web.WebSocketResponse, target: Target
+    async def _stream(
+        self, request: web.Request, ws: web.WebSocketResponse, target: Target, spec: ActionSpec
     ) -> web.StreamResponse:
         """Connect to the handler first, so its failures are still Status answers."""
         deps = self._deps
-        async with deps.forwarder.console(target) as upstream:
+        async with deps.forwarder.stream(target, spec) as upstream:
             async with asyncio.timeout(deps.write_timeout):
                 await ws.prepare(request)
-            log.info("console_opened", node=target.node)
+            log.info("stream_opened", node=target.node)
             try:
                 why = await relay(ws, upstream, write_timeout=deps.write_timeout)
-                log.info("console_closed", why=why)
+                log.info("stream_closed", why=why)
             finally:
                 with contextlib.suppress(TimeoutError, ConnectionError):
                     async with asyncio.timeout(deps.close_timeout):

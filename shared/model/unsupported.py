@@ -153,7 +153,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachSerialConsole"): (True,),
-    (Devices, "autoattachGraphicsDevice"): (False,),
+    (Devices, "autoattachGraphicsDevice"): (True, False),
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.

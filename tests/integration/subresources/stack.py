@@ -121,6 +121,9 @@ class RecordingTarget:
     async def console_socket(self, namespace: str, name: str) -> Path:
         return self.console
 
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return self.console.with_name("vnc.sock")
+
 
 @dataclass
 class RecordingAuthorizer:

@@ -130,9 +130,9 @@ REFUSED = [
     ),
     pytest.param({"spec.evictionStrategy": "LiveMigrate"}, "spec.evictionStrategy", id="eviction"),
     pytest.param(
-        {"spec.domain.devices.autoattachGraphicsDevice": True},
-        "spec.domain.devices.autoattachGraphicsDevice",
-        id="graphics",
+        {"spec.domain.devices.autoattachSerialConsole": False},
+        "spec.domain.devices.autoattachSerialConsole",
+        id="no-serial-console",
     ),
 ]
 
@@ -182,6 +182,7 @@ def test_allowed_values_pass() -> None:
         "spec.domain.devices.autoattachGraphicsDevice": False,
         "spec.domain.devices.autoattachPodInterface": False,
     }) == []  # fmt: skip
+    assert _vmi({"spec.domain.devices.autoattachGraphicsDevice": True}) == []
 
 
 def test_vm_and_migration_specs_are_walked() -> None:

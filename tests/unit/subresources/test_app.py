@@ -220,6 +220,22 @@ async def test_console_relays_frames_both_ways(echo_url: str) -> None:
     assert forwarder.consoles[0].node == "node01"
 
 
+async def test_vnc_is_relayed_like_the_console(echo_url: str) -> None:
+    """vnc is a websocket too, reviewed as `get virtualmachineinstances/vnc` and relayed
+    to the handler's vnc stream."""
+    authorizer = FakeAuthorizer()
+    forwarder = FakeForwarder(console_url=echo_url)
+    app_deps = deps(reader=running(), authorizer=authorizer, forwarder=forwarder)
+    async with (
+        client_for(app_deps) as client,
+        client.ws_connect(f"{VMI_PATH}/vnc", headers=proxied()) as ws,
+    ):
+        await ws.send_bytes(b"RFB 003.008\n")
+        assert (await ws.receive(timeout=10)).data == b"echo:RFB 003.008\n"
+    assert (authorizer.reviews[0][1].verb, authorizer.reviews[0][1].subresource) == ("get", "vnc")
+    assert [(spec.action, sub) for _, spec, sub in forwarder.streams] == [("vnc", "")]
+
+
 async def test_console_failure_before_upgrade_is_a_status() -> None:
     """When the handler cannot open the console, the client gets a Status, not a websocket."""
     error = BadGateway("down", causes=[Cause(reason="console_unavailable", message="refused")])

@@ -20,6 +20,7 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/userlist": ["get"],
         "virtualmachineinstances/filesystemlist": ["get"],
         "virtualmachineinstances/console": ["get"],
+        "virtualmachineinstances/vnc": ["get"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],

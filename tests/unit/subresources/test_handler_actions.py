@@ -42,6 +42,9 @@ class FakeTarget:
             raise self.error
         return self.socket
 
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return (await self.console_socket(namespace, name)).with_name("vnc.sock")
+
 
 def client_for(target: FakeTarget) -> TestClient[web.Request, web.Application]:
     config = ActionsConfig(cert_dir=Path("/unused"), write_timeout=5.0)
@@ -245,3 +248,32 @@ def test_config_from_env(
     config = ActionsConfig.from_env({"VIRT_HANDLER_ACTIONS_CERT_DIR": str(tmp_path), **env})
     assert config is not None
     assert (config.host, config.port, config.advertise_host) == expected
+
+
+async def test_vnc_bridges_the_vnc_socket(tmp_path: Path) -> None:
+    """`vnc` relays QEMU's VNC socket (not the console's): the RFB greeting reaches the
+    websocket and the client's answer reaches the socket, byte for byte."""
+    answers: list[bytes] = []
+
+    async def rfb(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"RFB 003.008\n")
+        answers.append(await reader.readexactly(12))
+        writer.close()
+
+    async with (
+        await asyncio.start_unix_server(rfb, tmp_path / "vnc.sock"),
+        client_for(FakeTarget(socket=tmp_path / "console.sock")) as client,
+        client.ws_connect(f"{VMI_PATH}/vnc", headers=AS_CONTROLLER) as ws,
+    ):
+        assert (await ws.receive(timeout=10)).data == b"RFB 003.008\n"
+        await ws.send_bytes(b"RFB 003.008\n")
+        assert (await ws.receive(timeout=10)).type is aiohttp.WSMsgType.CLOSE
+    assert answers == [b"RFB 003.008\n"]
+
+
+async def test_vnc_without_a_display_is_an_http_error(tmp_path: Path) -> None:
+    """No VNC socket (autoattachGraphicsDevice: false) is a 502 before any upgrade."""
+    async with client_for(FakeTarget(socket=tmp_path / "console.sock")) as client:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await client.ws_connect(f"{VMI_PATH}/vnc", headers=AS_CONTROLLER)
+    assert info.value.status == 502

@@ -1,0 +1,143 @@
+"""Remote access to a real guest on real nodes, through the aggregated API → virt-controller →
+virt-handler (mTLS) → the launcher's pod: VNC with virtctl-py and with KubeVirt's own virtctl
+(`vnc --proxy-only`), reading the RFB handshake and a framebuffer update of the guest's VGA
+display."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_story import REPO, _serial, _vmi, _wait
+from tests.integration.subresources.test_upstream_virtctl import upstream_virtctl
+
+pytestmark = pytest.mark.cluster
+__all__ = ["upstream_virtctl"]  # the fixture, shared with the process-mode virtctl tests
+IO_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def demo(real_stack: Kubectl, real_cluster: Cluster, real_namespace: str) -> dict[str, Any]:
+    """The demo VM, Running and booted (its user data printed on the serial console)."""
+    k, ns = real_stack, real_namespace
+    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
+    vm["metadata"]["namespace"] = ns
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    vmi = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
+                300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    _wait(lambda: "KUBEVIRT-PY-GUEST-BOOTED" in _serial(real_cluster, vmi), 180,
+          "the guest's boot marker", lambda: _serial(real_cluster, vmi)[-500:])  # fmt: skip
+    booted: dict[str, Any] = vmi
+    return booted
+
+
+@pytest.fixture
+def kubeconfig(real_cluster: Cluster) -> Path:
+    return real_cluster.kubeconfig
+
+
+def virtctl_py(kubeconfig: Path, ns: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "virtctl_py", "--kubeconfig", str(kubeconfig), "-n", ns, *args]
+
+
+@contextlib.contextmanager
+def proxy(argv: Sequence[str]) -> Iterator[int]:
+    """Run a `vnc --proxy-only` (or port-forward) client; yields the port it printed."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            _, err = proc.communicate(timeout=IO_TIMEOUT)
+            raise AssertionError(f"{argv[-3:]} printed no port (rc {proc.returncode}): {err}")
+        yield int(json.loads(line)["port"])
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=IO_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, f"connection closed after {len(data)} of {n} bytes"
+        data += chunk
+    return data
+
+
+def rfb_session(port: int) -> tuple[bytes, tuple[int, int], bytes]:
+    """An RFB 3.8 client against 127.0.0.1:port, security None: the server's version line,
+    the framebuffer size from ServerInit, and the header of the first FramebufferUpdate
+    (whose raw pixels are read in full)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as sock:
+        version = _exactly(sock, 12)
+        sock.sendall(b"RFB 003.008\n")
+        (count,) = _exactly(sock, 1)
+        assert count > 0, "the server refused the connection"
+        types = _exactly(sock, count)
+        assert 1 in types, f"security None not offered: {list(types)}"
+        sock.sendall(b"\x01")
+        assert _exactly(sock, 4) == b"\0\0\0\0", "security handshake failed"
+        sock.sendall(b"\x01")  # ClientInit: shared
+        width, height = struct.unpack(">HH", _exactly(sock, 4))
+        pixel_format = _exactly(sock, 16)
+        (name_len,) = struct.unpack(">I", _exactly(sock, 4))
+        _exactly(sock, name_len)
+        # FramebufferUpdateRequest, not incremental, the whole screen.
+        sock.sendall(struct.pack(">BBHHHH", 3, 0, 0, 0, width, height))
+        header = _exactly(sock, 4)
+        assert header[0] == 0, f"expected a FramebufferUpdate, got message type {header[0]}"
+        (rects,) = struct.unpack(">H", header[2:])
+        assert rects >= 1
+        _, _, w, h, encoding = struct.unpack(">HHHHi", _exactly(sock, 12))
+        assert encoding == 0, f"raw encoding expected (none was negotiated), got {encoding}"
+        _exactly(sock, w * h * pixel_format[0] // 8)
+        return version, (width, height), header
+
+
+def test_vnc_through_virtctl_py_and_kubevirt_virtctl(
+    demo: dict[str, Any], kubeconfig: Path, upstream_virtctl: Path
+) -> None:
+    """`vnc --proxy-only` prints {"port": N}; a VNC client there gets QEMU's RFB greeting,
+    a non-empty framebuffer and a FramebufferUpdate of the guest's display, with virtctl-py
+    and with KubeVirt's own virtctl alike."""
+    ns, name = demo["metadata"]["namespace"], demo["metadata"]["name"]
+    upstream = [str(upstream_virtctl), "--kubeconfig", str(kubeconfig), "-n", ns]
+    for argv in (
+        virtctl_py(kubeconfig, ns, "vnc", name, "--proxy-only"),
+        [*upstream, "vnc", name, "--proxy-only"],
+    ):
+        with proxy(argv) as port:
+            version, size, _ = rfb_session(port)
+        assert version.startswith(b"RFB 003.00"), version
+        assert size[0] > 0 and size[1] > 0, size
+
+
+def test_vnc_of_a_missing_vmi_is_a_clear_error(demo: dict[str, Any], kubeconfig: Path) -> None:
+    """No such VMI: virtctl-py exits non-zero naming it, before listening anywhere."""
+    ns = demo["metadata"]["namespace"]
+    ran = subprocess.run(
+        virtctl_py(kubeconfig, ns, "vnc", "no-such-vmi", "--proxy-only"),
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert ran.returncode != 0
+    assert "no-such-vmi" in ran.stderr and ran.stdout == ""
