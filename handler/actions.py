@@ -6,7 +6,9 @@ gets in (the controller authenticated the user and asked RBAC; we trust the cont
 userlist,filesystemlist}` under /v1/namespaces/<ns>/ answer the launcher's result as JSON,
 or `{code, message, details}`: 404 VMI not here, 502 launcher failed or unreachable, 504
 launcher timed out. `GET .../console` and `GET .../vnc` are websockets bridged to the
-serial-console and VNC sockets in the launcher's pod.
+serial-console and VNC sockets in the launcher's pod; `GET .../portforward/<port>/<protocol>`
+a websocket bridged to a TCP connection to the guest's port (masquerade forwards it on the
+pod's IP; the launcher adds the forward on demand).
 Once listening, the endpoint is published as the Node annotation
 `kubevirt.io/handler-endpoint: https://<advertise-host>:<port>`. In the daemon (with
 handler.launcher_target's LauncherTarget):
@@ -50,6 +52,9 @@ ENV_PREFIX = "VIRT_HANDLER_ACTIONS_"
 DEFAULT_CERT_DIR = Path("/etc/kubevirt-py/virt-handler-certs")
 DEFAULT_PORT = 8186
 ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
+PORT_FORWARD_PATH = (
+    "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/portforward/{port}/{protocol}"
+)
 CONSOLE = "console"
 VNC = "vnc"
 CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
@@ -83,6 +88,8 @@ class ActionTarget(Protocol):
     async def console_socket(self, namespace: str, name: str) -> Path: ...
 
     async def vnc_socket(self, namespace: str, name: str) -> Path: ...
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]: ...
 
 
 class NotOnThisNode(HandlerError):
@@ -208,6 +215,7 @@ def build_app(
     actions = _Actions(target, config)
     app = web.Application(middlewares=[guard])
     app.router.add_route("*", ACTION_PATH, actions.handle)
+    app.router.add_get(PORT_FORWARD_PATH, actions.port_forward)
     return app
 
 
@@ -234,14 +242,46 @@ class _Actions:
             log.info("action_done", method=str(method))
             return web.json_response(result)
 
+    async def port_forward(self, request: web.Request) -> web.StreamResponse:
+        """GET .../portforward/<port>/<protocol>: a TCP connection to the guest's port
+        (forwarded by masquerade on the pod's IP), bridged to a websocket."""
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        port_text, protocol = request.match_info["port"], request.match_info["protocol"]
+        with structlog.contextvars.bound_contextvars(
+            vmi=f"{ns}/{name}", action="portforward", port=port_text
+        ):
+            port = int(port_text) if port_text.isdigit() else 0
+            if not 1 <= port <= 65535:
+                raise _Failure(400, "bad_port", f"port {port_text!r} is not 1-65535")
+            if protocol != "tcp":
+                raise _Failure(400, "bad_protocol", f"protocol {protocol!r}: only tcp is forwarded")
+            ws = self._websocket(request, "portforward")
+            try:
+                host, pod_port = await self._target.forward_port(ns, name, port)
+                async with asyncio.timeout(self._config.connect_timeout):
+                    reader, writer = await asyncio.open_connection(host, pod_port)
+            except (NotOnThisNode, KubeError, WireError) as e:
+                raise _failure(e) from e
+            except (OSError, TimeoutError) as e:
+                if cancelling():
+                    raise
+                raise _Failure(
+                    502, "guest_port_unreachable", f"cannot connect to guest port {port}: {e}"
+                ) from e
+            return await self._serve(request, ws, reader, writer)
+
+    def _websocket(self, request: web.Request, action: str) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=self._config.heartbeat)
+        if not ws.can_prepare(request).ok:
+            raise _Failure(400, "websocket_required", f"the {action} is a websocket")
+        return ws
+
     async def _relay(
         self, request: web.Request, ns: str, name: str, action: str
     ) -> web.StreamResponse:
         """The console or VNC socket of the VMI's launcher, bridged to a websocket."""
         cfg = self._config
-        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=cfg.heartbeat)
-        if not ws.can_prepare(request).ok:
-            raise _Failure(400, "websocket_required", f"the {action} is a websocket")
+        ws = self._websocket(request, action)
         socket_of = self._target.vnc_socket if action == VNC else self._target.console_socket
         try:
             path = await socket_of(ns, name)
@@ -254,6 +294,17 @@ class _Actions:
             if cancelling():
                 raise
             raise _Failure(502, f"{action}_unavailable", f"cannot open the {action}: {e}") from e
+        return await self._serve(request, ws, reader, writer)
+
+    async def _serve(
+        self,
+        request: web.Request,
+        ws: web.WebSocketResponse,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> web.WebSocketResponse:
+        """Upgrade, bridge until either side ends, close both."""
+        cfg = self._config
         try:
             async with asyncio.timeout(cfg.write_timeout):
                 await ws.prepare(request)

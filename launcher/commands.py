@@ -5,14 +5,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import structlog
+
+from launcher.errors import CommandError
 from launcher.guest import filesystems, guest_info, users
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
+from launcher.portforward import PortForwards
 from shared.wire.domain import DomainStatus
-from shared.wire.launcher_api import Method, NoArgs, SyncArgs
+from shared.wire.launcher_api import ForwardPortArgs, Method, NoArgs, SyncArgs
 from shared.wire.migration import MigrateArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
+
+log = structlog.get_logger("launcher.commands")
 
 Op = Callable[[DomainManager, Mapping[str, Any]], Awaitable[Any]]
 
@@ -85,17 +91,44 @@ MIGRATION_COMMANDS: Mapping[Method, MigrationOp] = {
 }
 
 
-def register(server: RpcServer, manager: DomainManager, migrations: Migrations) -> None:
-    """Register every command of the tables against ``manager`` and ``migrations``."""
+def register(
+    server: RpcServer,
+    manager: DomainManager,
+    migrations: Migrations,
+    *,
+    forwards: PortForwards | None = None,
+) -> None:
+    """Register every command of the tables against ``manager`` and ``migrations``; with
+    ``forwards``, ForwardPort too, and each Sync applies the listed forwards."""
     for method, op in COMMANDS.items():
+        if forwards is not None and method is Method.SYNC:
+            continue  # registered with the forwards below
 
         async def handler(args: Mapping[str, Any], op: Op = op) -> Any:
             return await op(manager, args)
 
         server.register(str(method), handler)
+    if forwards is not None:
+        _register_forwards(server, manager, forwards)
     for method, mop in MIGRATION_COMMANDS.items():
 
         async def mhandler(args: Mapping[str, Any], mop: MigrationOp = mop) -> Any:
             return await mop(migrations, args)
 
         server.register(str(method), mhandler)
+
+
+def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:
+    async def forward_port(args: Mapping[str, Any]) -> Any:
+        return await forwards.forward(ForwardPortArgs.from_wire(args))
+
+    async def sync(args: Mapping[str, Any]) -> Any:
+        status = await _sync(manager, args)
+        try:
+            await forwards.apply_listed()
+        except CommandError as e:  # the guest runs; a port that cannot be bound is logged
+            log.warning("listed_port_forward_failed", error=str(e))
+        return status
+
+    server.register(str(Method.FORWARD_PORT), forward_port)
+    server.register(str(Method.SYNC), sync)

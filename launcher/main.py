@@ -28,6 +28,7 @@ from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
+from launcher.portforward import PortForwards
 from launcher.virt import Virt
 from shared import logs, podlayout
 from shared.wire.client import RpcClient, Tier
@@ -149,7 +150,8 @@ async def _serve(
         ),
     )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    commands.register(server, manager, migrations)
+    forwards = PortForwards(monitor=virt, domain=config.domain_name, vmi=lambda: manager.vmi)
+    commands.register(server, manager, migrations, forwards=forwards)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

@@ -30,6 +30,7 @@ from shared.model.domain import (
     Interface,
     InterfaceBridge,
     InterfaceMasquerade,
+    InterfacePort,
     KernelBoot,
     KernelBootContainer,
     Machine,
@@ -111,12 +112,13 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     CDRomTarget: frozenset({"tray"}),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "ports", "bootOrder",
+            "slirp", "sriov", "macvtap", "passt", "binding", "bootOrder",
             "pciAddress", "dhcpOptions", "tag", "acpiIndex", "state",
         }
     ),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
+    InterfacePort: frozenset(),
     Firmware: frozenset({"uuid", "bootloader", "serial", "acpi"}),
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset({"imagePullSecret"}),

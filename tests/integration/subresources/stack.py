@@ -38,7 +38,7 @@ from controller.subresources.config import SubresourceConfig
 from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION
 from controller.subresources.server import SubresourceServer
 from controller.subresources.tls import CertDir
-from handler.actions import ActionsConfig, ActionsServer
+from handler.actions import ActionsConfig, ActionsServer, NotOnThisNode
 from localkube.cluster import Cluster
 from localkube.testing import wait_for
 from shared.kube import (
@@ -123,6 +123,9 @@ class RecordingTarget:
 
     async def vnc_socket(self, namespace: str, name: str) -> Path:
         return self.console.with_name("vnc.sock")
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]:
+        raise NotOnThisNode(f"{namespace}/{name}: no guest network in this stack")
 
 
 @dataclass

@@ -107,9 +107,9 @@ REFUSED = [
         id="multus",
     ),
     pytest.param(
-        {"spec.domain.devices.interfaces[0].ports": [{"port": 80}]},
-        "spec.domain.devices.interfaces[0].ports",
-        id="masquerade-ports",
+        {"spec.domain.devices.interfaces[0].bootOrder": 1},
+        "spec.domain.devices.interfaces[0].bootOrder",
+        id="interface-boot-order",
     ),
     pytest.param({"spec.priorityClassName": "high"}, "spec.priorityClassName", id="priority"),
     pytest.param({"spec.domain.devices.rng": {}}, "spec.domain.devices.rng", id="rng"),
