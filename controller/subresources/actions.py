@@ -30,6 +30,7 @@ class Action(StrEnum):
     FILESYSTEM_LIST = "filesystemlist"
     CONSOLE = "console"
     VNC = "vnc"
+    PORT_FORWARD = "portforward"  # …/portforward/<port>[/<protocol>]: a TCP tunnel
 
 
 class VMAction(StrEnum):
@@ -65,9 +66,18 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
     Action.VNC: ActionSpec(action=Action.VNC, method="GET", stream=True),
+    Action.PORT_FORWARD: ActionSpec(action=Action.PORT_FORWARD, method="GET", stream=True),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
     a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
 }
-ALL_ACTIONS: tuple[ActionSpec, ...] = (*ACTIONS.values(), *VM_ACTIONS.values())
+# A VM's portforward reaches the VMI of the same name (reviewed on virtualmachines).
+VM_PORT_FORWARD = ActionSpec(
+    action=Action.PORT_FORWARD, method="GET", stream=True, resource=VM_RESOURCE
+)
+ALL_ACTIONS: tuple[ActionSpec, ...] = (
+    *ACTIONS.values(),
+    *VM_ACTIONS.values(),
+    VM_PORT_FORWARD,
+)

@@ -141,3 +141,147 @@ def test_vnc_of_a_missing_vmi_is_a_clear_error(demo: dict[str, Any], kubeconfig:
     )  # fmt: skip
     assert ran.returncode != 0
     assert "no-such-vmi" in ran.stderr and ran.stdout == ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def ssh_key(tmp_path: Path) -> tuple[Path, str]:
+    """A fresh ed25519 key pair: (private key path, public key line)."""
+    key = tmp_path / "id_ed25519"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60
+    )
+    return key, key.with_suffix(".pub").read_text().strip()
+
+
+@pytest.fixture
+def guest(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, ssh_key: tuple[Path, str]
+) -> dict[str, Any]:
+    """The demo VM with the key in its user data and port 80 listed on its masquerade
+    interface, Running with its TCP services up."""
+    k, ns = real_stack, real_namespace
+    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
+    vm["metadata"]["namespace"] = ns
+    spec = vm["spec"]["template"]["spec"]
+    spec["domain"]["devices"]["interfaces"][0]["ports"] = [{"name": "http", "port": 80}]
+    spec["volumes"][1]["cloudInitNoCloud"]["userData"] = (
+        f"#cloud-config\nssh_authorized_keys:\n  - {ssh_key[1]}\n"
+    )
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    vmi = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
+                300, "VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    _wait(lambda: "KUBEVIRT-PY-SERVICES-UP" in _serial(real_cluster, vmi), 240,
+          "the guest's services", lambda: _serial(real_cluster, vmi)[-800:])  # fmt: skip
+    up: dict[str, Any] = vmi
+    return up
+
+
+@contextlib.contextmanager
+def forwarding(argv: Sequence[str], port: int) -> Iterator[None]:
+    """Run a port-forward client until it listens on 127.0.0.1:port."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+
+        def listening() -> bool:
+            assert proc.poll() is None, f"port-forward exited: {proc.communicate()[1]}"
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        _wait(listening, 60, f"port-forward listening on {port}", interval=0.2)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=IO_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _http_get(port: int) -> str:
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    return data.decode(errors="replace")
+
+
+def _echo(port: int, payload: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as s:
+        s.sendall(payload)
+        return _exactly(s, len(payload))
+
+
+def test_port_forward_ssh_and_scp(
+    guest: dict[str, Any], kubeconfig: Path, upstream_virtctl: Path,
+    ssh_key: tuple[Path, str], tmp_path: Path, real_stack: Kubectl,
+) -> None:  # fmt: skip
+    """port-forward reaches the guest's HTTP server (a listed port) and TCP echo (an unlisted
+    one) with virtctl-py and with KubeVirt's virtctl; virtctl-py ssh runs a command in the
+    guest and scp copies a file in, through the system's OpenSSH client and dropbear."""
+    ns, name = guest["metadata"]["namespace"], guest["metadata"]["name"]
+    http, echo = _free_port(), _free_port()
+    with forwarding(virtctl_py(kubeconfig, ns, "port-forward", f"vmi/{name}", f"{http}:80"), http):
+        assert "KUBEVIRT-PY-HTTP-OK" in _http_get(http)
+    upstream = [str(upstream_virtctl), "--kubeconfig", str(kubeconfig), "-n", ns]
+    with forwarding([*upstream, "port-forward", f"vmi/{name}", f"{echo}:7"], echo):
+        assert _echo(echo, b"kubevirt-py\n") == b"kubevirt-py\n"
+
+    key = str(ssh_key[0])
+    opts = ["-i", key, "-t", "-o StrictHostKeyChecking=no", "-t", "-o UserKnownHostsFile=/dev/null"]
+    ran = subprocess.run(
+        virtctl_py(kubeconfig, ns, "ssh", f"root@vmi/{name}", *opts, "-c", "echo SSH-OK $(hostname)"),
+        capture_output=True, text=True, timeout=180, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert f"SSH-OK {name}" in ran.stdout
+
+    local = tmp_path / "payload.txt"
+    local.write_text("copied by virtctl-py scp\n")
+    copied = subprocess.run(
+        virtctl_py(kubeconfig, ns, "scp", *opts, str(local), f"root@vmi/{name}:/tmp/payload.txt"),
+        capture_output=True, text=True, timeout=180, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert copied.returncode == 0, copied.stderr
+    shown = subprocess.run(
+        virtctl_py(kubeconfig, ns, "ssh", f"root@vmi/{name}", *opts, "-c", "cat /tmp/payload.txt"),
+        capture_output=True, text=True, timeout=180, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert shown.stdout == "copied by virtctl-py scp\n", shown.stderr
+
+
+def test_port_forward_bad_input(
+    guest: dict[str, Any], kubeconfig: Path, real_stack: Kubectl
+) -> None:
+    """A port out of range is refused by virtctl-py naming it (the API's 400 is unit-tested);
+    a guest port nothing listens on is a clear error; the VMI keeps running through it all."""
+    ns, name = guest["metadata"]["namespace"], guest["metadata"]["name"]
+    bad = subprocess.run(
+        virtctl_py(kubeconfig, ns, "port-forward", f"vmi/{name}", "8080:70000"),
+        capture_output=True, text=True, timeout=60, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "70000" in bad.stderr, bad.stderr
+    closed = subprocess.Popen(
+        virtctl_py(kubeconfig, ns, "port-forward", "--stdio", f"vmi/{name}", "23"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        closed.wait(timeout=120)  # stdin stays open: only the guest side can end it
+    finally:
+        if closed.poll() is None:
+            closed.kill()
+            closed.wait()
+    assert closed.stderr is not None
+    err = closed.stderr.read()
+    assert closed.returncode != 0 and "guest port 23" in err, err
+    assert _vmi(real_stack, ns)["status"]["phase"] == "Running"

@@ -21,10 +21,12 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/filesystemlist": ["get"],
         "virtualmachineinstances/console": ["get"],
         "virtualmachineinstances/vnc": ["get"],
+        "virtualmachineinstances/portforward": ["get"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],
         "virtualmachines/migrate": ["update"],
+        "virtualmachines/portforward": ["get"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
     kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}
