@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,22 +29,7 @@ __all__ = ["upstream_virtctl"]  # the fixture, shared with the process-mode virt
 IO_TIMEOUT = 60.0
 
 
-@pytest.fixture
-def demo(real_stack: Kubectl, real_cluster: Cluster, real_namespace: str) -> dict[str, Any]:
-    """The demo VM, Running and booted (its user data printed on the serial console)."""
-    k, ns = real_stack, real_namespace
-    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-    vm["metadata"]["namespace"] = ns
-    k("apply", "-f", "-", stdin=json.dumps(vm))
-    vmi = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
-                300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
-    _wait(lambda: "KUBEVIRT-PY-GUEST-BOOTED" in _serial(real_cluster, vmi), 180,
-          "the guest's boot marker", lambda: _serial(real_cluster, vmi)[-500:])  # fmt: skip
-    booted: dict[str, Any] = vmi
-    return booted
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def kubeconfig(real_cluster: Cluster) -> Path:
     return real_cluster.kubeconfig
 
@@ -115,12 +101,12 @@ def rfb_session(port: int) -> tuple[bytes, tuple[int, int], bytes]:
 
 
 def test_vnc_through_virtctl_py_and_kubevirt_virtctl(
-    demo: dict[str, Any], kubeconfig: Path, upstream_virtctl: Path
+    guest: dict[str, Any], kubeconfig: Path, upstream_virtctl: Path
 ) -> None:
     """`vnc --proxy-only` prints {"port": N}; a VNC client there gets QEMU's RFB greeting,
     a non-empty framebuffer and a FramebufferUpdate of the guest's display, with virtctl-py
     and with KubeVirt's own virtctl alike."""
-    ns, name = demo["metadata"]["namespace"], demo["metadata"]["name"]
+    ns, name = guest["metadata"]["namespace"], guest["metadata"]["name"]
     upstream = [str(upstream_virtctl), "--kubeconfig", str(kubeconfig), "-n", ns]
     for argv in (
         virtctl_py(kubeconfig, ns, "vnc", name, "--proxy-only"),
@@ -132,9 +118,9 @@ def test_vnc_through_virtctl_py_and_kubevirt_virtctl(
         assert size[0] > 0 and size[1] > 0, size
 
 
-def test_vnc_of_a_missing_vmi_is_a_clear_error(demo: dict[str, Any], kubeconfig: Path) -> None:
+def test_vnc_of_a_missing_vmi_is_a_clear_error(guest: dict[str, Any], kubeconfig: Path) -> None:
     """No such VMI: virtctl-py exits non-zero naming it, before listening anywhere."""
-    ns = demo["metadata"]["namespace"]
+    ns = guest["metadata"]["namespace"]
     ran = subprocess.run(
         virtctl_py(kubeconfig, ns, "vnc", "no-such-vmi", "--proxy-only"),
         capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
@@ -150,23 +136,33 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def ssh_key(tmp_path: Path) -> tuple[Path, str]:
+@pytest.fixture(scope="module")
+def ssh_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A fresh ed25519 key pair: (private key path, public key line)."""
-    key = tmp_path / "id_ed25519"
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
     subprocess.run(
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60
     )
     return key, key.with_suffix(".pub").read_text().strip()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def guest_namespace(real_stack: Kubectl) -> Iterator[str]:
+    """One namespace (and one guest) for the module: a boot costs minutes of TCG here."""
+    ns = f"t-remote-{uuid.uuid4().hex[:6]}"
+    real_stack("create", "namespace", ns)
+    yield ns
+    real_stack("delete", "vm", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False)
+    real_stack("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
 def guest(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, ssh_key: tuple[Path, str]
+    real_stack: Kubectl, real_cluster: Cluster, guest_namespace: str, ssh_key: tuple[Path, str]
 ) -> dict[str, Any]:
     """The demo VM with the key in its user data and port 80 listed on its masquerade
     interface, Running with its TCP services up."""
-    k, ns = real_stack, real_namespace
+    k, ns = real_stack, guest_namespace
     vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
     vm["metadata"]["namespace"] = ns
     spec = vm["spec"]["template"]["spec"]
