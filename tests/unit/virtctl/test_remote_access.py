@@ -3,16 +3,18 @@ ports, and the ssh/scp command lines it hands to the system's OpenSSH client."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from virtctl_py import cli
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
 from virtctl_py.ssh import Remote, SshOptions, scp_argv, ssh_argv
-from virtctl_py.streams import ForwardTarget, PortMapping, port_mapping
+from virtctl_py.streams import ForwardTarget, Listen, PortMapping, _serve_once, port_mapping
 
 TARGET = Target(kubeconfig=Path("/k/config"), context="ctx", namespace="ns1")
 
@@ -91,3 +93,35 @@ def test_the_verbs_parse_upstream_flags() -> None:
     )  # fmt: skip
     args = p.parse_args(["scp", "-r", "a", "vmi/demo:/b"])
     assert (args.recursive, args.paths) == (True, ["a", "vmi/demo:/b"])
+
+
+class FakeWs:
+    """A websocket that greets like a VNC server, records what it is sent, then closes."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue[aiohttp.WSMessage] = asyncio.Queue()
+        self.inbox.put_nowait(aiohttp.WSMessage(aiohttp.WSMsgType.BINARY, b"RFB 003.008\n", None))
+        self.sent: list[bytes] = []
+
+    async def receive(self, timeout: float | None = None) -> aiohttp.WSMessage:
+        return await self.inbox.get()
+
+    async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
+        self.sent.append(data)
+        self.inbox.put_nowait(aiohttp.WSMessage(aiohttp.WSMsgType.CLOSE, None, None))
+
+
+async def test_vnc_proxy_serves_one_client_on_the_port_it_reports() -> None:
+    """The local listener reports its port, bridges its first client to the websocket both
+    ways, and ends when the VNC side closes."""
+    ws = FakeWs()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    served = asyncio.create_task(_serve_once(ws, ready, Listen()))  # type: ignore[arg-type]
+    port = await asyncio.wait_for(ready, 10)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert await asyncio.wait_for(reader.readexactly(12), 10) == b"RFB 003.008\n"
+    writer.write(b"RFB 003.008\n")
+    await writer.drain()
+    assert await asyncio.wait_for(served, 10) == "vnc closed"
+    assert ws.sent == [b"RFB 003.008\n"]
+    writer.close()
