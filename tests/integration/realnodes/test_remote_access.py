@@ -52,13 +52,17 @@ def proxy(argv: Sequence[str]) -> Iterator[int]:
             raise AssertionError(f"{argv[-3:]} printed no port (rc {proc.returncode}): {err}")
         yield int(json.loads(line)["port"])
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(timeout=IO_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=IO_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _exactly(sock: socket.socket, n: int) -> bytes:
@@ -195,12 +199,7 @@ def forwarding(argv: Sequence[str], port: int) -> Iterator[None]:
         _wait(listening, 60, f"port-forward listening on {port}", interval=0.2)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=IO_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def _http_get(port: int) -> str:
