@@ -55,7 +55,9 @@ archive_sizes() {
   # <layer count> <top layer bytes unpacked>" of the first image in an OCI archive.
   python3 - "$1" "$2" <<'PY'
 import json, sys, tarfile
-unpacked = {layer["diff-digest"]: layer["diff-size"] for layer in json.load(open(sys.argv[2]))}
+# A working container's layer (e.g. left by an interrupted build) has no digest yet.
+layers = json.load(open(sys.argv[2]))
+unpacked = {layer["diff-digest"]: layer["diff-size"] for layer in layers if "diff-digest" in layer}
 with tarfile.open(sys.argv[1]) as tar:
     def blob(digest: str) -> dict:
         return json.load(tar.extractfile("blobs/sha256/" + digest.split(":")[1]))
