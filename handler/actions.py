@@ -5,7 +5,10 @@ gets in (the controller authenticated the user and asked RBAC; we trust the cont
 `PUT .../virtualmachineinstances/<name>/{pause,unpause,softreboot}` and `GET .../{guestosinfo,
 userlist,filesystemlist}` under /v1/namespaces/<ns>/ answer the launcher's result as JSON,
 or `{code, message, details}`: 404 VMI not here, 502 launcher failed or unreachable, 504
-launcher timed out. `GET .../console` is a websocket bridged to the serial-console socket.
+launcher timed out. `GET .../console` and `GET .../vnc` are websockets bridged to the
+serial-console and VNC sockets in the launcher's pod; `GET .../portforward/<port>/<protocol>`
+a websocket bridged to a TCP connection to the guest's port (masquerade forwards it on the
+pod's IP; the launcher adds the forward on demand).
 Once listening, the endpoint is published as the Node annotation
 `kubevirt.io/handler-endpoint: https://<advertise-host>:<port>`. In the daemon (with
 handler.launcher_target's LauncherTarget):
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 import structlog
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from handler.errors import HandlerError
 from shared import podlayout
@@ -39,6 +42,7 @@ from shared.tasks import cancelling
 from shared.wire.errors import CallTimeout, RemoteError, WireError
 from shared.wire.launcher_api import Method
 from shared.wire.unixpath import short_path
+from shared.wsbridge import bridge
 
 log = structlog.get_logger("handler.actions")
 
@@ -48,13 +52,18 @@ ENV_PREFIX = "VIRT_HANDLER_ACTIONS_"
 DEFAULT_CERT_DIR = Path("/etc/kubevirt-py/virt-handler-certs")
 DEFAULT_PORT = 8186
 ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
+PORT_FORWARD_PATH = (
+    "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/portforward/{port}/{protocol}"
+)
 CONSOLE = "console"
+VNC = "vnc"
 CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
 EMPTY_DIRS = Path(podlayout.EMPTY_DIRS)
 # Where the launcher's QEMU binds the serial console, inside the pod's `private` emptyDir.
 CONSOLE_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.CONSOLE_SOCKET)
+VNC_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.VNC_SOCKET)
 
-# action → (HTTP method, launcher command); the console (None) is relayed, not called.
+# action → (HTTP method, launcher command); console and vnc (None) are relayed, not called.
 ROUTES: Mapping[str, tuple[str, Method | None]] = {
     "pause": ("PUT", Method.PAUSE),
     "unpause": ("PUT", Method.UNPAUSE),
@@ -63,6 +72,7 @@ ROUTES: Mapping[str, tuple[str, Method | None]] = {
     "userlist": ("GET", Method.GET_USERS),
     "filesystemlist": ("GET", Method.GET_FILESYSTEMS),
     CONSOLE: ("GET", None),
+    VNC: ("GET", None),
 }
 
 Publish = Callable[[str], Awaitable[None]]  # puts the endpoint URL on this handler's Node
@@ -76,6 +86,10 @@ class ActionTarget(Protocol):
     async def command(self, namespace: str, name: str, method: Method) -> Any: ...
 
     async def console_socket(self, namespace: str, name: str) -> Path: ...
+
+    async def vnc_socket(self, namespace: str, name: str) -> Path: ...
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]: ...
 
 
 class NotOnThisNode(HandlerError):
@@ -201,6 +215,7 @@ def build_app(
     actions = _Actions(target, config)
     app = web.Application(middlewares=[guard])
     app.router.add_route("*", ACTION_PATH, actions.handle)
+    app.router.add_get(PORT_FORWARD_PATH, actions.port_forward)
     return app
 
 
@@ -219,7 +234,7 @@ class _Actions:
             if request.method != http:
                 raise _Failure(405, "method_not_allowed", f"{action} takes {http}")
             if method is None:
-                return await self._console(request, ns, name)
+                return await self._relay(request, ns, name, action)
             try:
                 result = await self._target.command(ns, name, method)
             except (NotOnThisNode, KubeError, WireError) as e:
@@ -227,13 +242,49 @@ class _Actions:
             log.info("action_done", method=str(method))
             return web.json_response(result)
 
-    async def _console(self, request: web.Request, ns: str, name: str) -> web.StreamResponse:
-        cfg = self._config
-        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=cfg.heartbeat)
+    async def port_forward(self, request: web.Request) -> web.StreamResponse:
+        """GET .../portforward/<port>/<protocol>: a TCP connection to the guest's port
+        (forwarded by masquerade on the pod's IP), bridged to a websocket."""
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        port_text, protocol = request.match_info["port"], request.match_info["protocol"]
+        with structlog.contextvars.bound_contextvars(
+            vmi=f"{ns}/{name}", action="portforward", port=port_text
+        ):
+            port = int(port_text) if port_text.isdigit() else 0
+            if not 1 <= port <= 65535:
+                raise _Failure(400, "bad_port", f"port {port_text!r} is not 1-65535")
+            if protocol != "tcp":
+                raise _Failure(400, "bad_protocol", f"protocol {protocol!r}: only tcp is forwarded")
+            ws = self._websocket(request, "portforward")
+            try:
+                host, pod_port = await self._target.forward_port(ns, name, port)
+                async with asyncio.timeout(self._config.connect_timeout):
+                    reader, writer = await asyncio.open_connection(host, pod_port)
+            except (NotOnThisNode, KubeError, WireError) as e:
+                raise _failure(e) from e
+            except (OSError, TimeoutError) as e:
+                if cancelling():
+                    raise
+                raise _Failure(
+                    502, "guest_port_unreachable", f"cannot connect to guest port {port}: {e}"
+                ) from e
+            return await self._serve(request, ws, reader, writer)
+
+    def _websocket(self, request: web.Request, action: str) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=self._config.heartbeat)
         if not ws.can_prepare(request).ok:
-            raise _Failure(400, "websocket_required", "the console is a websocket")
+            raise _Failure(400, "websocket_required", f"the {action} is a websocket")
+        return ws
+
+    async def _relay(
+        self, request: web.Request, ns: str, name: str, action: str
+    ) -> web.StreamResponse:
+        """The console or VNC socket of the VMI's launcher, bridged to a websocket."""
+        cfg = self._config
+        ws = self._websocket(request, action)
+        socket_of = self._target.vnc_socket if action == VNC else self._target.console_socket
         try:
-            path = await self._target.console_socket(ns, name)
+            path = await socket_of(ns, name)
             async with asyncio.timeout(cfg.connect_timeout):
                 with short_path(path) as sock:
                     reader, writer = await asyncio.open_unix_connection(sock)
@@ -242,13 +293,24 @@ class _Actions:
         except (OSError, TimeoutError) as e:
             if cancelling():
                 raise
-            raise _Failure(502, "console_unavailable", f"cannot open the console: {e}") from e
+            raise _Failure(502, f"{action}_unavailable", f"cannot open the {action}: {e}") from e
+        return await self._serve(request, ws, reader, writer)
+
+    async def _serve(
+        self,
+        request: web.Request,
+        ws: web.WebSocketResponse,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> web.WebSocketResponse:
+        """Upgrade, bridge until either side ends, close both."""
+        cfg = self._config
         try:
             async with asyncio.timeout(cfg.write_timeout):
                 await ws.prepare(request)
-            log.info("console_opened")
-            why = await _bridge(ws, reader, writer, write_timeout=cfg.write_timeout)
-            log.info("console_closed", why=why)
+            log.info("stream_opened")
+            why = await bridge(ws, reader, writer, write_timeout=cfg.write_timeout)
+            log.info("stream_closed", why=why)
         finally:
             writer.close()
             if ws.prepared:
@@ -256,58 +318,6 @@ class _Actions:
                     async with asyncio.timeout(cfg.shutdown_timeout):
                         await ws.close()
         return ws
-
-
-async def _bridge(
-    ws: web.WebSocketResponse,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    *,
-    write_timeout: float,
-) -> str:
-    """Relay until either side ends. Reads have no deadline (a console idles for hours):
-    the websocket heartbeat notices a dead controller, EOF a dead launcher."""
-    async with asyncio.TaskGroup() as tg:
-        up = tg.create_task(_ws_to_socket(ws, writer, write_timeout), name="console-up")
-        down = tg.create_task(_socket_to_ws(reader, ws, write_timeout), name="console-down")
-        done, _ = await asyncio.wait((up, down), return_when=asyncio.FIRST_COMPLETED)
-        up.cancel()
-        down.cancel()
-    return done.pop().result()
-
-
-async def _ws_to_socket(
-    ws: web.WebSocketResponse, writer: asyncio.StreamWriter, write_timeout: float
-) -> str:
-    async for msg in ws:  # ends at CLOSE; pings are answered by aiohttp
-        if msg.type is WSMsgType.ERROR:
-            return f"client failed: {msg.data!r}"
-        if msg.type not in (WSMsgType.BINARY, WSMsgType.TEXT):
-            continue
-        data = msg.data if isinstance(msg.data, bytes) else str(msg.data).encode()
-        try:
-            writer.write(data)
-            async with asyncio.timeout(write_timeout):
-                await writer.drain()
-        except (ConnectionError, TimeoutError) as e:
-            if cancelling():
-                raise
-            return f"console socket gone: {e!r}"
-    return "client closed"
-
-
-async def _socket_to_ws(
-    reader: asyncio.StreamReader, ws: web.WebSocketResponse, write_timeout: float
-) -> str:
-    while data := await reader.read(64 * 1024):
-        try:
-            async with asyncio.timeout(write_timeout):
-                await ws.send_bytes(data)
-        except (ConnectionError, TimeoutError) as e:
-            if cancelling():
-                raise
-            return f"client gone: {e!r}"
-    return "console socket closed"
 
 
 class ActionsServer:

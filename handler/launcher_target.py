@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, GetVmi, NotOnThisNode
+from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, VNC_SOCKET, GetVmi, NotOnThisNode
 from shared.kube import NotFound as KubeNotFound
+from shared.model import VirtualMachineInstance
 from shared.wire.client import RpcClient, Timeouts
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, ForwardPortArgs, Method
 
 
 class LauncherTarget:
@@ -24,21 +25,43 @@ class LauncherTarget:
         self._timeouts = timeouts or Timeouts()
 
     async def command(self, namespace: str, name: str, method: Method) -> Any:
-        volumes = await self._volumes(namespace, name)
+        return await self._call(await self._volumes(namespace, name), method, {})
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]:
+        """Have the launcher forward the guest's port on its pod; (pod IP, port)."""
+        vmi = await self._vmi(namespace, name)
+        volumes = self._launcher_volumes(vmi)
+        pod_ip = next((i.ip_address for i in vmi.status.interfaces if i.ip_address), None)
+        if pod_ip is None:
+            raise NotOnThisNode(f"{namespace}/{name} has no pod IP (no masquerade interface)")
+        args = ForwardPortArgs(port=port).to_wire()
+        forwarded = await self._call(volumes, Method.FORWARD_PORT, args)
+        return pod_ip, int(forwarded["port"])
+
+    async def _call(self, volumes: Path, method: Method, args: dict[str, Any]) -> Any:
         async with RpcClient.connect(
             volumes / "sockets" / LAUNCHER_SOCKET, timeouts=self._timeouts
         ) as client:
-            return await client.call(method, {}, tier=TIERS[method])
+            return await client.call(method, args, tier=TIERS[method])
 
     async def console_socket(self, namespace: str, name: str) -> Path:
         return (await self._volumes(namespace, name)) / CONSOLE_SOCKET
 
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return (await self._volumes(namespace, name)) / VNC_SOCKET
+
     async def _volumes(self, namespace: str, name: str) -> Path:
         """The emptyDir root of the VMI's launcher pod on this node."""
+        return self._launcher_volumes(await self._vmi(namespace, name))
+
+    async def _vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         try:
-            vmi = await self._get_vmi(namespace, name)
+            return await self._get_vmi(namespace, name)
         except KubeNotFound as e:
             raise NotOnThisNode(f"virtualmachineinstance {namespace}/{name} not found") from e
+
+    def _launcher_volumes(self, vmi: VirtualMachineInstance) -> Path:
+        namespace, name = vmi.metadata.namespace, vmi.metadata.name
         if vmi.status.node_name != self._node:
             raise NotOnThisNode(
                 f"{namespace}/{name} runs on {vmi.status.node_name!r}, not {self._node!r}"

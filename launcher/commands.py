@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import structlog
+
+from launcher.errors import CommandError
 from launcher.guest import filesystems, guest_info, users
 from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
+from launcher.portforward import PortForwards
 from shared.wire.domain import DomainStatus
 from shared.wire.launcher_api import (
     AttachVolumeArgs,
     DetachVolumeArgs,
+    ForwardPortArgs,
     Method,
     NoArgs,
     SyncArgs,
@@ -20,6 +25,8 @@ from shared.wire.launcher_api import (
 from shared.wire.migration import MigrateArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
+
+log = structlog.get_logger("launcher.commands")
 
 Op = Callable[[DomainManager, Mapping[str, Any]], Awaitable[Any]]
 
@@ -114,15 +121,22 @@ def register(
     manager: DomainManager,
     migrations: Migrations,
     hotplug: Hotplug,
+    *,
+    forwards: PortForwards | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
-    ``hotplug``."""
+    ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
+    forwards."""
     for method, op in COMMANDS.items():
+        if forwards is not None and method is Method.SYNC:
+            continue  # registered with the forwards below
 
         async def handler(args: Mapping[str, Any], op: Op = op) -> Any:
             return await op(manager, args)
 
         server.register(str(method), handler)
+    if forwards is not None:
+        _register_forwards(server, manager, forwards)
     for method, mop in MIGRATION_COMMANDS.items():
 
         async def mhandler(args: Mapping[str, Any], mop: MigrationOp = mop) -> Any:
@@ -135,3 +149,19 @@ def register(
             return await hop(hotplug, args)
 
         server.register(str(method), hhandler)
+
+
+def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:
+    async def forward_port(args: Mapping[str, Any]) -> Any:
+        return await forwards.forward(ForwardPortArgs.from_wire(args))
+
+    async def sync(args: Mapping[str, Any]) -> Any:
+        status = await _sync(manager, args)
+        try:
+            await forwards.apply_listed()
+        except CommandError as e:  # the guest runs; a port that cannot be bound is logged
+            log.warning("listed_port_forward_failed", error=str(e))
+        return status
+
+    server.register(str(Method.FORWARD_PORT), forward_port)
+    server.register(str(Method.SYNC), sync)

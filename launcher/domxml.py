@@ -101,6 +101,7 @@ class DomainPlan:
     console_socket: Path
     agent_socket: Path
     partition: str | None = None
+    vnc_socket: Path | None = None  # None: no graphics device (autoattachGraphicsDevice false)
     emulator: Path = Path("/usr/bin/qemu-system-x86_64")
     tb_cache_mib: int | None = 32
     firmware: FirmwarePlan | None = None  # None: SeaBIOS
@@ -233,8 +234,7 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     channel = ET.SubElement(devices, "channel", type="unix")
     ET.SubElement(channel, "source", mode="bind", path=str(plan.agent_socket))
     ET.SubElement(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
-    video = ET.SubElement(devices, "video")
-    ET.SubElement(video, "model", type="none")
+    _graphics(devices, plan.vnc_socket)
     balloon = ET.SubElement(devices, "memballoon", model="virtio")
     ET.SubElement(balloon, "stats", period="1")
     if plan.rng:
@@ -247,6 +247,18 @@ def disk_xml(disk: DiskPlan) -> str:
     holder = ET.Element("devices")
     _disk(holder, disk)
     return ET.tostring(holder[0], encoding="unicode")
+
+
+def _graphics(devices: ET.Element, vnc_socket: Path | None) -> None:
+    """KubeVirt's default display: a VGA card (a framebuffer) and QEMU's VNC server on a
+    Unix socket in the pod, which the handler relays; with none, no video at all."""
+    video = ET.SubElement(devices, "video")
+    if vnc_socket is None:
+        ET.SubElement(video, "model", type="none")
+        return
+    graphics = ET.SubElement(devices, "graphics", type="vnc", socket=str(vnc_socket))
+    ET.SubElement(graphics, "listen", type="socket", socket=str(vnc_socket))
+    ET.SubElement(video, "model", type="vga", vram="16384", heads="1")
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:

@@ -29,6 +29,7 @@ from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
+from launcher.portforward import PortForwards
 from launcher.virt import Virt
 from shared import logs, podlayout
 from shared.wire.client import RpcClient, Tier
@@ -117,6 +118,7 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
         serial_log=daemon.paths.serial_log,
         console_socket=qemu_dir / "console.sock",
         agent_socket=qemu_dir / "agent.sock",
+        vnc_socket=qemu_dir / "vnc.sock",
         partition=partition,
     )
 
@@ -155,7 +157,8 @@ async def _serve(
     )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
     hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
-    commands.register(server, manager, migrations, hotplug)
+    forwards = PortForwards(monitor=virt, domain=config.domain_name, vmi=lambda: manager.vmi)
+    commands.register(server, manager, migrations, hotplug, forwards=forwards)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

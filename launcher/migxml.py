@@ -5,7 +5,7 @@ libvirt refuses a destination definition whose guest ABI differs from the runnin
 source's migratable XML — addresses and all — and only the host-side details are taken
 from the definition the target launcher built for itself: disk files (its own overlay
 and cloud-init ISO), the kernelBoot kernel and initrd (its own pod's copies), the serial
-log, the console and agent sockets, and the cgroup partition (each launcher has its own).
+log, the console, agent and VNC sockets, and the cgroup partition (each launcher has its own).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def destination_xml(source_xml: str, target_xml: str) -> str:
     _disks(src, tgt)
     _boot_files(src, tgt)
     _chardevs(src, tgt)
+    _graphics(src, tgt)
     _partition(src, tgt)
     return ET.tostring(src, encoding="unicode")
 
@@ -86,6 +87,18 @@ def _chardevs(src: ET.Element, tgt: ET.Element) -> None:
                     for attr in ("path", "file"):
                         if attr in other.attrib:
                             mine.set(attr, other.attrib[attr])
+
+
+def _graphics(src: ET.Element, tgt: ET.Element) -> None:
+    """The VNC socket: the target's own path (its element and its listen's)."""
+    theirs = tgt.find("devices/graphics")
+    if theirs is None or "socket" not in theirs.attrib:
+        return
+    for ours in src.iterfind("devices/graphics"):
+        ours.set("socket", theirs.attrib["socket"])
+        for listen in ours.iterfind("listen"):
+            if "socket" in listen.attrib:
+                listen.set("socket", theirs.attrib["socket"])
 
 
 def _partition(src: ET.Element, tgt: ET.Element) -> None:

@@ -34,6 +34,7 @@ class HostPaths:
     console_socket: Path
     agent_socket: Path
     partition: str | None
+    vnc_socket: Path | None = None
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -176,4 +177,10 @@ async def plan_domain(
         rng=domain.devices.rng is not None,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
+        vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
     )
+
+
+def graphics_attached(vmi: VirtualMachineInstance) -> bool:
+    """devices.autoattachGraphicsDevice, true unless set false (KubeVirt's default)."""
+    return vmi.spec.domain.devices.extra.get("autoattachGraphicsDevice") is not False

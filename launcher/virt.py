@@ -262,6 +262,14 @@ class Virt:
         result = await self._call(self._conn.domainListGetStats, [dom], 0, 0)
         return _parse_stats(result[0][1] if result else {})
 
+    async def monitor_command(self, name: str, command: str) -> str:
+        """A QEMU human-monitor command (what QMP lacks, e.g. slirp's hostfwd_add); its
+        output, which is empty on success for most commands."""
+        dom = await self._domain(name)
+        flags = libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+        out: str = await self._call(libvirt_qemu.qemuMonitorCommand, dom, command, flags)
+        return out
+
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
         """Run a guest-agent command; AgentNotConnected when no agent answers."""
         dom = await self._domain(name)

@@ -59,9 +59,10 @@ BINARY_DIR = "/var/run/kubevirt/container-disk-binary"
 # How a node sees a pod's emptyDir volumes: the kubelet's layout (the node agent keeps it).
 EMPTY_DIRS = PurePosixPath("volumes/kubernetes.io~empty-dir")
 # Inside the `private` volume: the launcher's libvirt root, and under it the guest's serial
-# console socket and serial log (the handler relays and reads them from the node).
+# console socket, VNC socket and serial log (the handler relays and reads them from the node).
 LIBVIRT_ROOT = "libvirt"
 CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", "console.sock")
+VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", "vnc.sock")
 SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
 
 # The launcher image carries a static busybox here (Debian's busybox-static).

@@ -83,6 +83,10 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=float, default=5, help="minutes to wait for the VMI to be ready"
     )
+    _vnc(verb("vnc", "open a VMI's VNC display (a local port for VNC clients)"))
+    _port_forward(verb("port-forward", "forward local ports to a VMI's guest ports"))
+    _ssh(verb("ssh", "ssh into a VMI (the system's ssh through port-forward)"), scp=False)
+    _ssh(verb("scp", "copy files to or from a VMI (the system's scp)"), scp=True)
     for name, text in (
         ("guestosinfo", "guest OS info from the guest agent"),
         ("userlist", "users logged in to the guest"),
@@ -173,6 +177,42 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
     p.add_argument(
         "--termination-grace-period", "--grace", dest="grace", type=int, default=180,
         help="terminationGracePeriodSeconds",
+    )  # fmt: skip
+
+
+def _vnc(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the VMI (NAME or vmi/NAME)")
+    p.add_argument(
+        "--proxy-only", action="store_true",
+        help='only listen and print {"port": N}; start no viewer',
+    )  # fmt: skip
+    p.add_argument("--port", type=int, default=0, help="local port (0: any free one)")
+    p.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+
+
+def _port_forward(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="vmi/NAME[.NAMESPACE] or vm/NAME[.NAMESPACE]")
+    p.add_argument("ports", nargs="+", help="[tcp/]LOCAL:REMOTE or [tcp/]PORT")
+    p.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+    p.add_argument(
+        "--stdio", action="store_true", help="one tunnel on stdin/stdout (ssh's ProxyCommand)"
+    )
+
+
+def _ssh(p: argparse.ArgumentParser, *, scp: bool) -> None:
+    if scp:
+        p.add_argument("paths", nargs="+", help="SOURCE... DESTINATION; the guest's side is "
+                       "[user@]vmi/NAME[.NS]:PATH")  # fmt: skip
+        p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
+    else:
+        p.add_argument("destination", help="[user@]vmi/NAME[.NAMESPACE]")
+        p.add_argument("-c", "--command", help="run this command instead of a shell")
+    p.add_argument("-i", "--identity-file", help="the private key")
+    p.add_argument("-l", "--username", help="the guest user (default: user@ or ssh's)")
+    p.add_argument("-p", "--port", type=int, default=22, help="the guest's ssh port")
+    p.add_argument(
+        "-t", "--local-ssh-opts", action="append", default=[],
+        help="an option for ssh/scp, e.g. -t '-o StrictHostKeyChecking=no' (repeatable)",
     )  # fmt: skip
 
 

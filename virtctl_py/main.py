@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from shared.kube import ApiError, Conflict, Forbidden, KubeClient, KubeError, NotFound
-from virtctl_py import cli, commands, completion, kubeconfig, session
+from virtctl_py import cli, commands, completion, kubeconfig, session, ssh, streams
 from virtctl_py.console import console
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
@@ -36,9 +37,57 @@ VERBS: Mapping[str, Verb] = {
 }
 
 
+async def _port_forward(target: Target, args: argparse.Namespace) -> str:
+    where = streams.ForwardTarget.parse(args.target)
+    if where.namespace:
+        target = dataclasses.replace(target, namespace=where.namespace)
+    mappings = [streams.port_mapping(p) for p in args.ports]
+    if args.stdio:
+        if len(mappings) != 1:
+            raise CliError("--stdio forwards exactly one port", code=Exit.USAGE)
+        return await streams.stdio_forward(target, where, mappings[0].remote)
+    return await streams.port_forward(target, where, mappings, address=args.address)
+
+
+def _ssh_options(args: argparse.Namespace) -> ssh.SshOptions:
+    return ssh.SshOptions(
+        port=streams.port_number(str(args.port)),
+        identity=args.identity_file,
+        user=args.username,
+        ssh_opts=tuple(args.local_ssh_opts),
+    )
+
+
+async def _ssh(target: Target, args: argparse.Namespace) -> str:
+    command = [args.command] if args.command else []
+    remote = ssh.Remote.parse(args.destination)
+    return await ssh.run_client(ssh.ssh_argv(target, remote, _ssh_options(args), command))
+
+
+async def _scp(target: Target, args: argparse.Namespace) -> str:
+    if len(args.paths) < 2:
+        raise CliError("scp needs a SOURCE and a DESTINATION", code=Exit.USAGE)
+    *sources, destination = args.paths
+    argv = ssh.scp_argv(target, sources, destination, _ssh_options(args), recursive=args.recursive)
+    return await ssh.run_client(argv)
+
+
+REMOTE_VERBS: Mapping[str, Callable[[Target, argparse.Namespace], Awaitable[str]]] = {
+    "port-forward": _port_forward,
+    "ssh": _ssh,
+    "scp": _scp,
+}
+
+
 async def run(args: argparse.Namespace, target: Target) -> str:
     if args.command == "console":
         return await console(target, args.name, timeout=args.timeout * 60)
+    if args.command == "vnc":
+        listen = streams.Listen(address=args.address, port=args.port)
+        name = args.name.removeprefix("vmi/")
+        return await streams.vnc(target, name, listen=listen, proxy_only=args.proxy_only)
+    if args.command in REMOTE_VERBS:
+        return await REMOTE_VERBS[args.command](target, args)
     kube = await target.connect()
     try:
         return await VERBS[args.command](kube, target, args)

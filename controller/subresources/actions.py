@@ -30,6 +30,8 @@ class Action(StrEnum):
     USER_LIST = "userlist"
     FILESYSTEM_LIST = "filesystemlist"
     CONSOLE = "console"
+    VNC = "vnc"
+    PORT_FORWARD = "portforward"  # …/portforward/<port>[/<protocol>]: a TCP tunnel
 
 
 class VMAction(StrEnum):
@@ -71,11 +73,17 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.USER_LIST: ActionSpec(action=Action.USER_LIST, method="GET"),
     Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
+    Action.VNC: ActionSpec(action=Action.VNC, method="GET", stream=True),
+    Action.PORT_FORWARD: ActionSpec(action=Action.PORT_FORWARD, method="GET", stream=True),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
     a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
 }
+# A VM's portforward reaches the VMI of the same name (reviewed on virtualmachines).
+VM_PORT_FORWARD = ActionSpec(
+    action=Action.PORT_FORWARD, method="GET", stream=True, resource=VM_RESOURCE
+)
 # (resource, action) → spec: addvolume/removevolume are object writes made here too.
 VOLUME_ACTIONS: Mapping[tuple[str, VolumeAction], ActionSpec] = {
     (r, a): ActionSpec(action=a, method="PUT", resource=r)
@@ -87,4 +95,5 @@ ALL_ACTIONS: tuple[ActionSpec, ...] = (
     *(s for (r, _), s in VOLUME_ACTIONS.items() if r == RESOURCE),
     *VM_ACTIONS.values(),
     *(s for (r, _), s in VOLUME_ACTIONS.items() if r == VM_RESOURCE),
+    VM_PORT_FORWARD,
 )

@@ -4,7 +4,9 @@
     /apis, /apis/<group>, /apis/<group>/v1     discovery (front proxy only)
     /apis/<group>/v1/version | healthz         (front proxy only)
     /apis/<group>/v1/namespaces/<ns>/virtualmachineinstances/<name>/<action>
-        authenticate → SubjectAccessReview → locate → forward (or relay the console)
+        authenticate → SubjectAccessReview → locate → forward (or relay console / vnc)
+    /apis/<group>/v1/namespaces/<ns>/{virtualmachineinstances,virtualmachines}/<name>/
+        portforward/<port>[/<protocol>]: a TCP tunnel to the (VM's) VMI's guest port
     /apis/<group>/v1/namespaces/<ns>/virtualmachines/<name>/{start,stop,restart,migrate}
         authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
     /apis/<group>/v1/namespaces/<ns>/{virtualmachineinstances,virtualmachines}/<name>/
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,6 +35,7 @@ from controller.subresources.actions import (
     GROUP_VERSION,
     RESOURCE,
     VM_ACTIONS,
+    VM_PORT_FORWARD,
     VM_RESOURCE,
     Action,
     ActionSpec,
@@ -71,7 +75,9 @@ class Forwarder(Protocol):
 
     async def call(self, target: Target, spec: ActionSpec) -> bytes: ...
 
-    def console(self, target: Target) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
+    def stream(
+        self, target: Target, spec: ActionSpec, *, subpath: str = ""
+    ) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
 
 
 def transport_peer_cn(request: web.Request) -> str | None:
@@ -114,7 +120,13 @@ def build_app(deps: AppDeps) -> web.Application:
             for action in VolumeAction:
                 path = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{{resource:{resource}}}"
                 app.router.add_route("*", f"{path}/{{name}}/{{action:{action}}}", volume_action)
-    app.router.add_route("*", ACTION_PATH, _Actions(deps).handle)
+    actions = _Actions(deps)
+    app.router.add_route("*", ACTION_PATH, actions.handle)
+    forwards = ((RESOURCE, ACTIONS[Action.PORT_FORWARD]), (VM_RESOURCE, VM_PORT_FORWARD))
+    for resource, spec in forwards:
+        for tail in ("{port}", "{port}/{protocol}"):
+            path = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}/{resource}/{{name}}/portforward"
+            app.router.add_get(f"{path}/{tail}", functools.partial(actions.port_forward, spec))
     vm_actions = VmActions(authorizer=deps.authorizer, store=deps.vms)
 
     async def vm_action(request: web.Request) -> web.StreamResponse:
@@ -195,12 +207,34 @@ class _Actions:
             ws = self._websocket(request, spec, vmi)
             target = await locate(self._deps.reader, vmi)
             if ws is not None:
-                return await self._console(request, ws, target)
+                return await self._stream(request, ws, target, spec)
             body = await self._deps.forwarder.call(target, spec)
             log.info("subresource_forwarded", node=target.node)
             if spec.method == "PUT":
                 return web.Response(status=200)
             return web.Response(body=body, content_type="application/json")
+
+    async def port_forward(self, spec: ActionSpec, request: web.Request) -> web.StreamResponse:
+        """GET …/portforward/<port>[/<protocol>] (protocol tcp by default)."""
+        vmi = VmiRef(namespace=request.match_info["namespace"], name=request.match_info["name"])
+        port_text = request.match_info["port"]
+        protocol = request.match_info.get("protocol", "tcp")
+        user = request[USER_KEY]
+        with structlog.contextvars.bound_contextvars(
+            vmi=f"{vmi.namespace}/{vmi.name}", action="portforward", port=port_text, user=user.name
+        ):
+            port = int(port_text) if port_text.isdigit() else 0
+            if not 1 <= port <= 65535:
+                raise BadRequest(f"port {port_text!r}: must be a port number 1-65535", vmi=vmi)
+            if protocol not in ("tcp", "udp"):
+                raise BadRequest(f"protocol {protocol!r}: must be tcp or udp", vmi=vmi)
+            if protocol == "udp":
+                raise BadRequest("udp port-forward is not supported by kubevirt-py", vmi=vmi)
+            await require(self._deps.authorizer, user, ResourceAttributes.of(spec, vmi))
+            ws = self._websocket(request, spec, vmi)
+            assert ws is not None  # a stream action
+            target = await locate(self._deps.reader, vmi)
+            return await self._stream(request, ws, target, spec, subpath=f"/{port}/{protocol}")
 
     def _websocket(
         self, request: web.Request, spec: ActionSpec, vmi: VmiRef
@@ -212,18 +246,24 @@ class _Actions:
             raise BadRequest(f"{spec.action} needs a websocket upgrade", vmi=vmi)
         return ws
 
-    async def _console(
-        self, request: web.Request, ws: web.WebSocketResponse, target: Target
+    async def _stream(
+        self,
+        request: web.Request,
+        ws: web.WebSocketResponse,
+        target: Target,
+        spec: ActionSpec,
+        *,
+        subpath: str = "",
     ) -> web.StreamResponse:
         """Connect to the handler first, so its failures are still Status answers."""
         deps = self._deps
-        async with deps.forwarder.console(target) as upstream:
+        async with deps.forwarder.stream(target, spec, subpath=subpath) as upstream:
             async with asyncio.timeout(deps.write_timeout):
                 await ws.prepare(request)
-            log.info("console_opened", node=target.node)
+            log.info("stream_opened", node=target.node)
             try:
                 why = await relay(ws, upstream, write_timeout=deps.write_timeout)
-                log.info("console_closed", why=why)
+                log.info("stream_closed", why=why)
             finally:
                 with contextlib.suppress(TimeoutError, ConnectionError):
                     async with asyncio.timeout(deps.close_timeout):
@@ -237,6 +277,8 @@ def _spec(request: web.Request, vmi: VmiRef) -> ActionSpec:
         known = ", ".join(ACTIONS)
         raise NotFound(f"unknown action {name!r} (one of: {known})", vmi=vmi)
     spec = ACTIONS[Action(name)]
+    if spec.action is Action.PORT_FORWARD:
+        raise NotFound("portforward needs a port: …/portforward/<port>[/<protocol>]", vmi=vmi)
     if request.method != spec.method:
         raise MethodNotAllowed(f"{name} takes {spec.method}, not {request.method}", vmi=vmi)
     return spec

@@ -20,7 +20,7 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
-from controller.subresources.actions import ACTIONS, Action, ActionSpec
+from controller.subresources.actions import ActionSpec
 from controller.subresources.errors import (
     BadGateway,
     Cause,
@@ -82,13 +82,15 @@ class HandlerForwarder:
         return body
 
     @contextlib.asynccontextmanager
-    async def console(self, target: Target) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
-        """A websocket to the handler's console relay of the target VMI."""
-        spec = ACTIONS[Action.CONSOLE]
+    async def stream(
+        self, target: Target, spec: ActionSpec, *, subpath: str = ""
+    ) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
+        """A websocket to the handler's relay of a streamed action (console, vnc,
+        portforward + `/<port>/<protocol>` as `subpath`) of the target VMI."""
         try:
             async with asyncio.timeout(self._options.connect_timeout):
                 ws = await self._session.ws_connect(
-                    handler_url(target, spec),
+                    handler_url(target, spec) + subpath,
                     ssl=self._tls,
                     server_hostname=self._options.server_name,
                     heartbeat=self._options.heartbeat,

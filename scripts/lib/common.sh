@@ -14,6 +14,8 @@ kv_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 KV_APT_PACKAGES=(
   libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils ovmf
   qemu-guest-agent busybox-static tini pkg-config genisoimage cpio libxml2-utils
+  # the test guest's sshd (scripts/build-guest), and ssh/scp for virtctl-py ssh/scp
+  dropbear-bin openssh-sftp-server openssh-client
   python3-dev gcc libc6-dev iproute2 util-linux openssl procps xz-utils
   # scripts/build-images: images without docker, and containerd + runc to run them
   buildah umoci skopeo mmdebstrap containerd runc

@@ -22,6 +22,7 @@ from shared.model._validate_config import (
     validate_config_volume,
     validate_service_accounts,
 )
+from shared.model.domain import Interface
 from shared.model.enums import HostDiskType
 from shared.model.quantity import format_bytes
 from shared.model.vmi import VMISpec
@@ -205,6 +206,17 @@ def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -
         errs.add(f"{path}.name", f"no network named {iface.name!r} in spec.networks", iface.name)
     if iface.masquerade is not None and network is not None and network.pod is None:
         errs.add(f"{path}.masquerade", "masquerade is only allowed on the pod network")
+    _validate_ports(errs, path, iface)
+
+
+def _validate_ports(errs: Errors, path: str, iface: Interface) -> None:
+    if iface.ports and iface.masquerade is None:
+        errs.add(f"{path}.ports", "ports are only forwarded by a masquerade interface")
+    for j, port in enumerate(iface.ports):
+        if not 1 <= port.port <= 65535:
+            errs.add(f"{path}.ports[{j}].port", "must be a port number 1-65535", str(port.port))
+        if port.protocol is not None and port.protocol not in ("TCP", "UDP"):
+            errs.add(f"{path}.ports[{j}].protocol", "must be TCP or UDP", port.protocol)
 
 
 def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:

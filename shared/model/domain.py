@@ -112,6 +112,15 @@ class InterfaceBridge(Model):
     """interfaces[].bridge: the guest takes the pod interface (no fields)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterfacePort(Model):
+    """interfaces[].ports[]: a guest port masquerade forwards from the pod's IP."""
+
+    name: str | None = None
+    protocol: str | None = None  # TCP (default) or UDP
+    port: int = 0
+
+
 # Binding methods KubeVirt knows; only masquerade and bridge are typed here.
 UNTYPED_BINDINGS = ("slirp", "sriov", "passt", "macvtap", "binding")
 
@@ -125,6 +134,7 @@ class Interface(Model):
     bridge: InterfaceBridge | None = None
     model: str | None = None
     mac_address: str | None = None
+    ports: tuple[InterfacePort, ...] = ()
 
     def bindings(self) -> tuple[str, ...]:
         """Wire names of every binding method set on this interface."""

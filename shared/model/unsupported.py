@@ -36,6 +36,7 @@ from shared.model.domain import (
     Interface,
     InterfaceBridge,
     InterfaceMasquerade,
+    InterfacePort,
     KernelBoot,
     KernelBootContainer,
     Machine,
@@ -134,7 +135,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     CDRomTarget: frozenset({"tray"}),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "ports", "bootOrder",
+            "slirp", "sriov", "macvtap", "passt", "binding", "bootOrder",
             "pciAddress", "dhcpOptions", "tag", "acpiIndex", "state",
         }
     ),
@@ -145,6 +146,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Bootloader: frozenset(),
     BIOS: frozenset({"useSerial"}),
     EFI: frozenset({"persistent"}),
+    InterfacePort: frozenset(),
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
@@ -221,7 +223,7 @@ KUBERNETES_OWN: frozenset[type[Model]] = frozenset({Affinity, TopologySpreadCons
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachSerialConsole"): (True,),
-    (Devices, "autoattachGraphicsDevice"): (False,),
+    (Devices, "autoattachGraphicsDevice"): (True, False),
     (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
     (EFI, "persistent"): (False,),
 }

@@ -40,6 +40,7 @@ class Method(StrEnum):
     CANCEL_MIGRATION = "cancel_migration"
     ATTACH_VOLUME = "attach_volume"
     DETACH_VOLUME = "detach_volume"
+    FORWARD_PORT = "forward_port"
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -62,6 +63,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.CANCEL_MIGRATION: Tier.MEDIUM,
     Method.ATTACH_VOLUME: Tier.MEDIUM,
     Method.DETACH_VOLUME: Tier.MEDIUM,
+    Method.FORWARD_PORT: Tier.MEDIUM,
 }
 
 
@@ -171,3 +173,30 @@ class VolumeReply:
             raise InvalidArgument("attached", "expected a map with a boolean 'attached'")
         target = reply.get("target")
         return cls(target=target if isinstance(target, str) else None, attached=reply["attached"])
+
+
+FORWARD_PROTOCOLS = ("tcp",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForwardPortArgs:
+    """ForwardPort: make the guest's `port` reachable on the same port of the pod's IP
+    (masquerade); the answer is ``{"port": N}``."""
+
+    port: int
+    protocol: str = "tcp"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"port": self.port, "protocol": self.protocol}
+
+    @classmethod
+    def from_wire(cls, args: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(args) - {"port", "protocol"})
+        if unknown:
+            raise InvalidArgument(unknown[0], "unknown argument")
+        port, protocol = args.get("port"), args.get("protocol", "tcp")
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            raise InvalidArgument("port", f"expected a port number 1-65535, got {port!r}")
+        if protocol not in FORWARD_PROTOCOLS:
+            raise InvalidArgument("protocol", f"expected tcp, got {protocol!r}")
+        return cls(port=port, protocol=protocol)

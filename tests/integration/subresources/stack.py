@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import subprocess
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -38,7 +39,7 @@ from controller.subresources.config import SubresourceConfig
 from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION
 from controller.subresources.server import SubresourceServer
 from controller.subresources.tls import CertDir
-from handler.actions import ActionsConfig, ActionsServer
+from handler.actions import ActionsConfig, ActionsServer, NotOnThisNode
 from localkube.cluster import Cluster
 from localkube.testing import wait_for
 from shared.kube import (
@@ -83,6 +84,7 @@ GUEST_INFO = {
     "timezone": "UTC, 0",
 }
 CONSOLE_GREETING = b"KUBEVIRT-PY-GUEST-BOOTED\r\n"
+VNC_GREETING = b"RFB 003.008\n"
 
 
 def host_ip() -> str:
@@ -109,6 +111,8 @@ class RecordingTarget:
 
     console: Path
     commands: list[tuple[str, str, Method]] = field(default_factory=list)
+    guest_port: int | None = None
+    forwarded: list[int] = field(default_factory=list)
 
     async def command(self, namespace: str, name: str, method: Method) -> Any:
         self.commands.append((namespace, name, method))
@@ -120,6 +124,16 @@ class RecordingTarget:
 
     async def console_socket(self, namespace: str, name: str) -> Path:
         return self.console
+
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return self.console.with_name("vnc.sock")
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]:
+        """Every guest port is the stand-in console server's TCP twin (greets, upper-cases)."""
+        if self.guest_port is None:
+            raise NotOnThisNode(f"{namespace}/{name}: no guest network in this stack")
+        self.forwarded.append(port)
+        return "127.0.0.1", self.guest_port
 
 
 @dataclass
@@ -185,7 +199,13 @@ class Stack:
         client = await KubeClient.connect(
             ClientConfig(kubeconfig=cfg.cluster.kubeconfig), registry=Registry()
         )
-        async with client, _console_server(self.target.console):
+        async with (
+            client,
+            _console_server(self.target.console),
+            _console_server(self.target.console.with_name("vnc.sock"), greeting=VNC_GREETING),
+            _tcp_server() as tcp,
+        ):
+            self.target.guest_port = tcp.sockets[0].getsockname()[1]
             try:
                 await _install_crds(client)
                 await _apply_roles(client)
@@ -225,18 +245,31 @@ class Stack:
             self._ready.set()
 
 
+async def _greet_and_shout(
+    greeting: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    writer.write(greeting)
+    while data := await reader.read(4096):
+        writer.write(data.upper())
+        await writer.drain()
+    writer.close()
+
+
 @contextlib.asynccontextmanager
-async def _console_server(path: Path) -> AsyncIterator[asyncio.Server]:
-    """A stand-in serial console: greets like the test guest, then echoes upper-cased."""
+async def _console_server(
+    path: Path, *, greeting: bytes = CONSOLE_GREETING
+) -> AsyncIterator[asyncio.Server]:
+    """A stand-in serial console (or VNC server): greets, then echoes upper-cased."""
+    server = await asyncio.start_unix_server(functools.partial(_greet_and_shout, greeting), path)
+    async with server:
+        yield server
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(CONSOLE_GREETING)
-        while data := await reader.read(4096):
-            writer.write(data.upper())
-            await writer.drain()
-        writer.close()
 
-    server = await asyncio.start_unix_server(serve, path)
+@contextlib.asynccontextmanager
+async def _tcp_server() -> AsyncIterator[asyncio.Server]:
+    """A stand-in guest port on loopback: greets like the console, echoes upper-cased."""
+    serve = functools.partial(_greet_and_shout, CONSOLE_GREETING)
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
     async with server:
         yield server
 

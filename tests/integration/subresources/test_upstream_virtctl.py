@@ -1,5 +1,6 @@
 """KubeVirt's own virtctl (v1.8.2, built from Go modules by scripts/build-virtctl) against
-kubevirt-py's subresource API: start, stop, restart, pause, unpause, guestosinfo.
+kubevirt-py's subresource API: start, stop, restart, pause, unpause, guestosinfo, vnc
+--proxy-only and port-forward (beside virtctl-py's).
 
 The binary is built when missing (minutes, once; cached outside the repo): a build failure
 fails these tests rather than skipping them. No VM controller or launcher runs here: the
@@ -11,14 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from shared.wire.launcher_api import Method
 from tests.integration.subresources.conftest import Kubectl, Ran
-from tests.integration.subresources.stack import GUEST_INFO, REPO, RUNNING_VMI, Stack
+from tests.integration.subresources.stack import (
+    CONSOLE_GREETING,
+    GUEST_INFO,
+    REPO,
+    RUNNING_VMI,
+    VNC_GREETING,
+    Stack,
+)
 from tests.integration.subresources.test_vm_verbs import get, make_running_vmi, make_vm
 
 
@@ -96,3 +106,79 @@ async def test_vmi_actions(upstream_virtctl: Path, stack: Stack) -> None:
     shown = json.loads(info.stdout)
     assert shown["hostname"] == GUEST_INFO["hostname"]
     assert shown["os"]["name"] == "Debian GNU/Linux"
+
+
+async def _proxy_port(proc: asyncio.subprocess.Process) -> int:
+    assert proc.stdout is not None
+    async with asyncio.timeout(60):
+        line = await proc.stdout.readline()
+    assert line, f"no port printed: {(await proc.communicate())[1].decode()[-2000:]}"
+    port: int = json.loads(line)["port"]
+    return port
+
+
+async def _stopped(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+    async with asyncio.timeout(30):
+        await proc.wait()
+
+
+async def test_vnc_proxy_only(upstream_virtctl: Path, stack: Stack) -> None:
+    """virtctl vnc --proxy-only (KubeVirt's and ours) prints {"port": N}; a client there
+    talks to the VMI's VNC socket through kube-apiserver, the API and the handler."""
+    config = [
+        "--kubeconfig", str(stack.config.cluster.kubeconfig), "-n", stack.config.namespace,
+    ]  # fmt: skip
+    for argv in (
+        [str(upstream_virtctl), *config, "vnc", RUNNING_VMI, "--proxy-only"],
+        [sys.executable, "-m", "virtctl_py", *config, "vnc", RUNNING_VMI, "--proxy-only"],
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO
+        )
+        try:
+            port = await _proxy_port(proc)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            async with asyncio.timeout(30):
+                assert await reader.readexactly(len(VNC_GREETING)) == VNC_GREETING
+                writer.write(b"rfb")
+                assert await reader.readexactly(3) == b"RFB"
+            writer.close()
+        finally:
+            await _stopped(proc)
+
+
+async def test_port_forward(upstream_virtctl: Path, stack: Stack) -> None:
+    """virtctl port-forward vmi/NAME LOCAL:REMOTE (KubeVirt's and ours): each connection
+    is tunnelled to the guest port the handler was asked to forward."""
+    config = [
+        "--kubeconfig", str(stack.config.cluster.kubeconfig), "-n", stack.config.namespace,
+    ]  # fmt: skip
+    for binary in ([str(upstream_virtctl)], [sys.executable, "-m", "virtctl_py"]):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            local = s.getsockname()[1]
+        argv = [*binary, *config, "port-forward", f"vmi/{RUNNING_VMI}", f"{local}:2222"]
+        proc = await asyncio.create_subprocess_exec(*argv, stderr=asyncio.subprocess.PIPE, cwd=REPO)
+        try:
+            reader, writer = await _connect_when_listening(local)
+            async with asyncio.timeout(30):
+                assert await reader.readexactly(len(CONSOLE_GREETING)) == CONSOLE_GREETING
+                writer.write(b"ping")
+                assert await reader.readexactly(4) == b"PING"
+            writer.close()
+        finally:
+            await _stopped(proc)
+        assert stack.target.forwarded[-1] == 2222
+
+
+async def _connect_when_listening(
+    port: int,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async with asyncio.timeout(60):
+        while True:
+            try:
+                return await asyncio.open_connection("127.0.0.1", port)
+            except ConnectionRefusedError:
+                await asyncio.sleep(0.2)

@@ -76,6 +76,7 @@ PLAN = DomainPlan(
     console_socket=Path("/run/libvirt/kvpy/console.sock"),
     agent_socket=Path("/run/libvirt/kvpy/agent.sock"),
     partition="/machine/kvpy-test",
+    vnc_socket=Path("/run/libvirt/kvpy/vnc.sock"),
 )
 
 
@@ -132,3 +133,18 @@ def test_bridge_binding_uses_a_tap() -> None:
     assert iface is not None
     assert iface.get("type") == "ethernet"
     assert iface.find("model").get("type") == "e1000"  # type: ignore[union-attr]
+
+
+def test_vnc_on_a_unix_socket_with_a_vga_framebuffer() -> None:
+    """With a VNC socket: QEMU's VNC server listens on it and a VGA card gives it a
+    framebuffer; without (autoattachGraphicsDevice: false): no graphics, no video."""
+    root = ET.fromstring(build(PLAN))
+    graphics = root.find("devices/graphics")
+    assert graphics is not None and graphics.get("type") == "vnc"
+    listen = graphics.find("listen")
+    assert listen is not None
+    assert (listen.get("type"), listen.get("socket")) == ("socket", "/run/libvirt/kvpy/vnc.sock")
+    assert root.find("devices/video/model").get("type") == "vga"  # type: ignore[union-attr]
+    bare = ET.fromstring(build(dataclasses.replace(PLAN, vnc_socket=None)))
+    assert bare.find("devices/graphics") is None
+    assert bare.find("devices/video/model").get("type") == "none"  # type: ignore[union-attr]

@@ -112,9 +112,9 @@ REFUSED = [
         id="multus",
     ),
     pytest.param(
-        {"spec.domain.devices.interfaces[0].ports": [{"port": 80}]},
-        "spec.domain.devices.interfaces[0].ports",
-        id="masquerade-ports",
+        {"spec.domain.devices.interfaces[0].bootOrder": 1},
+        "spec.domain.devices.interfaces[0].bootOrder",
+        id="interface-boot-order",
     ),
     pytest.param(
         {"spec.domain.firmware.bootloader": {"efi": {"persistent": True}}},
@@ -141,9 +141,9 @@ REFUSED = [
         id="pull-secret",
     ),
     pytest.param(
-        {"spec.domain.devices.autoattachGraphicsDevice": True},
-        "spec.domain.devices.autoattachGraphicsDevice",
-        id="graphics",
+        {"spec.domain.devices.autoattachSerialConsole": False},
+        "spec.domain.devices.autoattachSerialConsole",
+        id="no-serial-console",
     ),
 ]
 
@@ -193,6 +193,7 @@ def test_allowed_values_pass() -> None:
         "spec.domain.devices.autoattachGraphicsDevice": False,
         "spec.domain.devices.autoattachPodInterface": False,
     }) == []  # fmt: skip
+    assert _vmi({"spec.domain.devices.autoattachGraphicsDevice": True}) == []
 
 
 HONOURED = {

@@ -51,6 +51,28 @@ RULES = [
     ),
     # interfaces and networks
     pytest.param(
+        {f"{IFACES}[0].ports": [{"port": 70000}]},
+        f"{IFACES}[0].ports[0].port",
+        "1-65535",
+        id="port-out-of-range",
+    ),
+    pytest.param(
+        {f"{IFACES}[0].ports": [{"port": 53, "protocol": "SCTP"}]},
+        f"{IFACES}[0].ports[0].protocol",
+        "TCP or UDP",
+        id="port-protocol",
+    ),
+    pytest.param(
+        {
+            f"{IFACES}[0].masquerade": DELETE,
+            f"{IFACES}[0].bridge": {},
+            f"{IFACES}[0].ports": [{"port": 80}],
+        },
+        f"{IFACES}[0].ports",
+        "only forwarded by a masquerade interface",
+        id="ports-without-masquerade",
+    ),
+    pytest.param(
         {"spec.networks[0].name": "other"},
         f"{IFACES}[0].name",
         "no network named 'default'",

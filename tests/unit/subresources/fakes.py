@@ -91,6 +91,7 @@ class FakeForwarder:
     console_url: str = ""
     calls: list[tuple[Target, ActionSpec]] = field(default_factory=list)
     consoles: list[Target] = field(default_factory=list)
+    streams: list[tuple[Target, ActionSpec, str]] = field(default_factory=list)
 
     async def call(self, target: Target, spec: ActionSpec) -> bytes:
         self.calls.append((target, spec))
@@ -99,8 +100,11 @@ class FakeForwarder:
         return self.body
 
     @contextlib.asynccontextmanager
-    async def console(self, target: Target) -> AsyncIterator[WebSocket]:
+    async def stream(
+        self, target: Target, spec: ActionSpec, *, subpath: str = ""
+    ) -> AsyncIterator[WebSocket]:
         self.consoles.append(target)
+        self.streams.append((target, spec, subpath))
         if self.error is not None:
             raise self.error
         async with aiohttp.ClientSession() as session, session.ws_connect(self.console_url) as ws:

@@ -220,6 +220,76 @@ async def test_console_relays_frames_both_ways(echo_url: str) -> None:
     assert forwarder.consoles[0].node == "node01"
 
 
+async def test_vnc_is_relayed_like_the_console(echo_url: str) -> None:
+    """vnc is a websocket too, reviewed as `get virtualmachineinstances/vnc` and relayed
+    to the handler's vnc stream."""
+    authorizer = FakeAuthorizer()
+    forwarder = FakeForwarder(console_url=echo_url)
+    app_deps = deps(reader=running(), authorizer=authorizer, forwarder=forwarder)
+    async with (
+        client_for(app_deps) as client,
+        client.ws_connect(f"{VMI_PATH}/vnc", headers=proxied()) as ws,
+    ):
+        await ws.send_bytes(b"RFB 003.008\n")
+        assert (await ws.receive(timeout=10)).data == b"echo:RFB 003.008\n"
+    assert (authorizer.reviews[0][1].verb, authorizer.reviews[0][1].subresource) == ("get", "vnc")
+    assert [(spec.action, sub) for _, spec, sub in forwarder.streams] == [("vnc", "")]
+
+
+@pytest.mark.parametrize(
+    ("path", "resource", "subpath"),
+    [
+        pytest.param(f"{VMI_PATH}/portforward/22", "virtualmachineinstances", "/22/tcp", id="vmi"),
+        pytest.param(
+            f"{VMI_PATH}/portforward/8080/tcp", "virtualmachineinstances", "/8080/tcp", id="tcp"
+        ),
+        pytest.param(
+            f"{BASE}/namespaces/ns1/virtualmachines/vm1/portforward/22/tcp",
+            "virtualmachines",
+            "/22/tcp",
+            id="vm",
+        ),
+    ],
+)
+async def test_port_forward_is_reviewed_and_tunnelled(
+    echo_url: str, path: str, resource: str, subpath: str
+) -> None:
+    """portforward/<port>[/<protocol>] is reviewed as `get <resource>/portforward` and
+    tunnelled to the handler's portforward/<port>/<protocol> of the VMI of that name."""
+    authorizer = FakeAuthorizer()
+    forwarder = FakeForwarder(console_url=echo_url)
+    app_deps = deps(reader=running(), authorizer=authorizer, forwarder=forwarder)
+    async with client_for(app_deps) as client, client.ws_connect(path, headers=proxied()) as ws:
+        await ws.send_bytes(b"SSH-2.0-x\r\n")
+        assert (await ws.receive(timeout=10)).data == b"echo:SSH-2.0-x\r\n"
+    attrs = authorizer.reviews[0][1]
+    assert (attrs.verb, attrs.resource, attrs.subresource) == ("get", resource, "portforward")
+    assert [(t.vmi.name, sub) for t, _, sub in forwarder.streams] == [("vm1", subpath)]
+
+
+@pytest.mark.parametrize(
+    ("tail", "code"),
+    [
+        pytest.param("portforward", 404, id="no-port"),
+        pytest.param("portforward/0", 400, id="port-zero"),
+        pytest.param("portforward/65536/tcp", 400, id="port-too-big"),
+        pytest.param("portforward/ssh", 400, id="not-a-number"),
+        pytest.param("portforward/22/udp", 400, id="udp"),
+        pytest.param("portforward/22/sctp", 400, id="bad-protocol"),
+    ],
+)
+async def test_port_forward_bad_input_is_a_status(tail: str, code: int) -> None:
+    """A missing or bad port, or a protocol other than tcp, is refused before any review,
+    lookup or tunnel, with a Status naming it."""
+    forwarder = FakeForwarder()
+    async with client_for(deps(reader=running(), forwarder=forwarder)) as client:
+        resp = await client.get(f"{VMI_PATH}/{tail}", headers=proxied())
+        body = await resp.json()
+    assert resp.status == code, body
+    assert body["kind"] == "Status" and body["code"] == code
+    assert forwarder.streams == []
+
+
 async def test_console_failure_before_upgrade_is_a_status() -> None:
     """When the handler cannot open the console, the client gets a Status, not a websocket."""
     error = BadGateway("down", causes=[Cause(reason="console_unavailable", message="refused")])

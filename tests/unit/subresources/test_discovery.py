@@ -23,12 +23,15 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/console": ["get"],
         "virtualmachineinstances/addvolume": ["update"],
         "virtualmachineinstances/removevolume": ["update"],
+        "virtualmachineinstances/vnc": ["get"],
+        "virtualmachineinstances/portforward": ["get"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],
         "virtualmachines/migrate": ["update"],
         "virtualmachines/addvolume": ["update"],
         "virtualmachines/removevolume": ["update"],
+        "virtualmachines/portforward": ["get"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
     kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}

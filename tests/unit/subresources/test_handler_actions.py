@@ -30,6 +30,8 @@ class FakeTarget:
     error: Exception | None = None
     socket: Path = Path("/nonexistent/console.sock")
     commands: list[tuple[str, str, Method]] = field(default_factory=list)
+    guest_port: int = 1  # where the "pod" forwards to (a local listener in tests)
+    forwarded: list[int] = field(default_factory=list)
 
     async def command(self, namespace: str, name: str, method: Method) -> Any:
         self.commands.append((namespace, name, method))
@@ -41,6 +43,15 @@ class FakeTarget:
         if self.error is not None:
             raise self.error
         return self.socket
+
+    async def vnc_socket(self, namespace: str, name: str) -> Path:
+        return (await self.console_socket(namespace, name)).with_name("vnc.sock")
+
+    async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]:
+        if self.error is not None:
+            raise self.error
+        self.forwarded.append(port)
+        return "127.0.0.1", self.guest_port
 
 
 def client_for(target: FakeTarget) -> TestClient[web.Request, web.Application]:
@@ -245,3 +256,75 @@ def test_config_from_env(
     config = ActionsConfig.from_env({"VIRT_HANDLER_ACTIONS_CERT_DIR": str(tmp_path), **env})
     assert config is not None
     assert (config.host, config.port, config.advertise_host) == expected
+
+
+async def test_vnc_bridges_the_vnc_socket(tmp_path: Path) -> None:
+    """`vnc` relays QEMU's VNC socket (not the console's): the RFB greeting reaches the
+    websocket and the client's answer reaches the socket, byte for byte."""
+    answers: list[bytes] = []
+
+    async def rfb(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"RFB 003.008\n")
+        answers.append(await reader.readexactly(12))
+        writer.close()
+
+    async with (
+        await asyncio.start_unix_server(rfb, tmp_path / "vnc.sock"),
+        client_for(FakeTarget(socket=tmp_path / "console.sock")) as client,
+        client.ws_connect(f"{VMI_PATH}/vnc", headers=AS_CONTROLLER) as ws,
+    ):
+        assert (await ws.receive(timeout=10)).data == b"RFB 003.008\n"
+        await ws.send_bytes(b"RFB 003.008\n")
+        assert (await ws.receive(timeout=10)).type is aiohttp.WSMsgType.CLOSE
+    assert answers == [b"RFB 003.008\n"]
+
+
+async def test_vnc_without_a_display_is_an_http_error(tmp_path: Path) -> None:
+    """No VNC socket (autoattachGraphicsDevice: false) is a 502 before any upgrade."""
+    async with client_for(FakeTarget(socket=tmp_path / "console.sock")) as client:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await client.ws_connect(f"{VMI_PATH}/vnc", headers=AS_CONTROLLER)
+    assert info.value.status == 502
+
+
+async def test_port_forward_bridges_a_tcp_connection_to_the_guest_port() -> None:
+    """portforward/<port>/tcp asks the target to forward the port, connects to where it
+    says, and relays bytes both ways."""
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1024):
+            writer.write(b"echo:" + data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    target = FakeTarget(guest_port=server.sockets[0].getsockname()[1])
+    async with (
+        server,
+        client_for(target) as client,
+        client.ws_connect(f"{VMI_PATH}/portforward/22/tcp", headers=AS_CONTROLLER) as ws,
+    ):
+        await ws.send_bytes(b"hi")
+        assert (await ws.receive(timeout=10)).data == b"echo:hi"
+    assert target.forwarded == [22]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        pytest.param("portforward/0/tcp", 400, id="port-zero"),
+        pytest.param("portforward/70000/tcp", 400, id="port-too-big"),
+        pytest.param("portforward/ssh/tcp", 400, id="port-not-a-number"),
+        pytest.param("portforward/22/udp", 400, id="udp"),
+        pytest.param("portforward/22/tcp", 502, id="nothing-listening"),
+    ],
+)
+async def test_port_forward_refusals_come_before_the_upgrade(path: str, status: int) -> None:
+    """A bad port or protocol is a 400 naming it; a guest port nobody answers on is a 502;
+    either way before any websocket, and nothing is forwarded for a bad request."""
+    target = FakeTarget(guest_port=1)
+    async with client_for(target) as client:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+            await client.ws_connect(f"{VMI_PATH}/{path}", headers=AS_CONTROLLER)
+    assert info.value.status == status
+    assert target.forwarded == ([22] if status == 502 else [])
