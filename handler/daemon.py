@@ -194,7 +194,7 @@ class Handler:
             shutdown_timeout=3.0,
             collect_deadline=self.config.timing.stats_timeout + 1.0,
         )
-        return HealthServer(config, registry, ready=self.ready, collect=self.stats.collect)
+        return HealthServer(config, registry, ready=self.ready, collect=self.stats.refresh)
 
     def _table_gauges(self, registry: Registry) -> None:
         """The sizes of the per-VMI tables; with no VMI on the node they are all 0."""

@@ -15,14 +15,16 @@ from typing import Any, Protocol
 import structlog
 
 from launcher import domxml
+from launcher.devstats import GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import LifecycleEvent, reason_name
+from launcher.virt import JobStats, LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
+from shared.wire.errors import CommandFailed
 from shared.wire.migration import MigrationInfo, MigrationPhase, MigrationRole
-from shared.wire.stats import DomainStats
+from shared.wire.stats import DomainStats, MigrationJobStats
 
 log = structlog.get_logger("launcher.manager")
 
@@ -46,6 +48,8 @@ class VirtPort(Protocol):
     async def destroy(self, name: str) -> None: ...
     async def undefine(self, name: str) -> None: ...
     async def stats(self, name: str) -> DomainStats: ...
+    async def domain_xml(self, name: str) -> str: ...
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any: ...
 
 
@@ -253,7 +257,40 @@ class DomainManager:
         self._flags.deleted.set()
 
     async def stats(self) -> DomainStats:
-        return await self._virt.stats(self._id.domain)
+        """libvirt's counters under the VMI's disk and interface names; user-network
+        interfaces' from the guest agent; an outgoing migration's progress while it runs."""
+        raw = await self._virt.stats(self._id.domain)
+        names = device_names(await self._virt.domain_xml(self._id.domain))
+        guest = await self.guest_interfaces() if names.user_nics else ()
+        stats = named(raw, names, guest)
+        info = self._flags.migration
+        if (
+            info is not None
+            and info.role is MigrationRole.SOURCE
+            and info.phase is MigrationPhase.RUNNING
+        ):
+            job = await self._virt.job_stats(self._id.domain)
+            stats = dataclasses.replace(
+                stats,
+                migration=MigrationJobStats(
+                    data_total=job.data_total or 0,
+                    data_processed=job.data_processed or 0,
+                    data_remaining=job.data_remaining or 0,
+                    dirty_rate_bps=job.memory_dirty_rate or 0,
+                    memory_bps=job.memory_bps or 0,
+                ),
+            )
+        return stats
+
+    async def guest_interfaces(self) -> tuple[GuestInterface, ...]:
+        """The guest agent's interfaces (none while no agent is connected)."""
+        if not self._flags.agent_connected:
+            return ()
+        try:
+            return guest_interfaces(await self.agent("guest-network-get-interfaces"))
+        except CommandFailed as exc:
+            log.info("guest_interfaces_unavailable", error=str(exc))
+            return ()
 
     async def agent(self, command: str) -> Any:
         return await self._virt.agent_command(self._id.domain, command)

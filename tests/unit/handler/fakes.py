@@ -28,7 +28,7 @@ from shared.model import VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainState, DomainStatus
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
-from shared.wire.stats import BlockStats, DomainStats, NetStats
+from shared.wire.stats import BlockStats, DomainStats, NetStats, VcpuStats
 
 REPO = Path(__file__).resolve().parents[3]
 NODE = "node01"
@@ -79,9 +79,32 @@ SAMPLE_STATS = DomainStats(
     memory_rss_kib=150000,
     memory_available_kib=120000,
     block=(
-        BlockStats(name="vda", read_bytes=4096, write_bytes=512, read_requests=8, write_requests=1),
-    ),
-    net=(NetStats(name="vnet0", rx_bytes=1000, tx_bytes=2000, rx_packets=10, tx_packets=20),),
+        BlockStats(
+            name="containerdisk",
+            read_bytes=4096,
+            write_bytes=512,
+            read_requests=8,
+            write_requests=1,
+            read_time_ns=3_000_000,
+            write_time_ns=1_000_000,
+            flush_requests=2,
+            flush_time_ns=500_000,
+        ),
+    ),  # fmt: skip
+    net=(
+        NetStats(
+            name="default",
+            rx_bytes=1000,
+            tx_bytes=2000,
+            rx_packets=10,
+            tx_packets=20,
+            rx_errors=1,
+            tx_errors=2,
+            rx_dropped=3,
+            tx_dropped=4,
+        ),
+    ),  # fmt: skip
+    vcpu=(VcpuStats(id=0, state=1, time_ns=2_000_000_000),),
 )
 
 GUEST_INFO = {

@@ -13,7 +13,7 @@ from launcher.disks import DiskContext
 from launcher.errors import InvalidSpec, LibvirtFailure
 from launcher.manager import DomainManager, Identity
 from launcher.plan import HostPaths
-from launcher.virt import LifecycleEvent
+from launcher.virt import JobStats, LifecycleEvent
 from shared import podlayout
 from shared.wire.domain import DomainEvent, DomainState, EventType
 from shared.wire.stats import DomainStats
@@ -76,6 +76,12 @@ class FakeVirt:
 
     async def stats(self, name: str) -> DomainStats:
         return DomainStats()
+
+    async def domain_xml(self, name: str) -> str:
+        return "<domain><devices/></domain>"
+
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
+        return JobStats()
 
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
         return {}
