@@ -19,6 +19,7 @@ import structlog
 
 from controller.config import Config
 from controller.informers import Informers, SourceWrapper, build_informers
+from controller.metrics import ObjectMetrics
 from controller.migration_controller import MigrationController
 from controller.node_controller import NodeController
 from controller.recent import Recent
@@ -109,6 +110,12 @@ class Controller:
             HealthConfig(host=config.health_host, port=config.health_port),
             registry,
             ready=self.ready,
+        )
+        inf = self.informers
+        registry.add(
+            ObjectMetrics(
+                vmis=inf.vmis.store.list, vms=inf.vms.store.list, vmims=inf.migrations.store.list
+            )
         )
         registry.gauge(
             "kubevirt_virt_controller_leading_status",

@@ -25,7 +25,6 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 # Prometheus' default buckets (seconds).
 DEFAULT_BUCKETS: tuple[float, ...] = (
@@ -218,7 +217,7 @@ class Histogram(_Family[HistogramChild]):
     def _metric(self) -> Metric:
         family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
         for values, child in self.series():
-            buckets = [(floatToGoString(bound), float(n)) for bound, n in child.cumulative()]
+            buckets = [(_bound(bound), float(n)) for bound, n in child.cumulative()]
             family.add_metric(list(values), buckets, child.sum)
         return family
 
@@ -281,3 +280,8 @@ class Registry:
             self._families[family.name] = family
             self.prometheus.register(family)
         return family
+
+
+def _bound(bound: float) -> str:
+    """A bucket's `le` as Prometheus writes it (1.0, 0.25, +Inf)."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
