@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from launcher.guest import filesystems, guest_info, users
+from launcher.guest import filesystems, guest_info, interfaces, users
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from shared.wire.domain import DomainStatus
@@ -59,6 +59,7 @@ COMMANDS: Mapping[Method, Op] = {
     Method.GET_GUEST_INFO: _no_args(guest_info),
     Method.GET_USERS: _no_args(users),
     Method.GET_FILESYSTEMS: _no_args(filesystems),
+    Method.GET_INTERFACES: _no_args(interfaces),
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from launcher import domxml
-from launcher.devstats import GuestInterface, device_names, guest_interfaces, named
+from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.plan import HostPaths, parse_vmi, plan_domain
@@ -260,7 +260,7 @@ class DomainManager:
         """libvirt's counters under the VMI's disk and interface names; user-network
         interfaces' from the guest agent; an outgoing migration's progress while it runs."""
         raw = await self._virt.stats(self._id.domain)
-        names = device_names(await self._virt.domain_xml(self._id.domain))
+        names = await self.device_names()
         guest = await self.guest_interfaces() if names.user_nics else ()
         stats = named(raw, names, guest)
         info = self._flags.migration
@@ -281,6 +281,10 @@ class DomainManager:
                 ),
             )
         return stats
+
+    async def device_names(self) -> DeviceNames:
+        """libvirt's device names → the VMI's, from the running definition."""
+        return device_names(await self._virt.domain_xml(self._id.domain))
 
     async def guest_interfaces(self) -> tuple[GuestInterface, ...]:
         """The guest agent's interfaces (none while no agent is connected)."""

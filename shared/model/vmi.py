@@ -65,6 +65,7 @@ class VMIInterfaceStatus(Model):
     ip_addresses: tuple[str, ...] = ()
     mac: str | None = None
     interface_name: str | None = None
+    info_source: str | None = None  # "domain", "guest-agent" or "domain, guest-agent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,6 +34,7 @@ class Method(StrEnum):
     GET_GUEST_INFO = "get_guest_info"
     GET_USERS = "get_users"
     GET_FILESYSTEMS = "get_filesystems"
+    GET_INTERFACES = "get_interfaces"
     PREPARE_MIGRATION_TARGET = "prepare_migration_target"
     MIGRATE = "migrate"
     CANCEL_MIGRATION = "cancel_migration"
@@ -54,6 +55,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.GET_GUEST_INFO: Tier.MEDIUM,
     Method.GET_USERS: Tier.MEDIUM,
     Method.GET_FILESYSTEMS: Tier.MEDIUM,
+    Method.GET_INTERFACES: Tier.MEDIUM,
     Method.PREPARE_MIGRATION_TARGET: Tier.LONG,
     Method.MIGRATE: Tier.MEDIUM,
     Method.CANCEL_MIGRATION: Tier.MEDIUM,

@@ -90,7 +90,7 @@ SAMPLE_STATS = DomainStats(
             flush_requests=2,
             flush_time_ns=500_000,
         ),
-    ),  # fmt: skip
+    ),
     net=(
         NetStats(
             name="default",
@@ -103,7 +103,7 @@ SAMPLE_STATS = DomainStats(
             rx_dropped=3,
             tx_dropped=4,
         ),
-    ),  # fmt: skip
+    ),
     vcpu=(VcpuStats(id=0, state=1, time_ns=2_000_000_000),),
 )
 
@@ -113,6 +113,15 @@ GUEST_INFO = {
     "os": {"name": "BusyBox", "id": "busybox", "kernelRelease": "6.1.0"},
     "timezone": "UTC, 0",
 }
+
+GUEST_INTERFACES = {
+    "items": [
+        {"name": "default", "interfaceName": "eth0", "mac": "52:54:00:12:34:56",
+         "ipAddresses": ["10.0.2.15", "fec0::5054:ff:fe12:3456"]},
+        {"name": "", "interfaceName": "docker0", "mac": "02:42:00:00:00:01",
+         "ipAddresses": ["172.17.0.1"]},
+    ]
+}  # fmt: skip
 
 
 @dataclass
@@ -187,6 +196,9 @@ class FakeLauncher:
 
     def _get_guest_info(self, _: Mapping[str, Any]) -> Any:
         return GUEST_INFO
+
+    def _get_interfaces(self, _: Mapping[str, Any]) -> Any:
+        return GUEST_INTERFACES
 
 
 def _replace(status: DomainStatus, **changes: Any) -> DomainStatus:

@@ -7,13 +7,14 @@ import dataclasses
 from handler.domains import DomainRecord
 from handler.errors import SyncError, SyncReason
 from handler.phase import Failure, FailureReason, Verdict
-from handler.status import Observed, live_migratable, next_status
+from handler.status import Observed, live_migratable, next_status, with_guest_interfaces
 from shared.model import (
     ConditionStatus,
     GuestOSInfo,
     VirtualMachineInstance,
     VMICondition,
     VMIConditionType,
+    VMIInterfaceStatus,
     VMIPhase,
 )
 from shared.wire.domain import DomainState
@@ -159,3 +160,32 @@ def test_live_migratable_explains_what_blocks_it() -> None:
     disk = live_migratable(VirtualMachineInstance.from_dict(raw))
     assert (disk.status, disk.reason) == (ConditionStatus.FALSE, "DisksNotLiveMigratable")
     assert "data" in (disk.message or "")
+
+
+def test_guest_agent_interfaces_fill_names_and_addresses_masquerade_keeps_the_pod_ip() -> None:
+    """The agent's guest-side name reaches every matched interface (infoSource "domain,
+    guest-agent"); a masquerade interface keeps the pod IP it is reached at, a bridge one
+    takes the guest's addresses; the guest's other interfaces are listed as "guest-agent"."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}},
+        {"name": "br", "bridge": {}},
+    ]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}, {"name": "br", "pod": {}}]
+    vmi = VirtualMachineInstance.from_dict(raw)
+    current = vmi.interface_statuses(pod_ip="198.18.1.5")
+    guest = (
+        VMIInterfaceStatus(name="default", interface_name="eth0", ip_address="10.0.2.15",
+                           ip_addresses=("10.0.2.15",), info_source="guest-agent"),
+        VMIInterfaceStatus(name="br", interface_name="eth1", ip_address="192.0.2.7",
+                           ip_addresses=("192.0.2.7",), info_source="guest-agent"),
+        VMIInterfaceStatus(interface_name="docker0", ip_address="172.17.0.1",
+                           ip_addresses=("172.17.0.1",), info_source="guest-agent"),
+    )  # fmt: skip
+    nat, br, extra = with_guest_interfaces(vmi, current, guest)
+    assert (nat.interface_name, nat.ip_address, nat.info_source) == (
+        "eth0", "198.18.1.5", "domain, guest-agent")  # fmt: skip
+    assert (br.interface_name, br.ip_addresses) == ("eth1", ("192.0.2.7",))
+    assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
+    again = with_guest_interfaces(vmi, (nat, br, extra), guest)
+    assert again == (nat, br, extra)  # stable: an idle resync writes nothing
