@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,14 @@ class LauncherTarget:
         self._pods_dir = pods_dir
         self._timeouts = timeouts or Timeouts()
 
-    async def command(self, namespace: str, name: str, method: Method) -> Any:
+    async def command(
+        self, namespace: str, name: str, method: Method, args: Mapping[str, Any] | None = None
+    ) -> Any:
         volumes = await self._volumes(namespace, name)
         async with RpcClient.connect(
             volumes / "sockets" / LAUNCHER_SOCKET, timeouts=self._timeouts
         ) as client:
-            return await client.call(method, {}, tier=TIERS[method])
+            return await client.call(method, dict(args or {}), tier=TIERS[method])
 
     async def console_socket(self, namespace: str, name: str) -> Path:
         return (await self._volumes(namespace, name)) / CONSOLE_SOCKET

@@ -9,7 +9,7 @@ from launcher.guest import filesystems, guest_info, interfaces, users
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from shared.wire.domain import DomainStatus
-from shared.wire.launcher_api import Method, NoArgs, SyncArgs
+from shared.wire.launcher_api import FreezeArgs, Method, NoArgs, SyncArgs
 from shared.wire.migration import MigrateArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
@@ -44,6 +44,14 @@ async def _guest_ping(manager: DomainManager) -> bool:
     return True
 
 
+async def _freeze(manager: DomainManager, args: Mapping[str, Any]) -> None:
+    await manager.freezer.freeze(FreezeArgs.from_wire(args).unfreeze_timeout_seconds)
+
+
+async def _unfreeze(manager: DomainManager) -> None:
+    await manager.freezer.thaw()
+
+
 COMMANDS: Mapping[Method, Op] = {
     Method.PING: _no_args(_ping),
     Method.SYNC: _sync,
@@ -60,6 +68,9 @@ COMMANDS: Mapping[Method, Op] = {
     Method.GET_USERS: _no_args(users),
     Method.GET_FILESYSTEMS: _no_args(filesystems),
     Method.GET_INTERFACES: _no_args(interfaces),
+    Method.FREEZE: _freeze,
+    Method.UNFREEZE: _no_args(_unfreeze),
+    Method.RESET: _no_args(DomainManager.reset),
 }
 
 

@@ -18,6 +18,7 @@ from launcher import domxml
 from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
+from launcher.freeze import Freezer
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import JobStats, LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
@@ -49,6 +50,9 @@ class VirtPort(Protocol):
     async def undefine(self, name: str) -> None: ...
     async def stats(self, name: str) -> DomainStats: ...
     async def domain_xml(self, name: str) -> str: ...
+    async def fs_freeze(self, name: str) -> int: ...
+    async def fs_thaw(self, name: str) -> int: ...
+    async def reset(self, name: str) -> None: ...
     async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any: ...
 
@@ -97,6 +101,7 @@ class DomainManager:
         self._sync_lock = asyncio.Lock()
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
+        self.freezer = Freezer(virt, identity.domain)
 
     @property
     def deleted(self) -> asyncio.Event:
@@ -242,6 +247,11 @@ class DomainManager:
             found = await self._virt.state(self._id.domain)
             if found is not None and found[0] not in GOING_OFF:
                 raise
+
+    async def reset(self) -> DomainStatus:
+        """Hard reset (KubeVirt's VMI reset): the guest restarts at once, no ACPI."""
+        await self._virt.reset(self._id.domain)
+        return await self.status()
 
     async def soft_reboot(self) -> DomainStatus:
         await self._virt.reboot(self._id.domain)

@@ -243,6 +243,19 @@ class Virt:
             memory_bps=_opt(raw, "memory_bps"),
         )
 
+    async def fs_freeze(self, name: str) -> int:
+        """Freeze the guest's filesystems through its agent; how many were frozen."""
+        frozen: int = await self._call((await self._domain(name)).fsFreeze, None, 0)
+        return frozen
+
+    async def fs_thaw(self, name: str) -> int:
+        thawed: int = await self._call((await self._domain(name)).fsThaw, None, 0)
+        return thawed
+
+    async def reset(self, name: str) -> None:
+        """A hard reset, as the reset button (no guest cooperation)."""
+        await self._call((await self._domain(name)).reset, 0)
+
     async def domain_xml(self, name: str) -> str:
         """The running definition (live device names, aliases, generated MACs)."""
         xml: str = await self._call((await self._domain(name)).XMLDesc, 0)

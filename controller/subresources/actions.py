@@ -1,7 +1,8 @@
 """The imperative actions: their resource, URL name, HTTP method and RBAC verb, written once.
 
-VMI actions (pause, console …) are forwarded to the handler of the VMI's node; VM actions
-(start, stop, restart, migrate) are object writes made here (`vmactions`, `vmhttp`).
+VMI actions (pause, console, freeze, reset …) are forwarded to the handler of the VMI's
+node; VM actions (start, stop, restart, migrate) are object writes made here (`vmactions`,
+`vmhttp`); the extras (SEV, memory dumps, expand-spec) are answered here (`extras`).
 Discovery, routing, the SubjectAccessReview verb and the RBAC manifests' drift test all
 read these tables, so adding an action is one line here (plus its implementation).
 """
@@ -29,6 +30,9 @@ class Action(StrEnum):
     USER_LIST = "userlist"
     FILESYSTEM_LIST = "filesystemlist"
     CONSOLE = "console"
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
+    RESET = "reset"
 
 
 class VMAction(StrEnum):
@@ -40,11 +44,25 @@ class VMAction(StrEnum):
     MIGRATE = "migrate"
 
 
+class ExtraAction(StrEnum):
+    """Subresources served by controller.subresources.extras: SEV and memory dumps answer
+    "not supported"; expand-spec returns the VM with its instancetype and preference
+    applied."""
+
+    SEV_FETCH_CERT_CHAIN = "sev/fetchcertchain"
+    SEV_QUERY_LAUNCH_MEASUREMENT = "sev/querylaunchmeasurement"
+    SEV_SETUP_SESSION = "sev/setupsession"
+    SEV_INJECT_LAUNCH_SECRET = "sev/injectlaunchsecret"
+    EXPAND_SPEC = "expand-spec"
+    MEMORY_DUMP = "memorydump"
+    REMOVE_MEMORY_DUMP = "removememorydump"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionSpec:
     """How an action is called: PUT → verb update (a state change), GET → verb get."""
 
-    action: Action | VMAction
+    action: Action | VMAction | ExtraAction
     method: str
     stream: bool = False  # a websocket, relayed rather than answered
     resource: str = RESOURCE
@@ -63,9 +81,28 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.USER_LIST: ActionSpec(action=Action.USER_LIST, method="GET"),
     Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
+    Action.FREEZE: ActionSpec(action=Action.FREEZE, method="PUT"),
+    Action.UNFREEZE: ActionSpec(action=Action.UNFREEZE, method="PUT"),
+    Action.RESET: ActionSpec(action=Action.RESET, method="PUT"),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
     a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
 }
-ALL_ACTIONS: tuple[ActionSpec, ...] = (*ACTIONS.values(), *VM_ACTIONS.values())
+EXTRA_ACTIONS: Mapping[ExtraAction, ActionSpec] = {
+    spec.action: spec  # type: ignore[misc]
+    for spec in (
+        ActionSpec(action=ExtraAction.SEV_FETCH_CERT_CHAIN, method="GET"),
+        ActionSpec(action=ExtraAction.SEV_QUERY_LAUNCH_MEASUREMENT, method="GET"),
+        ActionSpec(action=ExtraAction.SEV_SETUP_SESSION, method="PUT"),
+        ActionSpec(action=ExtraAction.SEV_INJECT_LAUNCH_SECRET, method="PUT"),
+        ActionSpec(action=ExtraAction.EXPAND_SPEC, method="GET", resource=VM_RESOURCE),
+        ActionSpec(action=ExtraAction.MEMORY_DUMP, method="PUT", resource=VM_RESOURCE),
+        ActionSpec(action=ExtraAction.REMOVE_MEMORY_DUMP, method="PUT", resource=VM_RESOURCE),
+    )
+}
+ALL_ACTIONS: tuple[ActionSpec, ...] = (
+    *ACTIONS.values(),
+    *VM_ACTIONS.values(),
+    *EXTRA_ACTIONS.values(),
+)

@@ -7,6 +7,8 @@
         authenticate → SubjectAccessReview → locate → forward (or relay the console)
     /apis/<group>/v1/namespaces/<ns>/virtualmachines/<name>/{start,stop,restart,migrate}
         authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
+    …/virtualmachines/<name>/{expand-spec,memorydump,removememorydump}, …/<vmi>/sev/<op>
+        authenticate → SubjectAccessReview → answered here (extras)
 
 Discovery, version and healthz need the front proxy but no review (kube-apiserver
 authorized them; KubeVirt's virt-api does the same). Every action is reviewed.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,7 +48,10 @@ from controller.subresources.errors import (
     VmiRef,
     status_body,
 )
+from controller.subresources.extras import Expander, Extras
+from controller.subresources.extras import add_routes as add_extra_routes
 from controller.subresources.forward import CONSOLE_PROTOCOLS
+from controller.subresources.freeze import action_args
 from controller.subresources.frontproxy import FrontProxy
 from controller.subresources.locate import ClusterReader, Target, locate
 from controller.subresources.vmhttp import VmActions, VmStore
@@ -65,7 +70,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Forwarder(Protocol):
     """How actions reach the handler (HandlerForwarder; fakes in unit tests)."""
 
-    async def call(self, target: Target, spec: ActionSpec) -> bytes: ...
+    async def call(
+        self, target: Target, spec: ActionSpec, *, args: Mapping[str, Any] | None = None
+    ) -> bytes: ...
 
     def console(self, target: Target) -> contextlib.AbstractAsyncContextManager[WebSocket]: ...
 
@@ -84,6 +91,7 @@ class AppDeps:
     forwarder: Forwarder
     requests: Counter  # kubevirt_subresource_requests_total{action,code}
     vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
+    expander: Expander | None = None  # expand-spec (controller.subresources.extras)
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0
     heartbeat: float = 30.0
@@ -99,6 +107,8 @@ def build_app(deps: AppDeps) -> web.Application:
     app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
     app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
+    extras = Extras(authorizer=deps.authorizer, expander=deps.expander)
+    add_extra_routes(app, extras, lambda request: request[USER_KEY])
     app.router.add_route("*", ACTION_PATH, _Actions(deps).handle)
     vm_actions = VmActions(authorizer=deps.authorizer, store=deps.vms)
 
@@ -179,7 +189,8 @@ class _Actions:
             target = await locate(self._deps.reader, vmi)
             if ws is not None:
                 return await self._console(request, ws, target)
-            body = await self._deps.forwarder.call(target, spec)
+            args = await action_args(request, spec, vmi)
+            body = await self._deps.forwarder.call(target, spec, args=args)
             log.info("subresource_forwarded", node=target.node)
             if spec.method == "PUT":
                 return web.Response(status=200)

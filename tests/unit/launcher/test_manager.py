@@ -83,6 +83,17 @@ class FakeVirt:
     async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
         return JobStats()
 
+    async def fs_freeze(self, name: str) -> int:
+        self.calls.append("fs_freeze")
+        return 1
+
+    async def fs_thaw(self, name: str) -> int:
+        self.calls.append("fs_thaw")
+        return 1
+
+    async def reset(self, name: str) -> None:
+        self.calls.append("reset")
+
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
         return {}
 

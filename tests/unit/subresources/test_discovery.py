@@ -7,7 +7,8 @@ from controller.subresources import discovery
 
 def test_resource_list_names_every_action_with_its_verb() -> None:
     """virtualmachineinstances/<action>: update for state changes, get for reads and console;
-    virtualmachines/{start,stop,restart,migrate}: update, kind VirtualMachine."""
+    virtualmachines/{start,stop,restart,migrate,memorydump,...}: update, expand-spec: get,
+    kind VirtualMachine."""
     doc = discovery.api_resource_list()
     assert doc["kind"] == "APIResourceList"
     assert doc["groupVersion"] == "subresources.kubevirt.io/v1"
@@ -20,10 +21,20 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/userlist": ["get"],
         "virtualmachineinstances/filesystemlist": ["get"],
         "virtualmachineinstances/console": ["get"],
+        "virtualmachineinstances/freeze": ["update"],
+        "virtualmachineinstances/unfreeze": ["update"],
+        "virtualmachineinstances/reset": ["update"],
+        "virtualmachineinstances/sev/fetchcertchain": ["get"],
+        "virtualmachineinstances/sev/querylaunchmeasurement": ["get"],
+        "virtualmachineinstances/sev/setupsession": ["update"],
+        "virtualmachineinstances/sev/injectlaunchsecret": ["update"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],
         "virtualmachines/migrate": ["update"],
+        "virtualmachines/expand-spec": ["get"],
+        "virtualmachines/memorydump": ["update"],
+        "virtualmachines/removememorydump": ["update"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
     kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}

@@ -9,10 +9,8 @@ import pytest
 import yaml
 
 from controller.subresources.actions import (
-    ACTIONS,
     ALL_ACTIONS,
     GROUP,
-    RESOURCE,
     VERSION,
     VM_ACTIONS,
     VMAction,
@@ -77,10 +75,11 @@ def test_admin_and_edit_may_call_every_action(role: str) -> None:
 
 
 def test_view_may_read_but_not_act_or_attach() -> None:
-    """view gets the read-only queries: no state change (no VM verb), no console."""
+    """view gets the read-only queries (expand-spec included): no state change (no VM
+    verb), no console."""
     expected = {
-        (f"{RESOURCE}/{spec.action}", "get")
-        for spec in ACTIONS.values()
+        (f"{spec.resource}/{spec.action}", "get")
+        for spec in ALL_ACTIONS
         if spec.verb == "get" and not spec.stream
     }
     assert granted(one("ClusterRole", "kubevirt.io:view")) == expected
