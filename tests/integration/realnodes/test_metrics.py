@@ -1,7 +1,8 @@
 """KubeVirt's metrics on real nodes: a running VM's handler and the controllers serve every
 kubevirt_vmi_* / kubevirt_vm_* series a dashboard or alert of KubeVirt's reads, with
 KubeVirt's types and labels, the `drive` and `interface` labels being the VMI's own disk
-and interface names; and the guest agent's view of the interface reaches status.interfaces."""
+and interface names; the guest agent's view of the interface reaches status.interfaces;
+a live migration between the nodes shows in KubeVirt's migration series."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_story import _condition, _vmi, _wait
+from tests.integration.realnodes.test_story import _condition, _virtctl, _vmi, _wait
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[3]
@@ -156,3 +157,39 @@ def _pod_ip(k: Kubectl, ns: str, vmi_uid: str) -> str:
 
 def _interfaces(k: Kubectl, ns: str) -> list[dict[str, Any]]:
     return list(_vmi(k, ns).get("status", {}).get("interfaces", []))
+
+
+def test_a_migration_shows_in_kubevirts_migration_series(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """After `virtctl-py migrate demo --wait` between the real nodes, the controllers serve
+    kubevirt_vmi_migration_succeeded for the VMIM, and the VMI's migration start and end
+    times labelled with the VMIM's name and status "succeeded", the end not before the
+    start."""
+    k, ns = real_stack, real_namespace
+    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
+    vm["metadata"]["namespace"] = ns
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
+          300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    (vmim,) = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+    name = vmim["metadata"]["name"]
+    result = {"vmi": "demo", "vmim": name, "namespace": ns}
+    base = {"namespace": ns, "name": "demo", "migration_name": name}
+
+    samples = _until_scraped(
+        _pod_url(k, "virt-controller"),
+        lambda s: (
+            _has(s, "kubevirt_vmi_migration_succeeded", result)
+            and _has(s, "kubevirt_vmi_migration_end_time_seconds", {**base, "status": "succeeded"})
+        ),
+        "the migration's series",
+    )
+    (start,) = [v for lb, v in samples["kubevirt_vmi_migration_start_time_seconds"]
+                if base.items() <= lb.items()]  # fmt: skip
+    (end,) = [v for lb, v in samples["kubevirt_vmi_migration_end_time_seconds"]
+              if base.items() <= lb.items()]  # fmt: skip
+    assert end >= start > 0
+    assert not _has(samples, "kubevirt_vmi_migration_failed", result)
