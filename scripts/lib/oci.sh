@@ -55,7 +55,9 @@ archive_sizes() {
   # <layer count> <top layer bytes unpacked>" of the first image in an OCI archive.
   python3 - "$1" "$2" <<'PY'
 import json, sys, tarfile
-unpacked = {layer["diff-digest"]: layer["diff-size"] for layer in json.load(open(sys.argv[2]))}
+# Layers still being written (another build, or one that was killed) have no digest yet.
+layers = json.load(open(sys.argv[2]))
+unpacked = {l["diff-digest"]: l.get("diff-size", 0) for l in layers if "diff-digest" in l}
 with tarfile.open(sys.argv[1]) as tar:
     def blob(digest: str) -> dict:
         return json.load(tar.extractfile("blobs/sha256/" + digest.split(":")[1]))
