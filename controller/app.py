@@ -45,6 +45,7 @@ from shared.kube import (
     StatusWriter,
     StatusWriterConfig,
     WorkQueue,
+    serving_tls,
     wait_for_sync,
 )
 from shared.model import (
@@ -107,7 +108,11 @@ class Controller:
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
-            HealthConfig(host=config.health_host, port=config.health_port),
+            HealthConfig(
+                host=config.health_host,
+                port=config.health_port,
+                tls=serving_tls(config.metrics_cert_dir),
+            ),
             registry,
             ready=self.ready,
         )

@@ -102,10 +102,12 @@ def rules() -> list[dict[str, Any]]:
     return [r for g in doc["spec"]["groups"] for r in g["rules"]]
 
 
-def test_service_monitor_honors_labels() -> None:
-    """Every endpoint keeps the daemons' namespace/name labels instead of the target's."""
+def test_service_monitor_honors_labels_and_scrapes_https() -> None:
+    """Every endpoint keeps the daemons' namespace/name labels instead of the target's, and
+    scrapes HTTPS as the daemons serve it (their own certificates, as KubeVirt's)."""
     doc = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
     assert all(e.get("honorLabels") is True for e in doc["spec"]["endpoints"])
+    assert all(e.get("scheme") == "https" and "tlsConfig" in e for e in doc["spec"]["endpoints"])
 
 
 def test_rule_is_kustomized() -> None:

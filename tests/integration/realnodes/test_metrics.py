@@ -7,7 +7,6 @@ a live migration between the nodes shows in KubeVirt's migration series."""
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_story import _condition, _virtctl, _vmi, _wait
+from tests.integration.scrape import metrics_text
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[3]
@@ -47,10 +47,9 @@ COUNTERS = {*NET_SERIES, *DRIVE_SERIES, "kubevirt_vmi_cpu_usage_seconds_total",
             "kubevirt_vmi_vcpu_seconds_total"}  # fmt: skip
 
 
-def _scrape(url: str) -> tuple[Samples, dict[str, str]]:
-    """Every sample by metric name, and each family's type."""
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
+def _scrape(address: str) -> tuple[Samples, dict[str, str]]:
+    """Every sample by metric name, and each family's type (HTTPS, as KubeVirt serves it)."""
+    text = metrics_text(address, scheme="https")
     samples: Samples = {}
     types: dict[str, str] = {}
     for family in text_string_to_metric_families(text):
@@ -60,25 +59,25 @@ def _scrape(url: str) -> tuple[Samples, dict[str, str]]:
     return samples, types
 
 
-def _pod_url(k: Kubectl, app: str, node: str | None = None) -> str:
+def _pod_ip(k: Kubectl, app: str, node: str | None = None) -> str:
     pods = json.loads(k("get", "pods", "-n", "kubevirt", "-l", f"kubevirt.io={app}", "-o", "json"))
     (pod,) = [
         p for p in pods["items"]
         if (node is None or p["spec"].get("nodeName") == node)
         and p["status"].get("phase") == "Running"
     ][:1]  # fmt: skip
-    return f"http://{pod['status']['podIP']}:8443/metrics"
+    return str(pod["status"]["podIP"])
 
 
 def _has(samples: Samples, name: str, want: dict[str, str]) -> bool:
     return any(want.items() <= labels.items() for labels, _ in samples.get(name, []))
 
 
-def _until_scraped(url: str, ready: Callable[[Samples], bool], what: str) -> Samples:
+def _until_scraped(address: str, ready: Callable[[Samples], bool], what: str) -> Samples:
     last: list[Samples] = [{}]
 
     def probe() -> Samples | None:
-        last[0] = _scrape(url)[0]
+        last[0] = _scrape(address)[0]
         return last[0] if ready(last[0]) else None
 
     return _wait(probe, 120, what, lambda: sorted(n for n in last[0] if "vmi" in n))  # type: ignore[no-any-return]
@@ -91,7 +90,7 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     CPU, vCPU, memory, network (bytes, packets, errors, drops) and storage (traffic, IOPS,
     times, flushes) series labelled node/namespace/name, with drive = the VMI's disk names
     and interface = its interface name, each family typed as KubeVirt's; the controllers
-    serve kubevirt_vmi_info and kubevirt_vm_info; status.interfaces names the guest's
+    serve kubevirt_vmi_info and kubevirt_vm_info, all over HTTPS; status.interfaces names the guest's
     interface (infoSource "domain, guest-agent"), the masquerade address staying the
     pod's, as KubeVirt reports it."""
     k, ns = real_stack, real_namespace
@@ -106,7 +105,7 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     base = {"node": node, "namespace": ns, "name": "demo"}
     wanted_nic = {**base, "interface": "default"}
 
-    handler = _pod_url(k, "virt-handler", node)
+    handler = _pod_ip(k, "virt-handler", node)
     samples = _until_scraped(
         handler,
         lambda s: _has(s, "kubevirt_vmi_network_receive_bytes_total", wanted_nic),
@@ -128,7 +127,7 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     reads = dict((lb["drive"], v) for lb, v in samples["kubevirt_vmi_storage_iops_read_total"])
     assert reads["containerdisk"] > 0  # the guest booted from it
 
-    controller = _pod_url(k, "virt-controller")
+    controller = _pod_ip(k, "virt-controller")
     info = _until_scraped(
         controller,
         lambda s: _has(
@@ -145,11 +144,11 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     )  # fmt: skip
     (iface,) = status
     assert iface["name"] == "default" and iface["interfaceName"] == "eth0", iface
-    pod_ip = _pod_ip(k, ns, vmi["metadata"]["uid"])
+    pod_ip = _launcher_ip(k, ns, vmi["metadata"]["uid"])
     assert iface["ipAddress"] == pod_ip and iface["ipAddresses"] == [pod_ip], iface  # masquerade
 
 
-def _pod_ip(k: Kubectl, ns: str, vmi_uid: str) -> str:
+def _launcher_ip(k: Kubectl, ns: str, vmi_uid: str) -> str:
     out = k("get", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi_uid}", "-o", "json")
     (pod,) = json.loads(out)["items"]
     return str(pod["status"]["podIP"])
@@ -180,7 +179,7 @@ def test_a_migration_shows_in_kubevirts_migration_series(
     base = {"namespace": ns, "name": "demo", "migration_name": name}
 
     samples = _until_scraped(
-        _pod_url(k, "virt-controller"),
+        _pod_ip(k, "virt-controller"),
         lambda s: (
             _has(s, "kubevirt_vmi_migration_succeeded", result)
             and _has(s, "kubevirt_vmi_migration_end_time_seconds", {**base, "status": "succeeded"})
