@@ -1,7 +1,8 @@
 """The VMI status the handler wants, computed from what it observed (pure).
 
 Only what the handler owns is touched: phase (from Scheduled on), reason,
-phaseTransitionTimestamps, interfaces (filled once), guestOSInfo, and the conditions
+phaseTransitionTimestamps, interfaces (the guest agent's names and addresses),
+guestOSInfo, fsFreezeStatus, and the conditions
 Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
@@ -69,6 +70,9 @@ def next_status(vmi: VirtualMachineInstance, obs: Observed, *, now: str) -> VMIS
         merged = with_guest_interfaces(vmi, status.interfaces, obs.guest_interfaces)
         if merged != status.interfaces:
             status = dataclasses.replace(status, interfaces=merged)
+    frozen = "frozen" if phase is VMIPhase.RUNNING and _fs_frozen(obs.domain) else None
+    if frozen != status.fs_freeze_status:
+        status = dataclasses.replace(status, fs_freeze_status=frozen)
     if obs.guest_info is not None and obs.guest_info != status.guest_os_info:
         status = dataclasses.replace(status, guest_os_info=obs.guest_info)
     for type_, cond in wanted_conditions(vmi, obs).items():
@@ -157,6 +161,11 @@ def spec_interfaces(vmi: VirtualMachineInstance) -> tuple[VMIInterfaceStatus, ..
     """status.interfaces from the spec (name, and the MAC when the spec pins one); the
     controller fills them with the pod IP at the handoff, this is the fallback."""
     return vmi.interface_statuses(pod_ip=None)
+
+
+def _fs_frozen(domain: DomainRecord | None) -> bool:
+    """status.fsFreezeStatus "frozen" while the launcher has the filesystems frozen."""
+    return domain is not None and not domain.is_off and domain.status.fs_frozen
 
 
 def with_guest_interfaces(

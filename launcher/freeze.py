@@ -29,10 +29,16 @@ class Freezer:
     the deadline of the last freeze passes."""
 
     def __init__(
-        self, virt: FreezePort, domain: str, *, clock: Callable[[], float] = time.monotonic
+        self,
+        virt: FreezePort,
+        domain: str,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._virt = virt
         self._domain = domain
+        self._on_change = on_change  # frozen ↔ thawed: the handler hears of it
         self._clock = clock
         self._deadline: float | None = None
         self._changed = asyncio.Event()
@@ -43,19 +49,25 @@ class Freezer:
 
     async def freeze(self, unfreeze_timeout: float) -> None:
         """Freeze (again: a frozen guest stays frozen, its deadline renewed)."""
-        if not self.frozen:
+        was = self.frozen
+        if not was:
             count = await self._virt.fs_freeze(self._domain)
             log.info("filesystems_frozen", count=count, unfreeze_timeout=unfreeze_timeout)
         self._deadline = self._clock() + unfreeze_timeout if unfreeze_timeout > 0 else float("inf")
         self._changed.set()
+        if not was:
+            self._on_change()
 
     async def thaw(self) -> None:
         """Thaw; a no-op when not frozen by us."""
-        if self.frozen:
+        was = self.frozen
+        if was:
             count = await self._virt.fs_thaw(self._domain)
             log.info("filesystems_thawed", count=count)
         self._deadline = None
         self._changed.set()
+        if was:
+            self._on_change()
 
     async def run(self) -> None:
         """Forever: wait for a deadline, thaw when it passes (unless changed meanwhile)."""
@@ -70,6 +82,7 @@ class Freezer:
                 except CommandFailed as exc:  # the guest or its agent is gone: nothing to thaw
                     log.warning("auto_thaw_failed", error=str(exc))
                     self._deadline = None
+                    self._on_change()
                 continue
             try:
                 async with asyncio.timeout(None if wait == float("inf") else wait):

@@ -101,7 +101,7 @@ class DomainManager:
         self._sync_lock = asyncio.Lock()
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
-        self.freezer = Freezer(virt, identity.domain)
+        self.freezer = Freezer(virt, identity.domain, on_change=self._frozen_or_thawed)
 
     @property
     def deleted(self) -> asyncio.Event:
@@ -143,6 +143,10 @@ class DomainManager:
             prepared = MigrationInfo(role=MigrationRole.TARGET, phase=MigrationPhase.PREPARED)
             self.set_migration(prepared)
         return self.xml
+
+    def _frozen_or_thawed(self) -> None:
+        """Push the domain's status (fsFrozen) to the handler, as for any domain event."""
+        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, "FSFreeze"))
 
     def set_migration(self, info: MigrationInfo) -> None:
         """Record migration progress and push it to the handler with the domain's status."""
@@ -202,6 +206,7 @@ class DomainManager:
             agent_connected=self._flags.agent_connected and state not in OFF_STATES,
             graceful_shutdown=self._flags.graceful_shutdown,
             migration=migration.to_wire() if migration is not None else {},
+            fs_frozen=self.freezer.frozen and state not in OFF_STATES,
         )
 
     async def pause(self) -> DomainStatus:

@@ -98,6 +98,7 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     qos_class: QOSClass | None = None
     launcher_container_image_version: str | None = None
     migration_method: MigrationMethod | None = None
+    fs_freeze_status: str | None = None  # "frozen" while the guest's filesystems are
 
     @property
     def phase_or_unset(self) -> VMIPhase:

@@ -189,3 +189,14 @@ def test_guest_agent_interfaces_fill_names_and_addresses_masquerade_keeps_the_po
     assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
     again = with_guest_interfaces(vmi, (nat, br, extra), guest)
     assert again == (nat, br, extra)  # stable: an idle resync writes nothing
+
+
+def test_fs_freeze_status_follows_the_launcher() -> None:
+    """status.fsFreezeStatus is "frozen" while the launcher reports frozen filesystems, and
+    gone again once they are thawed."""
+    vmi, obs = _running(fs_frozen=True)
+    frozen = next_status(vmi, obs, now=T0)
+    assert frozen.fs_freeze_status == "frozen"
+    vmi = dataclasses.replace(vmi, status=frozen)
+    _, thawed_obs = _running(fs_frozen=False)
+    assert next_status(vmi, thawed_obs, now=T1).fs_freeze_status is None

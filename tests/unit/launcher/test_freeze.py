@@ -39,15 +39,16 @@ class Clock:
 
 async def test_freeze_twice_freezes_once_and_unfreeze_thaws() -> None:
     """A frozen guest is not frozen again (its deadline is renewed); unfreeze thaws once, and
-    unfreezing a thawed guest is a no-op."""
-    virt = FakeVirt()
-    freezer = Freezer(virt, "ns_vm")
+    unfreezing a thawed guest is a no-op; each change (only) is announced."""
+    virt, changes = FakeVirt(), []
+    freezer = Freezer(virt, "ns_vm", on_change=lambda: changes.append(freezer.frozen))
     await freezer.freeze(300)
     await freezer.freeze(300)
     assert freezer.frozen and virt.calls == ["freeze"]
     await freezer.thaw()
     await freezer.thaw()
     assert not freezer.frozen and virt.calls == ["freeze", "thaw"]
+    assert changes == [True, False]
 
 
 async def test_the_guest_is_thawed_once_its_timeout_passes() -> None:
