@@ -92,7 +92,8 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     and interface = its interface name, each family typed as KubeVirt's; the controllers
     serve kubevirt_vmi_info and kubevirt_vm_info, all over HTTPS; status.interfaces names the guest's
     interface (infoSource "domain, guest-agent"), the masquerade address staying the
-    pod's, as KubeVirt reports it."""
+    pod's, as KubeVirt reports it; a freeze through the subresource API freezes the guest's
+    filesystems (status.fsFreezeStatus frozen) until the unfreeze."""
     k, ns = real_stack, real_namespace
     vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
     vm["metadata"]["namespace"] = ns
@@ -146,6 +147,15 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     assert iface["name"] == "default" and iface["interfaceName"] == "eth0", iface
     pod_ip = _launcher_ip(k, ns, vmi["metadata"]["uid"])
     assert iface["ipAddress"] == pod_ip and iface["ipAddresses"] == [pod_ip], iface  # masquerade
+
+    # KubeVirt's freeze (as virt-freezer and backup tools call it) through the guest's agent.
+    path = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/demo"
+    k("replace", "--raw", f"{path}/freeze", "-f", "-", stdin='{"unfreezeTimeout": "5m0s"}')
+    _wait(lambda: _vmi(k, ns).get("status", {}).get("fsFreezeStatus") == "frozen",
+          60, "status.fsFreezeStatus frozen", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    k("replace", "--raw", f"{path}/unfreeze", "-f", "-", stdin="{}")
+    _wait(lambda: "fsFreezeStatus" not in _vmi(k, ns).get("status", {}),
+          60, "status.fsFreezeStatus gone once thawed", lambda: _vmi(k, ns).get("status"))  # fmt: skip
 
 
 def _launcher_ip(k: Kubectl, ns: str, vmi_uid: str) -> str:
