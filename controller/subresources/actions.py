@@ -101,6 +101,9 @@ EXTRA_ACTIONS: Mapping[ExtraAction, ActionSpec] = {
         ActionSpec(action=ExtraAction.REMOVE_MEMORY_DUMP, method="PUT", resource=VM_RESOURCE),
     )
 }
+# Namespaced resources of the group that are not subresources of an object: name → verb.
+# expand-vm-spec: PUT a VirtualMachine, get it back expanded (virtctl expand --file).
+TOP_LEVEL: Mapping[str, str] = {"expand-vm-spec": "update"}
 ALL_ACTIONS: tuple[ActionSpec, ...] = (
     *ACTIONS.values(),
     *VM_ACTIONS.values(),

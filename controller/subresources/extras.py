@@ -2,6 +2,7 @@
 
     GET  …/virtualmachines/<name>/expand-spec      the VM with its instancetype and
                                                    preference applied to spec.template
+    PUT  …/namespaces/<ns>/expand-vm-spec          the same for the VM in the body
     PUT  …/virtualmachines/<name>/memorydump       400: not supported by kubevirt-py
     PUT  …/virtualmachines/<name>/removememorydump 400: not supported
     GET|PUT …/virtualmachineinstances/<name>/sev/<op>  400: not supported
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import structlog
+import yaml
 from aiohttp import web
 
 from controller.errors import SyncError
@@ -25,6 +27,7 @@ from controller.subresources.actions import (
     EXTRA_ACTIONS,
     GROUP_VERSION,
     RESOURCE,
+    TOP_LEVEL,
     VM_RESOURCE,
     ActionSpec,
     ExtraAction,
@@ -43,12 +46,14 @@ from controller.vm_instancetype import expand_spec
 from controller.vm_revisions import RevisionClient, expansion
 from shared.kube import VMS, KubeError
 from shared.kube import NotFound as KubeNotFound
-from shared.model import VirtualMachine
+from shared.model import ParseError, VirtualMachine
 
 log = structlog.get_logger("controller.subresources.extras")
 
 _NS = f"/apis/{GROUP_VERSION}/namespaces/{{namespace}}"
 SEV_PATH = f"{_NS}/{RESOURCE}/{{name}}/sev/{{op}}"
+EXPAND_VM_SPEC_PATH = f"{_NS}/expand-vm-spec"
+MAX_BODY = 1024 * 1024
 VM_EXTRA_PATH = f"{_NS}/{VM_RESOURCE}/{{name}}/{{action:expand-spec|memorydump|removememorydump}}"
 NOT_SUPPORTED = {
     "sev": "SEV (AMD Secure Encrypted Virtualization) is not supported by kubevirt-py",
@@ -61,6 +66,8 @@ class Expander(Protocol):
 
     async def expanded_vm(self, namespace: str, name: str) -> dict[str, Any]: ...
 
+    async def expanded_body(self, raw: Mapping[str, Any]) -> dict[str, Any]: ...
+
 
 class KubeExpander:
     """`Expander` over a KubeClient: reads the VM, its revisions or instancetype objects."""
@@ -70,6 +77,9 @@ class KubeExpander:
 
     async def expanded_vm(self, namespace: str, name: str) -> dict[str, Any]:
         raw = await self._client.get(VMS, name, namespace=namespace)
+        return await expanded(self._client, raw)
+
+    async def expanded_body(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         return await expanded(self._client, raw)
 
 
@@ -124,6 +134,51 @@ class Extras:
         log.info("vm_spec_expanded", vm=f"{ref.namespace}/{ref.name}", user=user.name)
         return web.json_response(body)
 
+    async def expand_vm_spec(self, request: web.Request, user: UserInfo) -> web.StreamResponse:
+        """PUT …/namespaces/<ns>/expand-vm-spec: the VM in the body, expanded."""
+        ns = request.match_info["namespace"]
+        attrs = ResourceAttributes(
+            namespace=ns, name="", verb=TOP_LEVEL["expand-vm-spec"], subresource="",
+            resource="expand-vm-spec",
+        )  # fmt: skip
+        await require(self._authorizer, user, attrs)
+        raw = await _vm_body(request, ns)
+        ref = vm_ref(ns, str(raw["metadata"].get("name", "")))
+        if self._expander is None:
+            raise SubresourceError("expand-vm-spec is not configured", vmi=ref)
+        try:
+            return web.json_response(await self._expander.expanded_body(raw))
+        except SyncError as e:
+            raise NotFound(str(e), vmi=ref) from e
+        except KubeError as e:
+            raise SubresourceError(f"cannot expand the VM: {e}", vmi=ref) from e
+
+
+async def _vm_body(request: web.Request, namespace: str) -> dict[str, Any]:
+    """The VirtualMachine in the body (JSON or YAML), in this namespace, or 400."""
+    ref = VmiRef(namespace=namespace, name="")
+    if request.method != "PUT":
+        raise MethodNotAllowed(f"expand-vm-spec takes PUT, not {request.method}", vmi=ref)
+    body = await request.content.read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
+        raise BadRequest(f"the request body is larger than {MAX_BODY} bytes", vmi=ref)
+    try:
+        raw = yaml.safe_load(body.decode()) if body.strip() else None
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise BadRequest(f"the body is not a VirtualMachine: {e}", vmi=ref) from e
+    if not isinstance(raw, dict) or raw.get("kind") != VirtualMachine.KIND:
+        raise BadRequest("the body must be a VirtualMachine object", vmi=ref)
+    meta = raw.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise BadRequest("metadata: must be an object", vmi=ref)
+    if meta.setdefault("namespace", namespace) != namespace:
+        raise BadRequest(f"metadata.namespace: must be {namespace!r} (the request's)", vmi=ref)
+    try:
+        VirtualMachine.from_dict(raw)
+    except ParseError as e:
+        raise BadRequest(f"the body is not a valid VirtualMachine: {e}", vmi=ref) from e
+    return raw
+
 
 def _spec(request: web.Request, name: str, ref: VmiRef) -> ActionSpec:
     try:
@@ -144,5 +199,9 @@ def add_routes(app: web.Application, extras: Extras, user_of: Any) -> None:
     async def vm(request: web.Request) -> web.StreamResponse:
         return await extras.vm(request, user_of(request))
 
+    async def expand_vm_spec(request: web.Request) -> web.StreamResponse:
+        return await extras.expand_vm_spec(request, user_of(request))
+
     app.router.add_route("*", SEV_PATH, sev)
     app.router.add_route("*", VM_EXTRA_PATH, vm)
+    app.router.add_route("*", EXPAND_VM_SPEC_PATH, expand_vm_spec)

@@ -102,8 +102,8 @@ async def test_vmi_actions(upstream_virtctl: Path, stack: Stack) -> None:
 async def test_reset_expand_memory_dump_and_freeze(
     upstream_virtctl: Path, stack: Stack, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """virtctl reset reaches the handler; virtctl expand --vm prints the VM (no instancetype:
-    unchanged, the matcher-free spec); virtctl memory-dump is refused as not supported;
+    """virtctl reset reaches the handler; virtctl expand --vm and --file print the VM (no
+    instancetype: unchanged, the matcher-free spec); virtctl memory-dump is refused as not supported;
     freeze/unfreeze (virtctl has no verb for them: virt-freezer and backup tools call the
     API) through kube-apiserver with KubeVirt's body reach the handler with the timeout."""
     ns, name = stack.config.namespace, "vm-expand"
@@ -116,6 +116,12 @@ async def test_reset_expand_memory_dump_and_freeze(
     assert expanded.code == 0, expanded.stderr
     shown = json.loads(expanded.stdout)
     assert (shown["metadata"]["name"], shown["spec"]["runStrategy"]) == (name, "Halted")
+    vm_file = tmp_path / "vm.json"
+    vm_file.write_text(json.dumps({k: shown[k] for k in ("apiVersion", "kind", "spec")}
+                                  | {"metadata": {"name": "from-file"}}))  # fmt: skip
+    from_file = await run(upstream_virtctl, stack, "expand", "--file", str(vm_file), "-o", "json")
+    assert from_file.code == 0, from_file.stderr
+    assert json.loads(from_file.stdout)["metadata"]["name"] == "from-file"
 
     dump = await run(upstream_virtctl, stack, "memory-dump", "get", name, "--claim-name", "x")
     assert dump.code != 0 and "not supported by kubevirt-py" in dump.stderr, dump

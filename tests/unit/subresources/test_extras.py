@@ -4,6 +4,7 @@ expand-spec, memorydump and SEV (controller.subresources.extras, .freeze)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -48,6 +49,9 @@ class FakeExpander:
         if self.raw is None:
             raise KubeNotFound(404, "NotFound", f"{namespace}/{name}")
         return await expanded(FakeApi(), self.raw)
+
+    async def expanded_body(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        return await expanded(FakeApi(), raw)
 
 
 class FakeApi:
@@ -203,3 +207,45 @@ async def test_extras_take_only_their_method() -> None:
         assert (await client.put(f"{VM_PATH}/expand-spec", headers=proxied())).status == 405
         assert (await client.get(f"{VM_PATH}/memorydump", headers=proxied())).status == 405
         assert (await client.get(f"{VMI_PATH}/sev/nonsense", headers=proxied())).status == 404
+
+
+async def test_expand_vm_spec_expands_the_vm_in_the_body() -> None:
+    """PUT …/namespaces/<ns>/expand-vm-spec (virtctl expand --file): reviewed as update on
+    expand-vm-spec in the namespace; the VM sent comes back expanded, in that namespace."""
+    authorizer = FakeAuthorizer()
+    app_deps = dataclasses.replace(deps(authorizer=authorizer), expander=FakeExpander(None))
+    raw = _vm_with_instancetype()
+    del raw["metadata"]["namespace"]
+    async with _client(app_deps) as client:
+        resp = await client.put(f"{BASE}/expand-vm-spec", json=raw, headers=proxied())
+        assert resp.status == 200
+        body = await resp.json()
+    attrs = authorizer.reviews[0][1]
+    assert (attrs.resource, attrs.subresource, attrs.verb, attrs.namespace) == (
+        "expand-vm-spec", "", "update", "ns1",
+    )  # fmt: skip
+    assert body["metadata"]["namespace"] == "ns1" and "instancetype" not in body["spec"]
+    assert body["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        pytest.param(b"", "VirtualMachine", id="empty"),
+        pytest.param(b"kind: Pod", "VirtualMachine", id="not-a-vm"),
+        pytest.param(b"{", "not a VirtualMachine", id="not-yaml"),
+        pytest.param(
+            b"kind: VirtualMachine\nmetadata: {namespace: other}", "metadata.namespace",
+            id="other-namespace",
+        ),
+    ],
+)  # fmt: skip
+async def test_expand_vm_spec_refuses_what_is_not_a_vm_of_the_namespace(
+    body: bytes, what: str
+) -> None:
+    """A body that is not a VirtualMachine of the request's namespace is a 400 naming why."""
+    app_deps = dataclasses.replace(deps(), expander=FakeExpander(None))
+    async with _client(app_deps) as client:
+        resp = await client.put(f"{BASE}/expand-vm-spec", data=body, headers=proxied())
+        assert resp.status == 400
+        assert what in (await resp.json())["message"]
