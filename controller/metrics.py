@@ -80,8 +80,13 @@ class ObjectMetrics:
 
 
 def _system(annotations: dict[str, str] | None) -> tuple[str, str, str]:
+    """os, workload and flavor from KubeVirt's vm.kubevirt.io/* annotations."""
     a = annotations or {}
-    return tuple(a.get(_ANNOTATION_PREFIX + k, "") for k in ("os", "workload", "flavor"))  # type: ignore[return-value]
+    return (
+        a.get(_ANNOTATION_PREFIX + "os", ""),
+        a.get(_ANNOTATION_PREFIX + "workload", ""),
+        a.get(_ANNOTATION_PREFIX + "flavor", ""),
+    )
 
 
 def _vmi_info(vmis: Iterable[VirtualMachineInstance]) -> Metric:

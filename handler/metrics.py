@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -31,6 +32,7 @@ log = structlog.get_logger("handler.metrics")
 
 Targets = Callable[[], Iterable[tuple[str, LauncherPort | None]]]  # VMI key, launcher if connected
 VMI_LABELS = ("node", "namespace", "name")
+_Reports = list[tuple[tuple[str, ...], DomainStats]]  # (node, namespace, name), latest stats
 _KIB = 1024
 _NS = 1e-9
 _VCPU_STATES = {0: "offline", 1: "running", 2: "blocked"}
@@ -46,11 +48,16 @@ class _Spec:
     read: Callable[[DomainStats], float]
 
 
+_Dev = TypeVar("_Dev", bound=NetStats | BlockStats)
+
+
 @dataclass(frozen=True, slots=True)
-class _DevSpec:
+class _DevSpec(Generic[_Dev]):
+    """One per-device family: name, help and how to read it off a device's counters."""
+
     name: str
     help: str
-    read: Callable[[NetStats], float] | Callable[[BlockStats], float]
+    read: Callable[[_Dev], float]
 
 
 _VMI_FAMILIES = (
@@ -76,7 +83,7 @@ _VMI_FAMILIES = (
           "The amount of memory left completely unused by the system.",
           False, lambda s: s.memory_unused_kib * _KIB),
 )  # fmt: skip
-_NET_FAMILIES = (
+_NET_FAMILIES: tuple[_DevSpec[NetStats], ...] = (
     _DevSpec("kubevirt_vmi_network_receive_bytes_total",
              "Total network traffic received in bytes.", lambda n: n.rx_bytes),
     _DevSpec("kubevirt_vmi_network_transmit_bytes_total",
@@ -94,7 +101,7 @@ _NET_FAMILIES = (
     _DevSpec("kubevirt_vmi_network_transmit_packets_dropped_total",
              "The total number of tx packets dropped on vNIC interfaces.", lambda n: n.tx_dropped),
 )  # fmt: skip
-_BLOCK_FAMILIES = (
+_BLOCK_FAMILIES: tuple[_DevSpec[BlockStats], ...] = (
     _DevSpec("kubevirt_vmi_storage_read_traffic_bytes_total",
              "Total number of bytes read from storage.", lambda b: b.read_bytes),
     _DevSpec("kubevirt_vmi_storage_write_traffic_bytes_total",
@@ -191,9 +198,6 @@ class VMIStatsCollector:
         yield from _migration_families(reports)
 
 
-_Reports = list[tuple[tuple[str, ...], DomainStats]]
-
-
 def _vmi_families(reports: _Reports) -> Iterator[Metric]:
     for spec in _VMI_FAMILIES:
         kind = CounterMetricFamily if spec.counter else GaugeMetricFamily
@@ -216,15 +220,15 @@ def _vcpu_family(reports: _Reports) -> Metric:
 
 def _device_families(
     reports: _Reports,
-    specs: tuple[_DevSpec, ...],
+    specs: tuple[_DevSpec[_Dev], ...],
     label: str,
-    devices: Callable[[DomainStats], tuple[NetStats, ...] | tuple[BlockStats, ...]],
+    devices: Callable[[DomainStats], tuple[_Dev, ...]],
 ) -> Iterator[Metric]:
     for spec in specs:
         family = CounterMetricFamily(spec.name, spec.help, labels=(*VMI_LABELS, label))
-        for labels, st in reports:
-            for dev in devices(st):
-                family.add_metric((*labels, dev.name), float(spec.read(dev)))  # type: ignore[arg-type]
+        for vmi, stats in reports:
+            for dev in devices(stats):
+                family.add_metric((*vmi, dev.name), float(spec.read(dev)))
         yield family
 
 

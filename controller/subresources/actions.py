@@ -90,7 +90,7 @@ VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
     a: ActionSpec(action=a, method="PUT", resource=VM_RESOURCE) for a in VMAction
 }
 EXTRA_ACTIONS: Mapping[ExtraAction, ActionSpec] = {
-    spec.action: spec  # type: ignore[misc]
+    ExtraAction(spec.action): spec
     for spec in (
         ActionSpec(action=ExtraAction.SEV_FETCH_CERT_CHAIN, method="GET"),
         ActionSpec(action=ExtraAction.SEV_QUERY_LAUNCH_MEASUREMENT, method="GET"),
