@@ -234,7 +234,10 @@ class Registry:
         self.prometheus = CollectorRegistry(auto_describe=False)
 
     def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        """Get or create a counter family."""
+        """Get or create a counter family; its name ends in _total (prometheus_client would
+        otherwise expose it under another name)."""
+        if not name.endswith("_total"):
+            raise ValueError(f"counter {name}: the name must end in _total")
         family = self._families.get(name) or Counter(name, help_text, labels)
         return self._register(family, Counter, labels)
 

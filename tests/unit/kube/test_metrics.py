@@ -97,6 +97,12 @@ def test_wrong_labels_are_rejected(args: tuple[str, ...], kwargs: dict[str, str]
         c.labels(*args, **kwargs)
 
 
+def test_counter_names_end_in_total() -> None:
+    """A counter named otherwise is refused rather than exposed under another name."""
+    with pytest.raises(ValueError, match="_total"):
+        Registry().counter("kubevirt_things", "T.")
+
+
 def test_counters_only_go_up() -> None:
     """A negative increment is refused."""
     with pytest.raises(ValueError):
