@@ -22,6 +22,7 @@ from controller.disruption_budgets import DisruptionBudgetController
 from controller.evacuation_controller import EvacuationController
 from controller.hotplug import HotplugAttachments
 from controller.informers import Informers, SourceWrapper, build_informers
+from controller.metrics import ObjectMetrics
 from controller.migration_controller import MigrationController
 from controller.node_controller import NodeController
 from controller.recent import Recent
@@ -47,6 +48,7 @@ from shared.kube import (
     StatusWriter,
     StatusWriterConfig,
     WorkQueue,
+    serving_tls,
     wait_for_sync,
 )
 from shared.model import (
@@ -111,9 +113,19 @@ class Controller:
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
-            HealthConfig(host=config.health_host, port=config.health_port),
+            HealthConfig(
+                host=config.health_host,
+                port=config.health_port,
+                tls=serving_tls(config.metrics_cert_dir),
+            ),
             registry,
             ready=self.ready,
+        )
+        inf = self.informers
+        registry.add(
+            ObjectMetrics(
+                vmis=inf.vmis.store.list, vms=inf.vms.store.list, vmims=inf.migrations.store.list
+            )
         )
         registry.gauge(
             "kubevirt_virt_controller_leading_status",

@@ -110,6 +110,7 @@ class Config:
     log_format: str = "json"
     health_host: str = "0.0.0.0"  # probes and scrapes come from outside the pod
     health_port: int = 8443
+    metrics_cert_dir: Path | None = None  # HTTPS for /metrics /healthz /readyz
     qps: float = 200.0
     burst: int = 400
     resync_period: float = 0.0
@@ -171,6 +172,7 @@ class Config:
             log_format=ns.log_format,
             health_host=ns.health_host,
             health_port=int(ns.port),
+            metrics_cert_dir=Path(ns.metrics_cert_dir) if ns.metrics_cert_dir else None,
             qps=float(ns.qps),
             burst=int(ns.burst),
             resync_period=float(ns.resync_period),
@@ -198,6 +200,7 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("log-format", "json", "json or console"),
     ("health-host", "0.0.0.0", "address of /healthz, /readyz and /metrics (e.g. the pod IP)"),
     ("port", "8443", "port of /healthz, /readyz and /metrics"),
+    ("metrics-cert-dir", "", "tls.crt + tls.key: serve /healthz, /readyz, /metrics over HTTPS"),
     ("qps", "200", "API client rate limit (KubeVirt's controller: 200)"),
     ("burst", "400", "API client burst"),
     ("resync-period", "0", "seconds between informer resyncs; 0 disables"),

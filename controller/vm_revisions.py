@@ -58,7 +58,12 @@ class Expansion:
 
 
 async def _captured(
-    client: RevisionClient, vm: VirtualMachine, matcher: InstancetypeMatcher, *, preference: bool
+    client: RevisionClient,
+    vm: VirtualMachine,
+    matcher: InstancetypeMatcher,
+    *,
+    preference: bool,
+    capture: bool,
 ) -> tuple[Mapping[str, Any], str | None]:
     """The object's data and, when it was captured just now, the new revision's name."""
     if matcher.revision_name:
@@ -67,6 +72,8 @@ async def _captured(
         return (data if isinstance(data, Mapping) else {}), None
     resource = RESOURCES[matcher_kind(matcher, preference=preference)]
     obj = await client.get(resource, matcher.name or "", namespace=vm.namespace)
+    if not capture:
+        return obj, None
     # AlreadyExists: captured by an earlier sync whose VM patch was lost (same name, same data)
     with contextlib.suppress(AlreadyExists):
         await client.create(CONTROLLER_REVISIONS, revision_body(vm, obj), namespace=vm.namespace)
@@ -74,14 +81,14 @@ async def _captured(
 
 
 async def _resolve(
-    client: RevisionClient, vm: VirtualMachine, key: str, *, preference: bool
+    client: RevisionClient, vm: VirtualMachine, key: str, *, preference: bool, capture: bool
 ) -> tuple[Mapping[str, Any] | None, str | None]:
     matcher = vm.spec.preference if preference else vm.spec.instancetype
     if matcher is None:
         return None, None
     what = f"{matcher_kind(matcher, preference=preference)} {matcher.name!r}"
     try:
-        return await _captured(client, vm, matcher, preference=preference)
+        return await _captured(client, vm, matcher, preference=preference, capture=capture)
     except NotFound as e:
         rev = f" (revision {matcher.revision_name!r})" if matcher.revision_name else ""
         raise SyncError(ConditionReason.FAILED_CREATE, f"spec.{key}: {what}{rev} not found") from e
@@ -98,10 +105,13 @@ def _spec(data: Mapping[str, Any] | None, cls: type[Any], key: str) -> Any:
         raise SyncError(ConditionReason.FAILED_CREATE, f"spec.{key}: {e}", requeue=False) from e
 
 
-async def expansion(client: RevisionClient, vm: VirtualMachine) -> Expansion:
-    """The VM's instancetype and preference, captured in revisions on first use."""
-    it_data, it_rev = await _resolve(client, vm, "instancetype", preference=False)
-    pref_data, pref_rev = await _resolve(client, vm, "preference", preference=True)
+async def expansion(
+    client: RevisionClient, vm: VirtualMachine, *, capture: bool = True
+) -> Expansion:
+    """The VM's instancetype and preference, captured in revisions on first use (with
+    `capture` False only read: the revision when there is one, else the object itself)."""
+    it_data, it_rev = await _resolve(client, vm, "instancetype", preference=False, capture=capture)
+    pref_data, pref_rev = await _resolve(client, vm, "preference", preference=True, capture=capture)
     patch: dict[str, Any] = {}
     if it_rev is not None:
         patch["instancetype"] = {"revisionName": it_rev}

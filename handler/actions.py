@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ EMPTY_DIRS = Path(podlayout.EMPTY_DIRS)
 # Where the launcher's QEMU binds the serial console, inside the pod's `private` emptyDir.
 CONSOLE_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.CONSOLE_SOCKET)
 VNC_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.VNC_SOCKET)
+MAX_ARGS = 64 * 1024
 
 # action → (HTTP method, launcher command); console and vnc (None) are relayed, not called.
 ROUTES: Mapping[str, tuple[str, Method | None]] = {
@@ -71,6 +73,9 @@ ROUTES: Mapping[str, tuple[str, Method | None]] = {
     "guestosinfo": ("GET", Method.GET_GUEST_INFO),
     "userlist": ("GET", Method.GET_USERS),
     "filesystemlist": ("GET", Method.GET_FILESYSTEMS),
+    "freeze": ("PUT", Method.FREEZE),
+    "unfreeze": ("PUT", Method.UNFREEZE),
+    "reset": ("PUT", Method.RESET),
     CONSOLE: ("GET", None),
     VNC: ("GET", None),
 }
@@ -83,7 +88,9 @@ class ActionTarget(Protocol):
     """Where actions land: the launcher of a VMI on this node. Both raise NotOnThisNode
     when it is not here; `command` raises shared.wire's errors as the launcher answers."""
 
-    async def command(self, namespace: str, name: str, method: Method) -> Any: ...
+    async def command(
+        self, namespace: str, name: str, method: Method, args: Mapping[str, Any] | None = None
+    ) -> Any: ...
 
     async def console_socket(self, namespace: str, name: str) -> Path: ...
 
@@ -219,6 +226,22 @@ def build_app(
     return app
 
 
+async def _args(request: web.Request) -> dict[str, Any]:
+    """The launcher command's arguments: the JSON body the controller forwarded, if any."""
+    body = await request.content.read(MAX_ARGS + 1)
+    if not body.strip():
+        return {}
+    if len(body) > MAX_ARGS:
+        raise _Failure(400, "invalid_argument", f"the body is larger than {MAX_ARGS} bytes")
+    try:
+        args = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _Failure(400, "invalid_argument", f"the body is not JSON: {e}") from e
+    if not isinstance(args, dict):
+        raise _Failure(400, "invalid_argument", "the body must be a JSON object")
+    return args
+
+
 class _Actions:
     def __init__(self, target: ActionTarget, config: ActionsConfig) -> None:
         self._target = target
@@ -236,7 +259,7 @@ class _Actions:
             if method is None:
                 return await self._relay(request, ns, name, action)
             try:
-                result = await self._target.command(ns, name, method)
+                result = await self._target.command(ns, name, method, await _args(request))
             except (NotOnThisNode, KubeError, WireError) as e:
                 raise _failure(e) from e
             log.info("action_done", method=str(method))

@@ -12,7 +12,7 @@ from typing import Any
 
 from handler.errors import LauncherUnavailable, SyncError, SyncReason
 from handler.launchers import LauncherPort
-from shared.model import GuestOSInfo
+from shared.model import GuestOSInfo, VMIInterfaceStatus
 from shared.wire.domain import DomainStatus
 from shared.wire.errors import (
     CallTimeout,
@@ -97,6 +97,26 @@ async def detach_volume(launcher: LauncherPort, volume: str) -> VolumeReply:
     """Ask the guest to release a hotplugged disk; whether the domain still holds it."""
     args = DetachVolumeArgs(volume=volume).to_wire()
     return VolumeReply.from_wire(await _call(launcher, Method.DETACH_VOLUME, args))
+
+
+async def guest_interfaces(launcher: LauncherPort) -> tuple[VMIInterfaceStatus, ...]:
+    """The guest agent's interfaces (name = the VMI interface, when the MAC matched one)."""
+    reply = await _call(launcher, Method.GET_INTERFACES, None)
+    items = reply.get("items", []) if isinstance(reply, Mapping) else []
+    out = []
+    for item in items if isinstance(items, list) else []:
+        ips = tuple(str(ip) for ip in item.get("ipAddresses") or [])
+        out.append(
+            VMIInterfaceStatus(
+                name=str(item.get("name") or "") or None,
+                interface_name=str(item.get("interfaceName") or "") or None,
+                mac=str(item.get("mac") or "") or None,
+                ip_address=ips[0] if ips else None,
+                ip_addresses=ips,
+                info_source="guest-agent",
+            )
+        )
+    return tuple(out)
 
 
 def is_domain_not_found(exc: BaseException) -> bool:

@@ -57,6 +57,7 @@ class Config:
     workers: int
     listen_host: str
     listen_port: int
+    metrics_cert_dir: Path | None = None  # HTTPS for /metrics /healthz /readyz
     devices: tuple[Path, ...]
     required_devices: tuple[Path, ...]
     log_format: str
@@ -94,6 +95,7 @@ class Config:
             workers=ns.workers,
             listen_host=ns.listen_host,
             listen_port=ns.listen_port,
+            metrics_cert_dir=ns.metrics_cert_dir,
             devices=tuple(Path(d) for d in (ns.device or DEFAULT_DEVICES)),
             required_devices=tuple(
                 Path(d) for d in (ns.required_device or DEFAULT_REQUIRED_DEVICES)
@@ -117,6 +119,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=10, help="VMI reconcile workers")
     p.add_argument("--listen-host", default="0.0.0.0", help="/metrics, /healthz, /readyz")
     p.add_argument("--listen-port", type=int, default=8443)
+    p.add_argument(
+        "--metrics-cert-dir",
+        type=Path,
+        default=_env_path(env, "VIRT_HANDLER_METRICS_CERT_DIR"),
+        help="tls.crt + tls.key: serve /metrics, /healthz, /readyz over HTTPS",
+    )
     p.add_argument("--device", action="append", help="a device to check (repeatable)")
     p.add_argument("--required-device", action="append", help="unschedulable without it")
     p.add_argument(

@@ -58,6 +58,7 @@ from shared.kube import (
     Registry,
     StatusWriter,
     WorkQueue,
+    serving_tls,
 )
 from shared.kube.store import NODE_NAME_LABEL
 from shared.model import (
@@ -195,8 +196,9 @@ class Handler:
             port=self.config.listen_port,
             shutdown_timeout=3.0,
             collect_deadline=self.config.timing.stats_timeout + 1.0,
+            tls=serving_tls(self.config.metrics_cert_dir),
         )
-        return HealthServer(config, registry, ready=self.ready, collect=self.stats.collect)
+        return HealthServer(config, registry, ready=self.ready, collect=self.stats.refresh)
 
     def _table_gauges(self, registry: Registry) -> None:
         """The sizes of the per-VMI tables; with no VMI on the node they are all 0."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,22 @@ class LauncherTarget:
         self._pods_dir = pods_dir
         self._timeouts = timeouts or Timeouts()
 
-    async def command(self, namespace: str, name: str, method: Method) -> Any:
-        return await self._call(await self._volumes(namespace, name), method, {})
+    async def command(
+        self, namespace: str, name: str, method: Method, args: Mapping[str, Any] | None = None
+    ) -> Any:
+        return await self._call(await self._volumes(namespace, name), method, dict(args or {}))
 
     async def forward_port(self, namespace: str, name: str, port: int) -> tuple[str, int]:
         """Have the launcher forward the guest's port on its pod; (pod IP, port)."""
         vmi = await self._vmi(namespace, name)
         volumes = self._launcher_volumes(vmi)
-        pod_ip = next((i.ip_address for i in vmi.status.interfaces if i.ip_address), None)
+        # Only a masquerade interface's address, which is the pod's: never an address the
+        # guest agent reported (the guest must not choose where the handler connects).
+        nat = {i.name for i in vmi.spec.domain.devices.interfaces if i.masquerade is not None}
+        pod_ip = next(
+            (i.ip_address for i in vmi.status.interfaces if i.name in nat and i.ip_address),
+            None,
+        )
         if pod_ip is None:
             raise NotOnThisNode(f"{namespace}/{name} has no pod IP (no masquerade interface)")
         args = ForwardPortArgs(port=port).to_wire()

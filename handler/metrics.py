@@ -1,86 +1,159 @@
-"""Per-VMI metrics in KubeVirt's names, collected from each launcher's GetDomainStats.
+"""Per-VMI metrics in KubeVirt's names, types and labels, from each launcher's GetDomainStats.
 
-A scrape asks every connected launcher for its stats at once, each under its own
-timeout, so a stuck launcher costs the scrape at most that timeout and never touches
-the reconcile loop (calls on a launcher connection run concurrently). A launcher that
-does not answer in time keeps its previous values; a VMI that is gone loses its series.
-Cumulative libvirt counters are published as counters (reset when the source resets,
-e.g. after a migration).
+`VMIStatsCollector` is a prometheus_client custom collector: a scrape first awaits
+`refresh()` (health.py's `collect` hook), which asks every connected launcher for its stats
+at once, each under its own timeout, so a stuck launcher costs the scrape at most that
+timeout and never touches the reconcile loop. `collect()` then turns the latest report of
+each VMI into metric families, as KubeVirt's domainstats collector does: libvirt's
+cumulative counters are published as they are (a new QEMU starts them from 0, which
+Prometheus' rate() reads as a reset). A launcher that does not answer in time keeps its
+previous report; a VMI that is gone loses its series. Disk and interface labels are the
+VMI's own names (the launcher maps libvirt's device names back).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import structlog
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from handler import commands
 from handler.errors import SyncError
 from handler.launchers import LauncherPort
-from shared.kube import Counter, Gauge, Registry
+from shared.kube import Registry
 from shared.tasks import cancelling
-from shared.wire.stats import DomainStats
+from shared.wire.stats import BlockStats, DomainStats, NetStats
 
 log = structlog.get_logger("handler.metrics")
 
 Targets = Callable[[], Iterable[tuple[str, LauncherPort | None]]]  # VMI key, launcher if connected
 VMI_LABELS = ("node", "namespace", "name")
+_Reports = list[tuple[tuple[str, ...], DomainStats]]  # (node, namespace, name), latest stats
 _KIB = 1024
-_HELP = {
-    "kubevirt_vmi_cpu_usage_seconds_total": (
-        "Total CPU time spent in all modes (sum of both vcpu and hypervisor usage)."
-    ),
-    "kubevirt_vmi_memory_resident_bytes": "Resident set size of the process running the domain.",
-    "kubevirt_vmi_memory_available_bytes": "Amount of usable memory as seen by the domain.",
-    "kubevirt_vmi_memory_domain_bytes": "The amount of memory in bytes allocated to the domain.",
-    "kubevirt_vmi_network_receive_bytes_total": "Total network traffic received in bytes.",
-    "kubevirt_vmi_network_transmit_bytes_total": "Total network traffic transmitted in bytes.",
-    "kubevirt_vmi_network_receive_packets_total": "Total network traffic received packets.",
-    "kubevirt_vmi_network_transmit_packets_total": "Total network traffic transmitted packets.",
-    "kubevirt_vmi_storage_read_traffic_bytes_total": "Total number of bytes read from storage.",
-    "kubevirt_vmi_storage_write_traffic_bytes_total": "Total number of written bytes.",
-    "kubevirt_vmi_storage_iops_read_total": "Total number of I/O read operations.",
-    "kubevirt_vmi_storage_iops_write_total": "Total number of I/O write operations.",
-    "kubevirt_py_handler_stats_failures_total": (
-        "GetDomainStats calls that failed or timed out during a scrape."
-    ),
-}
+_NS = 1e-9
+_VCPU_STATES = {0: "offline", 1: "running", 2: "blocked"}
 
 
 @dataclass(frozen=True, slots=True)
-class _Series:
-    family: Counter | Gauge
-    labels: tuple[str, ...]
+class _Spec:
+    """One per-VMI family: name, help, type and how to read it off a report."""
+
+    name: str
+    help: str
+    counter: bool
+    read: Callable[[DomainStats], float]
+
+
+_Dev = TypeVar("_Dev", bound=NetStats | BlockStats)
+
+
+@dataclass(frozen=True, slots=True)
+class _DevSpec(Generic[_Dev]):
+    """One per-device family: name, help and how to read it off a device's counters."""
+
+    name: str
+    help: str
+    read: Callable[[_Dev], float]
+
+
+_VMI_FAMILIES = (
+    _Spec("kubevirt_vmi_cpu_usage_seconds_total",
+          "Total CPU time spent in all modes (sum of both vcpu and hypervisor usage).",
+          True, lambda s: s.cpu_time_ns * _NS),
+    _Spec("kubevirt_vmi_cpu_user_usage_seconds_total", "Total CPU time spent in user mode.",
+          True, lambda s: s.cpu_user_ns * _NS),
+    _Spec("kubevirt_vmi_cpu_system_usage_seconds_total", "Total CPU time spent in system mode.",
+          True, lambda s: s.cpu_system_ns * _NS),
+    _Spec("kubevirt_vmi_memory_resident_bytes",
+          "Resident set size of the process running the domain.",
+          False, lambda s: s.memory_rss_kib * _KIB),
+    _Spec("kubevirt_vmi_memory_available_bytes", "Amount of usable memory as seen by the domain.",
+          False, lambda s: s.memory_available_kib * _KIB),
+    _Spec("kubevirt_vmi_memory_domain_bytes",
+          "The amount of memory in bytes allocated to the domain.",
+          False, lambda s: s.memory_actual_kib * _KIB),
+    _Spec("kubevirt_vmi_memory_usable_bytes",
+          "The amount of memory which can be reclaimed by balloon without pushing the guest "
+          "system to swap.", False, lambda s: s.memory_usable_kib * _KIB),
+    _Spec("kubevirt_vmi_memory_unused_bytes",
+          "The amount of memory left completely unused by the system.",
+          False, lambda s: s.memory_unused_kib * _KIB),
+)  # fmt: skip
+_NET_FAMILIES: tuple[_DevSpec[NetStats], ...] = (
+    _DevSpec("kubevirt_vmi_network_receive_bytes_total",
+             "Total network traffic received in bytes.", lambda n: n.rx_bytes),
+    _DevSpec("kubevirt_vmi_network_transmit_bytes_total",
+             "Total network traffic transmitted in bytes.", lambda n: n.tx_bytes),
+    _DevSpec("kubevirt_vmi_network_receive_packets_total",
+             "Total network traffic received packets.", lambda n: n.rx_packets),
+    _DevSpec("kubevirt_vmi_network_transmit_packets_total",
+             "Total network traffic transmitted packets.", lambda n: n.tx_packets),
+    _DevSpec("kubevirt_vmi_network_receive_errors_total",
+             "Total network received error packets.", lambda n: n.rx_errors),
+    _DevSpec("kubevirt_vmi_network_transmit_errors_total",
+             "Total network transmitted error packets.", lambda n: n.tx_errors),
+    _DevSpec("kubevirt_vmi_network_receive_packets_dropped_total",
+             "The total number of rx packets dropped on vNIC interfaces.", lambda n: n.rx_dropped),
+    _DevSpec("kubevirt_vmi_network_transmit_packets_dropped_total",
+             "The total number of tx packets dropped on vNIC interfaces.", lambda n: n.tx_dropped),
+)  # fmt: skip
+_BLOCK_FAMILIES: tuple[_DevSpec[BlockStats], ...] = (
+    _DevSpec("kubevirt_vmi_storage_read_traffic_bytes_total",
+             "Total number of bytes read from storage.", lambda b: b.read_bytes),
+    _DevSpec("kubevirt_vmi_storage_write_traffic_bytes_total",
+             "Total number of written bytes.", lambda b: b.write_bytes),
+    _DevSpec("kubevirt_vmi_storage_iops_read_total",
+             "Total number of I/O read operations.", lambda b: b.read_requests),
+    _DevSpec("kubevirt_vmi_storage_iops_write_total",
+             "Total number of I/O write operations.", lambda b: b.write_requests),
+    _DevSpec("kubevirt_vmi_storage_read_times_seconds_total",
+             "Total time spent on read operations.", lambda b: b.read_time_ns * _NS),
+    _DevSpec("kubevirt_vmi_storage_write_times_seconds_total",
+             "Total time spent on write operations.", lambda b: b.write_time_ns * _NS),
+    _DevSpec("kubevirt_vmi_storage_flush_requests_total",
+             "Total storage flush requests.", lambda b: b.flush_requests),
+    _DevSpec("kubevirt_vmi_storage_flush_times_seconds_total",
+             "Total time spent on cache flushing.", lambda b: b.flush_time_ns * _NS),
+)  # fmt: skip
+_MIGRATION_FAMILIES = (
+    ("kubevirt_vmi_migration_data_processed_bytes",
+     "The total Guest OS data processed and migrated to the new VM.", "data_processed"),
+    ("kubevirt_vmi_migration_data_remaining_bytes",
+     "The remaining guest OS data to be migrated to the new VM.", "data_remaining"),
+    ("kubevirt_vmi_migration_dirty_memory_rate_bytes",
+     "The rate of memory being dirty in the Guest OS.", "dirty_rate_bps"),
+    ("kubevirt_vmi_migration_memory_transfer_rate_bytes",
+     "The rate at which the memory is being transferred.", "memory_bps"),
+)  # fmt: skip
+_VCPU_HELP = (
+    "Total amount of time spent in each state by each vcpu (cpu_time excluding hypervisor "
+    "time). Where `id` is the vcpu identifier and `state` can be one of the following: "
+    "[`OFFLINE`, `RUNNING`, `BLOCKED`]."
+)
 
 
 class VMIStatsCollector:
-    """Keeps the kubevirt_vmi_* series in the registry current, on demand."""
+    """The kubevirt_vmi_* families of this node's VMIs, from their launchers' latest reports."""
 
     def __init__(self, registry: Registry, *, node: str, targets: Targets, timeout: float) -> None:
         self._node = node
         self._targets = targets
         self._timeout = timeout
         self._lock = asyncio.Lock()
-        self._series: dict[str, set[_Series]] = {}
-        net, blk = (*VMI_LABELS, "interface"), (*VMI_LABELS, "drive")
-        self.cpu = _counter(registry, "kubevirt_vmi_cpu_usage_seconds_total", VMI_LABELS)
-        self.resident = _gauge_family(registry, "kubevirt_vmi_memory_resident_bytes", VMI_LABELS)
-        self.available = _gauge_family(registry, "kubevirt_vmi_memory_available_bytes", VMI_LABELS)
-        self.domain = _gauge_family(registry, "kubevirt_vmi_memory_domain_bytes", VMI_LABELS)
-        self.rx_bytes = _counter(registry, "kubevirt_vmi_network_receive_bytes_total", net)
-        self.tx_bytes = _counter(registry, "kubevirt_vmi_network_transmit_bytes_total", net)
-        self.rx_packets = _counter(registry, "kubevirt_vmi_network_receive_packets_total", net)
-        self.tx_packets = _counter(registry, "kubevirt_vmi_network_transmit_packets_total", net)
-        self.read_bytes = _counter(registry, "kubevirt_vmi_storage_read_traffic_bytes_total", blk)
-        self.write_bytes = _counter(registry, "kubevirt_vmi_storage_write_traffic_bytes_total", blk)
-        self.iops_read = _counter(registry, "kubevirt_vmi_storage_iops_read_total", blk)
-        self.iops_write = _counter(registry, "kubevirt_vmi_storage_iops_write_total", blk)
-        self.failures = _counter(registry, "kubevirt_py_handler_stats_failures_total", ("node",))
+        self._latest: dict[str, DomainStats] = {}
+        self.failures = registry.counter(
+            "kubevirt_py_handler_stats_failures_total",
+            "GetDomainStats calls that failed or timed out during a scrape.",
+            ("node",),
+        )
+        registry.add(self)
 
-    async def collect(self) -> None:
-        """Refresh every VMI's series; concurrent scrapes wait for the same collection."""
+    async def refresh(self) -> None:
+        """Ask every connected launcher for stats; concurrent scrapes share one round."""
         async with self._lock:
             targets = dict(self._targets())
             found: dict[str, DomainStats] = {}
@@ -88,9 +161,8 @@ class VMIStatsCollector:
                 for key, launcher in targets.items():
                     if launcher is not None:
                         tg.create_task(self._one(key, launcher, found))
-            for key, stats in found.items():
-                self._publish(key, stats)
-            for key in set(self._series) - set(targets):
+            self._latest.update(found)
+            for key in set(self._latest) - set(targets):
                 self.drop(key)
 
     async def _one(self, key: str, launcher: LauncherPort, found: dict[str, DomainStats]) -> None:
@@ -109,47 +181,61 @@ class VMIStatsCollector:
         log.info("stats_unavailable", vmi=key, error=why)
 
     def drop(self, key: str) -> None:
-        """Remove every series of a VMI that is gone."""
-        for s in self._series.pop(key, set()):
-            s.family.remove(*s.labels)
+        """Forget a VMI that is gone (its series disappear with it)."""
+        self._latest.pop(key, None)
 
-    def _publish(self, key: str, st: DomainStats) -> None:
-        namespace, _, name = key.partition("/")
-        vmi = (self._node, namespace, name)
-        self._count(key, self.cpu, vmi, st.cpu_time_ns / 1e9)
-        self._gauge(key, self.resident, vmi, st.memory_rss_kib * _KIB)
-        self._gauge(key, self.available, vmi, st.memory_available_kib * _KIB)
-        self._gauge(key, self.domain, vmi, st.memory_actual_kib * _KIB)
-        for n in st.net:
-            labels = (*vmi, n.name)
-            self._count(key, self.rx_bytes, labels, n.rx_bytes)
-            self._count(key, self.tx_bytes, labels, n.tx_bytes)
-            self._count(key, self.rx_packets, labels, n.rx_packets)
-            self._count(key, self.tx_packets, labels, n.tx_packets)
-        for b in st.block:
-            labels = (*vmi, b.name)
-            self._count(key, self.read_bytes, labels, b.read_bytes)
-            self._count(key, self.write_bytes, labels, b.write_bytes)
-            self._count(key, self.iops_read, labels, b.read_requests)
-            self._count(key, self.iops_write, labels, b.write_requests)
+    def vmis(self) -> list[str]:
+        """The VMIs that have series (tests, leak checks)."""
+        return sorted(self._latest)
 
-    def _gauge(self, key: str, family: Gauge, labels: tuple[str, ...], value: float) -> None:
-        family.labels(*labels).set(value)
-        self._series.setdefault(key, set()).add(_Series(family, labels))
-
-    def _count(self, key: str, family: Counter, labels: tuple[str, ...], value: float) -> None:
-        """Publish a cumulative source counter; a decrease means the source reset."""
-        child = family.labels(*labels)
-        if value < child.value:
-            family.remove(*labels)
-            child = family.labels(*labels)
-        child.inc(value - child.value)
-        self._series.setdefault(key, set()).add(_Series(family, labels))
+    def collect(self) -> Iterator[Metric]:
+        """prometheus_client's collector protocol: every family, one series per VMI/device."""
+        reports = [((self._node, *key.split("/", 1)), st) for key, st in self._latest.items()]
+        yield from _vmi_families(reports)
+        yield _vcpu_family(reports)
+        yield from _device_families(reports, _NET_FAMILIES, "interface", lambda s: s.net)
+        yield from _device_families(reports, _BLOCK_FAMILIES, "drive", lambda s: s.block)
+        yield from _migration_families(reports)
 
 
-def _counter(registry: Registry, name: str, labels: tuple[str, ...]) -> Counter:
-    return registry.counter(name, _HELP[name], labels)
+def _vmi_families(reports: _Reports) -> Iterator[Metric]:
+    for spec in _VMI_FAMILIES:
+        kind = CounterMetricFamily if spec.counter else GaugeMetricFamily
+        family = kind(spec.name, spec.help, labels=VMI_LABELS)
+        for labels, st in reports:
+            family.add_metric(labels, float(spec.read(st)))
+        yield family
 
 
-def _gauge_family(registry: Registry, name: str, labels: tuple[str, ...]) -> Gauge:
-    return registry.gauge(name, _HELP[name], labels)
+def _vcpu_family(reports: _Reports) -> Metric:
+    family = CounterMetricFamily(
+        "kubevirt_vmi_vcpu_seconds_total", _VCPU_HELP, labels=(*VMI_LABELS, "id", "state")
+    )
+    for labels, st in reports:
+        for v in st.vcpu:
+            state = _VCPU_STATES.get(v.state, "unknown")
+            family.add_metric((*labels, str(v.id), state), v.time_ns * _NS)
+    return family
+
+
+def _device_families(
+    reports: _Reports,
+    specs: tuple[_DevSpec[_Dev], ...],
+    label: str,
+    devices: Callable[[DomainStats], tuple[_Dev, ...]],
+) -> Iterator[Metric]:
+    for spec in specs:
+        family = CounterMetricFamily(spec.name, spec.help, labels=(*VMI_LABELS, label))
+        for vmi, stats in reports:
+            for dev in devices(stats):
+                family.add_metric((*vmi, dev.name), float(spec.read(dev)))
+        yield family
+
+
+def _migration_families(reports: _Reports) -> Iterator[Metric]:
+    for name, help_text, field in _MIGRATION_FAMILIES:
+        family = GaugeMetricFamily(name, help_text, labels=VMI_LABELS)
+        for labels, st in reports:
+            if st.migration is not None:
+                family.add_metric(labels, float(getattr(st.migration, field)))
+        yield family

@@ -24,6 +24,7 @@ import structlog
 from handler import commands
 from handler.domains import DomainCache, DomainRecord
 from handler.errors import Superseded, SyncError
+from handler.guest import GuestFacts
 from handler.hotplug import HotplugVolumes
 from handler.launchers import (
     LauncherPort,
@@ -40,7 +41,6 @@ from shared.kube import DiscardRecorder, EventType, KubeError, NotFound, Recorde
 from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     Clock,
-    GuestOSInfo,
     MigrationState,
     VirtualMachineInstance,
     VMIPhase,
@@ -98,7 +98,7 @@ class _Local:
     uid: str
     pod_uid: str | None = None  # the launcher pod last found here (kept if activePods drops it)
     stop: StopState | None = None
-    guest_info: GuestOSInfo | None = None
+    guest: GuestFacts | None = None  # while the guest agent is connected
     launcher_deleted: bool = False
     written: tuple[str | None, VirtualMachineInstance] | None = None
 
@@ -111,7 +111,7 @@ class _Pass:
     local: _Local
     launcher: LauncherPort
     error: SyncError | None = None
-    guest_info: GuestOSInfo | None = None
+    guest: GuestFacts | None = None
     migration_state: MigrationState | None = None
     volume_status: tuple[VolumeStatus, ...] | None = None
     revisit: list[float] = field(default_factory=list)
@@ -287,16 +287,12 @@ class Reconciler:
         record = self._d.domains.get(step.vmi.uid)
         local = step.local
         if record is None or record.is_off or not record.status.agent_connected:
-            local.guest_info = None  # fetched again when the agent comes back
+            local.guest = None  # asked again when the agent comes back
             return
-        if local.guest_info is None:
-            try:
-                local.guest_info = await commands.guest_os_info(step.launcher)
-            except SyncError as exc:
-                log.info("guest_info_unavailable", error=exc.message)
-                step.revisit.append(self._o.guest_info_retry)
-                return
-        step.guest_info = local.guest_info
+        local.guest = local.guest or GuestFacts()
+        if await local.guest.refresh(step.launcher):
+            step.revisit.append(self._o.guest_info_retry)
+        step.guest = local.guest
 
     def _mark_missing(self, vmi: VirtualMachineInstance) -> None:
         record = self._d.domains.get(vmi.uid)
@@ -355,7 +351,8 @@ class Reconciler:
             verdict=verdict,
             stopping=stopping,
             sync_error=step.error,
-            guest_info=step.guest_info,
+            guest_info=step.guest.info if step.guest else None,
+            guest_interfaces=step.guest.interfaces if step.guest else None,
         )
         status = next_status(vmi, observed, now=format_time(self._d.wall()))
         if step.migration_state is not None:

@@ -1,7 +1,8 @@
 """The VMI status the handler wants, computed from what it observed (pure).
 
 Only what the handler owns is touched: phase (from Scheduled on), reason,
-phaseTransitionTimestamps, interfaces (filled once), guestOSInfo, and the conditions
+phaseTransitionTimestamps, interfaces (the guest agent's names and addresses),
+guestOSInfo, fsFreezeStatus, and the conditions
 Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
@@ -49,6 +50,7 @@ class Observed:
     stopping: bool = False
     sync_error: SyncError | None = None
     guest_info: GuestOSInfo | None = None
+    guest_interfaces: tuple[VMIInterfaceStatus, ...] | None = None  # None: agent not asked
 
 
 def next_status(vmi: VirtualMachineInstance, obs: Observed, *, now: str) -> VMIStatus:
@@ -66,6 +68,13 @@ def next_status(vmi: VirtualMachineInstance, obs: Observed, *, now: str) -> VMIS
         status = dataclasses.replace(status, reason=str(obs.verdict.failure.reason))
     if phase is VMIPhase.RUNNING and not status.interfaces:
         status = dataclasses.replace(status, interfaces=spec_interfaces(vmi))
+    if phase is VMIPhase.RUNNING and obs.guest_interfaces is not None:
+        merged = with_guest_interfaces(vmi, status.interfaces, obs.guest_interfaces)
+        if merged != status.interfaces:
+            status = dataclasses.replace(status, interfaces=merged)
+    frozen = "frozen" if phase is VMIPhase.RUNNING and _fs_frozen(obs.domain) else None
+    if frozen != status.fs_freeze_status:
+        status = dataclasses.replace(status, fs_freeze_status=frozen)
     if obs.guest_info is not None and obs.guest_info != status.guest_os_info:
         status = dataclasses.replace(status, guest_os_info=obs.guest_info)
     for type_, cond in wanted_conditions(vmi, obs).items():
@@ -181,6 +190,44 @@ def spec_interfaces(vmi: VirtualMachineInstance) -> tuple[VMIInterfaceStatus, ..
     """status.interfaces from the spec (name, and the MAC when the spec pins one); the
     controller fills them with the pod IP at the handoff, this is the fallback."""
     return vmi.interface_statuses(pod_ip=None)
+
+
+def _fs_frozen(domain: DomainRecord | None) -> bool:
+    """status.fsFreezeStatus "frozen" while the launcher has the filesystems frozen."""
+    return domain is not None and not domain.is_off and domain.status.fs_frozen
+
+
+def with_guest_interfaces(
+    vmi: VirtualMachineInstance,
+    current: tuple[VMIInterfaceStatus, ...],
+    guest: tuple[VMIInterfaceStatus, ...],
+) -> tuple[VMIInterfaceStatus, ...]:
+    """status.interfaces with what the guest agent reports: each VMI interface it matched
+    (by MAC) gets the guest's interface name and addresses and infoSource "domain,
+    guest-agent"; a masquerade interface keeps the pod's IP, which is where the guest is
+    reached (its own address is QEMU's NAT-internal one); interfaces the guest has
+    beyond the VMI's are listed with infoSource "guest-agent"."""
+    by_name = {g.name: g for g in guest if g.name}
+    nat = {i.name for i in vmi.spec.domain.devices.interfaces if i.masquerade is not None}
+    out = []
+    for cur in (c for c in current if c.info_source != "guest-agent"):  # the agent's own: anew
+        g = by_name.get(cur.name) if cur.name else None
+        if g is None:
+            out.append(cur)
+            continue
+        keep = cur.name in nat and bool(cur.ip_address)
+        out.append(
+            dataclasses.replace(
+                cur,
+                interface_name=g.interface_name,
+                mac=cur.mac or g.mac,
+                ip_address=cur.ip_address if keep else g.ip_address,
+                ip_addresses=cur.ip_addresses if keep else g.ip_addresses,
+                info_source="domain, guest-agent",
+            )
+        )
+    known = {c.name for c in out}
+    return (*out, *(g for g in guest if not g.name or g.name not in known))
 
 
 def _synchronized(error: SyncError | None) -> VMICondition | None:

@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from launcher.errors import CommandError
-from launcher.guest import filesystems, guest_info, users
+from launcher.guest import filesystems, guest_info, interfaces, users
 from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
@@ -18,6 +18,7 @@ from shared.wire.launcher_api import (
     AttachVolumeArgs,
     DetachVolumeArgs,
     ForwardPortArgs,
+    FreezeArgs,
     Method,
     NoArgs,
     SyncArgs,
@@ -58,6 +59,14 @@ async def _guest_ping(manager: DomainManager) -> bool:
     return True
 
 
+async def _freeze(manager: DomainManager, args: Mapping[str, Any]) -> None:
+    await manager.freezer.freeze(FreezeArgs.from_wire(args).unfreeze_timeout_seconds)
+
+
+async def _unfreeze(manager: DomainManager) -> None:
+    await manager.freezer.thaw()
+
+
 COMMANDS: Mapping[Method, Op] = {
     Method.PING: _no_args(_ping),
     Method.SYNC: _sync,
@@ -73,6 +82,10 @@ COMMANDS: Mapping[Method, Op] = {
     Method.GET_GUEST_INFO: _no_args(guest_info),
     Method.GET_USERS: _no_args(users),
     Method.GET_FILESYSTEMS: _no_args(filesystems),
+    Method.GET_INTERFACES: _no_args(interfaces),
+    Method.FREEZE: _freeze,
+    Method.UNFREEZE: _no_args(_unfreeze),
+    Method.RESET: _no_args(DomainManager.reset),
 }
 
 

@@ -64,3 +64,21 @@ async def filesystems(manager: DomainManager) -> dict[str, Any]:
             for fs in raw
         ]
     }
+
+
+async def interfaces(manager: DomainManager) -> dict[str, Any]:
+    """The guest agent's interfaces: the VMI interface each is (by MAC), the guest's name
+    for it and its addresses; no items while no agent is connected."""
+    found = await manager.guest_interfaces()
+    names = await manager.device_names() if found else None
+    return {
+        "items": [
+            {
+                "name": names.macs.get(g.mac, "") if names else "",
+                "interfaceName": g.name,
+                "mac": g.mac,
+                "ipAddresses": list(g.ip_addresses),
+            }
+            for g in found
+        ]
+    }

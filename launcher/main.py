@@ -169,6 +169,7 @@ async def _serve(
             tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
             tg.create_task(migrations.source.run(), name="migrations")
+            tg.create_task(manager.freezer.run(), name="auto-thaw")
             await started.wait()
             await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
             await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)

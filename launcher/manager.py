@@ -15,15 +15,18 @@ from typing import Any, Protocol
 import structlog
 
 from launcher import domxml
+from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
 from launcher.domxml import DomainPlan
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
+from launcher.freeze import Freezer
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import LifecycleEvent, reason_name
+from launcher.virt import JobStats, LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
+from shared.wire.errors import CommandFailed
 from shared.wire.migration import MigrationInfo, MigrationPhase, MigrationRole
-from shared.wire.stats import DomainStats
+from shared.wire.stats import DomainStats, MigrationJobStats
 
 log = structlog.get_logger("launcher.manager")
 
@@ -47,6 +50,11 @@ class VirtPort(Protocol):
     async def destroy(self, name: str) -> None: ...
     async def undefine(self, name: str) -> None: ...
     async def stats(self, name: str) -> DomainStats: ...
+    async def domain_xml(self, name: str) -> str: ...
+    async def fs_freeze(self, name: str) -> int: ...
+    async def fs_thaw(self, name: str) -> int: ...
+    async def reset(self, name: str) -> None: ...
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any: ...
 
 
@@ -95,6 +103,7 @@ class DomainManager:
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
         self.shared_disks: frozenset[str] = frozenset()  # target devs on shared storage
+        self.freezer = Freezer(virt, identity.domain, on_change=self._frozen_or_thawed)
 
     @property
     def deleted(self) -> asyncio.Event:
@@ -139,6 +148,10 @@ class DomainManager:
     def _built(self, plan: DomainPlan) -> None:
         self.xml = domxml.build(plan)
         self.shared_disks = frozenset(d.target for d in plan.disks if d.shared)
+
+    def _frozen_or_thawed(self) -> None:
+        """Push the domain's status (fsFrozen) to the handler, as for any domain event."""
+        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, "FSFreeze"))
 
     def set_migration(self, info: MigrationInfo) -> None:
         """Record migration progress and push it to the handler with the domain's status."""
@@ -198,6 +211,7 @@ class DomainManager:
             agent_connected=self._flags.agent_connected and state not in OFF_STATES,
             graceful_shutdown=self._flags.graceful_shutdown,
             migration=migration.to_wire() if migration is not None else {},
+            fs_frozen=self.freezer.frozen and state not in OFF_STATES,
         )
 
     async def pause(self) -> DomainStatus:
@@ -244,6 +258,11 @@ class DomainManager:
             if found is not None and found[0] not in GOING_OFF:
                 raise
 
+    async def reset(self) -> DomainStatus:
+        """Hard reset (KubeVirt's VMI reset): the guest restarts at once, no ACPI."""
+        await self._virt.reset(self._id.domain)
+        return await self.status()
+
     async def soft_reboot(self) -> DomainStatus:
         await self._virt.reboot(self._id.domain)
         return await self.status()
@@ -258,7 +277,44 @@ class DomainManager:
         self._flags.deleted.set()
 
     async def stats(self) -> DomainStats:
-        return await self._virt.stats(self._id.domain)
+        """libvirt's counters under the VMI's disk and interface names; user-network
+        interfaces' from the guest agent; an outgoing migration's progress while it runs."""
+        raw = await self._virt.stats(self._id.domain)
+        names = await self.device_names()
+        guest = await self.guest_interfaces() if names.user_nics else ()
+        stats = named(raw, names, guest)
+        info = self._flags.migration
+        if (
+            info is not None
+            and info.role is MigrationRole.SOURCE
+            and info.phase is MigrationPhase.RUNNING
+        ):
+            job = await self._virt.job_stats(self._id.domain)
+            stats = dataclasses.replace(
+                stats,
+                migration=MigrationJobStats(
+                    data_total=job.data_total or 0,
+                    data_processed=job.data_processed or 0,
+                    data_remaining=job.data_remaining or 0,
+                    dirty_rate_bps=job.memory_dirty_rate or 0,
+                    memory_bps=job.memory_bps or 0,
+                ),
+            )
+        return stats
+
+    async def device_names(self) -> DeviceNames:
+        """libvirt's device names → the VMI's, from the running definition."""
+        return device_names(await self._virt.domain_xml(self._id.domain))
+
+    async def guest_interfaces(self) -> tuple[GuestInterface, ...]:
+        """The guest agent's interfaces (none while no agent is connected)."""
+        if not self._flags.agent_connected:
+            return ()
+        try:
+            return guest_interfaces(await self.agent("guest-network-get-interfaces"))
+        except CommandFailed as exc:
+            log.info("guest_interfaces_unavailable", error=str(exc))
+            return ()
 
     async def agent(self, command: str) -> Any:
         return await self._virt.agent_command(self._id.domain, command)

@@ -20,7 +20,7 @@ import structlog
 
 from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
 from shared.wire.domain import DomainState
-from shared.wire.stats import BlockStats, DomainStats, NetStats
+from shared.wire.stats import BlockStats, DomainStats, NetStats, VcpuStats
 
 log = structlog.get_logger("launcher.virt")
 T = TypeVar("T")
@@ -74,6 +74,8 @@ class JobStats:
     data_total: int | None = None
     data_processed: int | None = None
     data_remaining: int | None = None
+    memory_dirty_rate: int | None = None
+    memory_bps: int | None = None
 
 
 def _opt(raw: dict[str, Any], key: str) -> int | None:
@@ -255,7 +257,27 @@ class Virt:
             data_total=_opt(raw, "data_total"),
             data_processed=_opt(raw, "data_processed"),
             data_remaining=_opt(raw, "data_remaining"),
+            memory_dirty_rate=_opt(raw, "memory_dirty_rate"),
+            memory_bps=_opt(raw, "memory_bps"),
         )
+
+    async def fs_freeze(self, name: str) -> int:
+        """Freeze the guest's filesystems through its agent; how many were frozen."""
+        frozen: int = await self._call((await self._domain(name)).fsFreeze, None, 0)
+        return frozen
+
+    async def fs_thaw(self, name: str) -> int:
+        thawed: int = await self._call((await self._domain(name)).fsThaw, None, 0)
+        return thawed
+
+    async def reset(self, name: str) -> None:
+        """A hard reset, as the reset button (no guest cooperation)."""
+        await self._call((await self._domain(name)).reset, 0)
+
+    async def domain_xml(self, name: str) -> str:
+        """The running definition (live device names, aliases, generated MACs)."""
+        xml: str = await self._call((await self._domain(name)).XMLDesc, 0)
+        return xml
 
     async def stats(self, name: str) -> DomainStats:
         dom = await self._domain(name)
@@ -340,39 +362,57 @@ def _typed(exc: Any) -> Exception:
 
 
 def _parse_stats(raw: dict[str, Any]) -> DomainStats:
-    def count(prefix: str) -> int:
-        return int(raw.get(f"{prefix}.count", 0))
+    """libvirt's typed parameters (device names as libvirt knows them: vda, vnet0)."""
+
+    def num(key: str) -> int:
+        return int(raw.get(key, 0))
 
     block = tuple(
         BlockStats(
             name=str(raw.get(f"block.{i}.name", i)),
-            read_bytes=int(raw.get(f"block.{i}.rd.bytes", 0)),
-            write_bytes=int(raw.get(f"block.{i}.wr.bytes", 0)),
-            read_requests=int(raw.get(f"block.{i}.rd.reqs", 0)),
-            write_requests=int(raw.get(f"block.{i}.wr.reqs", 0)),
+            read_bytes=num(f"block.{i}.rd.bytes"),
+            write_bytes=num(f"block.{i}.wr.bytes"),
+            read_requests=num(f"block.{i}.rd.reqs"),
+            write_requests=num(f"block.{i}.wr.reqs"),
+            read_time_ns=num(f"block.{i}.rd.times"),
+            write_time_ns=num(f"block.{i}.wr.times"),
+            flush_requests=num(f"block.{i}.fl.reqs"),
+            flush_time_ns=num(f"block.{i}.fl.times"),
         )
-        for i in range(count("block"))
+        for i in range(num("block.count"))
     )
+    # Interfaces without a host device (QEMU user networking) have no name and no counters.
     net = tuple(
         NetStats(
-            name=str(raw.get(f"net.{i}.name", i)),
-            rx_bytes=int(raw.get(f"net.{i}.rx.bytes", 0)),
-            tx_bytes=int(raw.get(f"net.{i}.tx.bytes", 0)),
-            rx_packets=int(raw.get(f"net.{i}.rx.pkts", 0)),
-            tx_packets=int(raw.get(f"net.{i}.tx.pkts", 0)),
+            name=str(raw[f"net.{i}.name"]),
+            rx_bytes=num(f"net.{i}.rx.bytes"),
+            tx_bytes=num(f"net.{i}.tx.bytes"),
+            rx_packets=num(f"net.{i}.rx.pkts"),
+            tx_packets=num(f"net.{i}.tx.pkts"),
+            rx_errors=num(f"net.{i}.rx.errs"),
+            tx_errors=num(f"net.{i}.tx.errs"),
+            rx_dropped=num(f"net.{i}.rx.drop"),
+            tx_dropped=num(f"net.{i}.tx.drop"),
         )
-        for i in range(count("net"))
+        for i in range(num("net.count"))
+        if f"net.{i}.name" in raw
+    )
+    vcpu = tuple(
+        VcpuStats(id=i, state=num(f"vcpu.{i}.state"), time_ns=num(f"vcpu.{i}.time"))
+        for i in range(num("vcpu.maximum") or num("vcpu.current"))
+        if f"vcpu.{i}.state" in raw
     )
     return DomainStats(
-        cpu_time_ns=int(raw.get("cpu.time", 0)),
-        cpu_user_ns=int(raw.get("cpu.user", 0)),
-        cpu_system_ns=int(raw.get("cpu.system", 0)),
-        vcpus=int(raw.get("vcpu.current", 0)),
-        memory_actual_kib=int(raw.get("balloon.current", 0)),
-        memory_rss_kib=int(raw.get("balloon.rss", 0)),
-        memory_available_kib=int(raw.get("balloon.available", 0)),
-        memory_usable_kib=int(raw.get("balloon.usable", 0)),
-        memory_unused_kib=int(raw.get("balloon.unused", 0)),
+        cpu_time_ns=num("cpu.time"),
+        cpu_user_ns=num("cpu.user"),
+        cpu_system_ns=num("cpu.system"),
+        vcpus=num("vcpu.current"),
+        memory_actual_kib=num("balloon.current"),
+        memory_rss_kib=num("balloon.rss"),
+        memory_available_kib=num("balloon.available"),
+        memory_usable_kib=num("balloon.usable"),
+        memory_unused_kib=num("balloon.unused"),
         block=block,
         net=net,
+        vcpu=vcpu,
     )

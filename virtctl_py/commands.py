@@ -22,7 +22,7 @@ from shared.kube import (
 from shared.model import VirtualMachine, VirtualMachineInstance
 from virtctl_py import lifecycle, manifests
 from virtctl_py.errors import CliError, Exit
-from virtctl_py.output import render
+from virtctl_py.output import epoch_time, render
 from virtctl_py.session import Target
 from virtctl_py.wait import wait_until
 
@@ -156,7 +156,8 @@ async def guest_query(kube: KubeClient, target: Target, args: argparse.Namespace
     data = await kube.call_subresource(
         "GET", VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub
     )
-    return render(data, fmt=args.output, columns=GUEST_COLUMNS.get(sub, ()))
+    formats = {"loginTime": epoch_time}
+    return render(data, fmt=args.output, columns=GUEST_COLUMNS.get(sub, ()), formats=formats)
 
 
 async def expose(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:

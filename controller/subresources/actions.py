@@ -1,8 +1,9 @@
 """The imperative actions: their resource, URL name, HTTP method and RBAC verb, written once.
 
-VMI actions (pause, console …) are forwarded to the handler of the VMI's node; VM actions
-(start, stop, restart, migrate) are object writes made here (`vmactions`, `vmhttp`), as are
-addvolume/removevolume on either (`volumes`, `volhttp`).
+VMI actions (pause, console, freeze, reset …) are forwarded to the handler of the VMI's
+node; VM actions (start, stop, restart, migrate) are object writes made here (`vmactions`,
+`vmhttp`), as are addvolume/removevolume on either (`volumes`, `volhttp`); the extras (SEV,
+memory dumps, expand-spec) are answered here (`extras`).
 Discovery, routing, the SubjectAccessReview verb and the RBAC manifests' drift test all
 read these tables, so adding an action is one line here (plus its implementation).
 """
@@ -32,6 +33,9 @@ class Action(StrEnum):
     CONSOLE = "console"
     VNC = "vnc"
     PORT_FORWARD = "portforward"  # …/portforward/<port>[/<protocol>]: a TCP tunnel
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
+    RESET = "reset"
 
 
 class VMAction(StrEnum):
@@ -50,11 +54,25 @@ class VolumeAction(StrEnum):
     REMOVE = "removevolume"
 
 
+class ExtraAction(StrEnum):
+    """Subresources served by controller.subresources.extras: SEV and memory dumps answer
+    "not supported"; expand-spec returns the VM with its instancetype and preference
+    applied."""
+
+    SEV_FETCH_CERT_CHAIN = "sev/fetchcertchain"
+    SEV_QUERY_LAUNCH_MEASUREMENT = "sev/querylaunchmeasurement"
+    SEV_SETUP_SESSION = "sev/setupsession"
+    SEV_INJECT_LAUNCH_SECRET = "sev/injectlaunchsecret"
+    EXPAND_SPEC = "expand-spec"
+    MEMORY_DUMP = "memorydump"
+    REMOVE_MEMORY_DUMP = "removememorydump"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionSpec:
     """How an action is called: PUT → verb update (a state change), GET → verb get."""
 
-    action: Action | VMAction | VolumeAction
+    action: Action | VMAction | VolumeAction | ExtraAction
     method: str
     stream: bool = False  # a websocket, relayed rather than answered
     resource: str = RESOURCE
@@ -75,6 +93,9 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
     Action.VNC: ActionSpec(action=Action.VNC, method="GET", stream=True),
     Action.PORT_FORWARD: ActionSpec(action=Action.PORT_FORWARD, method="GET", stream=True),
+    Action.FREEZE: ActionSpec(action=Action.FREEZE, method="PUT"),
+    Action.UNFREEZE: ActionSpec(action=Action.UNFREEZE, method="PUT"),
+    Action.RESET: ActionSpec(action=Action.RESET, method="PUT"),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
@@ -90,10 +111,26 @@ VOLUME_ACTIONS: Mapping[tuple[str, VolumeAction], ActionSpec] = {
     for r in (RESOURCE, VM_RESOURCE)
     for a in VolumeAction
 }
+EXTRA_ACTIONS: Mapping[ExtraAction, ActionSpec] = {
+    ExtraAction(spec.action): spec
+    for spec in (
+        ActionSpec(action=ExtraAction.SEV_FETCH_CERT_CHAIN, method="GET"),
+        ActionSpec(action=ExtraAction.SEV_QUERY_LAUNCH_MEASUREMENT, method="GET"),
+        ActionSpec(action=ExtraAction.SEV_SETUP_SESSION, method="PUT"),
+        ActionSpec(action=ExtraAction.SEV_INJECT_LAUNCH_SECRET, method="PUT"),
+        ActionSpec(action=ExtraAction.EXPAND_SPEC, method="GET", resource=VM_RESOURCE),
+        ActionSpec(action=ExtraAction.MEMORY_DUMP, method="PUT", resource=VM_RESOURCE),
+        ActionSpec(action=ExtraAction.REMOVE_MEMORY_DUMP, method="PUT", resource=VM_RESOURCE),
+    )
+}
+# Namespaced resources of the group that are not subresources of an object: name → verb.
+# expand-vm-spec: PUT a VirtualMachine, get it back expanded (virtctl expand --file).
+TOP_LEVEL: Mapping[str, str] = {"expand-vm-spec": "update"}
 ALL_ACTIONS: tuple[ActionSpec, ...] = (
     *ACTIONS.values(),
     *(s for (r, _), s in VOLUME_ACTIONS.items() if r == RESOURCE),
     *VM_ACTIONS.values(),
     *(s for (r, _), s in VOLUME_ACTIONS.items() if r == VM_RESOURCE),
     VM_PORT_FORWARD,
+    *EXTRA_ACTIONS.values(),
 )

@@ -11,6 +11,8 @@
         authenticate → SubjectAccessReview → plan → object writes → 202 (vmhttp)
     /apis/<group>/v1/namespaces/<ns>/{virtualmachineinstances,virtualmachines}/<name>/
         {addvolume,removevolume}: the same, on the spec's volumes (volhttp)
+    …/virtualmachines/<name>/{expand-spec,memorydump,removememorydump}, …/<vmi>/sev/<op>
+        authenticate → SubjectAccessReview → answered here (extras)
 
 Discovery, version and healthz need the front proxy but no review (kube-apiserver
 authorized them; KubeVirt's virt-api does the same). Every action is reviewed.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,7 +55,10 @@ from controller.subresources.errors import (
     VmiRef,
     status_body,
 )
+from controller.subresources.extras import Expander, Extras
+from controller.subresources.extras import add_routes as add_extra_routes
 from controller.subresources.forward import CONSOLE_PROTOCOLS
+from controller.subresources.freeze import action_args
 from controller.subresources.frontproxy import FrontProxy
 from controller.subresources.locate import ClusterReader, Target, locate
 from controller.subresources.vmhttp import VmActions, VmStore, Writes
@@ -73,7 +78,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class Forwarder(Protocol):
     """How actions reach the handler (HandlerForwarder; fakes in unit tests)."""
 
-    async def call(self, target: Target, spec: ActionSpec) -> bytes: ...
+    async def call(
+        self, target: Target, spec: ActionSpec, *, args: Mapping[str, Any] | None = None
+    ) -> bytes: ...
 
     def stream(
         self, target: Target, spec: ActionSpec, *, subpath: str = ""
@@ -95,6 +102,7 @@ class AppDeps:
     requests: Counter  # kubevirt_subresource_requests_total{action,code}
     vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
     volumes: Writes | None = None  # addvolume/removevolume (None: not served)
+    expander: Expander | None = None  # expand-spec (controller.subresources.extras)
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0
     heartbeat: float = 30.0
@@ -110,6 +118,8 @@ def build_app(deps: AppDeps) -> web.Application:
     app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
     app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
+    extras = Extras(authorizer=deps.authorizer, expander=deps.expander)
+    add_extra_routes(app, extras, lambda request: request[USER_KEY])
     if deps.volumes is not None:  # before the generic action routes, which would match too
         volume_actions = VolumeActions(authorizer=deps.authorizer, client=deps.volumes)
 
@@ -208,7 +218,8 @@ class _Actions:
             target = await locate(self._deps.reader, vmi)
             if ws is not None:
                 return await self._stream(request, ws, target, spec)
-            body = await self._deps.forwarder.call(target, spec)
+            args = await action_args(request, spec, vmi)
+            body = await self._deps.forwarder.call(target, spec, args=args)
             log.info("subresource_forwarded", node=target.node)
             if spec.method == "PUT":
                 return web.Response(status=200)

@@ -12,7 +12,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from controller.subresources.actions import ALL_ACTIONS, GROUP, GROUP_VERSION, VERSION
+from controller.subresources.actions import ALL_ACTIONS, GROUP, GROUP_VERSION, TOP_LEVEL, VERSION
 
 DISTRIBUTION = "kubevirt-py"
 KINDS = {"virtualmachineinstances": "VirtualMachineInstance", "virtualmachines": "VirtualMachine"}
@@ -44,6 +44,10 @@ def api_resource_list() -> dict[str, Any]:
             "verbs": [spec.verb],
         }
         for spec in ALL_ACTIONS
+    ]
+    resources += [
+        {"name": name, "singularName": "", "namespaced": True, "kind": "", "verbs": [verb]}
+        for name, verb in TOP_LEVEL.items()
     ]
     return {
         "kind": "APIResourceList",

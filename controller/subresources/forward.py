@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -60,14 +61,20 @@ class HandlerForwarder:
         self._tls = tls
         self._options = options
 
-    async def call(self, target: Target, spec: ActionSpec) -> bytes:
-        """The handler's answer body (JSON) to a PUT or GET action."""
+    async def call(
+        self, target: Target, spec: ActionSpec, *, args: Mapping[str, Any] | None = None
+    ) -> bytes:
+        """The handler's answer body (JSON) to a PUT or GET action (`args` as its body)."""
         url = handler_url(target, spec)
         try:
             async with (
                 asyncio.timeout(self._options.timeout),
                 self._session.request(
-                    spec.method, url, ssl=self._tls, server_hostname=self._options.server_name
+                    spec.method,
+                    url,
+                    ssl=self._tls,
+                    server_hostname=self._options.server_name,
+                    json=dict(args) if args else None,
                 ) as resp,
             ):
                 body = await resp.read()

@@ -21,11 +21,13 @@ from aiohttp import web
 from controller.subresources.app import AppDeps, build_app
 from controller.subresources.authz import Authorizer, Creates, SarAuthorizer
 from controller.subresources.config import SubresourceConfig
+from controller.subresources.extras import KubeExpander
 from controller.subresources.forward import ForwardOptions, HandlerForwarder
 from controller.subresources.frontproxy import FrontProxy, keep_current, wait_for_config
 from controller.subresources.locate import ClusterReader, Gets, KubeReader
 from controller.subresources.tls import handler_client_context, serving_context
 from controller.subresources.vmhttp import KubeVmStore, VmStore, Writes
+from controller.vm_revisions import RevisionClient
 from shared.kube import Registry
 from shared.kube.ratelimit import BackoffPolicy
 
@@ -34,7 +36,7 @@ log = structlog.get_logger("controller.subresources")
 STARTUP_BACKOFF = BackoffPolicy(initial=0.5, cap=30.0)
 
 
-class Kube(Gets, Creates, Writes, Protocol):
+class Kube(Gets, Creates, Writes, RevisionClient, Protocol):
     """What the server needs of KubeClient: reads, SubjectAccessReviews, the VM verbs' writes."""
 
 
@@ -87,6 +89,7 @@ class SubresourceServer:
                 requests=self._requests,
                 vms=self._vms,
                 volumes=self._client,
+                expander=KubeExpander(self._client),
                 write_timeout=cfg.write_timeout,
                 heartbeat=cfg.heartbeat,
             )

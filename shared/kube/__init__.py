@@ -38,7 +38,7 @@ from shared.kube.events import (
     RecorderConfig,
 )
 from shared.kube.expectations import Expectations
-from shared.kube.health import HealthConfig, HealthServer, build_app
+from shared.kube.health import HealthConfig, HealthServer, build_app, serving_tls
 from shared.kube.informer import Handlers, Informer, InformerConfig, Source, raw, wait_for_sync
 from shared.kube.leader import LeaderConfig, LeaderElector, LeadershipLost
 from shared.kube.listwatch import ListWatch, Selector
@@ -155,6 +155,7 @@ __all__ = [
     "default_indexers",
     "object_key",
     "raw",
+    "serving_tls",
     "split_key",
     "wait_for_sync",
 ]

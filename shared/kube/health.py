@@ -2,7 +2,9 @@
 
 Kubelet probes /healthz (the loop answers) and /readyz (the daemon's own readiness
 callback: informers synced, leader or standby, devices ready …); Prometheus scrapes
-/metrics from the daemon's `Registry`.
+/metrics from the daemon's `Registry`. With a serving certificate (`serving_tls`) all three
+are HTTPS, as KubeVirt serves them (kubelet probes with scheme HTTPS; Prometheus scrapes
+with scheme https).
 
     server = HealthServer(HealthConfig(port=8443), registry, ready=lambda: synced.is_set())
     tg.create_task(server.run())          # serves until cancelled, then cleans up
@@ -11,8 +13,10 @@ callback: informers synced, leader or standby, devices ready …); Prometheus sc
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -35,6 +39,18 @@ class HealthConfig:
     port: int = 8443
     shutdown_timeout: float = 5.0
     collect_deadline: float = 5.0  # a slow collect delays only the scrape, then is dropped
+    tls: ssl.SSLContext | None = None  # HTTPS, as KubeVirt serves its metrics (serving_tls)
+
+
+def serving_tls(cert_dir: Path | None) -> ssl.SSLContext | None:
+    """HTTPS with the mounted kubernetes.io/tls Secret in `cert_dir` (tls.crt, tls.key);
+    None (plain HTTP) when no directory is given or it holds no such pair."""
+    if cert_dir is None or not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key")):
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    return ctx
 
 
 def build_app(
@@ -108,10 +124,13 @@ class HealthServer:
         runner = web.AppRunner(self._app, shutdown_timeout=self._config.shutdown_timeout)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self._config.host, self._config.port)
+            cfg = self._config
+            site = web.TCPSite(runner, cfg.host, cfg.port, ssl_context=cfg.tls)
             await site.start()
             self.bound_port = _bound_port(runner)
-            log.info("health_server_started", host=self._config.host, port=self.bound_port)
+            log.info(
+                "health_server_started", host=cfg.host, port=self.bound_port, https=bool(cfg.tls)
+            )
             self.started.set()
             await asyncio.Event().wait()
         finally:

@@ -1,8 +1,11 @@
-"""A small Prometheus registry: counters, gauges and histograms with labels, text format 0.0.4.
+"""Each daemon's Prometheus registry: counters, gauges and histograms with labels, served
+through prometheus_client's `CollectorRegistry` and its text exposition.
 
-Why not prometheus-client: the daemons need a few dozen series, readable from tests and
-benchmarks without scraping, and no process-global default registry (each daemon — and
-each test — builds its own `Registry` and passes it in).
+Every family here is a prometheus_client custom collector over plain value holders, so
+tests and benchmarks read values without scraping, and there is no process-global
+default registry (each daemon — and each test — builds its own `Registry` and passes it
+in). Collectors computed at scrape time (the handler's per-VMI domain stats, the
+controller's VMI/VM/VMIM info series) are added with `Registry.add`.
 
 Families are get-or-create: asking twice for the same name, type and label names returns
 the same family, so every work queue shares `kubevirt_workqueue_*` and differs by label.
@@ -11,8 +14,17 @@ the same family, so every work queue shares `kubevirt_workqueue_*` and differs b
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import ClassVar, Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Generic, TypeVar
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 # Prometheus' default buckets (seconds).
 DEFAULT_BUCKETS: tuple[float, ...] = (
@@ -104,10 +116,8 @@ class HistogramChild:
 _Child = TypeVar("_Child", CounterChild, GaugeChild, HistogramChild)
 
 
-class _Family(Generic[_Child]):
+class _Family(Collector, Generic[_Child]):
     """A metric name with its label names and one child per label-value combination."""
-
-    TYPE: ClassVar[str] = ""
 
     def __init__(self, name: str, help_text: str, label_names: Sequence[str]) -> None:
         self.name = name
@@ -144,21 +154,16 @@ class _Family(Generic[_Child]):
         """Every (label values, child) pair, in insertion order."""
         return iter(list(self._children.items()))
 
-    def render(self) -> Iterator[str]:
-        """The text-format lines of this family."""
-        yield f"# HELP {self.name} {_escape_help(self.help)}"
-        yield f"# TYPE {self.name} {self.TYPE}"
-        for values, child in self.series():
-            yield from self._render_child(values, child)
+    def collect(self) -> Iterable[Metric]:
+        """prometheus_client's collector protocol: this family with every series."""
+        yield self._metric()
 
-    def _render_child(self, values: LabelValues, child: _Child) -> Iterator[str]:
+    def _metric(self) -> Metric:
         raise NotImplementedError
 
 
 class Counter(_Family[CounterChild]):
     """A monotonically increasing count."""
-
-    TYPE = "counter"
 
     def _new_child(self) -> CounterChild:
         return CounterChild()
@@ -171,14 +176,15 @@ class Counter(_Family[CounterChild]):
         """The sum over every series."""
         return sum(c.value for _, c in self.series())
 
-    def _render_child(self, values: LabelValues, child: CounterChild) -> Iterator[str]:
-        yield f"{self.name}{_labels(self.label_names, values)} {_num(child.value)}"
+    def _metric(self) -> Metric:
+        family = CounterMetricFamily(self.name, self.help, labels=self.label_names)
+        for values, child in self.series():
+            family.add_metric(values, child.value)
+        return family
 
 
 class Gauge(_Family[GaugeChild]):
     """A value that goes up and down."""
-
-    TYPE = "gauge"
 
     def _new_child(self) -> GaugeChild:
         return GaugeChild()
@@ -187,14 +193,15 @@ class Gauge(_Family[GaugeChild]):
         """The current value of one series."""
         return self.labels(*values, **by_name).value
 
-    def _render_child(self, values: LabelValues, child: GaugeChild) -> Iterator[str]:
-        yield f"{self.name}{_labels(self.label_names, values)} {_num(child.value)}"
+    def _metric(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.help, labels=self.label_names)
+        for values, child in self.series():
+            family.add_metric(values, child.value)
+        return family
 
 
 class Histogram(_Family[HistogramChild]):
     """Observations counted into cumulative buckets."""
-
-    TYPE = "histogram"
 
     def __init__(
         self, name: str, help_text: str, label_names: Sequence[str], *, buckets: Sequence[float]
@@ -207,26 +214,30 @@ class Histogram(_Family[HistogramChild]):
     def _new_child(self) -> HistogramChild:
         return HistogramChild(self.buckets)
 
-    def _render_child(self, values: LabelValues, child: HistogramChild) -> Iterator[str]:
-        names = (*self.label_names, "le")
-        for bound, total in child.cumulative():
-            yield f"{self.name}_bucket{_labels(names, (*values, _num(bound)))} {total}"
-        plain = _labels(self.label_names, values)
-        yield f"{self.name}_sum{plain} {_num(child.sum)}"
-        yield f"{self.name}_count{plain} {child.count}"
+    def _metric(self) -> Metric:
+        family = HistogramMetricFamily(self.name, self.help, labels=self.label_names)
+        for values, child in self.series():
+            buckets = [(_bound(bound), float(n)) for bound, n in child.cumulative()]
+            family.add_metric(list(values), buckets, child.sum)
+        return family
 
 
 _F = TypeVar("_F", Counter, Gauge, Histogram)
 
 
 class Registry:
-    """The families of one daemon (or one test), rendered together for /metrics."""
+    """The metrics of one daemon (or one test): a prometheus_client `CollectorRegistry`
+    holding this module's families and any custom collectors, rendered together."""
 
     def __init__(self) -> None:
         self._families: dict[str, Counter | Gauge | Histogram] = {}
+        self.prometheus = CollectorRegistry(auto_describe=False)
 
     def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        """Get or create a counter family."""
+        """Get or create a counter family; its name ends in _total (prometheus_client would
+        otherwise expose it under another name)."""
+        if not name.endswith("_total"):
+            raise ValueError(f"counter {name}: the name must end in _total")
         family = self._families.get(name) or Counter(name, help_text, labels)
         return self._register(family, Counter, labels)
 
@@ -247,45 +258,33 @@ class Registry:
         family = self._families.get(name) or Histogram(name, help_text, labels, buckets=buckets)
         return self._register(family, Histogram, labels)
 
+    def add(self, collector: Collector) -> None:
+        """Register a custom collector, asked for its families at every scrape."""
+        self.prometheus.register(collector)
+
     def get(self, name: str) -> Counter | Gauge | Histogram | None:
         """The family of this name, if registered."""
         return self._families.get(name)
 
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        """One sample's value as a scrape would show it (None when absent); for tests."""
+        return self.prometheus.get_sample_value(name, labels or {})
+
     def render(self) -> str:
-        """Every family in the Prometheus text exposition format."""
-        lines = [line for f in self._families.values() for line in f.render()]
-        return "\n".join(lines) + "\n" if lines else ""
+        """Everything registered, in the Prometheus text exposition format (0.0.4)."""
+        return generate_latest(self.prometheus).decode()
 
     def _register(
         self, family: Counter | Gauge | Histogram, kind: type[_F], labels: Sequence[str]
     ) -> _F:
         if not isinstance(family, kind) or family.label_names != tuple(labels):
             raise ValueError(f"metric {family.name} already registered with another shape")
-        self._families.setdefault(family.name, family)
+        if family.name not in self._families:
+            self._families[family.name] = family
+            self.prometheus.register(family)
         return family
 
 
-def _num(value: float) -> str:
-    value = float(value)
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
-def _escape_value(value: str) -> str:
-    return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")
-
-
-def _labels(names: Sequence[str], values: Sequence[str]) -> str:
-    if not names:
-        return ""
-    pairs = ",".join(f'{n}="{_escape_value(v)}"' for n, v in zip(names, values, strict=True))
-    return "{" + pairs + "}"
+def _bound(bound: float) -> str:
+    """A bucket's `le` as Prometheus writes it (1.0, 0.25, +Inf)."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))

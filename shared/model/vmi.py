@@ -83,6 +83,7 @@ class VMIInterfaceStatus(Model):
     ip_addresses: tuple[str, ...] = ()
     mac: str | None = None
     interface_name: str | None = None
+    info_source: str | None = None  # "domain", "guest-agent" or "domain, guest-agent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,13 +117,13 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     launcher_container_image_version: str | None = None
     migration_method: MigrationMethod | None = None
     volume_status: tuple[VolumeStatus, ...] = ()
+    # The node a drain asked this VMI to leave (set at eviction, cleared once it left).
+    evacuation_node_name: str | None = None
+    fs_freeze_status: str | None = None  # "frozen" while the guest's filesystems are frozen
 
     def volume_state(self, name: str) -> VolumeStatus | None:
         """The volumeStatus entry of a volume, if any."""
         return next((v for v in self.volume_status if v.name == name), None)
-
-    # The node a drain asked this VMI to leave (set at eviction, cleared once it left).
-    evacuation_node_name: str | None = None
 
     @property
     def phase_or_unset(self) -> VMIPhase:

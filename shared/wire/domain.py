@@ -59,6 +59,7 @@ class DomainStatus:
     agent_connected: bool = False
     graceful_shutdown: bool = False
     migration: Mapping[str, Any] = field(default_factory=dict)
+    fs_frozen: bool = False  # the guest's filesystems frozen (VMI freeze)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class DomainStatus:
             "agentConnected": self.agent_connected,
             "gracefulShutdown": self.graceful_shutdown,
             "migration": dict(self.migration),
+            "fsFrozen": self.fs_frozen,
         }
 
     @classmethod
@@ -93,6 +95,7 @@ class DomainStatus:
             agent_connected=_bool(data, "agentConnected"),
             graceful_shutdown=_bool(data, "gracefulShutdown"),
             migration=dict(migration),
+            fs_frozen=_bool(data, "fsFrozen"),
         )
 
 

@@ -35,6 +35,10 @@ class Method(StrEnum):
     GET_GUEST_INFO = "get_guest_info"
     GET_USERS = "get_users"
     GET_FILESYSTEMS = "get_filesystems"
+    GET_INTERFACES = "get_interfaces"
+    FREEZE = "freeze"
+    UNFREEZE = "unfreeze"
+    RESET = "reset"
     PREPARE_MIGRATION_TARGET = "prepare_migration_target"
     MIGRATE = "migrate"
     CANCEL_MIGRATION = "cancel_migration"
@@ -58,6 +62,10 @@ TIERS: Mapping[Method, Tier] = {
     Method.GET_GUEST_INFO: Tier.MEDIUM,
     Method.GET_USERS: Tier.MEDIUM,
     Method.GET_FILESYSTEMS: Tier.MEDIUM,
+    Method.GET_INTERFACES: Tier.MEDIUM,
+    Method.FREEZE: Tier.MEDIUM,
+    Method.UNFREEZE: Tier.MEDIUM,
+    Method.RESET: Tier.MEDIUM,
     Method.PREPARE_MIGRATION_TARGET: Tier.LONG,
     Method.MIGRATE: Tier.MEDIUM,
     Method.CANCEL_MIGRATION: Tier.MEDIUM,
@@ -82,6 +90,26 @@ class SyncArgs:
         if not isinstance(vmi, Mapping):
             raise InvalidArgument("vmi", "expected the VirtualMachineInstance as a map")
         return cls(vmi=vmi)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FreezeArgs:
+    """Freeze: thaw by itself after this many seconds (0: only on unfreeze)."""
+
+    unfreeze_timeout_seconds: float
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"unfreezeTimeoutSeconds": self.unfreeze_timeout_seconds}
+
+    @classmethod
+    def from_wire(cls, args: Mapping[str, Any]) -> Self:
+        extra = sorted(set(args) - {"unfreezeTimeoutSeconds"})
+        if extra:
+            raise InvalidArgument(extra[0], "unknown argument")
+        value = args.get("unfreezeTimeoutSeconds")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise InvalidArgument("unfreezeTimeoutSeconds", "a number of seconds ≥ 0 is required")
+        return cls(unfreeze_timeout_seconds=float(value))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

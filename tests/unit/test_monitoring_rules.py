@@ -6,6 +6,7 @@ or a series recorded in the same file (`promtool` is not available here)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ TOKEN = re.compile(
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
             "unless", "bool", "offset"}  # fmt: skip
 FUNCTIONS = {"sum", "avg", "min", "max", "count", "rate", "irate", "increase", "vector",
-             "absent", "topk", "bottomk", "delta", "time", "clamp_min", "clamp_max"}  # fmt: skip
+             "absent", "topk", "bottomk", "delta", "time", "clamp_min", "clamp_max",
+             "max_over_time", "min_over_time", "avg_over_time", "count_over_time"}  # fmt: skip
 MATCH_OPS = {"=", "!=", "=~", "!~"}
 
 
@@ -100,10 +102,12 @@ def rules() -> list[dict[str, Any]]:
     return [r for g in doc["spec"]["groups"] for r in g["rules"]]
 
 
-def test_service_monitor_honors_labels() -> None:
-    """Every endpoint keeps the daemons' namespace/name labels instead of the target's."""
+def test_service_monitor_honors_labels_and_scrapes_https() -> None:
+    """Every endpoint keeps the daemons' namespace/name labels instead of the target's, and
+    scrapes HTTPS as the daemons serve it (their own certificates, as KubeVirt's)."""
     doc = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
     assert all(e.get("honorLabels") is True for e in doc["spec"]["endpoints"])
+    assert all(e.get("scheme") == "https" and "tlsConfig" in e for e in doc["spec"]["endpoints"])
 
 
 def test_rule_is_kustomized() -> None:
@@ -149,3 +153,27 @@ def test_checker_finds_metric_names() -> None:
     """Label names, functions and keywords are not mistaken for metrics."""
     expr = 'sum by (namespace) (rate(a_total{code=~"5.."}[5m])) / on(pod) b or vector(0)'
     assert metric_names(expr) == {"a_total", "b"}
+
+
+def test_rules_cover_kubevirts_vm_and_migration_alerts() -> None:
+    """VMs in an error state (CrashLoopBackOff among them), Failed VMIs, failed and
+    excessive migrations and too few ready controllers are alerted on."""
+    alerts = {r["alert"] for r in rules() if "alert" in r}
+    assert {
+        "KubeVirtVMStuckInErrorState", "KubeVirtVMInCrashLoopBackOff", "KubeVirtVMIFailed",
+        "KubeVirtVMIMigrationFailed", "KubeVirtVMIExcessiveMigrations", "LowVirtControllersCount",
+    } <= alerts  # fmt: skip
+
+
+def test_dashboard_legends_name_the_disk_and_interface() -> None:
+    """Per-drive and per-interface panels show which disk or interface a line is, and every
+    dashboard query selects only served series."""
+    doc = json.loads((MONITORING / "kubevirt-py-dashboard.json").read_text())
+    targets = [t for p in doc["panels"] for t in p.get("targets", [])]
+    exported = exported_metrics()
+    for t in targets:
+        assert metric_names(t["expr"]) <= exported, t["expr"]
+        if "kubevirt_vmi_network_" in t["expr"]:
+            assert "{{interface}}" in t["legendFormat"], t
+        if "kubevirt_vmi_storage_" in t["expr"]:
+            assert "{{drive}}" in t["legendFormat"], t

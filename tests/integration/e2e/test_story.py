@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl, Placement, deploy
+from tests.integration.scrape import metrics_text
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[3]
@@ -193,10 +193,7 @@ def _assert_rbac_covers_calls(kubectl: Kubectl, ns: str) -> None:
         )
         calls: set[tuple[str, str, str]] = set()
         for pod in pods["items"]:
-            with urllib.request.urlopen(
-                f"http://{pod['status']['podIP']}:8443/metrics", timeout=10
-            ) as resp:
-                text = resp.read().decode()
+            text = metrics_text(pod["status"]["podIP"])
             refused = [line for line in text.splitlines() if 'code="403"' in line]
             assert not refused, f"{pod['metadata']['name']} was refused: {refused}"
             calls |= _calls(text)
@@ -219,18 +216,17 @@ def _assert_metrics(kubectl: Kubectl, vmi: dict[str, Any]) -> None:
         kubectl("get", "pods", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler", "-o", "json")
     )
     (pod,) = [p for p in pods["items"] if p["spec"].get("nodeName") == node]
-    url = f"http://{pod['status']['podIP']}:8443/metrics"
+    address = pod["status"]["podIP"]
 
     def scrape() -> str:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            text: str = resp.read().decode()
+        text = metrics_text(address)
         return (
             text
             if "kubevirt_vmi_cpu_usage_seconds_total{" in text and 'name="demo"' in text
             else ""
         )
 
-    text = _wait(scrape, 60, f"kubevirt_vmi_* series at {url}")
+    text = _wait(scrape, 60, f"kubevirt_vmi_* series at {address}:8443/metrics")
     assert "kubevirt_vmi_memory_resident_bytes" in text
 
 

@@ -82,11 +82,20 @@ async def test_pause_and_unpause(booted: Launcher) -> None:
 
 
 async def test_domain_stats(booted: Launcher) -> None:
-    """Stats report cpu time, memory and the guest's block devices."""
+    """Stats report cpu time, vCPUs, memory and the guest's block devices under the VMI's
+    disk names; the masquerade interface's counters come from the guest agent once it is
+    connected, under the VMI's interface name."""
     stats = await call(booted, Method.GET_DOMAIN_STATS)
     assert stats["cpu_time_ns"] > 0
     assert stats["memory_actual_kib"] == 128 * 1024
-    assert {b["name"] for b in stats["block"]} == {"vda", "sda"}
+    assert {b["name"] for b in stats["block"]} == {"containerdisk", "cloudinit"}
+    assert [v["id"] for v in stats["vcpu"]] == [0]
+
+    async def agent_counters() -> bool:
+        net = (await call(booted, Method.GET_DOMAIN_STATS))["net"]
+        return [n["name"] for n in net] == ["default"] and net[0]["rx_packets"] > 0
+
+    await wait_for(agent_counters, timeout=60, what="the interface's counters from the agent")
 
 
 async def test_sync_is_idempotent(booted: Launcher) -> None:

@@ -175,4 +175,5 @@ async def test_empty_and_host_disks_are_attached(launchers: Factory) -> None:
     assert "scratch-empty.qcow2" in out
     assert str(host_path) in out
     stats = await call(launcher, Method.GET_DOMAIN_STATS)
-    assert {b["name"] for b in stats["block"]} == {"vda", "vdb", "sda", "sdb"}
+    # labelled with the VMI's disk names (KubeVirt's `drive` label), not libvirt's vda/sdb
+    assert {b["name"] for b in stats["block"]} == {"containerdisk", "cloudinit", "scratch", "data"}

@@ -113,9 +113,13 @@ class RecordingTarget:
     commands: list[tuple[str, str, Method]] = field(default_factory=list)
     guest_port: int | None = None
     forwarded: list[int] = field(default_factory=list)
+    args: list[Mapping[str, Any] | None] = field(default_factory=list)
 
-    async def command(self, namespace: str, name: str, method: Method) -> Any:
+    async def command(
+        self, namespace: str, name: str, method: Method, args: Mapping[str, Any] | None = None
+    ) -> Any:
         self.commands.append((namespace, name, method))
+        self.args.append(args)
         if name == NO_AGENT_VMI:
             raise CommandFailed(ErrorCode.AGENT_NOT_CONNECTED, "the guest agent is not connected")
         if method is Method.GET_GUEST_INFO:

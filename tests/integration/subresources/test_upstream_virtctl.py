@@ -1,6 +1,7 @@
 """KubeVirt's own virtctl (v1.8.2, built from Go modules by scripts/build-virtctl) against
 kubevirt-py's subresource API: start, stop, restart, pause, unpause, guestosinfo, vnc
---proxy-only and port-forward (beside virtctl-py's).
+--proxy-only, port-forward (beside virtctl-py's), reset, expand, memory-dump (refused: not
+supported), and freeze/unfreeze through kube-apiserver.
 
 The binary is built when missing (minutes, once; cached outside the repo): a build failure
 fails these tests rather than skipping them. No VM controller or launcher runs here: the
@@ -182,3 +183,43 @@ async def _connect_when_listening(
                 return await asyncio.open_connection("127.0.0.1", port)
             except ConnectionRefusedError:
                 await asyncio.sleep(0.2)
+
+
+async def test_reset_expand_memory_dump_and_freeze(
+    upstream_virtctl: Path, stack: Stack, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """virtctl reset reaches the handler; virtctl expand --vm and --file print the VM (no
+    instancetype: unchanged, the matcher-free spec); virtctl memory-dump is refused as not supported;
+    freeze/unfreeze (virtctl has no verb for them: virt-freezer and backup tools call the
+    API) through kube-apiserver with KubeVirt's body reach the handler with the timeout."""
+    ns, name = stack.config.namespace, "vm-expand"
+    reset = await run(upstream_virtctl, stack, "reset", RUNNING_VMI)
+    assert reset.code == 0, reset.stderr
+    assert (ns, RUNNING_VMI, Method.RESET) in stack.target.commands
+
+    await make_vm(kubectl, ns, name, "Halted")
+    expanded = await run(upstream_virtctl, stack, "expand", "--vm", name, "--output", "json")
+    assert expanded.code == 0, expanded.stderr
+    shown = json.loads(expanded.stdout)
+    assert (shown["metadata"]["name"], shown["spec"]["runStrategy"]) == (name, "Halted")
+    vm_file = tmp_path / "vm.json"
+    vm_file.write_text(json.dumps({k: shown[k] for k in ("apiVersion", "kind", "spec")}
+                                  | {"metadata": {"name": "from-file"}}))  # fmt: skip
+    from_file = await run(upstream_virtctl, stack, "expand", "--file", str(vm_file), "-o", "json")
+    assert from_file.code == 0, from_file.stderr
+    assert json.loads(from_file.stdout)["metadata"]["name"] == "from-file"
+
+    dump = await run(upstream_virtctl, stack, "memory-dump", "get", name, "--claim-name", "x")
+    assert dump.code != 0 and "not supported by kubevirt-py" in dump.stderr, dump
+
+    path = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances"
+    body = tmp_path / "freeze.json"
+    body.write_text(json.dumps({"unfreezeTimeout": "2m0s"}))
+    frozen = await kubectl("replace", "--raw", f"{path}/{RUNNING_VMI}/freeze", "-f", str(body))
+    assert frozen.code == 0, frozen.stderr
+    i = stack.target.commands.index((ns, RUNNING_VMI, Method.FREEZE))
+    assert stack.target.args[i] == {"unfreezeTimeoutSeconds": 120.0}
+    body.write_text("{}")
+    thawed = await kubectl("replace", "--raw", f"{path}/{RUNNING_VMI}/unfreeze", "-f", str(body))
+    assert thawed.code == 0, thawed.stderr
+    assert (ns, RUNNING_VMI, Method.UNFREEZE) in stack.target.commands

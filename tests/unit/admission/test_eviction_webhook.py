@@ -169,7 +169,7 @@ def test_the_registration_matches_the_server() -> None:
     """The eviction webhook is served at /evict; its registration sends pods/eviction
     there, with failurePolicy Ignore (the budgets hold) and NoneOnDryRun; both caBundle
     patchers know the configuration."""
-    counter = Registry().counter("c", "c", ("webhook", "kind", "allowed"))
+    counter = Registry().counter("c_total", "c", ("webhook", "kind", "allowed"))
 
     async def lookup(namespace: str, name: str) -> None:
         return None

@@ -22,7 +22,7 @@ def app() -> Any:
     async def lookup(namespace: str, name: str) -> None:
         return None
 
-    counter = Registry().counter("c", "c", ("webhook", "kind", "allowed"))
+    counter = Registry().counter("c_total", "c", ("webhook", "kind", "allowed"))
     return build_app(
         AppDeps(defaults=Defaults(), limits=ValidationLimits(), lookup=lookup, requests=counter)
     )

@@ -28,7 +28,7 @@ from shared.model import VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainState, DomainStatus
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
-from shared.wire.stats import BlockStats, DomainStats, NetStats
+from shared.wire.stats import BlockStats, DomainStats, NetStats, VcpuStats
 
 REPO = Path(__file__).resolve().parents[3]
 NODE = "node01"
@@ -79,9 +79,32 @@ SAMPLE_STATS = DomainStats(
     memory_rss_kib=150000,
     memory_available_kib=120000,
     block=(
-        BlockStats(name="vda", read_bytes=4096, write_bytes=512, read_requests=8, write_requests=1),
+        BlockStats(
+            name="containerdisk",
+            read_bytes=4096,
+            write_bytes=512,
+            read_requests=8,
+            write_requests=1,
+            read_time_ns=3_000_000,
+            write_time_ns=1_000_000,
+            flush_requests=2,
+            flush_time_ns=500_000,
+        ),
     ),
-    net=(NetStats(name="vnet0", rx_bytes=1000, tx_bytes=2000, rx_packets=10, tx_packets=20),),
+    net=(
+        NetStats(
+            name="default",
+            rx_bytes=1000,
+            tx_bytes=2000,
+            rx_packets=10,
+            tx_packets=20,
+            rx_errors=1,
+            tx_errors=2,
+            rx_dropped=3,
+            tx_dropped=4,
+        ),
+    ),
+    vcpu=(VcpuStats(id=0, state=1, time_ns=2_000_000_000),),
 )
 
 GUEST_INFO = {
@@ -90,6 +113,15 @@ GUEST_INFO = {
     "os": {"name": "BusyBox", "id": "busybox", "kernelRelease": "6.1.0"},
     "timezone": "UTC, 0",
 }
+
+GUEST_INTERFACES = {
+    "items": [
+        {"name": "default", "interfaceName": "eth0", "mac": "52:54:00:12:34:56",
+         "ipAddresses": ["10.0.2.15", "fec0::5054:ff:fe12:3456"]},
+        {"name": "", "interfaceName": "docker0", "mac": "02:42:00:00:00:01",
+         "ipAddresses": ["172.17.0.1"]},
+    ]
+}  # fmt: skip
 
 
 @dataclass
@@ -164,6 +196,9 @@ class FakeLauncher:
 
     def _get_guest_info(self, _: Mapping[str, Any]) -> Any:
         return GUEST_INFO
+
+    def _get_interfaces(self, _: Mapping[str, Any]) -> Any:
+        return GUEST_INTERFACES
 
 
 def _replace(status: DomainStatus, **changes: Any) -> DomainStatus:

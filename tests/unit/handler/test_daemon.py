@@ -96,10 +96,10 @@ async def test_vmi_runs_and_node_metrics_and_probes_follow(tmp_path: Path) -> No
         status, body = await _get(handler.http.bound_port, "/metrics")
         assert status == 200
         assert (
-            'kubevirt_vmi_cpu_usage_seconds_total{node="node01",namespace="default",name="tiny"} 2.5'
+            'kubevirt_vmi_cpu_usage_seconds_total{name="tiny",namespace="default",node="node01"} 2.5'
             in body
         )
-        assert 'kubevirt_virt_handler_ready_status{node="node01"} 1' in body
+        assert 'kubevirt_virt_handler_ready_status{node="node01"} 1.0' in body
         assert 'kubevirt_workqueue_adds_total{name="virt-handler-vmi"}' in body
         assert (await _get(handler.http.bound_port, "/readyz"))[0] == 200
         assert (await _get(handler.http.bound_port, "/healthz"))[0] == 200

@@ -60,8 +60,9 @@ async def test_reconcile_after_own_write_is_a_no_op_even_when_the_informer_lags(
     assert rig.api.conflicts == 0
 
 
-async def test_agent_connection_adds_condition_and_guest_os_info_in_one_write() -> None:
-    """AgentConnected and guestOSInfo arrive together: the second and last write."""
+async def test_agent_connection_adds_condition_guest_os_info_and_interfaces_in_one_write() -> None:
+    """AgentConnected, guestOSInfo and the agent's interface facts arrive together: the
+    second and last write; a settled guest is not asked again."""
     rig = Rig()
     key = await running(rig)
     launcher = rig.launcher(key)
@@ -73,6 +74,12 @@ async def test_agent_connection_adds_condition_and_guest_os_info_in_one_write() 
     assert cond(rig, key, VMIConditionType.AGENT_CONNECTED) == (ConditionStatus.TRUE, None)
     assert vmi.status.guest_os_info is not None and vmi.status.guest_os_info.name == "BusyBox"
     assert launcher.count(Method.GET_GUEST_INFO) == 1
+    (iface, extra) = vmi.status.interfaces
+    assert (iface.name, iface.interface_name) == ("default", "eth0")
+    assert iface.info_source == "domain, guest-agent"
+    assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
+    await rig.process(key)
+    assert launcher.count(Method.GET_INTERFACES) == 1
     assert rig.api.writes[key] == 2
 
 

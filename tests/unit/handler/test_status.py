@@ -9,13 +9,14 @@ import pytest
 from handler.domains import DomainRecord
 from handler.errors import SyncError, SyncReason
 from handler.phase import Failure, FailureReason, Verdict
-from handler.status import Observed, live_migratable, next_status
+from handler.status import Observed, live_migratable, next_status, with_guest_interfaces
 from shared.model import (
     ConditionStatus,
     GuestOSInfo,
     VirtualMachineInstance,
     VMICondition,
     VMIConditionType,
+    VMIInterfaceStatus,
     VMIPhase,
 )
 from shared.wire.domain import DomainState
@@ -206,3 +207,43 @@ def test_a_claim_not_known_shared_blocks_migration(modes: list[str] | None, text
         "DisksNotLiveMigratable",
         text,
     )
+
+
+def test_guest_agent_interfaces_fill_names_and_addresses_masquerade_keeps_the_pod_ip() -> None:
+    """The agent's guest-side name reaches every matched interface (infoSource "domain,
+    guest-agent"); a masquerade interface keeps the pod IP it is reached at, a bridge one
+    takes the guest's addresses; the guest's other interfaces are listed as "guest-agent"."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}},
+        {"name": "br", "bridge": {}},
+    ]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}, {"name": "br", "pod": {}}]
+    vmi = VirtualMachineInstance.from_dict(raw)
+    current = vmi.interface_statuses(pod_ip="198.18.1.5")
+    guest = (
+        VMIInterfaceStatus(name="default", interface_name="eth0", ip_address="10.0.2.15",
+                           ip_addresses=("10.0.2.15",), info_source="guest-agent"),
+        VMIInterfaceStatus(name="br", interface_name="eth1", ip_address="192.0.2.7",
+                           ip_addresses=("192.0.2.7",), info_source="guest-agent"),
+        VMIInterfaceStatus(interface_name="docker0", ip_address="172.17.0.1",
+                           ip_addresses=("172.17.0.1",), info_source="guest-agent"),
+    )  # fmt: skip
+    nat, br, extra = with_guest_interfaces(vmi, current, guest)
+    assert (nat.interface_name, nat.ip_address, nat.info_source) == (
+        "eth0", "198.18.1.5", "domain, guest-agent")  # fmt: skip
+    assert (br.interface_name, br.ip_addresses) == ("eth1", ("192.0.2.7",))
+    assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
+    again = with_guest_interfaces(vmi, (nat, br, extra), guest)
+    assert again == (nat, br, extra)  # stable: an idle resync writes nothing
+
+
+def test_fs_freeze_status_follows_the_launcher() -> None:
+    """status.fsFreezeStatus is "frozen" while the launcher reports frozen filesystems, and
+    gone again once they are thawed."""
+    vmi, obs = _running(fs_frozen=True)
+    frozen = next_status(vmi, obs, now=T0)
+    assert frozen.fs_freeze_status == "frozen"
+    vmi = dataclasses.replace(vmi, status=frozen)
+    _, thawed_obs = _running(fs_frozen=False)
+    assert next_status(vmi, thawed_obs, now=T1).fs_freeze_status is None

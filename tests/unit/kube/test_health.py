@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from shared.kube.health import CONTENT_TYPE, HealthConfig, HealthServer, build_app
+from shared.kube.health import CONTENT_TYPE, HealthConfig, HealthServer, build_app, serving_tls
 from shared.kube.metrics import Registry
+from tests.unit.handler import certs
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,29 @@ async def test_server_serves_until_cancelled() -> None:
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectionError):
             await session.get(url)
+
+
+async def test_metrics_and_probes_over_https_with_a_mounted_certificate(tmp_path: Path) -> None:
+    """With tls.crt + tls.key in the cert dir the endpoint is HTTPS (as KubeVirt serves its
+    metrics): a TLS scrape reads the registry, plain HTTP is not answered; without the
+    pair it stays HTTP."""
+    assert serving_tls(None) is None and serving_tls(tmp_path) is None
+    authority = certs.ca(tmp_path, "ca")
+    pair = certs.leaf(tmp_path, "serving", authority, server=True)
+    pair.cert.rename(tmp_path / "tls.crt")
+    pair.key.rename(tmp_path / "tls.key")
+    registry = Registry()
+    registry.counter("kubevirt_x_total", "X.").labels().inc()
+    config = HealthConfig(host="127.0.0.1", port=0, tls=serving_tls(tmp_path))
+    server = HealthServer(config, registry, ready=lambda: True)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(server.run())
+        await server.started.wait()
+        base = f"127.0.0.1:{server.bound_port}"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"https://{base}/metrics", ssl=False) as resp:
+                assert resp.status == 200 and "kubevirt_x_total 1.0" in await resp.text()
+            with pytest.raises(aiohttp.ClientError):
+                async with session.get(f"http://{base}/healthz") as plain:
+                    await plain.read()
+        task.cancel()

@@ -1,8 +1,12 @@
-"""The Prometheus registry: families, labels, rendering in the text format."""
+"""The Prometheus registry: families, labels, rendering through prometheus_client."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from shared.kube.metrics import Registry
 
@@ -17,8 +21,8 @@ def test_counter_renders_help_type_and_series() -> None:
     assert reg.render() == (
         "# HELP kubevirt_x_total Things done.\n"
         "# TYPE kubevirt_x_total counter\n"
-        'kubevirt_x_total{code="200",verb="get"} 3\n'
-        'kubevirt_x_total{code="404",verb="get"} 1\n'
+        'kubevirt_x_total{code="200",verb="get"} 3.0\n'
+        'kubevirt_x_total{code="404",verb="get"} 1.0\n'
     )
     assert c.value("200", "get") == 3
     assert c.total() == 4
@@ -32,11 +36,11 @@ def test_histogram_buckets_are_cumulative() -> None:
         h.labels("/a").observe(v)
     lines = reg.render().splitlines()
     assert lines[2:] == [
-        'lat_seconds_bucket{url="/a",le="0.1"} 2',
-        'lat_seconds_bucket{url="/a",le="1"} 3',
-        'lat_seconds_bucket{url="/a",le="+Inf"} 4',
+        'lat_seconds_bucket{le="0.1",url="/a"} 2.0',
+        'lat_seconds_bucket{le="1.0",url="/a"} 3.0',
+        'lat_seconds_bucket{le="+Inf",url="/a"} 4.0',
+        'lat_seconds_count{url="/a"} 4.0',
         'lat_seconds_sum{url="/a"} 3.65',
-        'lat_seconds_count{url="/a"} 4',
     ]
 
 
@@ -75,7 +79,7 @@ def test_label_values_are_escaped() -> None:
     """Quotes, backslashes and newlines in label values are escaped."""
     reg = Registry()
     reg.counter("e_total", "E.", ("v",)).labels('a"b\\c\nd').inc()
-    assert 'e_total{v="a\\"b\\\\c\\nd"} 1' in reg.render()
+    assert 'e_total{v="a\\"b\\\\c\\nd"} 1.0' in reg.render()
 
 
 @pytest.mark.parametrize(
@@ -93,7 +97,31 @@ def test_wrong_labels_are_rejected(args: tuple[str, ...], kwargs: dict[str, str]
         c.labels(*args, **kwargs)
 
 
+def test_counter_names_end_in_total() -> None:
+    """A counter named otherwise is refused rather than exposed under another name."""
+    with pytest.raises(ValueError, match="_total"):
+        Registry().counter("kubevirt_things", "T.")
+
+
 def test_counters_only_go_up() -> None:
     """A negative increment is refused."""
     with pytest.raises(ValueError):
         Registry().counter("c_total", "C.").labels().inc(-1)
+
+
+def test_custom_collectors_are_served_with_the_families() -> None:
+    """A collector added to the registry is asked at render time, beside the families,
+    and the whole exposition parses as Prometheus text."""
+
+    class Info:
+        def collect(self) -> Iterator[Metric]:
+            family = GaugeMetricFamily("kubevirt_vmi_info", "Info.", labels=("name",))
+            family.add_metric(("demo",), 1.0)
+            yield family
+
+    reg = Registry()
+    reg.counter("a_total", "A.").labels().inc()
+    reg.add(Info())
+    families = {f.name: f for f in text_string_to_metric_families(reg.render())}
+    assert families["kubevirt_vmi_info"].samples[0].labels == {"name": "demo"}
+    assert families["a"].type == "counter"

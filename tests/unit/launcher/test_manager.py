@@ -13,7 +13,7 @@ from launcher.disks import DiskContext
 from launcher.errors import InvalidSpec, LibvirtFailure
 from launcher.manager import DomainManager, Identity
 from launcher.plan import HostPaths
-from launcher.virt import LifecycleEvent
+from launcher.virt import JobStats, LifecycleEvent
 from shared import podlayout
 from shared.wire.domain import DomainEvent, DomainState, EventType
 from shared.wire.stats import DomainStats
@@ -76,6 +76,23 @@ class FakeVirt:
 
     async def stats(self, name: str) -> DomainStats:
         return DomainStats()
+
+    async def domain_xml(self, name: str) -> str:
+        return "<domain><devices/></domain>"
+
+    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
+        return JobStats()
+
+    async def fs_freeze(self, name: str) -> int:
+        self.calls.append("fs_freeze")
+        return 1
+
+    async def fs_thaw(self, name: str) -> int:
+        self.calls.append("fs_thaw")
+        return 1
+
+    async def reset(self, name: str) -> None:
+        self.calls.append("reset")
 
     async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
         return {}

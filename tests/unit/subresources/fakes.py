@@ -90,11 +90,15 @@ class FakeForwarder:
     error: SubresourceError | None = None
     console_url: str = ""
     calls: list[tuple[Target, ActionSpec]] = field(default_factory=list)
+    args: list[Mapping[str, Any] | None] = field(default_factory=list)
     consoles: list[Target] = field(default_factory=list)
     streams: list[tuple[Target, ActionSpec, str]] = field(default_factory=list)
 
-    async def call(self, target: Target, spec: ActionSpec) -> bytes:
+    async def call(
+        self, target: Target, spec: ActionSpec, *, args: Mapping[str, Any] | None = None
+    ) -> bytes:
         self.calls.append((target, spec))
+        self.args.append(args)
         if self.error is not None:
             raise self.error
         return self.body

@@ -7,8 +7,8 @@ from controller.subresources import discovery
 
 def test_resource_list_names_every_action_with_its_verb() -> None:
     """virtualmachineinstances/<action>: update for state changes, get for reads and console;
-    virtualmachines/{start,stop,restart,migrate}: update, kind VirtualMachine;
-    {addvolume,removevolume} on both: update."""
+    virtualmachines/{start,stop,restart,migrate,memorydump,...}: update, expand-spec: get,
+    kind VirtualMachine; {addvolume,removevolume} on both: update."""
     doc = discovery.api_resource_list()
     assert doc["kind"] == "APIResourceList"
     assert doc["groupVersion"] == "subresources.kubevirt.io/v1"
@@ -25,6 +25,13 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/removevolume": ["update"],
         "virtualmachineinstances/vnc": ["get"],
         "virtualmachineinstances/portforward": ["get"],
+        "virtualmachineinstances/freeze": ["update"],
+        "virtualmachineinstances/unfreeze": ["update"],
+        "virtualmachineinstances/reset": ["update"],
+        "virtualmachineinstances/sev/fetchcertchain": ["get"],
+        "virtualmachineinstances/sev/querylaunchmeasurement": ["get"],
+        "virtualmachineinstances/sev/setupsession": ["update"],
+        "virtualmachineinstances/sev/injectlaunchsecret": ["update"],
         "virtualmachines/start": ["update"],
         "virtualmachines/stop": ["update"],
         "virtualmachines/restart": ["update"],
@@ -32,9 +39,13 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachines/addvolume": ["update"],
         "virtualmachines/removevolume": ["update"],
         "virtualmachines/portforward": ["get"],
+        "virtualmachines/expand-spec": ["get"],
+        "virtualmachines/memorydump": ["update"],
+        "virtualmachines/removememorydump": ["update"],
+        "expand-vm-spec": ["update"],
     }
     assert all(r["namespaced"] for r in doc["resources"])
-    kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"]}
+    kinds = {r["name"].split("/")[0]: r["kind"] for r in doc["resources"] if "/" in r["name"]}
     assert kinds == {
         "virtualmachineinstances": "VirtualMachineInstance",
         "virtualmachines": "VirtualMachine",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,13 @@ class FakeTarget:
     commands: list[tuple[str, str, Method]] = field(default_factory=list)
     guest_port: int = 1  # where the "pod" forwards to (a local listener in tests)
     forwarded: list[int] = field(default_factory=list)
+    args: list[Mapping[str, Any] | None] = field(default_factory=list)
 
-    async def command(self, namespace: str, name: str, method: Method) -> Any:
+    async def command(
+        self, namespace: str, name: str, method: Method, args: Mapping[str, Any] | None = None
+    ) -> Any:
         self.commands.append((namespace, name, method))
+        self.args.append(args)
         if self.error is not None:
             raise self.error
         return self.results.get(method)
@@ -122,7 +126,7 @@ async def test_actions_call_their_launcher_method(http: str, action: str, method
         pytest.param("GET", "pause", 405, "method_not_allowed", id="get-pause"),
         pytest.param("PUT", "guestosinfo", 405, "method_not_allowed", id="put-guestosinfo"),
         pytest.param("PUT", "console", 405, "method_not_allowed", id="put-console"),
-        pytest.param("PUT", "reset", 404, "unknown_action", id="unknown"),
+        pytest.param("PUT", "vnc-not-here", 404, "unknown_action", id="unknown"),
         pytest.param("GET", "console", 400, "websocket_required", id="console-no-upgrade"),
     ],
 )
@@ -328,3 +332,18 @@ async def test_port_forward_refusals_come_before_the_upgrade(path: str, status: 
             await client.ws_connect(f"{VMI_PATH}/{path}", headers=AS_CONTROLLER)
     assert info.value.status == status
     assert target.forwarded == ([22] if status == 502 else [])
+
+
+async def test_freeze_passes_its_arguments_to_the_launcher() -> None:
+    """The controller's JSON body becomes the launcher command's arguments; actions without
+    a body call with none; a body that is not a JSON object is a 400."""
+    target = FakeTarget()
+    async with client_for(target) as client:
+        body = {"unfreezeTimeoutSeconds": 300.0}
+        resp = await client.put(f"{VMI_PATH}/freeze", json=body, headers=AS_CONTROLLER)
+        assert resp.status == 200
+        assert (await client.put(f"{VMI_PATH}/reset", headers=AS_CONTROLLER)).status == 200
+        bad = await client.put(f"{VMI_PATH}/unfreeze", data=b"[1]", headers=AS_CONTROLLER)
+        assert bad.status == 400
+    assert [m for _, _, m in target.commands] == [Method.FREEZE, Method.RESET]
+    assert target.args == [{"unfreezeTimeoutSeconds": 300.0}, {}]

@@ -9,10 +9,9 @@ import pytest
 import yaml
 
 from controller.subresources.actions import (
-    ACTIONS,
     ALL_ACTIONS,
     GROUP,
-    RESOURCE,
+    TOP_LEVEL,
     VERSION,
     VM_ACTIONS,
     VMAction,
@@ -73,17 +72,18 @@ def test_admin_and_edit_may_call_every_action(role: str) -> None:
     """Exactly every action, VMI's and VM's (start/stop/restart/migrate), with the verb
     kube-apiserver derives from its method."""
     expected = {(f"{spec.resource}/{spec.action}", spec.verb) for spec in ALL_ACTIONS}
-    assert granted(one("ClusterRole", role)) == expected
+    assert granted(one("ClusterRole", role)) == expected | set(TOP_LEVEL.items())
 
 
 def test_view_may_read_but_not_act_or_attach() -> None:
-    """view gets the read-only queries: no state change (no VM verb), no console."""
+    """view gets the read-only queries (expand-spec and expand-vm-spec included): no state
+    change (no VM verb), no console."""
     expected = {
-        (f"{RESOURCE}/{spec.action}", "get")
-        for spec in ACTIONS.values()
+        (f"{spec.resource}/{spec.action}", "get")
+        for spec in ALL_ACTIONS
         if spec.verb == "get" and not spec.stream
     }
-    assert granted(one("ClusterRole", "kubevirt.io:view")) == expected
+    assert granted(one("ClusterRole", "kubevirt.io:view")) == expected | set(TOP_LEVEL.items())
 
 
 @pytest.mark.parametrize(

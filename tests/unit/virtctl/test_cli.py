@@ -15,7 +15,7 @@ from shared.model.validation import validate_vm
 from virtctl_py import cli, completion, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.main import explain, main
-from virtctl_py.output import render
+from virtctl_py.output import epoch_time, render
 from virtctl_py.session import Target
 
 
@@ -95,6 +95,17 @@ def test_output_formats() -> None:
     ]
     assert json.loads(render(data, fmt="json")) == data
     assert yaml.safe_load(render(data, fmt="yaml")) == data
+
+
+def test_userlist_login_time_is_readable_in_the_table() -> None:
+    """The agent's login time (epoch seconds, fractional) shows as a UTC time in the table;
+    JSON keeps the raw number, as KubeVirt's virtctl prints it."""
+    data = {"items": [{"userName": "root", "domain": "", "loginTime": 1764102065.25}]}
+    columns = (("USER", "userName"), ("LOGIN-TIME", "loginTime"))
+    shown = render(data, fmt="table", columns=columns, formats={"loginTime": epoch_time})
+    assert shown.splitlines()[1].split() == ["root", "2025-11-25T20:21:05Z"]
+    assert json.loads(render(data, fmt="json", formats={"loginTime": epoch_time})) == data
+    assert epoch_time("soon") == "soon"
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
