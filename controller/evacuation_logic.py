@@ -54,8 +54,8 @@ def plan_evacuation(
     node = vmi.status.evacuation_node_name
     if not node or vmi.is_final() or vmi.metadata.is_deleting:
         return EvacuationPlan()
-    if any(not m.is_final() for m in migrations):
-        return EvacuationPlan()  # the migration controller has it; its events wake us
+    if any(not m.is_final() for m in migrations) or _handing_over(vmi):
+        return EvacuationPlan()  # a migration has it; its events (or the VMI's) wake us
     if vmi.status.node_name != node:
         return EvacuationPlan(clear_mark=True)
     if not migrates_on_eviction(vmi, config.eviction_strategy):
@@ -64,6 +64,18 @@ def plan_evacuation(
     if wait <= 0 and unfinished.admits(node, config):
         return EvacuationPlan(create_migration=True)
     return EvacuationPlan(requeue_after=wait if wait > 0 else WAIT_FOR_CAPACITY)
+
+
+def _handing_over(vmi: VirtualMachineInstance) -> bool:
+    """A migration completed (its VMIM may be Succeeded already) but the target handler
+    has not taken the VMI over yet: status.nodeName still names the source."""
+    state = vmi.status.migration_state
+    return (
+        state is not None
+        and bool(state.completed)
+        and state.target_node is not None
+        and state.target_node != vmi.status.node_name
+    )
 
 
 def _retry_wait(migrations: Sequence[VirtualMachineInstanceMigration], *, now: datetime) -> float:

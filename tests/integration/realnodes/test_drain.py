@@ -71,6 +71,15 @@ def _unmarked(k: Kubectl, ns: str, name: str) -> bool:
     return "evacuationNodeName" not in _get(k, ns, "vmi", name).get("status", {})
 
 
+def _evacuation_state(k: Kubectl, ns: str, name: str) -> object:
+    status = _get(k, ns, "vmi", name).get("status", {})
+    vmims = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+    phases = [(m["metadata"]["name"], m["spec"]["vmiName"], m.get("status", {}).get("phase"))
+              for m in vmims]  # fmt: skip
+    keys = ("evacuationNodeName", "nodeName", "migrationState")
+    return {key: status.get(key) for key in keys}, phases
+
+
 def _running_on(k: Kubectl, ns: str, name: str, node: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         vmi = _get(k, ns, "vmi", name)
@@ -129,7 +138,8 @@ def test_drain_live_migrates_vms_off_a_real_node(
         node, pod = _pod_uid(vmi)
         ticking = partial(_ticks_past, real_cluster, node, pod, tick)
         _wait(ticking, 120, f"{name}'s console ticking on {other}")
-        _wait(partial(_unmarked, k, ns, name), 60, f"{name}'s evacuation mark cleared")
+        _wait(partial(_unmarked, k, ns, name), 60, f"{name}'s evacuation mark cleared",
+              partial(_evacuation_state, k, ns, name))  # fmt: skip
         budget = _get(k, ns, "pdb", f"kubevirt-disruption-budget-{name}")
         assert budget["spec"]["selector"]["matchLabels"] == {"kubevirt.io/created-by": uid}
     vmims = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]

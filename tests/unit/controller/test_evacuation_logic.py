@@ -18,6 +18,7 @@ from controller.eviction import EVACUATION_ANNOTATION
 from controller.migration_logic import Capacity
 from shared.model import (
     EvictionStrategy,
+    MigrationState,
     PhaseTransition,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
@@ -116,3 +117,12 @@ def test_the_mark_is_cleared_once_the_vmi_left() -> None:
         clear_mark=True
     )
     assert plan(marked(node="node02"), [make_migration(phase="Running")]) == EvacuationPlan()
+
+
+def test_no_second_migration_while_the_target_takes_over() -> None:
+    """The VMIM Succeeded but status.nodeName still names the drained node (the target
+    handler has not taken the VMI over yet): no new VMIM, the mark stays until it has."""
+    v = marked()
+    state = MigrationState(migration_uid="m", completed=True, source_node=NODE, target_node="n2")
+    v = dataclasses.replace(v, status=dataclasses.replace(v.status, migration_state=state))
+    assert plan(v, [make_migration(phase="Succeeded")]) == EvacuationPlan()
