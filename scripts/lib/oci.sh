@@ -55,7 +55,9 @@ archive_sizes() {
   # <layer count> <top layer bytes unpacked>" of the first image in an OCI archive.
   python3 - "$1" "$2" <<'PY'
 import json, sys, tarfile
-unpacked = {layer["diff-digest"]: layer["diff-size"] for layer in json.load(open(sys.argv[2]))}
+# Layers without a digest are working containers' (a failed RUN can leave one behind).
+layers = [layer for layer in json.load(open(sys.argv[2])) if "diff-digest" in layer]
+unpacked = {layer["diff-digest"]: layer["diff-size"] for layer in layers}
 with tarfile.open(sys.argv[1]) as tar:
     def blob(digest: str) -> dict:
         return json.load(tar.extractfile("blobs/sha256/" + digest.split(":")[1]))
