@@ -122,7 +122,6 @@ def attachment_pod(
                     "name": owner.name,
                     "uid": owner.uid,
                     "controller": True,
-                    "blockOwnerDeletion": True,
                 },
             ],
         },

@@ -6,7 +6,9 @@ guestOSInfo, fsFreezeStatus, and the conditions
 Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
-and the status writer skips the write. `still_applies` guards the writer's conflict retry:
+and the status writer skips the write. volumeStatus entries of hotplugged volumes are
+advanced by handler/hotplug (MountedToPod, Ready; dropped once detached) and written with
+the rest by the reconcile loop. `still_applies` guards the writer's conflict retry:
 a VMI someone else made final, or a new VMI of the same name, is never written over.
 """
 
