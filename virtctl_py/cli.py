@@ -206,7 +206,9 @@ def _ssh(p: argparse.ArgumentParser, *, scp: bool) -> None:
         p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
     else:
         p.add_argument("destination", help="[user@]vmi/NAME[.NAMESPACE]")
-        p.add_argument("-c", "--command", help="run this command instead of a shell")
+        p.add_argument(
+            "-c", "--command", dest="remote_command", help="run this command instead of a shell"
+        )
     p.add_argument("-i", "--identity-file", help="the private key")
     p.add_argument("-l", "--username", help="the guest user (default: user@ or ssh's)")
     p.add_argument("-p", "--port", type=int, default=22, help="the guest's ssh port")

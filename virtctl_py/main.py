@@ -59,7 +59,7 @@ def _ssh_options(args: argparse.Namespace) -> ssh.SshOptions:
 
 
 async def _ssh(target: Target, args: argparse.Namespace) -> str:
-    command = [args.command] if args.command else []
+    command = [args.remote_command] if args.remote_command else []
     remote = ssh.Remote.parse(args.destination)
     return await ssh.run_client(ssh.ssh_argv(target, remote, _ssh_options(args), command))
 

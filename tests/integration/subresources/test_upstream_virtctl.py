@@ -109,6 +109,10 @@ async def test_vmi_actions(upstream_virtctl: Path, stack: Stack) -> None:
     assert shown["os"]["name"] == "Debian GNU/Linux"
 
 
+def _connection(stack: Stack) -> list[str]:
+    return ["--kubeconfig", str(stack.config.cluster.kubeconfig), "-n", stack.config.namespace]
+
+
 async def _proxy_port(proc: asyncio.subprocess.Process) -> int:
     assert proc.stdout is not None
     async with asyncio.timeout(60):
@@ -128,9 +132,7 @@ async def _stopped(proc: asyncio.subprocess.Process) -> None:
 async def test_vnc_proxy_only(upstream_virtctl: Path, stack: Stack) -> None:
     """virtctl vnc --proxy-only (KubeVirt's and ours) prints {"port": N}; a client there
     talks to the VMI's VNC socket through kube-apiserver, the API and the handler."""
-    config = [
-        "--kubeconfig", str(stack.config.cluster.kubeconfig), "-n", stack.config.namespace,
-    ]  # fmt: skip
+    config = _connection(stack)
     for argv in (
         [str(upstream_virtctl), *config, "vnc", RUNNING_VMI, "--proxy-only"],
         [sys.executable, "-m", "virtctl_py", *config, "vnc", RUNNING_VMI, "--proxy-only"],
@@ -153,9 +155,7 @@ async def test_vnc_proxy_only(upstream_virtctl: Path, stack: Stack) -> None:
 async def test_port_forward(upstream_virtctl: Path, stack: Stack) -> None:
     """virtctl port-forward vmi/NAME LOCAL:REMOTE (KubeVirt's and ours): each connection
     is tunnelled to the guest port the handler was asked to forward."""
-    config = [
-        "--kubeconfig", str(stack.config.cluster.kubeconfig), "-n", stack.config.namespace,
-    ]  # fmt: skip
+    config = _connection(stack)
     for binary in ([str(upstream_virtctl)], [sys.executable, "-m", "virtctl_py"]):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

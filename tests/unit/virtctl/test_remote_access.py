@@ -88,7 +88,8 @@ def test_the_verbs_parse_upstream_flags() -> None:
     assert (args.stdio, args.target, args.ports) == (True, "vmi/demo", ["22"])
     argv = ["ssh", "vmi/demo", "-l", "root", "-i", "k", "-t", "-o LogLevel=ERROR", "-c", "id"]
     args = p.parse_args(argv)
-    assert (args.username, args.identity_file, args.local_ssh_opts, args.command) == (
+    assert args.command == "ssh"  # -c is the remote command, not the verb
+    assert (args.username, args.identity_file, args.local_ssh_opts, args.remote_command) == (
         "root", "k", ["-o LogLevel=ERROR"], "id",
     )  # fmt: skip
     args = p.parse_args(["scp", "-r", "a", "vmi/demo:/b"])
