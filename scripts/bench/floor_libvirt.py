@@ -193,7 +193,7 @@ async def run_floor(
             began = time.monotonic()
             for guest in run.guests:
                 guest.slot = began + guest.index / rate
-                tg.create_task(_one(template, guest, common, timeout))
+                tg.create_task(_one(template, guest, common, timeout=timeout))
         run.host_busy = host_busy() - busy_before
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         run.driver_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (
@@ -212,7 +212,7 @@ async def run_floor(
 
 
 async def _one(
-    template: Template, guest: FloorGuest, common: LibvirtDaemon | None, timeout: float
+    template: Template, guest: FloorGuest, common: LibvirtDaemon | None, *, timeout: float
 ) -> None:
     await asyncio.sleep(max(0.0, guest.slot - time.monotonic()))
     async with asyncio.timeout(timeout):

@@ -105,7 +105,7 @@ async def raw_migrations(
             pairs = [(a, b, a_guest, b_guest), (b, a, b_guest, a_guest)]
             for i in range(rounds):
                 src, dst, src_guest, dst_guest = pairs[i % 2]
-                out.append(await asyncio.to_thread(_migrate, src, dst, src_guest, dst_guest))
+                out.append(await asyncio.to_thread(_migrate, src, dst, (src_guest, dst_guest)))
             return out
     finally:
         for end in (a, b):
@@ -122,8 +122,10 @@ def _boot(uri: str, xml: str, serial: Path) -> None:
 
 
 def _migrate(
-    src: NodeEnd, dst: NodeEnd, src_guest: FloorGuest, dst_guest: FloorGuest
+    src: NodeEnd, dst: NodeEnd, guests: tuple[FloorGuest, FloorGuest]
 ) -> tuple[float, int | None]:
+    """One raw migration src -> dst; guests: the guest's files on each side."""
+    src_guest, dst_guest = guests
     conn = libvirt.open(src.daemon.paths.uri)
     try:
         dom = conn.lookupByName(src_guest.name)
