@@ -22,6 +22,7 @@ import contextlib
 import json
 import math
 import resource
+import shutil
 import subprocess
 import time
 import uuid
@@ -184,11 +185,11 @@ async def run_floor(
     for guest in run.guests:
         prepare_guest(template, guest)
     common = new_daemon(base / "libvirt") if shared else None
-    if common is not None:
-        await common.start()
-        await asyncio.to_thread(define_and_start, common.paths.uri, None)  # probe capabilities
-    cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), host_busy()
     try:
+        if common is not None:
+            await common.start()
+            await asyncio.to_thread(define_and_start, common.paths.uri, None)  # the probe
+        cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), host_busy()
         async with asyncio.TaskGroup() as tg:
             began = time.monotonic()
             for guest in run.guests:
@@ -208,6 +209,7 @@ async def run_floor(
         for daemon in [g.daemon for g in run.guests] + [common]:
             if daemon is not None:
                 await daemon.stop()
+        shutil.rmtree(base, ignore_errors=True)  # the guests' overlays and daemons' dirs
     return run
 
 
