@@ -112,6 +112,7 @@ def raw_floor(ours: Ours, args: argparse.Namespace, work: Path) -> None:
                 )
             )
         )
+    shutil.rmtree(template.work / "floor-template", ignore_errors=True)
     report_milestones(ours, floors, args.rate)
     report_cpu(ours, floors)
 

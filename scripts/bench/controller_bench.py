@@ -218,7 +218,7 @@ async def watch_scheduled(
 
 
 async def create_all(
-    kube: KubeClient, ns: str, n: int, issued: dict[str, float], rate: float | None
+    kube: KubeClient, ns: str, n: int, issued: dict[str, float], *, rate: float | None
 ) -> None:
     """All at once (200 in flight), or paced at `rate` per second."""
 
@@ -256,7 +256,7 @@ async def bench(kubeconfig: Path, n: int, workdir: Path, opts: Options) -> Run:
                 pid = await ctl.start()
                 await asyncio.sleep(2)
                 target = Target(kubeconfig, pid, ns, nodes.count)
-                run = await measure(kube, ctl, target, n, opts.rate)
+                run = await measure(kube, ctl, target, n, rate=opts.rate)
                 if opts.replicaset:
                     run.replicaset_wall = await replicaset_all_bound(kube, ns, n, timeout=1800)
                     await delete_replicaset(kube, ns)
@@ -284,7 +284,7 @@ class Target:
 
 
 async def measure(
-    kube: KubeClient, ctl: ControllerUnderTest, target: Target, n: int, rate: float | None
+    kube: KubeClient, ctl: ControllerUnderTest, target: Target, n: int, *, rate: float | None
 ) -> Run:
     ns = target.namespace
     api_before = await asyncio.to_thread(apiserver_requests, target.kubeconfig)
@@ -296,7 +296,7 @@ async def measure(
     start = time.monotonic()
     async with asyncio.TaskGroup() as tg:
         watcher = tg.create_task(watch_scheduled(kube, ns, rv, seen, n))
-        await create_all(kube, ns, n, issued, rate)
+        await create_all(kube, ns, n, issued, rate=rate)
         async with asyncio.timeout(1800):
             await watcher
     wall = time.monotonic() - start

@@ -57,14 +57,14 @@ async def replicaset_all_bound(kube: KubeClient, ns: str, n: int, *, timeout: fl
     rv = (await kube.list(PODS, namespace=ns, label_selector=selector)).resource_version
     bound: set[str] = set()
     async with asyncio.timeout(timeout), asyncio.TaskGroup() as tg:
-        watcher = tg.create_task(_watch_bound(kube, ns, rv, bound, n))
+        watcher = tg.create_task(_watch_bound(kube, ns, rv, bound=bound, n=n))
         began = time.monotonic()
         await kube.create(REPLICASETS, replicaset_body(n), namespace=ns)
         await watcher
     return time.monotonic() - began
 
 
-async def _watch_bound(kube: KubeClient, ns: str, rv: str, bound: set[str], n: int) -> None:
+async def _watch_bound(kube: KubeClient, ns: str, rv: str, *, bound: set[str], n: int) -> None:
     while len(bound) < n:
         stream = kube.watch(
             PODS, namespace=ns, resource_version=rv, label_selector=f"{RS_LABEL}={RS_NAME}"

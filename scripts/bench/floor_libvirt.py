@@ -22,6 +22,7 @@ import contextlib
 import json
 import math
 import resource
+import shutil
 import subprocess
 import time
 import uuid
@@ -184,16 +185,16 @@ async def run_floor(
     for guest in run.guests:
         prepare_guest(template, guest)
     common = new_daemon(base / "libvirt") if shared else None
-    if common is not None:
-        await common.start()
-        await asyncio.to_thread(define_and_start, common.paths.uri, None)  # probe capabilities
-    cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), host_busy()
     try:
+        if common is not None:
+            await common.start()
+            await asyncio.to_thread(define_and_start, common.paths.uri, None)  # the probe
+        cpu_before, busy_before = resource.getrusage(resource.RUSAGE_SELF), host_busy()
         async with asyncio.TaskGroup() as tg:
             began = time.monotonic()
             for guest in run.guests:
                 guest.slot = began + guest.index / rate
-                tg.create_task(_one(template, guest, common, timeout))
+                tg.create_task(_one(template, guest, common, timeout=timeout))
         run.host_busy = host_busy() - busy_before
         cpu_after = resource.getrusage(resource.RUSAGE_SELF)
         run.driver_cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (
@@ -208,11 +209,12 @@ async def run_floor(
         for daemon in [g.daemon for g in run.guests] + [common]:
             if daemon is not None:
                 await daemon.stop()
+        shutil.rmtree(base, ignore_errors=True)  # the guests' overlays and daemons' dirs
     return run
 
 
 async def _one(
-    template: Template, guest: FloorGuest, common: LibvirtDaemon | None, timeout: float
+    template: Template, guest: FloorGuest, common: LibvirtDaemon | None, *, timeout: float
 ) -> None:
     await asyncio.sleep(max(0.0, guest.slot - time.monotonic()))
     async with asyncio.timeout(timeout):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import statistics
 import time
 from dataclasses import dataclass
@@ -82,7 +83,11 @@ async def start_end(root: Path, netns: str, address: str) -> NodeEnd:
     with base.paths.config.open("a") as conf:
         conf.write(LISTEN + f'listen_addr = "{address}"\n')
     daemon = NetnsDaemon(base, netns, listen)
-    await daemon.start()
+    try:
+        await daemon.start()
+    except BaseException:
+        await daemon.stop()  # a daemon that never answered may still run
+        raise
     return NodeEnd(netns=netns, address=address, daemon=daemon)
 
 
@@ -95,9 +100,11 @@ async def raw_migrations(
     b_guest = FloorGuest(index=900, root=base / "b")
     prepare_guest(template, a_guest)
     prepare_guest(template, b_guest)
-    a = await start_end(base / "a" / "libvirt", *ends[0])
-    b = await start_end(base / "b" / "libvirt", *ends[1])
+    started: list[NodeEnd] = []
     try:
+        for side, (netns, address) in zip("ab", ends[:2], strict=True):
+            started.append(await start_end(base / side / "libvirt", netns, address))
+        a, b = started
         async with asyncio.timeout(timeout):
             xml = guest_xml(template, a_guest, sockets=GUEST_RUN)
             await asyncio.to_thread(_boot, a.daemon.paths.uri, xml, a_guest.serial_log)
@@ -105,11 +112,12 @@ async def raw_migrations(
             pairs = [(a, b, a_guest, b_guest), (b, a, b_guest, a_guest)]
             for i in range(rounds):
                 src, dst, src_guest, dst_guest = pairs[i % 2]
-                out.append(await asyncio.to_thread(_migrate, src, dst, src_guest, dst_guest))
+                out.append(await asyncio.to_thread(_migrate, src, dst, (src_guest, dst_guest)))
             return out
     finally:
-        for end in (a, b):
+        for end in started:
             await end.daemon.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _boot(uri: str, xml: str, serial: Path) -> None:
@@ -122,8 +130,10 @@ def _boot(uri: str, xml: str, serial: Path) -> None:
 
 
 def _migrate(
-    src: NodeEnd, dst: NodeEnd, src_guest: FloorGuest, dst_guest: FloorGuest
+    src: NodeEnd, dst: NodeEnd, guests: tuple[FloorGuest, FloorGuest]
 ) -> tuple[float, int | None]:
+    """One raw migration src -> dst; guests: the guest's files on each side."""
+    src_guest, dst_guest = guests
     conn = libvirt.open(src.daemon.paths.uri)
     try:
         dom = conn.lookupByName(src_guest.name)
