@@ -128,6 +128,16 @@ def _read(cluster: Cluster, vmi: dict[str, Any], sector: int) -> str:
     return _guest_sh(cluster, vmi, script).strip()
 
 
+def _agent_connected(k: Kubectl, ns: str, name: str) -> None:
+    """Wait for the guest agent (what guest-exec goes through) of a freshly booted guest."""
+
+    def connected() -> bool:
+        conds = _get(k, ns, "vmi", name).get("status", {}).get("conditions", [])
+        return any(c["type"] == "AgentConnected" and c["status"] == "True" for c in conds)
+
+    _wait(connected, 120, f"VMI {name}'s guest agent connected")
+
+
 def _launcher_log_event(k: Kubectl, ns: str, pod: str, event: str) -> dict[str, Any]:
     out = k("logs", "-n", ns, pod, "-c", "compute", check=False)
     for line in out.splitlines():
@@ -159,6 +169,7 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     _wait(lambda: any(c["type"] == "LiveMigratable" and c["status"] == "True"
                       for c in _get(k, ns, "vmi", "shared")["status"].get("conditions", [])),
           60, "LiveMigratable=True")  # fmt: skip
+    _agent_connected(k, ns, "shared")
     live = f"KVPY-LIVE {uuid.uuid4().hex[:12]}"
     _write(real_cluster, first, LIVE_SECTOR, live)
     source, source_pod = _pod_uid(first)
@@ -193,6 +204,7 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     assert restarted.returncode == 0, restarted.stderr
     second = _running(k, ns, "shared", not_uid=first["metadata"]["uid"])
     assert _disk_lines(real_cluster, second, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=1 wrote=2"]
+    _agent_connected(k, ns, "shared")
     assert _read(real_cluster, second, LIVE_SECTOR) == live
     assert _read(real_cluster, second, MOVED_SECTOR) == after
 
