@@ -194,7 +194,14 @@ def _assert_rbac_covers_calls(kubectl: Kubectl, ns: str) -> None:
         calls: set[tuple[str, str, str]] = set()
         for pod in pods["items"]:
             text = metrics_text(pod["status"]["podIP"])
-            refused = [line for line in text.splitlines() if 'code="403"' in line]
+            # An Event written into a namespace that is being deleted (an earlier test's)
+            # is refused with 403 by the API server's NamespaceLifecycle whatever the RBAC;
+            # the can-i check below still covers the right to create events.
+            refused = [
+                line
+                for line in text.splitlines()
+                if 'code="403"' in line and 'resource="events"' not in line
+            ]
             assert not refused, f"{pod['metadata']['name']} was refused: {refused}"
             calls |= _calls(text)
         assert calls, f"no API calls recorded by {component}"
