@@ -139,3 +139,41 @@ def test_claim_hotplugged_into_a_running_guest_on_real_nodes(
     assert pod_dir.is_dir()
     k("delete", "vmi", NAME, "-n", ns, "--wait=true", "--timeout=120s")
     _wait(lambda: not pod_dir.exists(), 180, f"{pod_dir} removed by the kubelet")
+
+
+def test_vm_template_hotplug_is_followed_by_its_vmi_on_real_nodes(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """`addvolume --persist` writes the VM's template; the running VMI follows it and the
+    guest sees the disk. The volume then dropped from the template by a plain patch of the
+    VM (declarative): the VMI follows again and the guest sees the disk go."""
+    k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
+    vmi = _vmi()
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": NAME},
+        "spec": {"runStrategy": "Always", "template": {"spec": vmi["spec"]}},
+    }
+    _apply(k, ns, vm)
+    running = _running(k, ns, NAME)
+    _console_has(real_cluster, running, "KUBEVIRT-PY-TICK 1\n")
+    _apply(k, ns, _claim("hp-disk"))
+    added = _virtctl(kubeconfig, ns, "addvolume", NAME, "--volume-name=hp-disk", "--persist")
+    assert added.returncode == 0, added.stderr
+    template = _get(k, ns, "vm", NAME)["spec"]["template"]["spec"]
+    assert {"name": "hp-disk", "persistentVolumeClaim": {"claimName": "hp-disk",
+            "hotpluggable": True}} in template["volumes"]  # fmt: skip
+    assert _ready(k, ns)["target"] == "sda"
+    _console_has(real_cluster, running, "KUBEVIRT-PY-DISK sda ro=0 found=0 wrote=1\n")
+
+    index = [v["name"] for v in template["volumes"]].index("hp-disk")
+    disk = [d["name"] for d in template["domain"]["devices"]["disks"]].index("hp-disk")
+    ops = [
+        {"op": "remove", "path": f"/spec/template/spec/volumes/{index}"},
+        {"op": "remove", "path": f"/spec/template/spec/domain/devices/disks/{disk}"},
+    ]
+    k("patch", "vm", NAME, "-n", ns, "--type=json", "-p", json.dumps(ops))
+    _wait(lambda: _volume_state(k, ns) is None and not _attachment_pods(k, ns), 180,
+          "hp-disk gone from the VMI", lambda: _volume_state(k, ns))  # fmt: skip
+    _console_has(real_cluster, running, "KUBEVIRT-PY-HOTPLUG-REMOVED sda\n")
