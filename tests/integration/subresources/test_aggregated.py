@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controller.subresources.actions import ALL_ACTIONS
+from controller.subresources.actions import ALL_ACTIONS, TOP_LEVEL
 from localkube.testing import wait_for
 from shared.wire.launcher_api import Method
 from tests.integration.subresources.conftest import Kubectl, Ran, ServiceAccount
@@ -50,7 +50,8 @@ async def test_discovery_through_kube_apiserver(stack: Stack, kubectl: Kubectl) 
     ran = await kubectl("get", "--raw", GROUP_PATH)
     assert ran.code == 0, ran.stderr
     verbs = {r["name"]: r["verbs"] for r in json.loads(ran.stdout)["resources"]}
-    assert verbs == {f"{spec.resource}/{spec.action}": [spec.verb] for spec in ALL_ACTIONS}
+    wanted = {f"{spec.resource}/{spec.action}": [spec.verb] for spec in ALL_ACTIONS}
+    assert verbs == wanted | {name: [verb] for name, verb in TOP_LEVEL.items()}
     # Aggregated discovery (what kubectl api-resources reads) merges our group without error.
     listed = await kubectl("api-resources")
     assert listed.code == 0, listed.stderr
@@ -146,7 +147,7 @@ async def test_view_role_reads_but_cannot_act(
         pytest.param(("PUT", "pause", "absent"), 404, "NotFound", id="vmi-not-found"),
         pytest.param(("PUT", "pause", PENDING_VMI), 409, "Conflict", id="not-running"),
         pytest.param(("GET", "userlist", NO_AGENT_VMI), 502, "InternalError", id="launcher-error"),
-        pytest.param(("PUT", "reset", RUNNING_VMI), 404, "NotFound", id="unknown-action"),
+        pytest.param(("PUT", "explode", RUNNING_VMI), 404, "NotFound", id="unknown-action"),
         pytest.param(("GET", "pause", RUNNING_VMI), 405, "MethodNotAllowed", id="wrong-method"),
     ],
 )
