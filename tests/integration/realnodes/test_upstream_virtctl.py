@@ -1,0 +1,166 @@
+"""KubeVirt's own virtctl (v1.8.2, built by scripts/build-virtctl) driving one real guest on
+real nodes through kubevirt-py's subresource API: start, pause/unpause, guestosinfo,
+console, migrate, addvolume/removevolume, restart and stop, each checked by what the
+cluster and the guest show afterwards (vnc --proxy-only and port-forward are
+test_remote_access.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_remote_access import _stop
+from tests.integration.realnodes.test_storage import _apply, _claim, _get, _running
+from tests.integration.realnodes.test_story import REPO, _condition, _serial, _wait
+from tests.integration.subresources.test_upstream_virtctl import upstream_virtctl
+
+pytestmark = pytest.mark.cluster
+__all__ = ["upstream_virtctl"]  # the fixture, shared with the process-mode virtctl tests
+NAME = "demo"
+TICK = b"KUBEVIRT-PY-TICK "
+
+
+def _upstream(binary: Path, kubeconfig: Path, ns: str, *args: str) -> str:
+    """Run KubeVirt's virtctl; its stdout, once it exited 0."""
+    argv = [str(binary), "--kubeconfig", str(kubeconfig), "-n", ns, *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=REPO, check=False)
+    assert done.returncode == 0, f"virtctl {' '.join(args)} exited {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def _console_until(argv: list[str], marker: bytes, timeout: float) -> bytes:
+    """Run `virtctl console` on a pseudo-terminal (it wants one) and read what it prints
+    until `marker`; then stop it."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, cwd=REPO, start_new_session=True
+    )
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + timeout
+    try:
+        while marker not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {marker!r} on the console within {timeout}s: {seen[-800:]!r}"
+            if not select.select([master], [], [], min(left, 1.0))[0]:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other side closed
+                chunk = b""
+            assert chunk, f"console ended (rc {proc.poll()}): {seen[-800:]!r}"
+            seen += chunk
+    finally:
+        _stop(proc)  # type: ignore[arg-type]
+        os.close(master)
+    return seen
+
+
+def _vm() -> dict[str, Any]:
+    """The demo VM, Halted, stopping at once (no grace period to wait out)."""
+    vm: dict[str, Any] = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
+    vm["spec"]["runStrategy"] = "Halted"
+    vm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 0
+    return vm
+
+
+def _console_has(cluster: Cluster, vmi: dict[str, Any], pattern: str) -> str:
+    found: str = _wait(
+        lambda: (m := re.search(pattern, _serial(cluster, vmi), re.M)) and m.group(0),
+        180, repr(pattern), lambda: _serial(cluster, vmi)[-800:],
+    )  # fmt: skip
+    return found
+
+
+def _migrated(k: Kubectl, ns: str, source: str) -> dict[str, Any]:
+    """The one VMIM Succeeded; the VMI Running on a node other than `source`."""
+
+    def vmims() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+        return items
+
+    def phases() -> list[str]:
+        return [str(m.get("status", {}).get("phase")) for m in vmims()]
+
+    _wait(lambda: phases() == ["Succeeded"], 300, "the VMIM Succeeded", phases)
+    moved: dict[str, Any] = _wait(
+        lambda: (v := _get(k, ns, "vmi", NAME)).get("status", {}).get("nodeName")
+        not in (None, source) and v.get("status", {}).get("phase") == "Running" and v,
+        120, "the VMI Running on the other node", lambda: _get(k, ns, "vmi", NAME).get("status"),
+    )  # fmt: skip
+    return moved
+
+
+def _volume_phase(k: Kubectl, ns: str, volume: str) -> str | None:
+    found = _get(k, ns, "vmi", NAME).get("status", {}).get("volumeStatus", [])
+    return next((str(v.get("phase")) for v in found if v["name"] == volume), None)
+
+
+def test_kubevirt_virtctl_drives_a_guest_on_real_nodes(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, upstream_virtctl: Path
+) -> None:
+    """With KubeVirt's virtctl alone, each verb exiting 0: `start` runs the Halted demo VM;
+    `pause vm`/`unpause vm` make the VMI's Paused condition appear and go; `guestosinfo`
+    prints the guest agent's JSON (the guest's hostname); `console` (on a pty) shows the
+    guest's serial output; `migrate` makes a VMIM that Succeeds with the VMI Running on the
+    other node; `addvolume` of a hotpluggable claim makes it Ready and the guest sees the
+    disk, `removevolume` makes it go from the VMI and the guest; `restart` gives a new VMI
+    Running; `stop` leaves no VMI."""
+    k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
+
+    def virtctl(*args: str) -> str:
+        return _upstream(upstream_virtctl, kubeconfig, ns, *args)
+
+    _apply(k, ns, _vm())
+    assert "was scheduled to start" in virtctl("start", NAME)
+    vmi = _running(k, ns, NAME)
+    vmi = _wait(lambda: (v := _get(k, ns, "vmi", NAME)) and
+                _condition(v, "AgentConnected") == "True" and v,
+                300, "the guest agent connected", lambda: _get(k, ns, "vmi", NAME).get("status"))  # fmt: skip
+
+    for verb, paused in (("pause", True), ("unpause", False)):
+        virtctl(verb, "vm", NAME)
+        _wait(lambda p=paused: (_condition(_get(k, ns, "vmi", NAME), "Paused") == "True") == p,  # type: ignore[misc]
+              60, f"Paused condition after {verb}")  # fmt: skip
+
+    info = json.loads(virtctl("guestosinfo", NAME))
+    assert info["hostname"] == NAME and info["guestAgentVersion"], info
+
+    console = [str(upstream_virtctl), "--kubeconfig", str(kubeconfig), "-n", ns,
+               "console", NAME, "--timeout=1"]  # fmt: skip
+    assert TICK in _console_until(console, TICK, 120)
+
+    source = vmi["status"]["nodeName"]
+    virtctl("migrate", NAME)
+    vmi = _migrated(k, ns, source)
+    _console_has(real_cluster, vmi, r"^KUBEVIRT-PY-TICK \d+")
+
+    _apply(k, ns, _claim("hp-disk"))
+    virtctl("addvolume", NAME, "--volume-name=hp-disk")
+    _wait(lambda: _volume_phase(k, ns, "hp-disk") == "Ready", 180, "hp-disk Ready",
+          lambda: _get(k, ns, "vmi", NAME).get("status", {}).get("volumeStatus"))  # fmt: skip
+    added = _console_has(real_cluster, vmi, r"^KUBEVIRT-PY-HOTPLUG-ADDED \w+")
+    disk = added.split()[-1]
+    _console_has(real_cluster, vmi, rf"^KUBEVIRT-PY-DISK {disk} ro=0 found=0 wrote=1")
+    virtctl("removevolume", NAME, "--volume-name=hp-disk")
+    _wait(lambda: _volume_phase(k, ns, "hp-disk") is None, 180, "hp-disk gone from the VMI")
+    _console_has(real_cluster, vmi, rf"^KUBEVIRT-PY-HOTPLUG-REMOVED {disk}$")
+
+    virtctl("restart", NAME)
+    again = _running(k, ns, NAME, not_uid=vmi["metadata"]["uid"])
+    assert again["metadata"]["uid"] != vmi["metadata"]["uid"]
+
+    virtctl("stop", NAME)
+    _wait(lambda: not _get(k, ns, "vmi", NAME), 180, "no VMI after stop",
+          lambda: _get(k, ns, "vmi", NAME).get("status"))  # fmt: skip
+    assert _get(k, ns, "vm", NAME)["spec"]["runStrategy"] == "Halted"
