@@ -75,7 +75,7 @@ def answers(
     kubectl.ok("wait", "--for=condition=Established", "--timeout=60s", *files)
     kubectl.ok("create", "namespace", namespace)
     server = WebhookServer(cluster=kube_cluster, serving=pki.api, host=ip)
-    server.start()
+    server.start(timeout=60.0)
     configs = configurations(run=run, url=f"https://{ip}:{server.port}", ca_bundle=bundle)
     try:
         register(kubectl, configs)
@@ -84,7 +84,7 @@ def answers(
     finally:
         unregister(kubectl, configs)
         kubectl("delete", "namespace", namespace, "--wait=false")
-        server.stop()
+        server.stop(timeout=30.0)
 
 
 def _admitted(answer: Ran) -> dict[str, Any]:

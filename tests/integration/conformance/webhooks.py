@@ -16,7 +16,6 @@ import asyncio
 import copy
 import json
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from controller.subresources.tls import CertDir
 from localkube.cluster import Cluster
 from shared.kube import ClientConfig, KubeClient, Registry
 from shared.model.unsupported import NOT_SUPPORTED
+from tests.integration.loopthread import LoopThread
 
 REPO = Path(__file__).resolve().parents[3]
 WEBHOOKS = REPO / "manifests" / "base" / "admission" / "webhooks.yaml"
@@ -80,50 +80,25 @@ def configurations(*, run: str, url: str, ca_bundle: str) -> list[dict[str, Any]
     return out
 
 
-class WebhookServer:
+class WebhookServer(LoopThread):
     """AdmissionServer on a thread; `start()` returns once it listens."""
 
     def __init__(self, *, cluster: Cluster, serving: Path, host: str) -> None:
+        super().__init__(what="webhook server")
         self._cluster = cluster
         self._config = AdmissionConfig(serving=CertDir(serving), host=host, port=0)
         self.port: int | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._main, name="webhooks", daemon=True)
 
-    def start(self, timeout: float = 60.0) -> None:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError(f"the webhook server did not start in {timeout}s")
-        if self._error is not None:
-            raise RuntimeError(f"the webhook server failed: {self._error!r}") from self._error
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout)
-
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._run())
-        except BaseException as e:  # reported to start(); the thread ends here
-            self._error = e
-        finally:
-            self._ready.set()
-
-    async def _run(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+    async def serve(self, stop: asyncio.Event) -> None:
         client = await KubeClient.connect(
             ClientConfig(kubeconfig=self._cluster.kubeconfig), registry=Registry()
         )
         async with client, asyncio.TaskGroup() as tg:
             server = AdmissionServer(self._config, client, Registry())
-            tg.create_task(server.run(self._stop), name="admission")
+            tg.create_task(server.run(stop), name="admission")
             await server.started.wait()
             self.port = server.bound_port
-            self._ready.set()
+            self.ready()
 
 
 def register(kubectl: Kubectl, configs: list[dict[str, Any]]) -> None:

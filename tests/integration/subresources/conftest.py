@@ -55,10 +55,10 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         )
     )
     try:
-        stack.start()
+        stack.start(timeout=180.0)
         yield stack
     finally:
-        stack.stop()
+        stack.stop(timeout=60.0)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -24,7 +24,6 @@ import base64
 import contextlib
 import functools
 import subprocess
-import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +55,7 @@ from shared.kube import (
 from shared.model.crd import KINDS, build_crd
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
+from tests.integration.loopthread import LoopThread
 from tests.unit.subresources.certs import Pki
 
 log = structlog.get_logger("tests.subresources.stack")
@@ -163,42 +163,17 @@ class StackConfig:
     workdir: Path
 
 
-class Stack:
+class Stack(LoopThread):
     """Starts in a thread; `start()` returns once the APIService is Available."""
 
     def __init__(self, config: StackConfig) -> None:
+        super().__init__(what="subresource stack")
         self.config = config
         self.target = RecordingTarget(console=config.workdir / "console.sock")
         self.authorizer: RecordingAuthorizer | None = None
         self.api_port: int | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._main, name="subresources-stack", daemon=True)
 
-    def start(self, *, timeout: float = 180.0) -> None:
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError(f"the subresource stack did not come up in {timeout}s")
-        if self._error is not None:
-            raise RuntimeError(f"the subresource stack failed: {self._error!r}") from self._error
-
-    def stop(self, *, timeout: float = 60.0) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout)
-
-    def _main(self) -> None:
-        try:
-            asyncio.run(self._run())
-        except BaseException as e:  # reported to start(); the thread ends here
-            self._error = e
-        finally:
-            self._ready.set()
-
-    async def _run(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+    async def serve(self, stop: asyncio.Event) -> None:
         cfg = self.config
         client = await KubeClient.connect(
             ClientConfig(kubeconfig=cfg.cluster.kubeconfig), registry=Registry()
@@ -214,13 +189,12 @@ class Stack:
                 await _install_crds(client)
                 await _apply_roles(client)
                 await client.create(NAMESPACES, {"metadata": {"name": cfg.namespace}})
-                await self._serve(client)
+                await self._serve(client, stop)
             finally:
                 await _cleanup(client, cfg)
 
-    async def _serve(self, client: KubeClient) -> None:
-        cfg, stop = self.config, self._stop
-        assert stop is not None
+    async def _serve(self, client: KubeClient, stop: asyncio.Event) -> None:
+        cfg = self.config
         actions = ActionsServer(
             ActionsConfig(cert_dir=cfg.pki.handler, host="127.0.0.1", port=0), self.target
         )
@@ -246,7 +220,7 @@ class Stack:
             self.api_port = api.bound_port
             await _register(client, cfg, handler_url=actions.url, api_port=api.bound_port)
             log.info("subresource_stack_ready", api_port=api.bound_port, handler=actions.url)
-            self._ready.set()
+            self.ready()
 
 
 async def _greet_and_shout(
