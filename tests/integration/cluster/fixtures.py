@@ -1,8 +1,11 @@
 """Fixtures for tests against the real local cluster (control plane built from Go modules).
 
 - ``kube_cluster`` (session): a localkube ``Cluster`` started from nothing for this
-  session and torn down (no process, no mount, no state left) at its end. If the control
-  plane cannot be built or started, every test using it errors with the reason.
+  session and torn down (no process, no mount, no state left) at its end, with the
+  kubevirt.io CRDs installed and kubevirt-py's admission webhooks on (admission.py): every
+  VM, VMI, VMIM and instancetype any test creates is defaulted and validated as a deployed
+  kubevirt-py would. If the control plane cannot be built or started, or the webhooks
+  cannot be put in front of it, every test using it errors with the reason.
 - ``kube_api`` (test): a kubernetes-asyncio ``ApiClient`` with the admin kubeconfig.
 - ``kube_namespace`` (test): a fresh namespace name, deleted after the test.
 - ``wait_for`` / ``pod_logs`` live in ``localkube.testing``.
@@ -23,16 +26,25 @@ from kubernetes_asyncio import client, config
 from localkube.cluster import Cluster
 from localkube.errors import LocalKubeError
 from localkube.testing import dns_label, session_cluster
+from tests.integration.cluster.admission import AdmissionUnavailable, SessionAdmission, host_ip
 
 
 @pytest.fixture(scope="session")
-def kube_cluster() -> Iterator[Cluster]:
-    """The session's cluster; a build or start failure fails the tests with the reason."""
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The session's cluster with the webhooks on; a build or start failure fails the
+    tests with the reason."""
     failure = ""
     try:
         with session_cluster() as cluster:
-            yield cluster
-    except LocalKubeError as e:
+            admission = SessionAdmission(
+                cluster, pki_dir=tmp_path_factory.mktemp("admission-pki"), host=host_ip()
+            )
+            try:
+                admission.start()
+                yield cluster
+            finally:
+                admission.stop()
+    except (LocalKubeError, AdmissionUnavailable) as e:
         failure = str(e)
     if failure:
         pytest.fail(f"local cluster unavailable: {failure}", pytrace=False)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from localkube.cluster import Cluster
+from tests.integration.cluster.admission import Kubectl, Ran, dry_run
 from tests.integration.conformance.checks import (
-    REPO,
     Doc,
     domain_xml,
     example_docs,
@@ -27,64 +27,28 @@ from tests.integration.conformance.checks import (
     schema_problems,
     vmi_of,
 )
-from tests.integration.conformance.webhooks import (
-    LABEL,
-    Kubectl,
-    Ran,
-    WebhookServer,
-    configurations,
-    dry_run,
-    register,
-    unregister,
-    wait_until_called,
-)
-from tests.integration.subresources.stack import host_ip
-from tests.unit.subresources.certs import gen_certs
 
 pytestmark = pytest.mark.integration
 DOCS = example_docs()
-CRDS = sorted((REPO / "manifests" / "base").glob("crd-*.yaml"))
-PROBE = {
-    "apiVersion": "kubevirt.io/v1",
-    "kind": "VirtualMachineInstance",
-    "metadata": {"name": "probe"},
-    "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "x"}]}}},
-}
-
-
-def _labelled(obj: dict[str, Any], run: str) -> dict[str, Any]:
-    out = copy.deepcopy(obj)
-    out["metadata"].setdefault("labels", {})[LABEL] = run
-    out["metadata"].pop("namespace", None)
-    return out
 
 
 @pytest.fixture(scope="module")
-def answers(
-    kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Ran]]:
-    """Every example document's dry-run answer, by document id."""
+def answers(kube_cluster: Cluster) -> Iterator[dict[str, Ran]]:
+    """Every example document's dry-run answer, by document id: the session cluster has
+    the CRDs and the webhooks (tests/integration/cluster/admission.py)."""
     kubectl = Kubectl(kube_cluster)
-    run = uuid.uuid4().hex[:8]
-    namespace = f"kvpy-conformance-{run}"
-    ip = host_ip()
-    pki, bundle = gen_certs(tmp_path_factory.mktemp("pki"), "--api-san", f"IP:{ip}")
-    for crd in CRDS:
-        kubectl.ok("apply", "-f", str(crd))
-    files = [arg for crd in CRDS for arg in ("-f", str(crd))]
-    kubectl.ok("wait", "--for=condition=Established", "--timeout=60s", *files)
+    namespace = f"kvpy-conformance-{uuid.uuid4().hex[:8]}"
     kubectl.ok("create", "namespace", namespace)
-    server = WebhookServer(cluster=kube_cluster, serving=pki.api, host=ip)
-    server.start(timeout=60.0)
-    configs = configurations(run=run, url=f"https://{ip}:{server.port}", ca_bundle=bundle)
     try:
-        register(kubectl, configs)
-        wait_until_called(kubectl, _labelled(PROBE, run), namespace)
-        yield {doc.id: dry_run(kubectl, _labelled(doc.obj, run), namespace) for doc in DOCS}
+        yield {doc.id: dry_run(kubectl, _unplaced(doc.obj), namespace) for doc in DOCS}
     finally:
-        unregister(kubectl, configs)
         kubectl("delete", "namespace", namespace, "--wait=false")
-        server.stop(timeout=30.0)
+
+
+def _unplaced(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"].pop("namespace", None)
+    return out
 
 
 def _admitted(answer: Ran) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import pytest
 
 from controller.labels import VMI_FINALIZER
 from localkube.testing import wait_for
-from shared.kube import PODS, VMIS, DeleteOptions, KubeClient
+from shared.kube import PODS, VMIS, DeleteOptions, Invalid, KubeClient, NotFound
 from tests.integration.controller.harness import (
     ControllerProcess,
     create_vmi,
@@ -51,19 +51,22 @@ async def test_vmi_reaches_scheduled_with_one_pod_and_three_writes(
     assert writes == {"create": 0, "update": 0, "patch": 3, "delete": 0}
 
 
-async def test_invalid_vmi_fails_naming_the_fields_without_a_pod(
+async def test_invalid_vmi_is_refused_at_admission_naming_the_fields(
     kube: KubeClient, ns: str, controller: ControllerProcess
 ) -> None:
-    """A VMI without memory and with 0 cores: Failed/InvalidSpec naming both fields."""
+    """A VMI without memory and with 0 cores is refused by the validating webhook, naming
+    both fields in one answer; nothing is stored and no launcher pod is made. (The
+    controller's own InvalidSpec check behind admission is unit-tested.)"""
     body = vmi_body("bad")
     body["spec"]["domain"] = {"cpu": {"cores": 0}, "devices": {}}
-    vmi = await create_vmi(kube, ns, body)
-    failed = await wait_phase(kube, ns, "bad", "Failed")
-    cond = failed.status.condition("Synchronized")
-    assert failed.status.reason == "InvalidSpec"
-    assert cond is not None and "spec.domain.cpu.cores" in (cond.message or "")
-    assert "spec.domain.resources.requests.memory" in (cond.message or "")
-    assert await launcher_pods(kube, ns, vmi.uid) == []
+    with pytest.raises(Invalid) as refused:
+        await create_vmi(kube, ns, body)
+    message = str(refused.value)
+    assert "spec.domain.cpu.cores" in message, message
+    assert "spec.domain.resources.requests.memory" in message, message
+    with pytest.raises(NotFound):
+        await get_vmi(kube, ns, "bad")
+    assert await launcher_pods(kube, ns) == []
 
 
 async def test_unschedulable_pod_is_mirrored_then_fails_the_vmi(

@@ -45,6 +45,15 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         api_port=_free_port(),
         admission_port=_free_port(),
     )
+    # Earlier tests' namespaces finish terminating first: a cluster-wide controller would
+    # otherwise meet their leftover VMIs and be refused (403, NamespaceLifecycle) whatever
+    # its RBAC, which the RBAC check below counts.
+    _wait(
+        lambda: not _terminating(kubectl),
+        180,
+        "earlier namespaces gone",
+        lambda: _terminating(kubectl),
+    )
     deploy(kubectl, certs=tmp_path_factory.mktemp("certs"), place=place, timeout=240)
     yield kubectl
     kubectl("delete", "vm", "--all", "-A", "--wait=false", check=False)
@@ -58,6 +67,11 @@ def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
         "--wait=false",
         check=False,
     )
+
+
+def _terminating(kubectl: Kubectl) -> list[str]:
+    namespaces = json.loads(kubectl("get", "namespaces", "-o", "json"))["items"]
+    return [n["metadata"]["name"] for n in namespaces if n["status"].get("phase") == "Terminating"]
 
 
 def _wait(

@@ -109,7 +109,7 @@ async def test_vmi_round_trip_and_metrics(kube_factory: KubeFactory, namespace: 
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": "v", "namespace": namespace},
-        "spec": {"domain": {"devices": {}}},
+        "spec": {"domain": {"memory": {"guest": "32Mi"}, "devices": {}}},
     }
     created = await kube.create(VMIS, body)
     await kube.update_status(VMIS, {**created, "status": {"phase": "Pending"}})

@@ -25,8 +25,9 @@ def writer(kube: KubeClient) -> StatusWriter[VirtualMachineInstance]:
 
 
 async def create_vmi(kube: KubeClient, namespace: str) -> VirtualMachineInstance:
+    spec = {"domain": {"memory": {"guest": "32Mi"}, "devices": {}}}
     body = VirtualMachineInstance.from_dict(
-        {"metadata": {"name": "vm1", "namespace": namespace}, "spec": {"domain": {"devices": {}}}}
+        {"metadata": {"name": "vm1", "namespace": namespace}, "spec": spec}
     )
     created = await kube.create(
         VMIS, {**body.to_dict(), "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}

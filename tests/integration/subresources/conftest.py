@@ -28,7 +28,8 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.health import admin_ssl
-from tests.integration.subresources.stack import Stack, StackConfig, host_ip
+from tests.integration.cluster.admission import host_ip
+from tests.integration.subresources.stack import Stack, StackConfig
 from tests.unit.subresources.certs import gen_certs
 
 Kubectl = Callable[..., Awaitable["Ran"]]

@@ -23,7 +23,6 @@ import asyncio
 import base64
 import contextlib
 import functools
-import subprocess
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,24 +84,6 @@ GUEST_INFO = {
 }
 CONSOLE_GREETING = b"KUBEVIRT-PY-GUEST-BOOTED\r\n"
 VNC_GREETING = b"RFB 003.008\n"
-
-
-def host_ip() -> str:
-    """This host's first global IPv4 address (the aggregator refuses loopback endpoints)."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            return fields[fields.index("inet") + 1].split("/")[0]
-    raise RuntimeError(
-        "no global IPv4 address on this host: kube-apiserver's aggregator cannot reach an "
-        "in-process API server (EndpointSlices may not point at loopback)"
-    )
 
 
 @dataclass
