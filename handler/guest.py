@@ -2,8 +2,10 @@
 interfaces (status.interfaces' guest names and addresses).
 
 Asked when the agent connects; what could not be had yet (the agent busy, the guest not
-yet holding an address from DHCP) is asked again on the next visits, and nothing once
-complete, so a settled guest costs no agent calls.
+yet holding an address from DHCP) is asked again on the next visits. Once every matched
+interface has an address the interfaces are re-read only every `refresh_every` seconds
+(as KubeVirt's agent poller does), so a guest that changes its addresses is seen within
+that, and a settled guest costs one agent call per interval. The OS facts are read once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class GuestFacts:
 
     info: GuestOSInfo | None = None
     interfaces: tuple[VMIInterfaceStatus, ...] | None = None
+    settled_at: float | None = None  # clock reading when the interfaces were last complete
 
     def _settled(self) -> bool:
         """Every interface the agent matched to the VMI has an address."""
@@ -35,14 +38,22 @@ class GuestFacts:
             and any(i.name for i in self.interfaces)
         )
 
-    async def refresh(self, launcher: LauncherPort) -> bool:
-        """Ask the agent for what is missing; True when something is still missing."""
+    async def refresh(
+        self, launcher: LauncherPort, *, now: float, retry: float, refresh_every: float
+    ) -> float:
+        """Ask the agent for what is missing or due; the seconds until the next visit."""
+        due = self.settled_at is None or now - self.settled_at >= refresh_every
         try:
             if self.info is None:
                 self.info = await commands.guest_os_info(launcher)
-            if not self._settled():
+            if due:
                 self.interfaces = await commands.guest_interfaces(launcher)
         except SyncError as exc:
             log.info("guest_info_unavailable", error=exc.message)
-            return True
-        return not self._settled()
+            return retry
+        if self.info is None or not self._settled():
+            self.settled_at = None
+            return retry
+        settled_at = now if due or self.settled_at is None else self.settled_at
+        self.settled_at = settled_at
+        return max(0.0, settled_at + refresh_every - now)

@@ -89,6 +89,7 @@ class ReconcileOptions:
     acpi_interval: float = 3.0
     launcher_missing_timeout: float = 30.0
     guest_info_retry: float = 5.0
+    guest_interfaces_refresh: float = 30.0  # a settled guest's interfaces re-read
 
 
 @dataclass(slots=True)
@@ -290,8 +291,14 @@ class Reconciler:
             local.guest = None  # asked again when the agent comes back
             return
         local.guest = local.guest or GuestFacts()
-        if await local.guest.refresh(step.launcher):
-            step.revisit.append(self._o.guest_info_retry)
+        step.revisit.append(
+            await local.guest.refresh(
+                step.launcher,
+                now=self._d.clock(),
+                retry=self._o.guest_info_retry,
+                refresh_every=self._o.guest_interfaces_refresh,
+            )
+        )
         step.guest = local.guest
 
     def _mark_missing(self, vmi: VirtualMachineInstance) -> None:

@@ -137,6 +137,7 @@ class FakeLauncher:
     hang: set[Method] = field(default_factory=set)
     calls: list[Method] = field(default_factory=list)
     stats: DomainStats = SAMPLE_STATS
+    interfaces: Mapping[str, Any] = field(default_factory=lambda: GUEST_INTERFACES)
 
     async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
         self.calls.append(method)
@@ -198,7 +199,7 @@ class FakeLauncher:
         return GUEST_INFO
 
     def _get_interfaces(self, _: Mapping[str, Any]) -> Any:
-        return GUEST_INTERFACES
+        return self.interfaces
 
 
 def _replace(status: DomainStatus, **changes: Any) -> DomainStatus:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from handler.launchers import LauncherState
+from handler.reconcile import ReconcileOptions
 from shared.model import ConditionStatus, VMIConditionType, VMIPhase
 from shared.wire.domain import DomainState
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
-from tests.unit.handler.fakes import vmi_dict
+from tests.unit.handler.fakes import GUEST_INTERFACES, vmi_dict
 from tests.unit.handler.rig import ACPI_INTERVAL, MISSING_TIMEOUT, Rig
 
 
@@ -81,6 +84,31 @@ async def test_agent_connection_adds_condition_guest_os_info_and_interfaces_in_o
     await rig.process(key)
     assert launcher.count(Method.GET_INTERFACES) == 1
     assert rig.api.writes[key] == 2
+
+
+async def test_settled_guest_interfaces_are_reread_each_refresh_interval() -> None:
+    """Once every interface has an address the agent is asked again only after the refresh
+    interval (the revisit is scheduled for then); a changed address is then written (here
+    on an interface only the guest has; a masquerade one keeps the pod's address)."""
+    rig = Rig()
+    key = await running(rig)
+    launcher = rig.launcher(key)
+    assert launcher.domain is not None
+    rig.push(dataclasses.replace(launcher.domain, agent_connected=True), "AgentConnected")
+    await rig.process(key)
+    rig.informer_sync()
+    refresh = ReconcileOptions(node="n", pods_dir=Path("/")).guest_interfaces_refresh
+    assert (key, refresh) in rig.queue.after
+    rig.advance(refresh / 2)
+    await rig.process(key)
+    assert launcher.count(Method.GET_INTERFACES) == 1
+    moved = copy.deepcopy(dict(GUEST_INTERFACES))
+    moved["items"][1]["ipAddresses"] = ["172.17.0.9"]
+    launcher.interfaces = moved
+    rig.advance(refresh / 2)
+    vmi = await rig.process(key)
+    assert launcher.count(Method.GET_INTERFACES) == 2
+    assert vmi.status.interfaces[1].ip_address == "172.17.0.9"
 
 
 async def test_waiting_launcher_is_left_alone() -> None:
