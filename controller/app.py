@@ -154,6 +154,7 @@ class Controller:
         await wait_for_sync(*self.informers.all(), timeout=SYNC_TIMEOUT)
         workers = self.config.workers
         loops = self.loops
+        await loops.vmi.prepare(self.config.namespace or None)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(loops.vmi.queue.run_workers(workers.vmi, loops.vmi.process))
             tg.create_task(loops.vm.queue.run_workers(workers.vm, loops.vm.process))

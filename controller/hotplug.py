@@ -13,7 +13,8 @@ the VMI's node, and volumeStatus up to AttachedToNode (KubeVirt's flow).
 The attachment pod's only volume is the claim, so the kubelet mounts it on the node;
 the handler finds it there and bind-mounts its disk into the launcher (handler/hotplug).
 Attachment pods are not launcher pods (no informer watches them), so a VMI whose volumes
-are on their way is looked at again every `RETRY` seconds.
+are on their way is looked at again every `RETRY` seconds, and a new leader lists them
+once (`prime`) to know which VMIs still have some.
 """
 
 from __future__ import annotations
@@ -253,6 +254,18 @@ class HotplugAttachments:
     def forget(self, vmi_uid: str) -> None:
         """The VMI is gone (its pods go with its launcher pod)."""
         self._holding.discard(vmi_uid)
+
+    async def prime(self, namespace: str | None) -> None:
+        """A new leader remembers nothing: the VMIs that still have attachment pods (one
+        LIST) are held, so a pod whose volume was removed while no controller ran is
+        deleted on their first sync instead of waiting for its launcher pod to go."""
+        selector = f"{APP_LABEL}={podlayout.ATTACHMENT_APP}"
+        async with asyncio.timeout(CALL_TIMEOUT):
+            found = await self._client.list_all(PODS, namespace=namespace, label_selector=selector)
+        for pod in found.items:
+            uid = (pod["metadata"].get("labels") or {}).get(CREATED_BY_LABEL)
+            if uid:
+                self._holding.add(str(uid))
 
     async def sync(
         self, vmi: VirtualMachineInstance, owner: LauncherPod

@@ -35,6 +35,7 @@ from shared.kube import (
     DiscardRecorder,
     Handlers,
     KubeClient,
+    KubeError,
     NotFound,
     Recorder,
     StatusWriter,
@@ -92,6 +93,16 @@ class VMIController(Reconciler):
         self._templates = templates
         self._timing = timing
         self._clock = clock
+
+    async def prepare(self, namespace: str | None) -> None:
+        """Before the workers start, as a new leader: VMIs that still have attachment pods
+        are held (best effort: without it such a pod waits for its launcher pod to go)."""
+        if self._hotplugs is None:
+            return
+        try:
+            await self._hotplugs.prime(namespace)
+        except (KubeError, TimeoutError) as exc:
+            log.warning("hotplug_prime_failed", error=str(exc))
 
     # ---- event handlers (enqueue only) --------------------------------------------------
 

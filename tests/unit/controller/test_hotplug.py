@@ -14,6 +14,7 @@ from controller.hotplug import (
     plan_volume_status,
     stale_pods,
 )
+from controller.labels import APP_LABEL, CREATED_BY_LABEL
 from controller.pods import LauncherPod
 from controller.volumes.claims import Claim
 from shared import podlayout
@@ -111,10 +112,17 @@ class FakeClient:
         self.pods, self.claims = pods, claims
         self.created: list[str] = []
         self.deleted: list[str] = []
+        self.listed_all: list[tuple[str | None, str | None]] = []
 
     async def list(
         self, resource: Any, *, namespace: str | None = None, label_selector: str | None = None
     ) -> Any:
+        return ListResult(list(self.pods), "1")
+
+    async def list_all(
+        self, resource: Any, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> Any:
+        self.listed_all.append((namespace, label_selector))
         return ListResult(list(self.pods), "1")
 
     async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
@@ -142,6 +150,7 @@ def _pod(volume: str) -> dict[str, Any]:
         "metadata": {
             "name": "hp-volume-old",
             "uid": "pu",
+            "labels": {CREATED_BY_LABEL: "vmi-uid"},
             "annotations": {podlayout.ATTACHMENT_VOLUME_ANNOTATION: volume},
         },
         "spec": {"nodeName": "n1"},
@@ -166,3 +175,18 @@ async def test_sync_creates_then_deletes_once_the_handler_let_go() -> None:
     client.pods = []
     status, again = await hotplugs.sync(_vmi(hotplugged=False), owner)
     assert again is None and not hotplugs.holding("vmi-uid")
+
+
+async def test_a_new_leader_holds_vmis_that_still_have_attachment_pods() -> None:
+    """After a restart one LIST of attachment pods tells which VMIs to look at: a pod left
+    by a volume removed while no controller ran is deleted on that VMI's first sync."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    client = FakeClient([_pod("data")], {})
+    hotplugs = HotplugAttachments(cast(Any, client), TemplateConfig())
+    assert not hotplugs.holding("vmi-uid")
+    await hotplugs.prime("ns")
+    selector = f"{APP_LABEL}={podlayout.ATTACHMENT_APP}"
+    assert client.listed_all == [("ns", selector)]
+    assert hotplugs.holding("vmi-uid") and not hotplugs.holding("other")
+    await hotplugs.sync(_vmi(hotplugged=False), owner)
+    assert client.deleted == ["hp-volume-old"]
