@@ -51,24 +51,6 @@ PROBE = {
 }
 
 
-def host_ip() -> str:
-    """This host's first global IPv4 address (the aggregator refuses loopback endpoints)."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            return fields[fields.index("inet") + 1].split("/")[0]
-    raise AdmissionUnavailable(
-        "no global IPv4 address on this host: kube-apiserver's aggregator cannot reach an "
-        "in-process API server (EndpointSlices may not point at loopback)"
-    )
-
-
 class AdmissionUnavailable(RuntimeError):
     """The webhooks could not be put in front of the session cluster (the reason)."""
 

@@ -24,9 +24,10 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from localkube.cluster import Cluster
+from localkube.deploy import host_ip
 from localkube.errors import LocalKubeError
 from localkube.testing import dns_label, session_cluster
-from tests.integration.cluster.admission import AdmissionUnavailable, SessionAdmission, host_ip
+from tests.integration.cluster.admission import AdmissionUnavailable, SessionAdmission
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """Fixtures for handler integration tests: the real guest under real launchers.
 
 `guest` (session) builds or reuses the test guest (from the launcher suite; fails loudly
-when impossible). `node` runs the handler in-process against an in-memory API with real
-launchers; every launcher, libvirtd and QEMU it started is gone after the test.
+when impossible). `node` runs the handler in-process, as a node of its own on the session
+cluster, with real launchers; every launcher, libvirtd and QEMU it started is gone after
+the test.
 
 On the local cluster (`kube_cluster`, one per session, from tests/integration/cluster):
 `node01` runs `python -m handler` for node01, `controller` the real controller for the
@@ -31,24 +32,11 @@ from tests.integration.handler.cluster import (
     install_crds,
     notify_root,
 )
-from tests.integration.handler.node import Node, new_root
+from tests.integration.handler.node import Node, new_root, on_cluster
 from tests.integration.launcher.conftest import guest
 from tests.unit.handler.waiting import until_async
 
 __all__ = ["guest"]
-
-
-@pytest.fixture
-async def node(guest: Path) -> AsyncIterator[Node]:
-    """A handler-managed node (handler started); torn down with nothing left behind."""
-    n = Node(new_root())
-    try:
-        await n.start_handler()
-        yield n
-    finally:
-        await n.stop_handler()
-        leftovers = n.teardown()
-    assert not leftovers, f"QEMU left behind: {leftovers}"
 
 
 # ---- on the local cluster ---------------------------------------------------------------
@@ -98,6 +86,13 @@ async def ns(kube: KubeClient, request: pytest.FixtureRequest) -> AsyncIterator[
     yield name
     with contextlib.suppress(NotFound):
         await kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+async def node(guest: Path, kube: KubeClient, ns: str) -> AsyncIterator[Node]:
+    """A handler-managed node of its own (handler started); torn down with nothing left."""
+    async with on_cluster(Node(new_root(), kube=kube, namespace=ns)) as n:
+        yield n
 
 
 @pytest.fixture

@@ -1,7 +1,13 @@
-"""A node without a cluster: the real handler daemon in-process against an in-memory API,
-and real launchers (real libvirtd, real QEMU, the real test guest) started the way their
-pods start them — each launcher's sockets in `<pods>/<podUID>/volumes/kubernetes.io~
+"""A node of its own on the session cluster: the real handler daemon in-process against the
+real kube-apiserver (its own Node object, so it sees only this test's VMIs), and real
+launchers (real libvirtd, real QEMU, the real test guest) started the way their pods
+start them — each launcher's sockets in `<pods>/<podUID>/volumes/kubernetes.io~
 empty-dir/sockets`, its events pushed to the handler's notify socket.
+
+The test plays the controller: it creates the VMI (through the admission webhooks, with
+the controller's finalizer), starts its launcher, then hands the VMI to the node (status
+Scheduled, `activePods`, the node label). `VMIView` watches the test's namespace and keeps
+every status the handler wrote after that handoff.
 """
 
 from __future__ import annotations
@@ -13,19 +19,21 @@ import shutil
 import signal
 import tempfile
 import uuid
-from collections.abc import MutableMapping, Sequence
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.labels import VMI_FINALIZER
 from handler.actions import ActionsConfig
+from handler.api import KubeApi
 from handler.config import Config, Timing
 from handler.daemon import Handler
 from handler.launchers import launcher_socket
-from shared.kube import Registry
+from shared.kube import NODES, VMIS, KubeClient, NotFound, PatchType, Registry
 from shared.model import VirtualMachineInstance, VMIPhase
+from tests.integration.handler.apiview import VMIView
 from tests.integration.launcher.harness import Launcher, qemu_pids_under, tiny_vmi
-from tests.unit.handler.fakes import NODE, FakeApi
 from tests.unit.handler.waiting import until
 
 TIMING = Timing(
@@ -76,15 +84,25 @@ def processes_under(root: Path) -> list[int]:
 
 
 class Node:
-    """One node: its handler (restartable), its launchers, its in-memory API."""
+    """One node: its Node object, its handler (restartable), its launchers, its VMIs."""
 
-    def __init__(self, root: Path, *, actions: ActionsConfig | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        kube: KubeClient,
+        namespace: str,
+        actions: ActionsConfig | None = None,
+    ) -> None:
         self.root = root
-        self.api = FakeApi()
+        self.kube = kube
+        self.namespace = namespace
+        self.name = f"hnode-{uuid.uuid4().hex[:8]}"
+        self.view = VMIView(kube, namespace)
         self.config = Config(
-            node_name=NODE,
+            node_name=self.name,
             pods_dir=root / "pods",
-            notify_socket=root / "nodes" / NODE / "domain-notify.sock",
+            notify_socket=root / "nodes" / self.name / "domain-notify.sock",
             kubeconfig=None,
             workers=4,
             listen_host="127.0.0.1",
@@ -100,11 +118,34 @@ class Node:
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
+    # ---- the node on the cluster --------------------------------------------------------
+
+    async def register(self) -> None:
+        """The Node object (no kubelet behind it) and the watch on the test's VMIs."""
+        await self.kube.create(NODES, {"apiVersion": "v1", "kind": "Node",
+                                       "metadata": {"name": self.name}})  # fmt: skip
+        await self.view.start()
+
+    async def unregister(self) -> None:
+        """The VMIs' finalizers dropped (as the controller would), the Node deleted."""
+        await self.view.stop()
+        for obj in (await self.kube.list(VMIS, namespace=self.namespace)).items:
+            with contextlib.suppress(NotFound):
+                await self.kube.patch(
+                    VMIS, obj["metadata"]["name"], [{"op": "remove", "path": "/metadata/finalizers"}],
+                    namespace=self.namespace, patch_type=PatchType.JSON,
+                )  # fmt: skip
+        with contextlib.suppress(NotFound):
+            await self.kube.delete(NODES, self.name)
+
+    async def node_object(self) -> dict[str, Any]:
+        return await self.kube.get(NODES, self.name)
+
     # ---- the handler --------------------------------------------------------------------
 
     async def start_handler(self) -> Handler:
         self._stop = asyncio.Event()
-        handler = self.handler = Handler(self.config, api=self.api, registry=Registry())
+        handler = self.handler = Handler(self.config, api=KubeApi(self.kube), registry=Registry())
         self._task = asyncio.create_task(handler.run(self._stop), name="handler-under-test")
         await until(handler.ready, "handler ready", timeout=30)
         return handler
@@ -124,13 +165,13 @@ class Node:
     # ---- VMIs and their launchers ------------------------------------------------------
 
     async def add_vmi(self, *, name: str, grace: int = 20, kernel_args: str = "") -> str:
-        """Start a launcher for a new VMI (as its pod would) and mark the VMI Scheduled."""
-        vmi = tiny_vmi(name=name, terminationGracePeriodSeconds=grace)
+        """Create the VMI, start a launcher for it (as its pod would), hand it to this node."""
+        body = tiny_vmi(name=name, terminationGracePeriodSeconds=grace)
         if kernel_args:
-            vmi["spec"]["domain"]["firmware"]["kernelBoot"]["kernelArgs"] += " " + kernel_args
+            body["spec"]["domain"]["firmware"]["kernelBoot"]["kernelArgs"] += " " + kernel_args
+        body["metadata"] = {"name": name, "finalizers": [VMI_FINALIZER]}
+        vmi = await self.kube.create(VMIS, body, namespace=self.namespace)
         pod_uid = str(uuid.uuid4())
-        vmi["metadata"]["labels"] = {"kubevirt.io/nodeName": NODE}
-        vmi["status"] = {"phase": "Scheduled", "nodeName": NODE, "activePods": {pod_uid: NODE}}
         launcher = PodLauncher(
             root=self.root / name,
             vmi=vmi,
@@ -139,7 +180,7 @@ class Node:
             sockets_dir=launcher_socket(self.config.pods_dir, pod_uid).parent,
             pod_uid=pod_uid,
         )
-        key = f"{vmi['metadata']['namespace']}/{name}"
+        key = f"{self.namespace}/{name}"
         self.launchers[key] = launcher
         # The pod's `private` emptyDir, as the handler finds it (console socket).
         private = launcher.sockets_dir.parent / "private"
@@ -147,11 +188,25 @@ class Node:
         private.parent.mkdir(parents=True, exist_ok=True)
         private.symlink_to(launcher.private)
         await asyncio.to_thread(launcher.start)
-        self.api.put_vmi(vmi)
+        status = {"phase": "Scheduled", "nodeName": self.name, "activePods": {pod_uid: self.name}}
+        handed = await self.kube.patch(
+            VMIS, name, {"status": status}, namespace=self.namespace, subresource="status"
+        )
+        self.view.record_after(handed)
+        labels = {"metadata": {"labels": {"kubevirt.io/nodeName": self.name}}}
+        await self.kube.patch(VMIS, name, labels, namespace=self.namespace)
+        await until(lambda: key in self.view.latest, f"{key} seen", 30)
         return key
 
+    async def delete_vmi(self, key: str) -> None:
+        await self.kube.delete(VMIS, key.split("/", 1)[1], namespace=self.namespace)
+
     def vmi(self, key: str) -> VirtualMachineInstance:
-        return self.api.vmi(key)
+        return VirtualMachineInstance.from_dict(self.view.latest[key])
+
+    def history(self, key: str) -> list[dict[str, Any]]:
+        """The statuses written after the handoff (by the handler), oldest first."""
+        return self.view.history.get(key, [])
 
     async def wait_phase(self, key: str, phase: VMIPhase, timeout: float = BOOT_TIMEOUT) -> None:
         launcher = self.launchers[key]
@@ -185,6 +240,20 @@ class Node:
                     os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
         return leftovers
+
+
+@contextlib.asynccontextmanager
+async def on_cluster(n: Node) -> AsyncIterator[Node]:
+    """Register the node, start its handler; afterwards stop it and check for leftovers."""
+    await n.register()
+    try:
+        await n.start_handler()
+        yield n
+    finally:
+        await n.stop_handler()
+        leftovers = n.teardown()
+        await n.unregister()
+    assert not leftovers, f"QEMU left behind: {leftovers}"
 
 
 def new_root() -> Path:

@@ -13,18 +13,20 @@ import aiohttp
 import pytest
 
 from handler.actions import CONTROLLER_CN, HANDLER_ENDPOINT_ANNOTATION, ActionsConfig
+from shared.kube import KubeClient
 from shared.model import ConditionStatus, VMIConditionType, VMIPhase
-from tests.integration.handler.node import BOOT_TIMEOUT, Node, new_root
+from tests.integration.handler.node import BOOT_TIMEOUT, Node, new_root, on_cluster
 from tests.integration.launcher.harness import TICK
 from tests.unit.handler import certs
-from tests.unit.handler.fakes import NODE
 from tests.unit.handler.waiting import until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.fixture
-async def secured(guest: Path, tmp_path: Path) -> AsyncIterator[tuple[Node, ssl.SSLContext]]:
+async def secured(
+    guest: Path, kube: KubeClient, ns: str, tmp_path: Path
+) -> AsyncIterator[tuple[Node, ssl.SSLContext]]:
     """A node whose handler serves actions to the holder of the controller's certificate."""
     ca = certs.ca(tmp_path, "kubevirt-py-ca")
     server = certs.leaf(tmp_path, "kubevirt-py-handler", ca, server=True)
@@ -35,16 +37,10 @@ async def secured(guest: Path, tmp_path: Path) -> AsyncIterator[tuple[Node, ssl.
     shutil.copy(server.key, cert_dir / "tls.key")
     shutil.copy(ca.cert, cert_dir / "ca.crt")
     config = ActionsConfig(cert_dir=cert_dir, host="127.0.0.1", port=0)
-    node = Node(new_root(), actions=config)
     ctx = ssl.create_default_context(cafile=ca.cert)
     ctx.load_cert_chain(client.cert, client.key)
-    try:
-        await node.start_handler()
+    async with on_cluster(Node(new_root(), kube=kube, namespace=ns, actions=config)) as node:
         yield node, ctx
-    finally:
-        await node.stop_handler()
-        leftovers = node.teardown()
-    assert not leftovers, f"QEMU left behind: {leftovers}"
 
 
 async def test_actions_reach_the_real_guest(secured: tuple[Node, ssl.SSLContext]) -> None:
@@ -64,8 +60,8 @@ async def test_actions_reach_the_real_guest(secured: tuple[Node, ssl.SSLContext]
         "endpoint published",
         30,
     )
-    url = node.api.nodes[NODE]["metadata"]["annotations"][HANDLER_ENDPOINT_ANNOTATION]
-    base = f"{url}/v1/namespaces/default/virtualmachineinstances/remote"
+    url = (await node.node_object())["metadata"]["annotations"][HANDLER_ENDPOINT_ANNOTATION]
+    base = f"{url}/v1/namespaces/{node.namespace}/virtualmachineinstances/remote"
     async with aiohttp.ClientSession() as session:
         async with session.put(f"{base}/pause", ssl=ctx) as resp:
             assert resp.status == 200, await resp.text()

@@ -1,4 +1,5 @@
-"""The handler driving real launchers and the real guest (no cluster: an in-memory API).
+"""The handler driving real launchers and the real guest, as a node of its own on the
+session cluster (the test plays the controller: tests/integration/handler/node.py).
 
 Each test boots the tiny guest under TCG through a real launcher; at most two guests run
 at once (2 cores).
@@ -17,7 +18,7 @@ from tests.integration.handler.node import BOOT_TIMEOUT, USER_DATA, Node, events
 from tests.integration.launcher.harness import BOOT_MARKER, TICK, call, qemu_pids_under
 from tests.unit.handler.waiting import until, until_async
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def _condition(node: Node, key: str, type_: str) -> ConditionStatus | None:
@@ -46,7 +47,7 @@ async def test_guest_boots_to_running_with_console_agent_metrics_and_pause(node:
     has the guest's counters; pausing and resuming the domain shows in the conditions."""
     key = await node.add_vmi(name="story")
     await node.wait_phase(key, VMIPhase.RUNNING)
-    history = node.api.history[key]
+    history = node.history(key)
     assert history[0]["phase"] == "Running"
     assert _condition(node, key, VMIConditionType.READY) is ConditionStatus.TRUE
     await node.wait_console(key, BOOT_MARKER)
@@ -57,11 +58,11 @@ async def test_guest_boots_to_running_with_console_agent_metrics_and_pause(node:
         BOOT_TIMEOUT,
     )
     assert _condition(node, key, VMIConditionType.AGENT_CONNECTED) is ConditionStatus.TRUE
-    assert len(node.api.history[key]) <= 3  # Running, then agent + OS info (maybe split)
+    assert len(node.history(key)) <= 3  # Running, then agent + OS info (maybe split)
     metrics = await _scrape(node)
     assert _sample(metrics, "kubevirt_vmi_cpu_usage_seconds_total", "story") > 0
     assert _sample(metrics, "kubevirt_vmi_memory_domain_bytes", "story") == 128 * 1024 * 1024
-    assert 'kubevirt_virt_handler_ready_status{node="node01"} 1' in metrics
+    assert f'kubevirt_virt_handler_ready_status{{node="{node.name}"}} 1' in metrics
 
     launcher = node.launchers[key]
     await call(launcher, Method.PAUSE)
@@ -87,7 +88,7 @@ async def test_deleted_vmi_powers_off_through_acpi_within_grace(node: Node) -> N
     key = await node.add_vmi(name="acpi", grace=60)
     await node.wait_phase(key, VMIPhase.RUNNING)
     with capture_logs() as captured:
-        node.api.delete_vmi(key)
+        await node.delete_vmi(key)
         await node.wait_phase(key, VMIPhase.SUCCEEDED, timeout=90)
     assert events(captured, "acpi_shutdown_sent")
     assert events(captured, "grace_period_expired") == []
@@ -110,7 +111,7 @@ async def test_guest_ignoring_acpi_is_killed_when_the_grace_period_ends(node: No
     await node.wait_phase(key, VMIPhase.RUNNING)
     await node.wait_console(key, BOOT_MARKER)
     with capture_logs() as captured:
-        node.api.delete_vmi(key)
+        await node.delete_vmi(key)
         await node.wait_phase(key, VMIPhase.SUCCEEDED, timeout=90)
     acpi = events(captured, "acpi_shutdown_sent")
     kills = events(captured, "grace_period_expired")
@@ -142,7 +143,7 @@ async def test_handler_crash_and_restart_loses_no_guest_and_reconverges(node: No
     await node.wait_console(keep, f"{TICK} 2")
     await node.wait_console(stop, BOOT_MARKER)
     qemu = qemu_pids_under(node.launchers[keep].root)
-    writes = len(node.api.history[keep])
+    writes = len(node.history(keep))
 
     await node.stop_handler(crash=True)
     stopping = node.launchers[stop]
@@ -160,4 +161,4 @@ async def test_handler_crash_and_restart_loses_no_guest_and_reconverges(node: No
     await until(lambda: node.launchers[keep].serial().count(TICK) > ticks + 2, "keep ticking", 60)
     assert qemu_pids_under(node.launchers[keep].root) == qemu
     assert node.vmi(keep).status.phase is VMIPhase.RUNNING
-    assert len(node.api.history[keep]) == writes
+    assert len(node.history(keep)) == writes

@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from localkube.cluster import Cluster
+from localkube.deploy import host_ip
 from localkube.health import admin_ssl
-from tests.integration.cluster.admission import host_ip
 from tests.integration.subresources.stack import Stack, StackConfig
 from tests.unit.subresources.certs import gen_certs
 
