@@ -70,6 +70,8 @@ class LauncherPod:
     created: str | None = None
     ip: str | None = None  # status.podIP, once the pod has one
     image_pull: ImagePullFailure | None = None
+    # Failed because its node's kubelet refused to admit it: none of its containers ran.
+    rejected: bool = False
 
     @property
     def key(self) -> str:
@@ -145,7 +147,24 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         created=meta.get("creationTimestamp") or None,
         ip=status.get("podIP") or None,
         image_pull=_image_pull(status),
+        rejected=phase == PodPhase.FAILED and kubelet_rejected(status),
     )
+
+
+# Pod status.reason of a pod its kubelet refused at admission (the pod never ran): the
+# resource managers' UnexpectedAdmissionError (a device plugin not registered again yet
+# after a kubelet restart), "OutOf<resource>", and a node that no longer matches.
+KUBELET_REJECTIONS = frozenset({"UnexpectedAdmissionError", "NodeAffinity"})
+
+
+def kubelet_rejected(status: Mapping[str, Any]) -> bool:
+    """Failed at the kubelet's admission, with no container ever started."""
+    reason = str(status.get("reason") or "")
+    if reason not in KUBELET_REJECTIONS and not reason.startswith("OutOf"):
+        return False
+    containers = [*(status.get("initContainerStatuses") or ()),
+                  *(status.get("containerStatuses") or ())]  # fmt: skip
+    return not any((c.get("state") or {}).keys() & {"running", "terminated"} for c in containers)
 
 
 def _owner_name(meta: Mapping[str, Any]) -> str | None:

@@ -102,10 +102,16 @@ class TemplateService:
     config: TemplateConfig
 
     def launcher_pod(
-        self, vmi: VirtualMachineInstance, *, claims: Mapping[str, Claim] | None = None
+        self,
+        vmi: VirtualMachineInstance,
+        *,
+        claims: Mapping[str, Claim] | None = None,
+        attempt: int = 0,
     ) -> dict[str, Any]:
-        """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name)."""
-        return self._pod(vmi, seed=vmi.uid, extra_labels={}, claims=claims or {})
+        """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name);
+        `attempt` n > 0: the pod replacing n refused ones (another name)."""
+        seed = vmi.uid if attempt == 0 else f"{vmi.uid}/{attempt}"
+        return self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
 
     def target_pod(
         self,

@@ -272,7 +272,7 @@ class VMIController(Reconciler):
         await self._pods.delete(vmi.key, plan.delete_pods, involved=vmi)
         if plan.create_pod:
             claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
-            pod = self._templates.launcher_pod(vmi, claims=claims)
+            pod = self._templates.launcher_pod(vmi, claims=claims, attempt=plan.pod_attempt)
             await self._pods.create(vmi.key, pod, involved=vmi)
 
     async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:

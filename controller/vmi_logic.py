@@ -7,6 +7,10 @@ is handed to the handler of its node:
           └──────────────┴────────────────────→ Failed (invalid spec, pod failed or gone,
                                                          unschedulable for too long)
 
+A launcher pod its kubelet refused at admission never ran (after a kubelet restart the
+device plugins register again a few seconds late): it is replaced after a backoff, as a
+ReplicaSet replaces its failed pods, and only the fifth refusal fails the VMI.
+
 From Scheduled on, the handler owns the phase; the controller keeps the finalizer, the
 node label and activePods true, and fails the VMI when its launcher is dead: the launcher
 pod on the node the guest runs on is terminal, its compute container terminated, or it is
@@ -41,6 +45,10 @@ from shared.model import (
 from shared.model.validation import validate_vmi
 
 PRE_HANDOFF = frozenset({VMIPhase.UNSET, VMIPhase.PENDING, VMIPhase.SCHEDULING})
+# Launcher pods refused by kubelets (never ran) are replaced, as a ReplicaSet replaces its
+# failed pods, after 2, 4, 8, 16 s; the fifth refusal fails the VMI.
+MAX_REJECTED_PODS = 5
+REJECTION_BACKOFF = 2.0
 POST_HANDOFF = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
 
 
@@ -52,6 +60,7 @@ class FailureReason(enum.StrEnum):
     POD_TERMINATING = "PodTerminating"
     POD_NOT_EXISTS = "PodNotExists"
     UNSCHEDULABLE = "Unschedulable"
+    POD_REJECTED = "PodRejected"  # not a failure yet: another launcher pod follows
     NODE_UNRESPONSIVE = "NodeUnresponsive"
     LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the handler writes it too
 
@@ -62,6 +71,9 @@ class VMIPlan:
 
     status: VMIStatus
     create_pod: bool = False
+    # Which launcher pod of the VMI to create (0: the first; n: after n kubelet refusals),
+    # so its name differs from the refused ones', and a retried create stays idempotent.
+    pod_attempt: int = 0
     delete_pods: tuple[LauncherPod, ...] = ()
     # Label changes: value None removes the label.
     labels: Mapping[str, str | None] = field(default_factory=dict)
@@ -147,13 +159,10 @@ def _plan_pre_handoff(
     launchers = sorted(
         (p for p in pods if not p.is_migration_target), key=lambda p: (p.created or "", p.name)
     )
+    rejected = [p for p in launchers if p.rejected]
+    launchers = [p for p in launchers if not p.rejected]
     if not launchers:
-        # Validated once, before its pod exists (a VMI's spec does not change after that).
-        errors = validate_vmi(vmi)
-        if errors:
-            message = describe_field_errors(errors)
-            return VMIPlan(status=failed(vmi.status, FailureReason.INVALID_SPEC, message, now))
-        return _plan_without_pod(vmi, now)
+        return _plan_no_pod(vmi, rejected, now=now)
     # Never two launcher pods: should one ever appear, the newer ones go.
     extra = tuple(p for p in launchers[1:] if not p.deleting)
     pod = launchers[0]
@@ -165,10 +174,57 @@ def _plan_pre_handoff(
     if pod.unschedulable is not None:
         return _plan_unschedulable(scheduling, pod, extra, now=now, timeout=timeout)
     scheduling = scheduling.without_condition(POD_SCHEDULED)
+    if _synchronized_reason(scheduling) == FailureReason.POD_REJECTED:
+        scheduling = scheduling.without_condition(VMIConditionType.SYNCHRONIZED)
     scheduling = with_image_pull(scheduling, vmi, pod.image_pull, now=now)
     if pod.running_on_node:
         return _plan_handoff(scheduling, pod, extra, vmi=vmi, now=now)
     return VMIPlan(status=scheduling, delete_pods=extra)
+
+
+def _plan_no_pod(
+    vmi: VirtualMachineInstance, rejected: Sequence[LauncherPod], *, now: datetime
+) -> VMIPlan:
+    """No launcher pod that may still run: the first (once the spec is validated), or
+    the next after kubelets refused the earlier ones."""
+    if rejected:
+        return _plan_after_rejection(vmi, rejected, now=now)
+    # Validated once, before its pod exists (a VMI's spec does not change after that).
+    errors = validate_vmi(vmi)
+    if errors:
+        message = describe_field_errors(errors)
+        return VMIPlan(status=failed(vmi.status, FailureReason.INVALID_SPEC, message, now))
+    return _plan_without_pod(vmi, now)
+
+
+def _plan_after_rejection(
+    vmi: VirtualMachineInstance, rejected: Sequence[LauncherPod], *, now: datetime
+) -> VMIPlan:
+    """Every launcher pod so far was refused by a kubelet: another one after a backoff
+    (Synchronized=False, PodRejected, says why), or Failed at the fifth refusal."""
+    last = rejected[-1]
+    if len(rejected) >= MAX_REJECTED_PODS:
+        message = f"{last.describe_failure()} ({len(rejected)} launcher pods refused by kubelets)"
+        return VMIPlan(status=failed(vmi.status, FailureReason.POD_FAILED, message, now))
+    status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
+    status = vmi_condition(
+        status,
+        VMIConditionType.SYNCHRONIZED,
+        ConditionStatus.FALSE,
+        reason=FailureReason.POD_REJECTED,
+        message=f"{last.describe_failure()}; another launcher pod follows",
+        now=now,
+    )
+    backoff = REJECTION_BACKOFF * 2 ** (len(rejected) - 1)
+    waited = (now - _parse_or(last.created, now)).total_seconds()
+    if waited < backoff:
+        return VMIPlan(status=status, requeue_after=backoff - waited)
+    return VMIPlan(status=status, create_pod=True, pod_attempt=len(rejected))
+
+
+def _synchronized_reason(status: VMIStatus) -> str | None:
+    cond = status.condition(VMIConditionType.SYNCHRONIZED)
+    return None if cond is None else cond.reason
 
 
 def with_image_pull(

@@ -56,6 +56,16 @@ def test_name_is_prefix_vmi_and_five_stable_chars() -> None:
     assert pod_suffix("other-uid") != suffix
 
 
+def test_a_pod_replacing_refused_ones_has_a_name_of_its_own_per_attempt() -> None:
+    """After n kubelet refusals the next pod's name differs from every earlier one and is
+    stable for its attempt (a retried create still collides)."""
+    service = TemplateService(TemplateConfig())
+    vmi = make_vmi()
+    names = [service.launcher_pod(vmi, attempt=n)["metadata"]["name"] for n in range(5)]
+    assert len(set(names)) == 5 and names[0] == render()["metadata"]["name"]
+    assert service.launcher_pod(vmi, attempt=3)["metadata"]["name"] == names[3]
+
+
 def test_long_vmi_names_are_cut_to_a_valid_pod_name() -> None:
     """A 253-char VMI name still yields a ≤253-char pod name ending in the suffix."""
     name = pod_name("a" * 253, VMI_UID)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.pods import LauncherPod, PodPhase
+from controller.pods import LauncherPod, PodPhase, decode_pod
 from controller.vmi_logic import FailureReason, VMIPlan, plan_vmi
 from shared.model import MigrationState, VirtualMachineInstance, VMIPhase
 from tests.unit.controller.builders import (
@@ -16,6 +16,7 @@ from tests.unit.controller.builders import (
     condition,
     make_pod,
     make_vmi,
+    pod_dict,
     unschedulable,
     vmi_dict,
 )
@@ -102,6 +103,54 @@ def test_pod_vanishing_while_scheduling_fails_the_vmi() -> None:
     p = plan(make_vmi(phase=VMIPhase.SCHEDULING))
     assert p.status.phase == VMIPhase.FAILED and p.status.reason == FailureReason.POD_NOT_EXISTS
     assert not p.create_pod
+
+
+REFUSAL = "Pod was rejected: Allocate failed due to requested number of devices unavailable"
+
+
+def _rejected(name: str, *, uid: str, created: str, started: bool = False) -> LauncherPod:
+    raw = pod_dict(name, uid=uid, phase="Failed", node="node01", created=created)
+    raw["status"].update(reason="UnexpectedAdmissionError", message=REFUSAL)
+    if started:
+        raw["status"]["containerStatuses"] = [{"name": "compute", "state": {"terminated": {}}}]
+    return decode_pod(raw)
+
+
+def test_a_pod_refused_by_its_kubelet_is_replaced_after_a_backoff() -> None:
+    """A launcher pod the kubelet refused at admission (a device plugin not registered
+    again after a kubelet restart) never ran: the VMI stays Scheduling with
+    Synchronized=False/PodRejected, and another pod is made once 2 s have passed."""
+    vmi = make_vmi(phase=VMIPhase.SCHEDULING)
+    early = plan(vmi, [_rejected("a", uid="a", created=ago(1))])
+    assert early.status.phase == VMIPhase.SCHEDULING and not early.create_pod
+    assert early.requeue_after == pytest.approx(1.0)
+    cond = early.status.condition("Synchronized")
+    assert cond is not None and cond.reason == FailureReason.POD_REJECTED
+    assert REFUSAL in (cond.message or "")
+    later = plan(vmi, [_rejected("a", uid="a", created=ago(3))])
+    assert later.create_pod and later.status.phase == VMIPhase.SCHEDULING
+    assert later.pod_attempt == 1  # another name than the refused pod's
+    waiting = make_vmi(
+        phase=VMIPhase.SCHEDULING,
+        conditions=(condition("Synchronized", "False", reason="PodRejected"),),
+    )
+    running = make_pod(uid="b", node="node01", phase="Running")
+    second = plan(waiting, [_rejected("a", uid="a", created=ago(9)), running])
+    assert second.status.phase == VMIPhase.SCHEDULED
+    assert second.status.condition("Synchronized") is None
+    assert dict(second.status.active_pods) == {"b": "node01"}
+
+
+def test_the_fifth_refused_pod_fails_the_vmi_and_a_pod_that_ran_is_no_refusal() -> None:
+    """Five refusals: Failed/PodFailed saying so. A pod that started a container and
+    failed is a failure at once, whatever its reason."""
+    vmi = make_vmi(phase=VMIPhase.SCHEDULING)
+    five = [_rejected(f"p{i}", uid=f"p{i}", created=ago(60 - i)) for i in range(5)]
+    p = plan(vmi, five)
+    assert p.status.phase == VMIPhase.FAILED and p.status.reason == FailureReason.POD_FAILED
+    assert not p.create_pod
+    ran = plan(vmi, [_rejected("a", uid="a", created=ago(9), started=True)])
+    assert ran.status.phase == VMIPhase.FAILED and not ran.create_pod
 
 
 def test_unschedulable_pod_is_mirrored_then_fails_after_the_timeout() -> None:
