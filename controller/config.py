@@ -43,6 +43,9 @@ class TemplateConfig:
     # A node directory of QEMU capability caches the launchers share (local clusters): a
     # launcher's libvirtd then skips probing QEMU (~1 s of CPU per start here).
     capabilities_seed: str | None = None
+    # The node's cache made by virt-handler's `qemu-capabilities` init container, mounted
+    # read-only into launcher pods (real nodes; podlayout.QEMU_CAPABILITIES_SEED_DIR).
+    node_capabilities_seed: bool = False
     log_format: str = "json"
     # CPU request per vCPU when the VMI sets none (KubeVirt's cpuAllocationRatio of 10).
     cpu_request_millis_per_vcpu: int = 100
@@ -144,6 +147,7 @@ class Config:
             notify_host_dir=ns.notify_host_dir,
             kvm_probe_file=ns.kvm_probe_file or None,
             capabilities_seed=ns.capabilities_seed or None,
+            node_capabilities_seed=_flag(ns.node_capabilities_seed),
             log_format=ns.launcher_log_format,
             cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
         )
@@ -212,6 +216,12 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("notify-host-dir", DEFAULT_NOTIFY_HOST_DIR, "host dir of <node>/domain-notify.sock"),
     ("kvm-probe-file", "", "launcher --kvm-probe-file"),
     ("capabilities-seed", "", "launcher --capabilities-seed (a shared node dir; local clusters)"),
+    (
+        "node-capabilities-seed",
+        "false",
+        "mount the node's QEMU capability cache (virt-handler's init container makes it) "
+        "read-only into launcher pods",
+    ),
     ("launcher-log-format", "json", "launcher --log-format"),
     ("cpu-allocation-ratio", "10", "vCPUs per requested CPU when a VMI sets no CPU request"),
     ("parallel-migrations", "5", "migrations in flight per cluster"),

@@ -168,6 +168,7 @@ class TemplateService:
                     {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
                     {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
                     {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
+                    *self._seed_volumes(),
                     *sources.volumes,
                 ],
             },
@@ -191,6 +192,23 @@ class TemplateService:
             ],
             "volumeMounts": [{"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR}],
         }
+
+    def _node_seed(self) -> bool:
+        """The node's QEMU capability cache is mounted (a shared dir named instead wins)."""
+        return self.config.node_capabilities_seed and not self.config.capabilities_seed
+
+    def _seed_volumes(self) -> list[dict[str, Any]]:
+        """The node's QEMU capability cache, made by virt-handler (podlayout's contract)."""
+        if not self._node_seed():
+            return []
+        path = {"path": podlayout.QEMU_CAPABILITIES_SEED_DIR, "type": "DirectoryOrCreate"}
+        return [{"name": podlayout.QEMU_CAPABILITIES_VOLUME, "hostPath": path}]
+
+    def _seed_mounts(self) -> list[dict[str, Any]]:
+        if not self._node_seed():
+            return []
+        return [{"name": podlayout.QEMU_CAPABILITIES_VOLUME,
+                 "mountPath": podlayout.QEMU_CAPABILITIES_SEED_DIR, "readOnly": True}]  # fmt: skip
 
     def _notify_host_path(self) -> dict[str, str]:
         return {"path": self.config.notify_host_dir, "type": "DirectoryOrCreate"}
@@ -232,6 +250,7 @@ class TemplateService:
                     "mountPath": podlayout.HOTPLUG_DISKS_DIR,
                     "mountPropagation": "HostToContainer",
                 },
+                *self._seed_mounts(),
                 *sources.mounts,
             ],
         }
@@ -258,6 +277,8 @@ class TemplateService:
             args += ["--kvm-probe-file", cfg.kvm_probe_file]
         if cfg.capabilities_seed:
             args += ["--capabilities-seed", cfg.capabilities_seed]
+        elif cfg.node_capabilities_seed:
+            args += ["--capabilities-seed", podlayout.QEMU_CAPABILITIES_SEED_DIR]
         return args
 
     def resources(self, vmi: VirtualMachineInstance) -> dict[str, dict[str, str]]:

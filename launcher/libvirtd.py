@@ -177,6 +177,7 @@ class LibvirtDaemon:
         self._tini = tini
         self._emulator = emulator
         self._process: asyncio.subprocess.Process | None = None
+        self._seeded: dict[str, int] = {}  # seeded cache file → its mtime (ns)
 
     def prepare(self, *, capabilities_seed: Path | None, cgroups: bool = True) -> None:
         """Lay out fresh private dirs and config; seed the capability cache if given.
@@ -203,8 +204,15 @@ class LibvirtDaemon:
         )
         paths.qemu_conf.write_text(QEMU_CONF + ("" if cgroups else NO_CGROUPS))
         log.info("libvirtd_prepared", isolation=str(paths.isolation), cgroups=cgroups)
+        self._seeded = {}
         if capabilities_seed and capabilities_seed.is_dir():
             shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
+            self._seeded = _mtimes(self.paths.capabilities)
+
+    def capabilities_reused(self) -> bool:
+        """The seeded QEMU capabilities served libvirtd as they were: it rewrites a cache
+        file when it judges it stale and probes QEMU again."""
+        return bool(self._seeded) and _mtimes(self.paths.capabilities) == self._seeded
 
     async def start(self, *, timeout: float = 15.0) -> None:
         """Start the daemon and wait for its socket; StartupError says why it could not."""
@@ -320,3 +328,9 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _mtimes(directory: Path) -> dict[str, int]:
+    if not directory.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.is_file()}

@@ -95,6 +95,7 @@ async def run(config: Config) -> None:
         virt = await Virt.open(daemon.paths.uri)
         await virt.warm_up()
         if config.capabilities_seed is not None:
+            log.info("qemu_capabilities", reused=daemon.capabilities_reused())
             daemon.save_capabilities(config.capabilities_seed)
         host = _host_paths(daemon, partition.xml_path if cgroups else None)
         try:

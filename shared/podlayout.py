@@ -94,6 +94,12 @@ SERVICE_ACCOUNT_SUBDIR = "service-account"
 USER_DATA_SUFFIX = "-udata"
 NETWORK_DATA_SUFFIX = "-ndata"
 # Hotplugged claims' disks, bind-mounted in by virt-handler (see the top of this file).
+# The node's QEMU capability cache, made by virt-handler's `qemu-capabilities` init
+# container (launcher/seed.py, launcher image) at this host path, and mounted read-only
+# at the same path in launcher pods (`--capabilities-seed`).
+QEMU_CAPABILITIES_VOLUME = "qemu-capabilities"
+QEMU_CAPABILITIES_SEED_DIR = "/var/cache/kubevirt-py/qemu-capabilities"
+
 HOTPLUG_DISKS_VOLUME = "hotplug-disks"
 HOTPLUG_DISKS_DIR = "/var/run/kubevirt/hotplug-disks"
 HOTPLUG_DISK_SUFFIX = ".img"

@@ -7,7 +7,7 @@
 - **Mount**: a pinned mount namespace where the paths a kubelet node has for itself are
   bind mounts of the node's directory (``/var/lib/kubelet`` shared, so volume mounts reach
   containerd and the containers; ``/var/run/kubevirt-py``, ``/var/lib/cni``, ``/run/netns``,
-  the log dirs), and the global ``/proc/sys`` entries the kubelet rewrites are files of the
+  the log dirs, ``/var/cache/kubevirt-py``), and the global ``/proc/sys`` entries the kubelet rewrites are files of the
   node's own. Hostpath volumes of the product's manifests (``/var/lib/kubelet/pods``, …)
   therefore mean this node's paths, as on a machine of its own.
 - **cgroups**: a root of its own in every v1 hierarchy (the kubelet's ``cgroupRoot``), so
@@ -44,6 +44,8 @@ NODE_BINDS: tuple[tuple[str, str], ...] = (
     # hostDisk paths live on the node (KubeVirt's examples use /var/data/disk.img): each
     # node has its own, removed with the node's directory.
     ("var-data", "/var/data"),
+    # virt-handler's QEMU capability cache for the node's launchers (hostPath).
+    ("var-cache-kubevirt-py", "/var/cache/kubevirt-py"),
 )
 # Global (not per-namespace) sysctls the kubelet writes at start.
 KUBELET_SYSCTLS = (

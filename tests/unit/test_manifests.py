@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shared import podlayout
 from tests.unit.shared.test_crd_drift import find_kubectl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,8 +55,10 @@ def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any
 def test_daemons_have_what_they_need(path: str) -> None:
     """Two controller replicas with their own ServiceAccount; a privileged handler per node
     (the node's device nodes) with the kubelet pods dir, the notify dir and the kubelet
-    device-plugins dir (on process-mode nodes: the node agent's own, through subPathExpr)
-    and nothing else from the host: no host network or pid namespace."""
+    device-plugins dir (on process-mode nodes: the node agent's own, through subPathExpr),
+    on kubelet nodes the QEMU capability cache its unprivileged init container writes with
+    the launcher image (the controller's), and nothing else from the host: no host network
+    or pid namespace."""
     docs = _build(path)
     controller = _workload(docs, "Deployment", "virt-controller")
     assert controller["spec"]["replicas"] == 2
@@ -66,7 +69,17 @@ def test_daemons_have_what_they_need(path: str) -> None:
     local = path.endswith("local-process")
     pods_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/pods"
     plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
-    assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir])
+    seed = [] if local else [podlayout.QEMU_CAPABILITIES_SEED_DIR]
+    assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir, *seed])
+    if not local:
+        (init,) = handler["initContainers"]
+        env = {e["name"]: e.get("value") for e in controller["spec"]["template"]["spec"][
+            "containers"][0]["env"]}  # fmt: skip
+        assert init["image"] == env["VIRT_CONTROLLER_LAUNCHER_IMAGE"]
+        assert env["VIRT_CONTROLLER_NODE_CAPABILITIES_SEED"] == "true"
+        assert not init.get("securityContext")  # as unprivileged as a launcher
+    else:
+        assert "initContainers" not in handler
     mounts = {m["name"]: m for m in handler["containers"][0]["volumeMounts"]}
     plugins = mounts["device-plugins"]
     assert plugins["mountPath"] == "/var/lib/kubelet/device-plugins"
@@ -84,7 +97,8 @@ def _strip_local_differences(docs: list[dict[str, Any]]) -> list[dict[str, Any]]
     for doc in copy.deepcopy(docs):
         if doc["kind"] in ("ServiceMonitor", "PrometheusRule"):
             continue
-        for c in doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+        pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
             c.pop("image", None)
             for env in c.get("env", []):
                 if env["name"] in (

@@ -260,3 +260,23 @@ def test_default_notify_socket_is_where_the_handler_listens() -> None:
     """/var/run/kubevirt-py/nodes/<node>/domain-notify.sock, as handler/config.py has it."""
     args = parse_launcher_args(compute(render())["args"])
     assert args["notify_socket"] == "/var/run/kubevirt-py/nodes/$(NODE_NAME)/domain-notify.sock"
+
+
+def test_the_nodes_capability_cache_is_mounted_read_only_when_asked() -> None:
+    """--node-capabilities-seed: a DirectoryOrCreate hostPath at podlayout's path, mounted
+    read-only at the same path and named to the launcher; a shared dir named instead
+    (process-mode clusters) wins, and by default there is neither."""
+    pod = render(node_capabilities_seed=True)
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "qemu-capabilities"]
+    assert volume["hostPath"] == {
+        "path": "/var/cache/kubevirt-py/qemu-capabilities",
+        "type": "DirectoryOrCreate",
+    }
+    mount = next(m for m in compute(pod)["volumeMounts"] if m["name"] == "qemu-capabilities")
+    assert mount["readOnly"] is True and mount["mountPath"] == volume["hostPath"]["path"]
+    args = compute(pod)["args"]
+    assert args[args.index("--capabilities-seed") + 1] == volume["hostPath"]["path"]
+    shared = render(node_capabilities_seed=True, capabilities_seed="/var/lib/kvpy/caps")
+    assert "qemu-capabilities" not in {v["name"] for v in shared["spec"]["volumes"]}
+    assert compute(shared)["args"][-1] == "/var/lib/kvpy/caps"
+    assert "--capabilities-seed" not in compute(render())["args"]

@@ -4,6 +4,7 @@ nodes); and no libvirt cgroups when the launcher could not make its partition.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from launcher.libvirtd import (
     choose_isolation,
     has_cap_sys_admin,
 )
+from launcher.seed import replace_files
 from shared import podlayout
 
 STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapPrm:\t{eff}\nCapEff:\t{eff}\n"
@@ -100,3 +102,39 @@ def test_guest_console_and_serial_log_where_the_pod_layout_says(
     paths = DaemonPaths(root=tmp_path / podlayout.LIBVIRT_ROOT, isolation=isolation)
     assert paths.guest_dir / "console.sock" == tmp_path / podlayout.CONSOLE_SOCKET
     assert paths.serial_log == tmp_path / podlayout.SERIAL_LOG
+
+
+def test_a_seeded_cache_is_reused_until_libvirt_rewrites_a_file(tmp_path: Path) -> None:
+    """The seed's files are copied in with their times; `capabilities_reused` holds while
+    they are as copied, and not once libvirt rewrote one (it probed QEMU again) or when
+    nothing was seeded."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "x86_64.xml").write_text("<qemuCaps/>")
+    daemon = _daemon(tmp_path, Isolation.CONTAINER)
+    daemon.prepare(capabilities_seed=seed)
+    copied = daemon.paths.capabilities / "x86_64.xml"
+    assert copied.read_text() == "<qemuCaps/>"
+    assert daemon.capabilities_reused()
+    copied.write_text("<qemuCaps>probed again</qemuCaps>")
+    os.utime(copied, ns=(1, 1))
+    assert not daemon.capabilities_reused()
+    unseeded = _daemon(tmp_path / "other", Isolation.CONTAINER)
+    unseeded.prepare(capabilities_seed=None)
+    assert not unseeded.capabilities_reused()
+
+
+def test_the_seed_is_replaced_file_by_file_and_stale_files_go(tmp_path: Path) -> None:
+    """launcher.seed writes each cache file by an atomic rename and removes files the new
+    cache lacks (another emulator, a crashed run's temporary file)."""
+    source, out = tmp_path / "cache", tmp_path / "out"
+    source.mkdir()
+    out.mkdir()
+    (source / "a.xml").write_text("new")
+    (out / "a.xml").write_text("old")
+    (out / "gone.xml").write_text("stale")
+    (out / ".a.xml.123").write_text("half")
+    assert replace_files(source, out) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["a.xml"]
+    assert (out / "a.xml").read_text() == "new"
+    assert replace_files(tmp_path / "missing", out) == 0 and not list(out.iterdir())
