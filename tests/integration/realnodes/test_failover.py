@@ -15,14 +15,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.procs import read_pidfile, reap_mentioning, stop_process
 from localkube.realnode.node import RealNode
 from tests.integration.realnodes.test_migration import _last_tick
-from tests.integration.realnodes.test_story import REPO, _pod_uid, _vmi, _wait
+from tests.integration.realnodes.test_story import _pod_uid, _vmi, _wait, start_demo
 
 pytestmark = pytest.mark.cluster
 HEARTBEAT_INTERVAL = 5  # the handlers' heartbeat, seconds
@@ -152,11 +151,7 @@ def test_vm_fails_over_when_its_node_loses_power(
     ticks. Powered back on, the node is Ready and its handler heartbeats."""
     k, ns = real_stack, real_namespace
     with _short_heartbeats(k):
-        vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-        vm["metadata"]["namespace"] = ns
-        k("apply", "-f", "-", stdin=json.dumps(vm))
-        first = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
-                      300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+        first = start_demo(k, ns)
         dead, pod_uid = _pod_uid(first)
         _wait(lambda: _last_tick(real_cluster, dead, pod_uid) > 2, 180, "guest ticks")
         node = real_cluster.fleet().node(dead)

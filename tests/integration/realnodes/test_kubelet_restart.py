@@ -19,7 +19,14 @@ from localkube.deploy import Kubectl
 from localkube.procs import read_pidfile, stop_process
 from localkube.realnode.node import RealNode
 from tests.integration.realnodes.test_migration import _last_tick
-from tests.integration.realnodes.test_story import REPO, _pod_uid, _qemu_pids, _vmi, _wait
+from tests.integration.realnodes.test_story import (
+    REPO,
+    _pod_uid,
+    _qemu_pids,
+    _vmi,
+    _wait,
+    start_demo,
+)
 
 pytestmark = pytest.mark.cluster
 TUN = "devices.kubevirt.io/tun"
@@ -60,11 +67,7 @@ def test_kubelet_restart_keeps_the_guest_and_the_node_usable(
     console still ticking; the node's kubelet comes back and a second VM pinned to that node
     runs (the device plugins registered with the new kubelet)."""
     k, ns = real_stack, real_namespace
-    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-    vm["metadata"]["namespace"] = ns
-    k("apply", "-f", "-", stdin=json.dumps(vm))
-    first = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
-                  300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    first = start_demo(k, ns)
     name, pod_uid = _pod_uid(first)
     _wait(lambda: _last_tick(real_cluster, name, pod_uid) > 2, 180, "guest ticks")
     qemu = _qemu_pids(f"{ns}_demo")

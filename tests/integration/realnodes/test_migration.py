@@ -10,18 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_story import (
-    REPO,
     _described,
     _pod_uid,
     _reasons,
     _virtctl,
     _vmi,
     _wait,
+    start_demo,
 )
 
 pytestmark = pytest.mark.cluster
@@ -50,11 +49,7 @@ def test_demo_vm_live_migrates_between_real_nodes(
     ports, the guest's console keeps ticking on the target past where it was, and the
     target's per-migration proxy dir is gone once the migration ended."""
     k, ns = real_stack, real_namespace
-    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-    vm["metadata"]["namespace"] = ns
-    k("apply", "-f", "-", stdin=json.dumps(vm))
-    vmi = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
-                300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    vmi = start_demo(k, ns)
     source, source_pod = _pod_uid(vmi)
     _wait(lambda: _last_tick(real_cluster, source, source_pod) > 2, 180, "guest ticks")
     before = _last_tick(real_cluster, source, source_pod)

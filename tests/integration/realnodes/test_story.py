@@ -52,6 +52,17 @@ def _vmi(k: Kubectl, ns: str) -> dict[str, Any]:
     return json.loads(out) if out else {}
 
 
+def start_demo(k: Kubectl, ns: str) -> dict[str, Any]:
+    """examples/vm-demo.yaml applied in `ns`; its VMI once Running."""
+    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
+    vm["metadata"]["namespace"] = ns
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    return _wait(  # type: ignore[no-any-return]
+        lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
+        300, "demo VMI Running", lambda: _vmi(k, ns).get("status"),
+    )  # fmt: skip
+
+
 def _virtctl(kubeconfig: Path, ns: str, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "virtctl_py", "--kubeconfig", str(kubeconfig), "-n", ns, *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=REPO)
@@ -138,11 +149,7 @@ def test_demo_vm_story_on_real_nodes(
     with a reason naming the launcher, QEMU dies with its container, and the VM runs again
     with a new VMI; stop and start; every API call the daemons made is allowed by their RBAC."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
-    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-    vm["metadata"]["namespace"] = ns
-    k("apply", "-f", "-", stdin=json.dumps(vm))
-    vmi = _wait(lambda: (v := _vmi(k, ns)).get("status", {}).get("phase") == "Running" and v,
-                300, "demo VMI Running", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    vmi = start_demo(k, ns)
     serial = _wait(lambda: "KUBEVIRT-PY-USERDATA-END" in (t := _serial(real_cluster, vmi)) and t,
                    180, "console output", lambda: _serial(real_cluster, vmi)[-500:])  # fmt: skip
     assert "KUBEVIRT-PY-GUEST-BOOTED" in serial and "hello: from-kubevirt-py" in serial
