@@ -7,9 +7,10 @@
 - **Mount**: a pinned mount namespace where the paths a kubelet node has for itself are
   bind mounts of the node's directory (``/var/lib/kubelet`` shared, so volume mounts reach
   containerd and the containers; ``/var/run/kubevirt-py``, ``/var/lib/cni``, ``/run/netns``,
-  the log dirs, ``/var/cache/kubevirt-py``), and the global ``/proc/sys`` entries the kubelet rewrites are files of the
-  node's own. Hostpath volumes of the product's manifests (``/var/lib/kubelet/pods``, …)
-  therefore mean this node's paths, as on a machine of its own.
+  the log dirs, ``/var/cache/kubevirt-py``), and the global ``/proc/sys`` entries the
+  kubelet rewrites are files of the node's own. Hostpath volumes of the product's
+  manifests (``/var/lib/kubelet/pods``, …) therefore mean this node's paths, as on a
+  machine of its own.
 - **cgroups**: a root of its own in every v1 hierarchy (the kubelet's ``cgroupRoot``), so
   two kubelets never share ``kubepods`` and teardown finds every container process.
 Every step is idempotent; ``destroy`` leaves no interface, namespace, mount or cgroup.
