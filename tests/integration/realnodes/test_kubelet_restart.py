@@ -92,7 +92,10 @@ def test_kubelet_restart_keeps_the_guest_and_the_node_usable(
     pods = _get(k, "pods", "-n", ns, "-l", f"kubevirt.io/created-by={second['metadata']['uid']}")
     refused = [p for p in pods["items"] if p["status"].get("reason") == "UnexpectedAdmissionError"]
     print(f"launcher pods refused by the restarted kubelet: {len(refused)}")
-    assert _get(k, "node", name)["status"]["allocatable"].get(TUN, "0") != "0"  # e.g. "1k"
+    # The kubelet posts the re-registered devices with its next node status update.
+    _wait(lambda: _get(k, "node", name)["status"]["allocatable"].get(TUN, "0") != "0",
+          60, f"{name} advertising {TUN} again",
+          lambda: _get(k, "node", name)["status"]["allocatable"])  # fmt: skip
 
     now = _vmi(k, ns)
     assert now["metadata"]["uid"] == first["metadata"]["uid"]
