@@ -37,6 +37,7 @@ from shared.kube import ClientConfig, KubeClient, Registry
 from shared.model import EvictionStrategy
 from shared.model.unsupported import NOT_SUPPORTED
 from tests.integration.loopthread import LoopThread
+from tests.unit.subresources.certs import gen_certs
 
 REPO = Path(__file__).resolve().parents[3]
 ADMISSION = REPO / "manifests" / "base" / "admission"
@@ -150,10 +151,8 @@ class SessionAdmission:
 
     def start(self) -> None:
         self._install_crds()
-        bundle = _gen_certs(self._pki_dir, host=self._host)
-        self._server = WebhookServer(
-            cluster=self._cluster, serving=self._pki_dir / "virt-api-certs", host=self._host
-        )
+        pki, bundle = gen_certs(self._pki_dir, "--api-san", f"IP:{self._host}")
+        self._server = WebhookServer(cluster=self._cluster, serving=pki.api, host=self._host)
         try:
             self._server.start(timeout=60.0)
         except RuntimeError as e:
@@ -188,16 +187,3 @@ class SessionAdmission:
                 return
             time.sleep(0.5)
         raise AdmissionUnavailable(f"the webhooks were never called; last answer: {last}")
-
-
-def _gen_certs(out: Path, *, host: str) -> str:
-    """scripts/gen-certs (the real tool) with the host's address as a SAN; the caBundle."""
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "gen-certs"), "--out", str(out), "--api-san", f"IP:{host}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if proc.returncode != 0:
-        raise AdmissionUnavailable(f"scripts/gen-certs failed: {proc.stderr}")
-    return proc.stdout.strip().splitlines()[-1]

@@ -30,8 +30,9 @@ from handler.api import KubeApi
 from handler.config import Config, Timing
 from handler.daemon import Handler
 from handler.launchers import launcher_socket
-from shared.kube import NODES, VMIS, KubeClient, NotFound, PatchType, Registry
+from shared.kube import NODES, VMIS, KubeClient, NotFound, Registry
 from shared.model import VirtualMachineInstance, VMIPhase
+from tests.integration.controller.harness import release_finalizers
 from tests.integration.handler.apiview import VMIView
 from tests.integration.launcher.harness import Launcher, qemu_pids_under, tiny_vmi
 from tests.unit.handler.waiting import until
@@ -129,12 +130,7 @@ class Node:
     async def unregister(self) -> None:
         """The VMIs' finalizers dropped (as the controller would), the Node deleted."""
         await self.view.stop()
-        for obj in (await self.kube.list(VMIS, namespace=self.namespace)).items:
-            with contextlib.suppress(NotFound):
-                await self.kube.patch(
-                    VMIS, obj["metadata"]["name"], [{"op": "remove", "path": "/metadata/finalizers"}],
-                    namespace=self.namespace, patch_type=PatchType.JSON,
-                )  # fmt: skip
+        await release_finalizers(self.kube, self.namespace)
         with contextlib.suppress(NotFound):
             await self.kube.delete(NODES, self.name)
 
