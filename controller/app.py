@@ -18,18 +18,18 @@ from typing import Any
 import structlog
 
 from controller.config import Config
-from controller.disruption_budgets import DisruptionBudgetController
-from controller.evacuation_controller import EvacuationController
-from controller.hotplug import HotplugAttachments
+from controller.drain.budgets import DisruptionBudgetController
+from controller.drain.evacuation import EvacuationController
 from controller.informers import Informers, SourceWrapper, build_informers
 from controller.metrics import ObjectMetrics
-from controller.migration_controller import MigrationController
-from controller.node_controller import NodeController
+from controller.migration.controller import MigrationController
+from controller.node.controller import NodeController
 from controller.recent import Recent
 from controller.reconcile import PodWriter
-from controller.template import TemplateService
-from controller.vm_controller import VMController
-from controller.vmi_controller import VMIController
+from controller.services.template import TemplateService
+from controller.vm.controller import VMController
+from controller.vmi.controller import VMIController
+from controller.vmi.hotplug import HotplugAttachments
 from shared.kube import (
     VMIMS,
     VMIS,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.errors import ConfigError
-from controller.overhead import OverheadConfig
+from controller.services.overhead import OverheadConfig
 from shared.model import EvictionStrategy
 
 ENV_PREFIX = "VIRT_CONTROLLER_"

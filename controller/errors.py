@@ -1,8 +1,11 @@
-"""The controller's errors: one base class; `SyncError` carries a condition's reason."""
+"""The controller's errors: one base class; `SyncError` (shared.sync) carries a condition's
+reason."""
 
 from __future__ import annotations
 
-from shared.model import ConditionReason
+from shared.sync import SyncError
+
+__all__ = ["ConfigError", "ControllerError", "SyncError"]
 
 
 class ControllerError(Exception):
@@ -11,19 +14,3 @@ class ControllerError(Exception):
 
 class ConfigError(ControllerError):
     """The command line or environment does not describe a usable controller."""
-
-
-class SyncError(ControllerError):
-    """One sync of one object failed; `reason` becomes the condition's reason.
-
-    `requeue` says whether retrying with backoff can help (a conflict can; an object that
-    names a VMI owned by someone else cannot until the world changes).
-    """
-
-    def __init__(
-        self, reason: ConditionReason | str, message: str, *, requeue: bool = True
-    ) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = str(reason)
-        self.message = message
-        self.requeue = requeue

@@ -12,10 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from controller.budgets import BudgetView, decode_budget
-from controller.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
-from controller.node_logic import NodeView, decode_node
-from controller.pods import LauncherPod, decode_pod, node_of, vmi_uid_of
+from controller.drain.budget_logic import BudgetView, decode_budget
+from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
     NODES,
@@ -35,6 +33,8 @@ from shared.kube import (
     object_key,
 )
 from shared.kube.store import IndexFunc
+from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
+from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
 from shared.model import (
     KubeObject,
     VirtualMachine,
@@ -152,7 +152,7 @@ class Informers:
     vms: Informer[VirtualMachine]
     migrations: Informer[VirtualMachineInstanceMigration]
     nodes: Informer[NodeView]
-    # The launcher pods' PodDisruptionBudgets (controller/budgets.py).
+    # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
 
     def all(self) -> tuple[Informer[Any], ...]:

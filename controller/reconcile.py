@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import structlog
 
 from controller.errors import SyncError
-from controller.pods import LauncherPod
 from shared.kube import (
     PODS,
     AlreadyExists,
@@ -33,6 +32,7 @@ from shared.kube import (
     TransportError,
     WorkQueue,
 )
+from shared.launcherpod import LauncherPod
 from shared.model import ConditionReason, KubeObject, ObjectMeta
 
 log = structlog.get_logger("controller")

@@ -28,7 +28,6 @@ from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
-from handler.errors import Shutdown
 from handler.heartbeat import Heartbeat
 from handler.hotplug import HotplugVolumes
 from handler.launcher_target import LauncherTarget
@@ -43,6 +42,7 @@ from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from shared.daemon import Shutdown
 from shared.kube import (
     VMIS,
     DiscardRecorder,

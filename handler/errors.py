@@ -18,10 +18,6 @@ class StartupError(HandlerError):
     """The daemon cannot start (bad configuration, unusable paths)."""
 
 
-class Shutdown(HandlerError):
-    """Raised inside the daemon's TaskGroup to end it in order."""
-
-
 class SyncReason(StrEnum):
     """Why a sync failed; the `reason` of the Synchronized=False condition."""
 

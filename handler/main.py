@@ -5,17 +5,12 @@ python -m handler --node-name node01 [--kubeconfig K] [--pods-dir D] [--notify-s
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
-
-import uvloop
-
 from handler.api import KubeApi
 from handler.config import Config
 from handler.daemon import Handler
 from handler.errors import StartupError
 from shared import logs
+from shared.daemon import parse_or_exit, run_daemon, stop_on_signals
 from shared.kube import (
     HANDLER_RATE_LIMIT,
     ClientConfig,
@@ -26,33 +21,22 @@ from shared.kube import (
     Registry,
 )
 
+NAME = "virt-handler-py"
+
 
 def main() -> None:
-    try:
-        config = Config.from_args()
-    except StartupError as exc:
-        print(f"virt-handler-py: {exc}", file=sys.stderr)
-        sys.exit(2)
+    config = parse_or_exit(NAME, Config.from_args, StartupError)
     logs.configure(config.log_format, node=config.node_name)
-    try:
-        uvloop.run(run(config))
-    except ConfigError as exc:
-        print(f"virt-handler-py: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run_daemon(NAME, run(config), exit_codes={ConfigError: 2, StartupError: 2})
 
 
 async def run(config: Config) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     registry = Registry()
     client_config = ClientConfig(
-        kubeconfig=config.kubeconfig,
-        rate_limit=HANDLER_RATE_LIMIT,
-        user_agent="virt-handler-py",
+        kubeconfig=config.kubeconfig, rate_limit=HANDLER_RATE_LIMIT, user_agent=NAME
     )
-    async with await KubeClient.connect(client_config, registry=registry) as client:
+    client = await KubeClient.connect(client_config, registry=registry)
+    async with stop_on_signals() as stop, client:
         recorder = EventRecorder(
             client,
             RecorderConfig(component="virt-handler", host=config.node_name),

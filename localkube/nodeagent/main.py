@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 import aiohttp
@@ -22,6 +21,7 @@ from localkube.nodeagent.devices import DeviceManager
 from localkube.nodeagent.kube import Kube, KubeError, connect
 from localkube.nodeagent.manager import PodManager
 from localkube.nodeagent.node import NodeHeartbeat
+from shared.daemon import stop_on_signals
 
 log = structlog.get_logger()
 
@@ -39,10 +39,11 @@ async def _register(heartbeat: NodeHeartbeat, *, timeout: float = 120.0) -> None
 
 
 async def run(cfg: AgentConfig) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    async with stop_on_signals() as stop:
+        await _run(cfg, stop)
+
+
+async def _run(cfg: AgentConfig, stop: asyncio.Event) -> None:
     cfg.pods_dir.mkdir(parents=True, exist_ok=True)
     log.info("node_agent_starting", node=cfg.node, root=str(cfg.root))
     kube: Kube

@@ -77,6 +77,7 @@ VMI_ACTIONS = Resource(
 )
 SERVICES = Resource("", "v1", "services", "Service")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

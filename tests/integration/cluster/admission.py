@@ -29,15 +29,15 @@ from typing import Any
 
 import yaml
 
-from controller.admission.config import AdmissionConfig
-from controller.admission.server import AdmissionServer
-from controller.subresources.tls import CertDir
 from localkube.cluster import Cluster
 from shared.kube import ClientConfig, KubeClient, Registry
 from shared.model import EvictionStrategy
 from shared.model.unsupported import NOT_SUPPORTED
 from tests.integration.loopthread import LoopThread
 from tests.unit.subresources.certs import gen_certs
+from virt_api.admission.config import AdmissionConfig
+from virt_api.admission.server import AdmissionServer
+from virt_api.subresources.tls import CertDir
 
 REPO = Path(__file__).resolve().parents[3]
 ADMISSION = REPO / "manifests" / "base" / "admission"

@@ -23,13 +23,13 @@ from typing import Any
 import yaml
 
 from controller.config import TemplateConfig
-from controller.template import TemplateService
-from controller.vm_instancetype import expand_spec
-from controller.volumes import Claim
+from controller.services.template import TemplateService
+from controller.services.volumes import Claim
 from launcher import domxml, firmware
 from launcher.disks import DiskContext
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from shared import podlayout
+from shared.expansion import expand_spec
 from shared.model import VirtualMachineInstance
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 from shared.model.quantity import parse_bytes
@@ -39,7 +39,7 @@ EXAMPLES = REPO / "examples"
 REFUSED_ANNOTATION = "kubevirt-py.io/conformance-refused"
 CLAIM_BYTES = 64 * 1024 * 1024
 UID = "00000000-0000-4000-8000-0000000000c0"
-# The spec keys the launcher pod takes as written (controller/pod_scheduling.py).
+# The spec keys the launcher pod takes as written (controller/services/scheduling.py).
 POD_KEYS = (
     "affinity", "tolerations", "topologySpreadConstraints", "schedulerName",
     "priorityClassName", "hostname", "subdomain", "dnsPolicy", "dnsConfig",

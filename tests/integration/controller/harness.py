@@ -24,12 +24,12 @@ from typing import Any
 
 import aiohttp
 
-from controller.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from localkube.cluster import Cluster
 from localkube.config import REPO
 from localkube.health import admin_ssl, log_tail
 from localkube.testing import wait_for
 from shared.kube import PODS, VMIMS, VMIS, KubeClient, NotFound, PatchType, Resource
+from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.model import VirtualMachineInstance
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)

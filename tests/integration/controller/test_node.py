@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from localkube.cluster import Cluster
 from localkube.testing import wait_for
 from shared.kube import NODES, PODS, DeleteOptions, KubeClient
+from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from shared.model import format_time
 from tests.integration.controller.harness import (
     ControllerProcess,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from controller.vm_instancetype import CONTROLLER_REVISIONS, RESOURCES
 from localkube.testing import wait_for
+from shared.expansion import CONTROLLER_REVISIONS, RESOURCES
 from shared.kube import VMIS, VMS, KubeClient, NotFound
 from shared.model import VirtualMachine
 from tests.integration.controller.harness import ControllerProcess, wait_phase

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.labels import VMI_FINALIZER
 from localkube.testing import wait_for
 from shared.kube import PODS, VMIS, DeleteOptions, Invalid, KubeClient, NotFound
+from shared.labels import VMI_FINALIZER
 from tests.integration.controller.harness import (
     ControllerProcess,
     create_vmi,

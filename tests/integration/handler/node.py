@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.labels import VMI_FINALIZER
 from handler.actions import ActionsConfig
 from handler.api import KubeApi
 from handler.config import Config, Timing
 from handler.daemon import Handler
 from handler.launchers import launcher_socket
 from shared.kube import NODES, VMIS, KubeClient, NotFound, Registry
+from shared.labels import VMI_FINALIZER
 from shared.model import VirtualMachineInstance, VMIPhase
 from tests.integration.controller.harness import release_finalizers
 from tests.integration.handler.apiview import VMIView

@@ -31,12 +31,6 @@ from typing import Any
 import structlog
 import yaml
 
-from controller.subresources.authn import UserInfo
-from controller.subresources.authz import Decision, ResourceAttributes, SarAuthorizer
-from controller.subresources.config import SubresourceConfig
-from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION
-from controller.subresources.server import SubresourceServer
-from controller.subresources.tls import CertDir
 from handler.actions import ActionsConfig, ActionsServer, NotOnThisNode
 from localkube.cluster import Cluster
 from localkube.testing import wait_for
@@ -56,6 +50,12 @@ from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
 from tests.integration.loopthread import LoopThread
 from tests.unit.subresources.certs import Pki
+from virt_api.subresources.authn import UserInfo
+from virt_api.subresources.authz import Decision, ResourceAttributes, SarAuthorizer
+from virt_api.subresources.config import SubresourceConfig
+from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION
+from virt_api.subresources.server import SubresourceServer
+from virt_api.subresources.tls import CertDir
 
 log = structlog.get_logger("tests.subresources.stack")
 

@@ -10,7 +10,6 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controller.subresources.actions import ALL_ACTIONS, TOP_LEVEL
 from localkube.testing import wait_for
 from shared.wire.launcher_api import Method
 from tests.integration.subresources.conftest import Kubectl, Ran, ServiceAccount
@@ -22,6 +21,7 @@ from tests.integration.subresources.stack import (
     RUNNING_VMI,
     Stack,
 )
+from virt_api.subresources.actions import ALL_ACTIONS, TOP_LEVEL
 
 GROUP_PATH = "/apis/subresources.kubevirt.io/v1"
 Session = tuple[aiohttp.ClientSession, str]

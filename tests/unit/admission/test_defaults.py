@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from controller.admission.defaults import Defaults, default_vmi_spec, mutate
 from shared.model import VirtualMachineInstance
 from shared.model.validation import validate_vmi
+from virt_api.admission.defaults import Defaults, default_vmi_spec, mutate
 
 DEFAULTS = Defaults(machine_type="pc")
 

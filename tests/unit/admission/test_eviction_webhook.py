@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.admission.defaults import Defaults
-from controller.admission.eviction import EvictionAdmitter
-from controller.admission.review import AdmissionRequest
-from controller.admission.server import AppDeps, build_app
 from localkube.deploy import WEBHOOK_CONFIGURATIONS as DEPLOY_WEBHOOKS
 from shared.kube import PODS, VMIS, NotFound, Registry, Resource, TransportError
 from shared.model import EvictionStrategy
 from shared.model.validation import ValidationLimits
 from tests.unit.controller.builders import pod_dict, vmi_dict
+from virt_api.admission.defaults import Defaults
+from virt_api.admission.eviction import EvictionAdmitter
+from virt_api.admission.review import AdmissionRequest
+from virt_api.admission.server import AppDeps, build_app
 
 BASE = Path(__file__).resolve().parents[3] / "manifests" / "base"
 S = EvictionStrategy

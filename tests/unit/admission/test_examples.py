@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from controller.admission.defaults import Defaults, mutate
-from controller.admission.validate import validate
 from shared.model.validation import ValidationLimits
 from tests.integration.conformance.checks import (
     Doc,
@@ -22,6 +20,8 @@ from tests.integration.conformance.checks import (
     schema_problems,
     vmi_of,
 )
+from virt_api.admission.defaults import Defaults, mutate
+from virt_api.admission.validate import validate
 
 DOCS = example_docs()
 TCG = ValidationLimits(emulation=True)

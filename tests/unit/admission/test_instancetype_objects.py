@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.admission.validate import validate
 from shared.model.unsupported import NOT_SUPPORTED, UNKNOWN_FIELD
+from virt_api.admission.validate import validate
 
 API = "instancetype.kubevirt.io/v1beta1"
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import yaml
 
-from controller.admission.config import DEFAULT_PORT
-from controller.admission.defaults import Defaults
-from controller.admission.server import AppDeps, build_app
-from controller.admission.validate import KINDS
 from shared.kube import Registry
 from shared.model.instancetype import INSTANCETYPE_KINDS
 from shared.model.validation import ValidationLimits
+from virt_api.admission.config import DEFAULT_PORT
+from virt_api.admission.defaults import Defaults
+from virt_api.admission.server import AppDeps, build_app
+from virt_api.admission.validate import KINDS
 
 BASE = Path(__file__).resolve().parents[3] / "manifests" / "base"
 

@@ -12,14 +12,14 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.admission.defaults import Defaults
-from controller.admission.review import BadReview, parse_review
-from controller.admission.server import AppDeps, build_app
-from controller.admission.validate import migration_target_errors, validate
 from shared.kube import Registry
 from shared.model.unsupported import NOT_SUPPORTED
 from shared.model.validation import ValidationLimits
 from tests.unit.admission.test_defaults import demo_vmi
+from virt_api.admission.defaults import Defaults
+from virt_api.admission.review import BadReview, parse_review
+from virt_api.admission.server import AppDeps, build_app
+from virt_api.admission.validate import migration_target_errors, validate
 
 VMI = "VirtualMachineInstance"
 

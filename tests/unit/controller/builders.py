@@ -6,8 +6,8 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.labels import CREATED_BY_LABEL, MIGRATION_JOB_LABEL
-from controller.pods import LauncherPod, decode_pod
+from shared.labels import CREATED_BY_LABEL, MIGRATION_JOB_LABEL
+from shared.launcherpod import LauncherPod, decode_pod
 from shared.model import (
     ConditionStatus,
     MigrationPhase,

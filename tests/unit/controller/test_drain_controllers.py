@@ -8,10 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any, cast
 
-from controller.budgets import decode_budget
 from controller.config import MigrationConfig
-from controller.disruption_budgets import DisruptionBudgetController
-from controller.evacuation_controller import EvacuationController
+from controller.drain.budget_logic import decode_budget
+from controller.drain.budgets import DisruptionBudgetController
+from controller.drain.evacuation import EvacuationController
 from controller.informers import Informers, build_informers
 from controller.recent import Recent
 from shared.kube import (

@@ -9,13 +9,13 @@ import dataclasses
 import pytest
 
 from controller.config import MigrationConfig
-from controller.evacuation_logic import (
+from controller.drain.evacuation_logic import (
     EvacuationPlan,
     evacuation_migration,
     plan_evacuation,
 )
-from controller.eviction import EVACUATION_ANNOTATION
-from controller.migration_logic import Capacity
+from controller.migration.logic import Capacity
+from shared.eviction import EVACUATION_ANNOTATION
 from shared.model import (
     EvictionStrategy,
     MigrationState,

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from controller.eviction import (
+from shared.eviction import (
     EvictionAction,
     budget_min_available,
     effective_strategy,

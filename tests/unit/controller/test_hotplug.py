@@ -7,18 +7,18 @@ from __future__ import annotations
 from typing import Any, cast
 
 from controller.config import TemplateConfig
-from controller.hotplug import (
+from controller.services.volumes.claims import Claim
+from controller.vmi.hotplug import (
     AttachPod,
     HotplugAttachments,
     attachment_pod,
     plan_volume_status,
     stale_pods,
 )
-from controller.labels import APP_LABEL, CREATED_BY_LABEL
-from controller.pods import LauncherPod
-from controller.volumes.claims import Claim
 from shared import podlayout
 from shared.kube import ListResult, NotFound
+from shared.labels import APP_LABEL, CREATED_BY_LABEL
+from shared.launcherpod import LauncherPod
 from shared.model import VirtualMachineInstance
 
 CLAIM = Claim(name="c", phase="Bound", volume_mode="Filesystem", request_bytes=1, capacity_bytes=2)

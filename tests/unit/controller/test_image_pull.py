@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from controller.pods import decode_pod
-from controller.vm_logic import plan_vm
-from controller.vmi_logic import plan_vmi
+from controller.vm.logic import plan_vm
+from controller.vmi.logic import plan_vmi
 from shared import podlayout
+from shared.launcherpod import decode_pod
 from shared.model import PrintableStatus, VirtualMachineInstance, VMIConditionType, VMIPhase
 from tests.unit.controller.builders import NOW, make_vm, make_vmi, pod_dict, vmi_dict
 from tests.unit.controller.test_vm_logic import BACKOFF

@@ -8,10 +8,10 @@ from typing import Any, cast
 
 from controller.config import MigrationConfig, TemplateConfig
 from controller.informers import build_informers
-from controller.migration_controller import MigrationController
+from controller.migration.controller import MigrationController
 from controller.recent import Recent
 from controller.reconcile import PodWriter
-from controller.template import TemplateService
+from controller.services.template import TemplateService
 from shared.kube import (
     VMIMS,
     VMIS,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from controller.config import MigrationConfig
-from controller.migration_logic import Capacity, MigrationInputs, MigrationPlan, plan_migration
-from controller.pods import LauncherPod
+from controller.migration.logic import Capacity, MigrationInputs, MigrationPlan, plan_migration
+from shared.launcherpod import LauncherPod
 from shared.model import (
     MigrationPhase,
     MigrationState,

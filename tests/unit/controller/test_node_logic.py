@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.node_logic import NodeView, decode_node, plan_node
+from controller.node.logic import NodeView, decode_node, plan_node
 from shared.model import VMIPhase
 from tests.unit.controller.builders import NOW, VMI_UID, ago, make_pod, make_vmi
 

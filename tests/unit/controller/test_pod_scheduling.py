@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.config import TemplateConfig
-from controller.pod_scheduling import excluding_node, hostname
-from controller.template import TemplateService
+from controller.services.scheduling import excluding_node, hostname
+from controller.services.template import TemplateService
 from tests.unit.controller.builders import make_migration, make_vmi, vmi_dict
 
 AFFINITY = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.pods import PodPhase, decode_pod
+from shared.launcherpod import PodPhase, decode_pod
 from tests.unit.controller.builders import MIG_UID, VMI_UID, ago, pod_dict, unschedulable
 
 

@@ -9,8 +9,13 @@ import pytest
 
 from controller.config import TemplateConfig
 from controller.errors import SyncError
-from controller.overhead import MIB, OverheadConfig, kubevirt_overhead_bytes, memory_overhead_bytes
-from controller.template import (
+from controller.services.overhead import (
+    MIB,
+    OverheadConfig,
+    kubevirt_overhead_bytes,
+    memory_overhead_bytes,
+)
+from controller.services.template import (
     SUFFIX_ALPHABET,
     TemplateService,
     pod_name,

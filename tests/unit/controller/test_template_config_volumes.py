@@ -1,4 +1,4 @@
-"""Config volumes in the launcher pod (controller/volumes/config, cloudinit): each object a
+"""Config volumes in the launcher pod (controller/services/volumes/config, cloudinit): each object a
 pod volume the kubelet fills, mounted read-only under the private dir where the launcher
 looks (KubeVirt's source dirs); the controller reads no Secret itself. A serviceAccount
 volume makes the pod run as that account with its token, ca.crt and namespace projected;

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.config import TemplateConfig
-from controller.template import TemplateService
+from controller.services.template import TemplateService
 from shared import podlayout
 from tests.unit.controller.builders import make_vmi, vmi_dict
 from tests.unit.controller.test_template import IMAGE, compute, parse_launcher_args

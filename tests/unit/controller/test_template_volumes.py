@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from controller import volumes
 from controller.config import TemplateConfig
-from controller.template import TemplateService
-from controller.volumes.claims import Claim
+from controller.services import volumes
+from controller.services.template import TemplateService
+from controller.services.volumes.claims import Claim
 from shared import podlayout
 from shared.model.volumes import VolumeSource
 from tests.unit.controller.builders import make_vmi, vmi_dict

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.vm_hotplug import FROM_TEMPLATE, template_ops
+from controller.vm.hotplug import FROM_TEMPLATE, template_ops
 from shared.model import VirtualMachine, VirtualMachineInstance
 
 DATA = {"name": "data", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}

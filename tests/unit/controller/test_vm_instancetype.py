@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from controller.admission.defaults import Defaults, mutate
-from controller.admission.validate import validate
 from controller.errors import SyncError
-from controller.vm_instancetype import CONFLICT, CONTROLLER_REVISIONS, RESOURCES, expand_spec
-from controller.vm_logic import vmi_from_template
-from controller.vm_revisions import expansion
+from controller.vm.logic import vmi_from_template
+from shared.expansion import CONFLICT, CONTROLLER_REVISIONS, RESOURCES, expand_spec
 from shared.kube import VMS, NotFound, Resource
 from shared.model import VirtualMachine, VirtualMachineInstance
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 from shared.model.validation import validate_vmi
+from shared.revisions import expansion
+from virt_api.admission.defaults import Defaults, mutate
+from virt_api.admission.validate import validate
 
 IT = InstancetypeSpec.from_dict({"cpu": {"guest": 2}, "memory": {"guest": "256Mi"}})
 PREF = PreferenceSpec.from_dict(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from controller.errors import SyncError
-from controller.vm_logic import printable_status
-from controller.volumes.claims import PVCS
+from controller.vm.logic import printable_status
+from shared.kube import PVCS
 from shared.model import PrintableStatus, VirtualMachine
 from tests.unit.controller.builders import NOW, vmi_dict
 from tests.unit.controller.test_vmi_controller import KEY, Rig

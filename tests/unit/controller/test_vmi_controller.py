@@ -13,12 +13,11 @@ import pytest
 from controller.config import TemplateConfig, TimingConfig
 from controller.errors import SyncError
 from controller.informers import Informers, build_informers
-from controller.node_logic import NodeView
-from controller.pods import decode_pod
+from controller.node.logic import NodeView
 from controller.recent import Recent
 from controller.reconcile import PodWriter
-from controller.template import TemplateService
-from controller.vmi_controller import VMIController
+from controller.services.template import TemplateService
+from controller.vmi.controller import VMIController
 from shared.kube import (
     VMIS,
     DeleteOptions,
@@ -32,6 +31,7 @@ from shared.kube import (
     StatusWriterConfig,
     WorkQueue,
 )
+from shared.launcherpod import decode_pod
 from shared.model import VirtualMachineInstance
 from tests.unit.controller.builders import NOW, vmi_dict
 from tests.unit.kube.fakes import FakeApi, FakeClock, FakeTimers

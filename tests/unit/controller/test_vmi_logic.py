@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.pods import LauncherPod, PodPhase, decode_pod
-from controller.vmi_logic import FailureReason, VMIPlan, plan_vmi
+from controller.vmi.logic import FailureReason, VMIPlan, plan_vmi
+from shared.launcherpod import LauncherPod, PodPhase, decode_pod
 from shared.model import MigrationState, VirtualMachineInstance, VMIPhase
 from tests.unit.controller.builders import (
     NOW,

@@ -9,17 +9,17 @@ from typing import Any
 
 import aiohttp
 
-from controller.subresources.actions import ActionSpec
-from controller.subresources.app import AppDeps
-from controller.subresources.authn import RequestHeaderConfig, UserInfo
-from controller.subresources.authz import Decision, ResourceAttributes
-from controller.subresources.console import WebSocket
-from controller.subresources.errors import SubresourceError, VmiRef
-from controller.subresources.frontproxy import FrontProxy
-from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
-from controller.subresources.vmactions import VmWrites
 from shared.kube import NotFound, Registry
 from shared.model import VirtualMachineInstance
+from virt_api.subresources.actions import ActionSpec
+from virt_api.subresources.app import AppDeps
+from virt_api.subresources.authn import RequestHeaderConfig, UserInfo
+from virt_api.subresources.authz import Decision, ResourceAttributes
+from virt_api.subresources.console import WebSocket
+from virt_api.subresources.errors import SubresourceError, VmiRef
+from virt_api.subresources.frontproxy import FrontProxy
+from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from virt_api.subresources.vmactions import VmWrites
 
 FRONT_PROXY_CN = "front-proxy-client"
 PEER_HEADER = "X-Test-Peer-CN"  # the unit tests' stand-in for the TLS client certificate

@@ -9,9 +9,6 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.subresources.actions import Action
-from controller.subresources.app import AppDeps, build_app
-from controller.subresources.errors import BadGateway, Cause, GatewayTimeout, SubresourceError
 from shared.kube import Registry
 from tests.unit.subresources.fakes import (
     FakeAuthorizer,
@@ -22,6 +19,9 @@ from tests.unit.subresources.fakes import (
     proxied,
     vmi,
 )
+from virt_api.subresources.actions import Action
+from virt_api.subresources.app import AppDeps, build_app
+from virt_api.subresources.errors import BadGateway, Cause, GatewayTimeout, SubresourceError
 
 BASE = "/apis/subresources.kubevirt.io/v1"
 VMI_PATH = f"{BASE}/namespaces/ns1/virtualmachineinstances/vm1"

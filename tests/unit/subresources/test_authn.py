@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from controller.subresources.authn import (
+from tests.unit.subresources.fakes import FRONT_PROXY_CN, PEM, request_header_config
+from virt_api.subresources.authn import (
     RequestHeaderConfig,
     UserInfo,
     authenticate,
     common_name,
 )
-from controller.subresources.errors import SetupError, Unauthenticated
-from tests.unit.subresources.fakes import FRONT_PROXY_CN, PEM, request_header_config
+from virt_api.subresources.errors import SetupError, Unauthenticated
 
 
 def test_config_from_the_configmap_kube_apiserver_writes() -> None:

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from controller.subresources.actions import ACTIONS, Action
-from controller.subresources.authn import UserInfo
-from controller.subresources.authz import (
+from shared.kube import Resource, ServerError
+from tests.unit.subresources.fakes import FakeAuthorizer
+from virt_api.subresources.actions import ACTIONS, Action
+from virt_api.subresources.authn import UserInfo
+from virt_api.subresources.authz import (
     SUBJECT_ACCESS_REVIEWS,
     ResourceAttributes,
     SarAuthorizer,
     require,
     sar_body,
 )
-from controller.subresources.errors import Denied, SubresourceError, VmiRef
-from shared.kube import Resource, ServerError
-from tests.unit.subresources.fakes import FakeAuthorizer
+from virt_api.subresources.errors import Denied, SubresourceError, VmiRef
 
 USER = UserInfo(
     name="system:serviceaccount:ns1:sa",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.subresources import discovery
+from virt_api.subresources import discovery
 
 
 def test_resource_list_names_every_action_with_its_verb() -> None:

@@ -1,5 +1,5 @@
 """freeze/unfreeze/reset forwarding, and the subresources answered by the API itself:
-expand-spec, memorydump and SEV (controller.subresources.extras, .freeze)."""
+expand-spec, memorydump and SEV (virt_api.subresources.extras, .freeze)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.subresources.actions import Action
-from controller.subresources.app import AppDeps, build_app
-from controller.subresources.extras import expanded
-from controller.subresources.freeze import go_duration
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.resources import Resource
 from tests.unit.subresources.fakes import (
@@ -27,6 +23,10 @@ from tests.unit.subresources.fakes import (
     vm,
     vmi,
 )
+from virt_api.subresources.actions import Action
+from virt_api.subresources.app import AppDeps, build_app
+from virt_api.subresources.extras import expanded
+from virt_api.subresources.freeze import go_duration
 
 BASE = "/apis/subresources.kubevirt.io/v1/namespaces/ns1"
 VMI_PATH = f"{BASE}/virtualmachineinstances/vm1"

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from controller.subresources.actions import ACTIONS, Action
-from controller.subresources.errors import BadGateway, GatewayTimeout, VmiRef
-from controller.subresources.forward import handler_failure, handler_url
-from controller.subresources.locate import Target
+from virt_api.subresources.actions import ACTIONS, Action
+from virt_api.subresources.errors import BadGateway, GatewayTimeout, VmiRef
+from virt_api.subresources.forward import handler_failure, handler_url
+from virt_api.subresources.locate import Target
 
 TARGET = Target(
     vmi=VmiRef(namespace="ns 1", name="vm/1"), node="node01", endpoint="https://10.0.0.5:8186"

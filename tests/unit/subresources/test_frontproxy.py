@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from controller.subresources.frontproxy import (
+from shared.kube import NotFound, Resource, TransportError
+from shared.kube.ratelimit import BackoffPolicy
+from tests.unit.subresources.certs import foreign_ca
+from virt_api.subresources.frontproxy import (
     CONFIGMAPS,
     FrontProxy,
     keep_current,
     read_config,
     wait_for_config,
 )
-from shared.kube import NotFound, Resource, TransportError
-from shared.kube.ratelimit import BackoffPolicy
-from tests.unit.subresources.certs import foreign_ca
 
 FAST = BackoffPolicy(initial=0.001, cap=0.001)
 

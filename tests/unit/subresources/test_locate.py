@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from controller.subresources.errors import (
+from shared.kube import TransportError
+from shared.model import VirtualMachineInstance
+from tests.unit.subresources.fakes import FakeReader, node, vmi
+from virt_api.subresources.errors import (
     HandlerUnavailable,
     NotFound,
     NotRunning,
     SubresourceError,
     VmiRef,
 )
-from controller.subresources.locate import Target, locate
-from shared.kube import TransportError
-from shared.model import VirtualMachineInstance
-from tests.unit.subresources.fakes import FakeReader, node, vmi
+from virt_api.subresources.locate import Target, locate
 
 REF = VmiRef(namespace="ns1", name="vm1")
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.subresources.actions import (
+from virt_api.subresources.actions import (
     ALL_ACTIONS,
     GROUP,
     TOP_LEVEL,
@@ -16,7 +16,7 @@ from controller.subresources.actions import (
     VM_ACTIONS,
     VMAction,
 )
-from controller.subresources.config import DEFAULT_PORT
+from virt_api.subresources.config import DEFAULT_PORT
 
 DIR = Path(__file__).resolve().parents[3] / "manifests" / "base" / "subresources"
 

@@ -18,15 +18,6 @@ from typing import Any
 import aiohttp
 import pytest
 
-from controller.subresources.actions import ACTIONS, Action
-from controller.subresources.authz import SUBJECT_ACCESS_REVIEWS
-from controller.subresources.config import SubresourceConfig
-from controller.subresources.errors import BadGateway, VmiRef
-from controller.subresources.forward import ForwardOptions, HandlerForwarder
-from controller.subresources.frontproxy import CONFIGMAPS
-from controller.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
-from controller.subresources.server import SubresourceServer
-from controller.subresources.tls import CertDir, handler_client_context, serving_context
 from handler.actions import ActionsConfig, ActionsServer, node_publisher
 from shared.kube import NODES, VMIS, ListResult, NotFound, Registry, Resource
 from shared.wire.launcher_api import Method
@@ -39,6 +30,15 @@ from tests.unit.subresources.certs import (
 )
 from tests.unit.subresources.fakes import vmi
 from tests.unit.subresources.test_handler_actions import FakeTarget
+from virt_api.subresources.actions import ACTIONS, Action
+from virt_api.subresources.authz import SUBJECT_ACCESS_REVIEWS
+from virt_api.subresources.config import SubresourceConfig
+from virt_api.subresources.errors import BadGateway, VmiRef
+from virt_api.subresources.forward import ForwardOptions, HandlerForwarder
+from virt_api.subresources.frontproxy import CONFIGMAPS
+from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from virt_api.subresources.server import SubresourceServer
+from virt_api.subresources.tls import CertDir, handler_client_context, serving_context
 
 BASE = "/apis/subresources.kubevirt.io/v1"
 VMI_PATH = f"{BASE}/namespaces/ns1/virtualmachineinstances/vm1"

@@ -8,12 +8,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.subresources.app import AppDeps, build_app
-from controller.subresources.errors import Conflict
-from controller.subresources.vmactions import VmWrites, migration, vm_ref
-from controller.subresources.vmhttp import KubeVmStore
 from shared.kube import Invalid, ListResult, Registry
 from tests.unit.subresources.fakes import FakeAuthorizer, FakeVmStore, deps, proxied, vm, vmi
+from virt_api.subresources.app import AppDeps, build_app
+from virt_api.subresources.errors import Conflict
+from virt_api.subresources.vmactions import VmWrites, migration, vm_ref
+from virt_api.subresources.vmhttp import KubeVmStore
 
 VM_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/ns1/virtualmachines/vm1"
 

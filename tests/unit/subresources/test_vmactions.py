@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller.subresources.actions import VMAction
-from controller.subresources.errors import BadRequest, Conflict, NotFound, SubresourceError
-from controller.subresources.vmactions import (
+from tests.unit.subresources.fakes import vm, vmi
+from virt_api.subresources.actions import VMAction
+from virt_api.subresources.errors import BadRequest, Conflict, NotFound, SubresourceError
+from virt_api.subresources.vmactions import (
     VmOptions,
     VmWrites,
     change_request_ops,
@@ -16,7 +17,6 @@ from controller.subresources.vmactions import (
     plan,
     vm_ref,
 )
-from tests.unit.subresources.fakes import vm, vmi
 
 REF = vm_ref("ns1", "vm1")
 STATUS_PATH = "/status/stateChangeRequests"

@@ -11,9 +11,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from controller.subresources.app import build_app
 from shared.kube import Invalid, NotFound, PatchType, Resource
 from tests.unit.subresources.fakes import FakeAuthorizer, deps, proxied
+from virt_api.subresources.app import build_app
 
 BASE = "/apis/subresources.kubevirt.io/v1/namespaces/ns1"
 VMI_PATH = f"{BASE}/virtualmachineinstances/vm1"

@@ -1,0 +1,326 @@
+"""The pod template service: a VMI (and, for migrations, a VMIM) in, a launcher Pod dict out.
+
+Kept apart from the controllers so the contract between the controller, the launcher and
+the handler lives in one place and is tested without a cluster:
+
+- name `virt-launcher-<vmi>-<5 chars>`; the 5 chars are derived from the VMI's UID (the
+  VMIM's for a migration target), so a create retried after a lost answer meets
+  AlreadyExists instead of making a second pod;
+- owned by the VMI (controller=true), labelled `kubevirt.io=virt-launcher` and
+  `kubevirt.io/created-by=<vmi uid>` (+ the VMI's own labels, + `kubevirt.io/vm`);
+- memory request = guest memory + our measured overhead (controller/services/overhead.py);
+- launcher grace = VMI grace + 15 s (`--grace-period-seconds`), pod grace = VMI grace + 30 s;
+- the `sockets` emptyDir the handler finds under the kubelet's pods dir, a `private`
+  emptyDir for the launcher's state, and the handlers' notify directory as a hostPath
+  mounted at the same path: the launcher dials `<notify dir>/<its node>/domain-notify.sock`
+  (default /var/run/kubevirt-py/nodes/<node>/domain-notify.sock, where the handler listens);
+- what the VMI's volumes need in the pod (controller/volumes, one module per source):
+  containerDisk and kernelBoot files copied out of their images by init containers into
+  the `container-disks` emptyDir, mounted read-only in the compute container; PVCs and
+  hostDisks as pod volumes under `vmi-disks/<volume>` (the layout is shared/podlayout.py's,
+  which the launcher reads by); the `hotplug-disks` emptyDir (HostToContainer) where
+  virt-handler bind-mounts hotplugged claims' disks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.config import TemplateConfig
+from controller.errors import SyncError
+from controller.services import volumes
+from controller.services.overhead import memory_overhead_bytes
+from controller.services.scheduling import excluding_node, pod_fields
+from controller.services.volumes import Claim
+from shared import podlayout
+from shared.labels import (
+    APP_LABEL,
+    CREATED_BY_LABEL,
+    DEFAULT_CONTAINER_ANNOTATION,
+    DOMAIN_ANNOTATION,
+    KVM_RESOURCE,
+    LAUNCHER_APP,
+    MIGRATION_JOB_LABEL,
+    NODE_NAME_LABEL,
+    SCHEDULABLE_LABEL,
+    TUN_RESOURCE,
+    VM_LABEL,
+)
+from shared.launcherpod import COMPUTE_CONTAINER
+from shared.model import (
+    ConditionReason,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+)
+from shared.model.errors import QuantityError
+from shared.model.quantity import parse_millis
+
+POD_NAME_PREFIX = "virt-launcher-"
+# Kubernetes' rand.String alphabet (no vowels, no confusable digits).
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+SUFFIX_LEN = 5
+MAX_NAME = 253
+
+NODE_NAME_ENV = "NODE_NAME"
+
+# Grace added on top of the VMI's: the launcher's (to finish its own shutdown) and the pod's.
+LAUNCHER_GRACE_EXTRA = 15
+POD_GRACE_EXTRA = 30
+
+
+def pod_suffix(seed: str) -> str:
+    """Five characters of the Kubernetes alphabet, derived from `seed` (stable per seed)."""
+    n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(SUFFIX_LEN):
+        n, i = divmod(n, len(SUFFIX_ALPHABET))
+        chars.append(SUFFIX_ALPHABET[i])
+    return "".join(chars)
+
+
+def pod_name(vmi_name: str, seed: str) -> str:
+    """`virt-launcher-<vmi>-<suffix>`, the VMI part cut so the name stays ≤ 253 chars."""
+    room = MAX_NAME - len(POD_NAME_PREFIX) - SUFFIX_LEN - 1
+    return f"{POD_NAME_PREFIX}{vmi_name[:room].rstrip('-.')}-{pod_suffix(seed)}"
+
+
+def notify_socket_path(notify_dir: str) -> str:
+    """The launcher's --notify-socket, expanded by the kubelet from the pod's node name.
+
+    The notify directory is a hostPath mounted at the same path inside the pod, so the
+    handler (which listens there on the host) and the launcher agree on one path."""
+    return f"{notify_dir.rstrip('/')}/$({NODE_NAME_ENV})/{podlayout.NOTIFY_SOCKET_NAME}"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateService:
+    """Renders launcher pods from VMIs; pure, so it is tested without a cluster."""
+
+    config: TemplateConfig
+
+    def launcher_pod(
+        self,
+        vmi: VirtualMachineInstance,
+        *,
+        claims: Mapping[str, Claim] | None = None,
+        attempt: int = 0,
+    ) -> dict[str, Any]:
+        """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name);
+        `attempt` n > 0: the pod replacing n refused ones (another name)."""
+        seed = vmi.uid if attempt == 0 else f"{vmi.uid}/{attempt}"
+        return self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
+
+    def target_pod(
+        self,
+        vmi: VirtualMachineInstance,
+        migration: VirtualMachineInstanceMigration,
+        *,
+        source_node: str,
+    ) -> dict[str, Any]:
+        """A migration target pod: the launcher pod, labelled with the VMIM's UID and kept
+        off the source node."""
+        pod = self._pod(
+            vmi, seed=migration.uid, extra_labels={MIGRATION_JOB_LABEL: migration.uid}, claims={}
+        )
+        pod["spec"]["affinity"] = excluding_node(pod["spec"].get("affinity"), source_node)
+        return pod
+
+    def _pod(
+        self,
+        vmi: VirtualMachineInstance,
+        *,
+        seed: str,
+        extra_labels: dict[str, str],
+        claims: Mapping[str, Claim],
+    ) -> dict[str, Any]:
+        if not vmi.uid or not vmi.name:
+            raise SyncError(ConditionReason.FAILED_CREATE, "VMI has no name or UID yet")
+        grace = vmi.spec.grace_period_seconds
+        sources = volumes.render(vmi, volumes.RenderContext(claims=claims))
+        pod: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name(vmi.name, seed),
+                "namespace": vmi.namespace,
+                "labels": {**self._labels(vmi), **extra_labels},
+                "annotations": {
+                    DOMAIN_ANNOTATION: vmi.name,
+                    DEFAULT_CONTAINER_ANNOTATION: COMPUTE_CONTAINER,
+                },
+                "ownerReferences": [_owner(vmi)],
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": grace + POD_GRACE_EXTRA,
+                "nodeSelector": {**vmi.spec.node_selector, SCHEDULABLE_LABEL: "true"},
+                "automountServiceAccountToken": False,
+                "enableServiceLinks": False,
+                "initContainers": [self._binary_init_container(), *sources.init_containers],
+                "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA, sources)],
+                "volumes": [
+                    {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
+                    {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
+                    {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
+                    *self._seed_volumes(),
+                    *sources.volumes,
+                ],
+            },
+        }
+        pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
+        if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
+            pod["spec"]["serviceAccountName"] = sources.service_account_name
+        return pod
+
+    def _binary_init_container(self) -> dict[str, Any]:
+        """busybox out of the launcher image, for the image copies (podlayout's contract)."""
+        return {
+            "name": podlayout.BINARY_INIT_CONTAINER,
+            "image": self.config.launcher_image,
+            "imagePullPolicy": self.config.image_pull_policy,
+            "command": [
+                podlayout.LAUNCHER_BUSYBOX,
+                "cp",
+                podlayout.LAUNCHER_BUSYBOX,
+                podlayout.BUSYBOX,
+            ],
+            "volumeMounts": [{"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR}],
+        }
+
+    def _node_seed(self) -> bool:
+        """The node's QEMU capability cache is mounted (a shared dir named instead wins)."""
+        return self.config.node_capabilities_seed and not self.config.capabilities_seed
+
+    def _seed_volumes(self) -> list[dict[str, Any]]:
+        """The node's QEMU capability cache, made by virt-handler (podlayout's contract)."""
+        if not self._node_seed():
+            return []
+        path = {"path": podlayout.QEMU_CAPABILITIES_SEED_DIR, "type": "DirectoryOrCreate"}
+        return [{"name": podlayout.QEMU_CAPABILITIES_VOLUME, "hostPath": path}]
+
+    def _seed_mounts(self) -> list[dict[str, Any]]:
+        if not self._node_seed():
+            return []
+        return [{"name": podlayout.QEMU_CAPABILITIES_VOLUME,
+                 "mountPath": podlayout.QEMU_CAPABILITIES_SEED_DIR, "readOnly": True}]  # fmt: skip
+
+    def _notify_host_path(self) -> dict[str, str]:
+        return {"path": self.config.notify_host_dir, "type": "DirectoryOrCreate"}
+
+    def _labels(self, vmi: VirtualMachineInstance) -> dict[str, str]:
+        """The VMI's labels (so Services that select VMIs select their pods), then ours."""
+        labels = {k: v for k, v in vmi.metadata.labels.items() if k != NODE_NAME_LABEL}
+        labels[APP_LABEL] = LAUNCHER_APP
+        labels[CREATED_BY_LABEL] = vmi.uid
+        owner = vmi.metadata.controller_ref()
+        if owner is not None and owner.kind == "VirtualMachine" and owner.name:
+            labels[VM_LABEL] = owner.name
+        return labels
+
+    def _container(
+        self, vmi: VirtualMachineInstance, launcher_grace: int, sources: volumes.PodVolumes
+    ) -> dict[str, Any]:
+        container: dict[str, Any] = {
+            "name": COMPUTE_CONTAINER,
+            "image": self.config.launcher_image,
+            "imagePullPolicy": self.config.image_pull_policy,
+            "args": [*self._args(vmi, launcher_grace), *sources.launcher_args],
+            "env": [
+                {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ],
+            "resources": self.resources(vmi),
+            "volumeMounts": [
+                {"name": podlayout.SOCKETS_VOLUME, "mountPath": podlayout.SOCKETS_DIR},
+                {"name": podlayout.PRIVATE_VOLUME, "mountPath": podlayout.PRIVATE_DIR},
+                {"name": podlayout.NOTIFY_VOLUME, "mountPath": self.config.notify_host_dir},
+                {
+                    "name": podlayout.CONTAINER_DISKS_VOLUME,
+                    "mountPath": podlayout.CONTAINER_DISKS_DIR,
+                    "readOnly": True,
+                },
+                {  # hotplugged disks appear here while the launcher runs (podlayout)
+                    "name": podlayout.HOTPLUG_DISKS_VOLUME,
+                    "mountPath": podlayout.HOTPLUG_DISKS_DIR,
+                    "mountPropagation": "HostToContainer",
+                },
+                *self._seed_mounts(),
+                *sources.mounts,
+            ],
+        }
+        if self.config.launcher_command:
+            container["command"] = list(self.config.launcher_command)
+        return container
+
+    def _args(self, vmi: VirtualMachineInstance, launcher_grace: int) -> list[str]:
+        """The launcher's command line (launcher/config.py)."""
+        cfg = self.config
+        args = [
+            "--name", vmi.name,
+            "--namespace", vmi.namespace,
+            "--uid", vmi.uid,
+            "--sockets-dir", podlayout.SOCKETS_DIR,
+            "--private-dir", podlayout.PRIVATE_DIR,
+            "--container-disks-dir", podlayout.CONTAINER_DISKS_DIR,
+            "--notify-socket", notify_socket_path(cfg.notify_host_dir),
+            "--grace-period-seconds", str(launcher_grace),
+            "--virt-type", "auto" if cfg.use_emulation else "kvm",
+            "--log-format", cfg.log_format,
+        ]  # fmt: skip
+        if cfg.kvm_probe_file:
+            args += ["--kvm-probe-file", cfg.kvm_probe_file]
+        if cfg.capabilities_seed:
+            args += ["--capabilities-seed", cfg.capabilities_seed]
+        elif cfg.node_capabilities_seed:
+            args += ["--capabilities-seed", podlayout.QEMU_CAPABILITIES_SEED_DIR]
+        return args
+
+    def resources(self, vmi: VirtualMachineInstance) -> dict[str, dict[str, str]]:
+        """Requests and limits: guest memory + overhead, CPU, and the device resources."""
+        domain = vmi.spec.domain
+        try:
+            guest = domain.guest_memory_bytes()
+            req_mem = domain.resources.requests.memory_bytes() or guest
+            lim_mem = domain.resources.limits.memory_bytes()
+            cpu_req = domain.resources.requests.cpu
+            cpu_lim = domain.resources.limits.cpu
+            cpu_millis = parse_millis(cpu_req) if cpu_req is not None else None
+        except QuantityError as e:
+            raise SyncError(ConditionReason.INVALID_SPEC, str(e), requeue=False) from e
+        if guest is None or req_mem is None:
+            raise SyncError(ConditionReason.INVALID_SPEC, "the VMI sets no memory", requeue=False)
+        overhead = memory_overhead_bytes(
+            guest_bytes=guest,
+            vcpus=domain.vcpus(),
+            emulated=self.config.use_emulation,
+            config=self.config.overhead,
+        )
+        if cpu_millis is None:
+            cpu_millis = self.config.cpu_request_millis_per_vcpu * domain.vcpus()
+        devices = {TUN_RESOURCE: "1"}
+        if not self.config.use_emulation:
+            devices[KVM_RESOURCE] = "1"
+        requests = {"cpu": f"{cpu_millis}m", "memory": str(req_mem + overhead), **devices}
+        limits = dict(devices)
+        if lim_mem is not None:
+            limits["memory"] = str(lim_mem + overhead)
+        if cpu_lim is not None:
+            limits["cpu"] = str(cpu_lim)
+        return {"requests": requests, "limits": limits}
+
+
+def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "name": vmi.name,
+        "uid": vmi.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

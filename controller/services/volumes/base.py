@@ -1,0 +1,42 @@
+"""What a volume source adds to the launcher pod, and what the renderers are given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.services.volumes.claims import Claim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodVolumes:
+    """Pod volumes, compute-container mounts, init containers, launcher arguments and the
+    service account the pod runs as (a serviceAccount volume's; None: none)."""
+
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+    init_containers: tuple[dict[str, Any], ...] = ()
+    launcher_args: tuple[str, ...] = ()
+    service_account_name: str | None = None
+
+    @staticmethod
+    def merged(parts: Iterable[PodVolumes]) -> PodVolumes:
+        """The parts concatenated, in order."""
+        parts = list(parts)
+        return PodVolumes(
+            volumes=tuple(v for p in parts for v in p.volumes),
+            mounts=tuple(m for p in parts for m in p.mounts),
+            init_containers=tuple(c for p in parts for c in p.init_containers),
+            launcher_args=tuple(a for p in parts for a in p.launcher_args),
+            service_account_name=next(
+                (p.service_account_name for p in parts if p.service_account_name), None
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderContext:
+    """What renderers know beyond the volume: the claims the controller read (by name)."""
+
+    claims: Mapping[str, Claim] = field(default_factory=dict)

@@ -1,0 +1,198 @@
+"""PersistentVolumeClaims a VMI names: read before its launcher pod is made.
+
+A claim that does not exist stops the pod from being made, with a Synchronized=False
+condition naming it (reason FailedPvcNotFound; the VM shows ErrorPvcNotFound, as in
+KubeVirt), retried with backoff until it appears. A claim that exists but is not bound
+yet does not: with WaitForFirstConsumer it binds only once the pod is scheduled. A Lost
+claim, or a block-mode one (not offered yet), is refused with its own reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from controller.errors import SyncError
+from shared.kube import PVCS, KubeClient, NotFound
+from shared.model import (
+    ConditionReason,
+    PersistentVolumeClaimInfo,
+    VirtualMachineInstance,
+    VolumeStatus,
+)
+from shared.model.errors import QuantityError
+from shared.model.quantity import parse_bytes
+
+GET_TIMEOUT = 10.0
+
+
+class ClaimReason(StrEnum):
+    """Synchronized=False reasons of claims a VMI cannot use (yet)."""
+
+    NOT_FOUND = str(ConditionReason.FAILED_PVC_NOT_FOUND)
+    LOST = "FailedPvcLost"
+    UNSUPPORTED = "FailedPvcUnsupported"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """The parts of a PVC the launcher pod depends on."""
+
+    name: str
+    phase: str
+    volume_mode: str
+    request_bytes: int | None
+    capacity_bytes: int | None
+    access_modes: tuple[str, ...] = ()  # the bound volume's (status), empty until bound
+    requests: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> Claim:
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        request = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+        capacity = (status.get("capacity") or {}).get("storage")
+        return cls(
+            name=str((obj.get("metadata") or {}).get("name", "")),
+            phase=str(status.get("phase") or "Pending"),
+            volume_mode=str(spec.get("volumeMode") or "Filesystem"),
+            request_bytes=_bytes(request),
+            capacity_bytes=_bytes(capacity),
+            access_modes=tuple(str(m) for m in status.get("accessModes") or ()),
+            requests=_strings((spec.get("resources") or {}).get("requests")),
+            capacity=_strings(status.get("capacity")),
+        )
+
+    def info(self) -> PersistentVolumeClaimInfo:
+        """The VMI's status.volumeStatus[].persistentVolumeClaimInfo of this claim."""
+        return PersistentVolumeClaimInfo(
+            claim_name=self.name,
+            access_modes=self.access_modes,
+            volume_mode=self.volume_mode,
+            capacity=self.capacity,
+            requests=self.requests,
+        )
+
+    @property
+    def disk_bytes(self) -> int | None:
+        """The size of a disk.img made on the claim: its capacity once bound, else its request."""
+        return self.capacity_bytes or self.request_bytes
+
+
+def _strings(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def _bytes(value: object) -> int | None:
+    if not isinstance(value, str | int):
+        return None
+    try:
+        return parse_bytes(value)
+    except QuantityError:
+        return None
+
+
+def claim_names(vmi: VirtualMachineInstance) -> tuple[str, ...]:
+    """The claims the VMI's launcher pod mounts, in order, each once (hotplugged ones are
+    their attachment pods' business)."""
+    names = [
+        v.persistent_volume_claim.claim_name
+        for v in vmi.spec.volumes
+        if v.persistent_volume_claim is not None
+        and v.persistent_volume_claim.claim_name
+        and not v.is_hotplug
+    ]
+    return tuple(dict.fromkeys(names))
+
+
+async def read_claims(client: KubeClient, vmi: VirtualMachineInstance) -> dict[str, Claim]:
+    """Every claim the VMI names, by name; SyncError naming the first unusable one."""
+    claims: dict[str, Claim] = {}
+    for name in claim_names(vmi):
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                raw = await client.get(PVCS, name, namespace=vmi.namespace)
+        except NotFound:
+            raise SyncError(
+                ClaimReason.NOT_FOUND,
+                f"PVC {vmi.namespace}/{name} does not exist, waiting for it to appear",
+            ) from None
+        claim = Claim.from_dict(raw)
+        check_claim(claim, namespace=vmi.namespace or "")
+        claims[name] = claim
+    return claims
+
+
+async def unbound_claims(client: KubeClient, vmi: VirtualMachineInstance) -> list[str]:
+    """ "PVC ns/name is not bound (Pending)" for each claim of the VMI not Bound (or gone)."""
+    found = []
+    for name in claim_names(vmi):
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                phase = Claim.from_dict(await client.get(PVCS, name, namespace=vmi.namespace)).phase
+        except NotFound:
+            phase = "not found"
+        if phase != "Bound":
+            found.append(f"PVC {vmi.namespace}/{name} is not bound ({phase})")
+    return found
+
+
+def check_claim(claim: Claim, *, namespace: str) -> None:
+    """Refuse a Lost claim and a block-mode one (with why)."""
+    where = f"PVC {namespace}/{claim.name}"
+    if claim.phase == "Lost":
+        raise SyncError(ClaimReason.LOST, f"{where} is Lost: its volume is gone")
+    if claim.volume_mode != "Filesystem":
+        raise SyncError(
+            ClaimReason.UNSUPPORTED,
+            f"{where} has volumeMode {claim.volume_mode}: only Filesystem claims "
+            "(a disk.img in the volume) are supported; the local storage offers no "
+            "block devices",
+            requeue=False,
+        )
+
+
+async def claim_volume_status(
+    client: KubeClient, vmi: VirtualMachineInstance, current: tuple[VolumeStatus, ...]
+) -> tuple[VolumeStatus, ...] | None:
+    """status.volumeStatus with each claim volume's persistentVolumeClaimInfo, for a VMI
+    whose claims are bound but not yet described there (as KubeVirt's controller fills it:
+    the handler's LiveMigratable reads the access modes); None when nothing is to add.
+    A claim gone or not bound yet is left out (a later sync adds it). ``current`` is the
+    volumeStatus this sync has planned so far (hotplug's entries included)."""
+    wanted = [
+        (v.name or "", v.persistent_volume_claim.claim_name)
+        for v in vmi.spec.volumes
+        if v.persistent_volume_claim is not None
+        and v.persistent_volume_claim.claim_name
+        and _lacks_info(current, v.name or "")
+    ]
+    added: dict[str, VolumeStatus] = {}
+    for volume, claim_name in wanted:
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                raw = await client.get(PVCS, claim_name or "", namespace=vmi.namespace)
+        except NotFound:
+            continue
+        claim = Claim.from_dict(raw)
+        if claim.phase == "Bound" and claim.access_modes:
+            old = _entry(current, volume) or VolumeStatus(name=volume, target="")
+            added[volume] = dataclasses.replace(old, persistent_volume_claim_info=claim.info())
+    if not added:
+        return None
+    kept = tuple(v for v in current if v.name not in added)
+    return kept + tuple(added.values())
+
+
+def _entry(current: tuple[VolumeStatus, ...], volume: str) -> VolumeStatus | None:
+    return next((v for v in current if v.name == volume), None)
+
+
+def _lacks_info(current: tuple[VolumeStatus, ...], volume: str) -> bool:
+    status = _entry(current, volume)
+    return status is None or status.persistent_volume_claim_info is None

@@ -1,0 +1,2 @@
+"""The VM controller: run strategies, start/stop requests, instancetype expansion and
+revisions, declarative hotplug (`controller.py` does I/O, `logic.py` decides)."""

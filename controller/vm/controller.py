@@ -1,0 +1,213 @@
+"""The VM controller: keeps each VirtualMachine's VMI in line with its run strategy and
+start/stop requests, and its status (printableStatus, conditions, crash-loop backoff) true.
+
+    reconcile(key): VM and the VMI of its name from the caches → expectations satisfied?
+                    → plan_vm() → VMI create or delete → one status write
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import structlog
+
+from controller.config import TimingConfig
+from controller.errors import SyncError
+from controller.informers import Informers
+from controller.recent import Recent
+from controller.reconcile import Reconciler, refresher
+from controller.vm.hotplug import template_ops
+from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
+from shared.kube import (
+    VMIS,
+    VMS,
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    DeleteOptions,
+    DiscardRecorder,
+    EventType,
+    Expectations,
+    Handlers,
+    Invalid,
+    KubeClient,
+    NotFound,
+    PatchType,
+    Recorder,
+    StatusWriter,
+    TransportError,
+    WorkQueue,
+)
+from shared.model import Clock, ConditionReason, VirtualMachine, VirtualMachineInstance
+from shared.revisions import Expansion, expansion
+
+log = structlog.get_logger("controller.vm")
+
+
+def owner_key(vmi: VirtualMachineInstance) -> str | None:
+    """The key of the VM controlling this VMI, if a VM does."""
+    ref = vmi.metadata.controller_ref()
+    if ref is None or ref.kind != VirtualMachine.KIND or not ref.name:
+        return None
+    return f"{vmi.namespace}/{ref.name}"
+
+
+class VMController(Reconciler):
+    """Reconciles VirtualMachines against their VMIs."""
+
+    kind = "vm"
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        informers: Informers,
+        queue: WorkQueue,
+        expectations: Expectations,
+        writer: StatusWriter[VirtualMachine],
+        vmi_recent: Recent[VirtualMachineInstance],
+        timing: TimingConfig,
+        clock: Clock,
+        recorder: Recorder | None = None,
+    ) -> None:
+        super().__init__(queue)
+        self._recorder = recorder or DiscardRecorder()
+        self._client = client
+        self._informers = informers
+        self._expectations = expectations
+        self._writer = writer
+        self._vmi_recent = vmi_recent
+        self._recent: Recent[VirtualMachine] = Recent()
+        self._backoff = Backoff(base=timing.start_backoff_base, cap=timing.start_backoff_max)
+        self._clock = clock
+
+    def handlers(self) -> tuple[Handlers[VirtualMachine], Handlers[VirtualMachineInstance]]:
+        """Callbacks for the VM and VMI informers."""
+        vm_handlers: Handlers[VirtualMachine] = Handlers(
+            on_add=lambda vm: self.enqueue(vm.key),
+            on_update=self._vm_updated,
+            on_delete=self._vm_deleted,
+        )
+        vmi_handlers: Handlers[VirtualMachineInstance] = Handlers(
+            on_add=self._vmi_added,
+            on_update=self._vmi_updated,
+            on_delete=self._vmi_deleted,
+        )
+        return vm_handlers, vmi_handlers
+
+    def _vm_updated(self, old: VirtualMachine, new: VirtualMachine) -> None:
+        self._recent.observe(new)
+        self.enqueue(new.key)
+
+    def _vm_deleted(self, vm: VirtualMachine) -> None:
+        self._expectations.delete(vm.key)
+        self._recent.forget(vm.key)
+
+    def _vmi_added(self, vmi: VirtualMachineInstance) -> None:
+        key = owner_key(vmi)
+        if key is not None:
+            self._expectations.creation_observed(key)
+        self._vmi_changed(vmi)
+
+    def _vmi_updated(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
+        key = owner_key(new)
+        if key is not None and new.metadata.is_deleting and not old.metadata.is_deleting:
+            self._expectations.deletion_observed(key, new.uid)
+        self._vmi_changed(new)
+
+    def _vmi_changed(self, vmi: VirtualMachineInstance) -> None:
+        # A VMI of a VM's name that the VM does not own is reported on that VM too.
+        self.enqueue(owner_key(vmi) or (vmi.key if vmi.key in self._informers.vms.store else None))
+
+    def _vmi_deleted(self, vmi: VirtualMachineInstance) -> None:
+        key = owner_key(vmi)
+        if key is not None:
+            self._expectations.deletion_observed(key, vmi.uid)
+        self._vmi_changed(vmi)
+
+    async def sync(self, key: str) -> None:
+        vm = self._recent.latest(self._informers.vms.store.get(key))
+        if vm is None:
+            return
+        if not self._expectations.satisfied(key):
+            return
+        vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
+        plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
+        await self._apply(vm, plan)
+        if vmi is not None and owner_key(vmi) == key:
+            await self._follow_template(vm, vmi)
+        new = dataclasses.replace(vm, status=plan.status)
+        if new.status == vm.status:
+            self._requeue(key, plan)
+            return
+        try:
+            refresh = refresher(self._client, VMS, VirtualMachine, key)
+            written = await self._writer.write_status(vm, new, refresh=refresh)
+        except NotFound:
+            return
+        if written is not vm:
+            self._recent.remember(written)
+        self._requeue(key, plan)
+
+    async def _follow_template(self, vm: VirtualMachine, vmi: VirtualMachineInstance) -> None:
+        """The running VMI's hotplugged volumes follow the template (vm_hotplug)."""
+        ops = template_ops(vm, vmi)
+        if not ops:
+            return
+        try:
+            await self._client.patch(VMIS, vmi.name, ops, namespace=vm.namespace,
+                                     patch_type=PatchType.JSON)  # fmt: skip
+        except (Invalid, Conflict) as e:  # changed meanwhile: its update event comes back
+            log.info("vmi_hotplug_follow_retry", error=str(e))
+            return
+        except (ApiError, TransportError) as e:
+            raise SyncError(ConditionReason.FAILED_UPDATE, f"VMI {vmi.key}: {e}") from e
+        log.info("vmi_hotplug_followed_template")
+
+    def _requeue(self, key: str, plan: VMPlan) -> None:
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after)
+
+    async def _apply(self, vm: VirtualMachine, plan: VMPlan) -> None:
+        if plan.delete_vmi_uid is not None:
+            await self._delete_vmi(vm, plan.delete_vmi_uid)
+        if plan.create_vmi:
+            await self._create_vmi(vm)
+
+    async def _create_vmi(self, vm: VirtualMachine) -> None:
+        named = vm.spec.instancetype is not None or vm.spec.preference is not None
+        exp = await expansion(self._client, vm) if named else Expansion()
+        body = vmi_from_template(vm, instancetype=exp.instancetype, preference=exp.preference)
+        self._expectations.expect_creations(vm.key, 1)
+        try:
+            await self._client.create(VMIS, body, namespace=vm.namespace)
+        except AlreadyExists:
+            return  # the cache lags; the VMI's add event settles the expectation
+        except (ApiError, TransportError) as e:
+            self._expectations.creation_observed(vm.key)
+            message = f"Error creating virtual machine instance: {e}"
+            self._recorder.event(vm, EventType.WARNING, "FailedCreate", message)
+            raise SyncError(ConditionReason.FAILED_CREATE, f"VMI {vm.key}: {e}") from e
+        log.info("vmi_created")
+        message = (
+            f"Started the virtual machine by creating the new virtual machine instance {vm.name}"
+        )
+        self._recorder.event(vm, EventType.NORMAL, "SuccessfulCreate", message)
+
+    async def _delete_vmi(self, vm: VirtualMachine, uid: str) -> None:
+        self._expectations.expect_deletions(vm.key, [uid])
+        try:
+            await self._client.delete(
+                VMIS, vm.name, namespace=vm.namespace, options=DeleteOptions(uid=uid)
+            )
+        except (NotFound, Conflict):
+            self._expectations.deletion_observed(vm.key, uid)
+        except (ApiError, TransportError) as e:
+            self._expectations.deletion_observed(vm.key, uid)
+            message = f"Error deleting virtual machine instance {vm.name}: {e}"
+            self._recorder.event(vm, EventType.WARNING, "FailedDelete", message)
+            raise SyncError(ConditionReason.FAILED_DELETE, f"VMI {vm.key}: {e}") from e
+        else:
+            log.info("vmi_deleted", uid=uid)
+            message = f"Stopped the virtual machine by deleting the virtual machine instance {uid}"
+            self._recorder.event(vm, EventType.NORMAL, "SuccessfulDelete", message)

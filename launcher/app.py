@@ -1,0 +1,188 @@
+"""The launcher's object graph: a private libvirtd, the command server on
+``launcher-init-sock`` (renamed to ``launcher-sock`` once it answers: the readiness signal),
+domain events pushed to the handler, and on SIGTERM the guest shut down (ACPI, then destroy
+after the grace period) before the group ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import structlog
+
+from launcher import commands
+from launcher.cgroups import Partition
+from launcher.config import Config, VirtType
+from launcher.disks import DiskContext
+from launcher.hotplug import Hotplug, HotplugConfig
+from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
+from launcher.manager import DomainManager, Identity
+from launcher.migration import EndpointConfig, Migrations, SourceMigrator
+from launcher.notifier import Notifier
+from launcher.plan import HostPaths
+from launcher.portforward import PortForwards
+from launcher.virt import Virt
+from shared import podlayout
+from shared.daemon import Shutdown, stop_on_signals
+from shared.wire.client import RpcClient, Tier
+from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
+from shared.wire.server import RpcServer, ServerInfo
+
+log = structlog.get_logger("launcher")
+
+
+class DaemonDied(Exception):
+    """The private libvirtd exited under us."""
+
+
+def virt_type_of(config: Config) -> str:
+    """kvm only when asked, or when scripts/probe-kvm saw a guest boot with it.
+
+    The probe's cache file ends with its verdict ("kvm" or "tcg") on the last line.
+    """
+    if config.virt_type != VirtType.AUTO:
+        return str(config.virt_type)
+    probe = config.kvm_probe_file
+    if probe is None or not probe.is_file():
+        return "qemu"
+    lines = probe.read_text().split()
+    return "kvm" if lines and lines[-1] == "kvm" else "qemu"
+
+
+async def run(config: Config) -> None:
+    """Serve one VM until SIGTERM (guest shut down within its grace) or Delete."""
+    async with stop_on_signals() as stop:
+        await _run(config, stop)
+
+
+async def _run(config: Config, stop: asyncio.Event) -> None:
+    config.sockets_dir.mkdir(parents=True, exist_ok=True)
+    daemon = LibvirtDaemon(
+        paths=DaemonPaths(
+            root=config.private_dir / podlayout.LIBVIRT_ROOT, isolation=choose_isolation()
+        ),
+        libvirtd=config.libvirtd,
+        tini=config.tini,
+    )
+    partition = Partition(f"kvpy-{config.uid.replace('-', '')[:20]}-{os.getpid()}")
+    try:
+        cgroups = partition.create()
+        daemon.prepare(capabilities_seed=config.capabilities_seed, cgroups=cgroups)
+        await daemon.start()
+        virt = await Virt.open(daemon.paths.uri)
+        await virt.warm_up()
+        if config.capabilities_seed is not None:
+            log.info("qemu_capabilities", reused=daemon.capabilities_reused())
+            daemon.save_capabilities(config.capabilities_seed)
+        host = _host_paths(daemon, partition.xml_path if cgroups else None)
+        try:
+            await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
+        finally:
+            await virt.close()
+    finally:
+        await daemon.stop()
+        partition.remove()
+        for name in (LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET):
+            with contextlib.suppress(FileNotFoundError):
+                (config.sockets_dir / name).unlink()
+        log.info("launcher_stopped")
+
+
+def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
+    """Where QEMU puts the guest's serial log and binds its console and agent sockets (the
+    handler finds them under the private dir), and the cgroup partition, if any."""
+    qemu_dir = daemon.paths.guest_dir_for_qemu
+    return HostPaths(
+        serial_log=daemon.paths.serial_log,
+        console_socket=qemu_dir / "console.sock",
+        agent_socket=qemu_dir / "agent.sock",
+        vnc_socket=qemu_dir / "vnc.sock",
+        partition=partition,
+    )
+
+
+async def _serve(
+    config: Config, *, daemon: LibvirtDaemon, virt: Virt, host: HostPaths, stop: asyncio.Event
+) -> None:
+    notifier = Notifier(config.notify_socket)
+    work_dir = config.private_dir / "disks"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    manager = DomainManager(
+        virt=virt,
+        identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
+        disks=DiskContext(
+            work_dir=work_dir,
+            container_disks=config.container_disks_dir,
+            vmi_disks=config.vmi_disks_dir,
+            claim_capacities=config.claim_capacities,
+        ),
+        host=host,
+        virt_type=virt_type_of(config),
+        publish=notifier.publish,
+    )
+    migrations = Migrations(
+        manager=manager,
+        source=SourceMigrator(
+            virt=virt,
+            domain=config.domain_name,
+            publish=manager.set_migration,
+            shared_disks=lambda: manager.shared_disks,
+        ),
+        endpoint=EndpointConfig(
+            libvirt_root=daemon.paths.root,
+            short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
+        ),
+    )
+    server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
+    hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
+    forwards = PortForwards(monitor=virt, domain=config.domain_name, vmi=lambda: manager.vmi)
+    commands.register(server, manager, migrations, hotplug, forwards=forwards)
+    init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
+    started = asyncio.Event()
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(server.serve(init_sock, started=started), name="command-server")
+            tg.create_task(manager.watch_events(), name="domain-events")
+            tg.create_task(notifier.run(), name="notifier")
+            tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
+            tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
+            tg.create_task(migrations.source.run(), name="migrations")
+            tg.create_task(manager.freezer.run(), name="auto-thaw")
+            await started.wait()
+            await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
+            await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)
+    except* Shutdown:
+        pass
+    finally:
+        migrations.close()
+
+
+async def _announce_ready(init_sock: Path, final: Path) -> None:
+    """Rename the socket only once it answers a ping: the rename is the readiness signal."""
+    async with RpcClient.connect(init_sock) as client:
+        await client.call("ping", {}, tier=Tier.SHORT)
+    init_sock.rename(final)
+    log.info("launcher_ready", socket=str(final))
+
+
+async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+async def _until_stopped(manager: DomainManager, *, stop: asyncio.Event, grace: float) -> None:
+    """Wait for SIGTERM (or Delete), shut the guest down within grace, then end the group."""
+    await stop.wait()
+    if not manager.deleted.is_set():
+        log.info("sigterm_received", grace=grace)
+        await manager.graceful_stop(grace=grace, clock=time.monotonic)
+    raise Shutdown
+
+
+async def _watch_daemon(daemon: LibvirtDaemon) -> None:
+    code = await daemon.wait()
+    raise DaemonDied(f"libvirtd exited with code {code}; see {daemon.paths.log}")

@@ -1,0 +1,123 @@
+"""What admission refuses (virt-api's validating webhook): every problem, with its field
+path, in one answer. Pure functions over wire dicts, plus the one lookup a migration needs.
+
+- The object must parse into the model (a type error names its path);
+- the model's validation (shared.model.validation);
+- a VM's instancetype and preference named with a kind of theirs, and no template field
+  an instancetype sets (shared.expansion), and
+- every field kubevirt-py would not honour (shared.model.unsupported);
+- the instancetype.kubevirt.io objects themselves: their values and fields.
+An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
+finalizers) of objects admitted earlier must never be blocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from shared.expansion import instancetype_conflicts, matcher_errors
+from shared.model import (
+    FieldError,
+    KubeObject,
+    ParseError,
+    VirtualMachine,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+)
+from shared.model._validate_instancetype import validate_instancetype_object
+from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
+from shared.model.unsupported import unsupported_fields
+from shared.model.validation import (
+    ValidationLimits,
+    validate_migration,
+    validate_vm,
+    validate_vmi,
+)
+
+_DEFAULT_LIMITS = ValidationLimits()
+_Validator = Callable[[Any, ValidationLimits], list[FieldError]]
+
+
+def _validate_vmi(vmi: VirtualMachineInstance, limits: ValidationLimits) -> list[FieldError]:
+    return validate_vmi(vmi, limits=limits)
+
+
+def _validate_vm(vm: VirtualMachine, limits: ValidationLimits) -> list[FieldError]:
+    """The VM's own rules, its instancetype/preference matchers and conflicts."""
+    return [*validate_vm(vm, limits=limits), *matcher_errors(vm), *instancetype_conflicts(vm)]
+
+
+def _validate_migration(
+    migration: VirtualMachineInstanceMigration, _: ValidationLimits
+) -> list[FieldError]:
+    return validate_migration(migration)
+
+
+KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
+    VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
+    VirtualMachine.KIND: (VirtualMachine, _validate_vm),
+    VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
+    **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
+}
+
+
+def _unique(errors: Sequence[FieldError]) -> list[FieldError]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for e in errors:
+        if (e.path, e.message) not in seen:
+            seen.add((e.path, e.message))
+            out.append(e)
+    return out
+
+
+def validate(
+    kind: str,
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    limits: ValidationLimits = _DEFAULT_LIMITS,
+) -> list[FieldError]:
+    """Every problem of a VMI, VM, VMIM or instancetype / preference (other kinds: none);
+    `limits` says whether guests may run under emulation."""
+    if kind not in KINDS:
+        return []
+    if old is not None and obj.get("spec") == old.get("spec"):
+        return []
+    cls, rules = KINDS[kind]
+    try:
+        model = cls.from_dict(obj)
+    except ParseError as e:
+        return [FieldError(path=e.path, message=e.message)]
+    return _unique([*rules(model, limits), *unsupported_fields(model)])
+
+
+class VMILookup(Protocol):
+    """Reads one VMI's wire dict; None when it does not exist."""
+
+    async def __call__(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
+async def migration_target_errors(
+    obj: Mapping[str, Any], *, namespace: str, lookup: VMILookup
+) -> list[FieldError]:
+    """A new migration's VMI exists and has not finished (KubeVirt's VMIM admitter)."""
+    spec = obj.get("spec")
+    name = spec.get("vmiName") if isinstance(spec, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return []  # validate() names the missing field
+    vmi = await lookup(namespace, name)
+    path = "spec.vmiName"
+    if vmi is None:
+        message = f"VirtualMachineInstance {name!r} does not exist in namespace {namespace!r}"
+        return [FieldError(path=path, message=message, value=name)]
+    try:
+        parsed = VirtualMachineInstance.from_dict(vmi)
+    except ParseError:
+        return []
+    if parsed.is_final():
+        phase = str(parsed.status.phase_or_unset)
+        message = f"VirtualMachineInstance {name!r} has finished ({phase}): nothing to migrate"
+        return [FieldError(path=path, message=message, value=name)]
+    return []

@@ -1,0 +1,52 @@
+"""virt-api's servers, as one process starts them: the subresource API and the admission
+webhooks, each only when its serving certificate is mounted.
+
+    for name, server in servers(os.environ, client, registry, options=ServeOptions(...)):
+        tg.create_task(server, name=name)
+
+Every controller replica serves both (leadership gates only the reconcile loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from shared.kube import KubeClient, Registry
+from shared.model import EvictionStrategy
+from virt_api.admission import AdmissionConfig, AdmissionServer
+from virt_api.subresources import SubresourceConfig, SubresourceServer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeOptions:
+    """What virt-api takes from its host process's configuration."""
+
+    # Guests may run under TCG: validation refuses what TCG cannot run.
+    emulation: bool = True
+    eviction_strategy: EvictionStrategy = EvictionStrategy.NONE
+
+
+def servers(
+    environ: Mapping[str, str],
+    client: KubeClient,
+    registry: Registry,
+    *,
+    options: ServeOptions,
+) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+    """(task name, coroutine) for each server whose certificate is mounted."""
+    found: list[tuple[str, Coroutine[Any, Any, None]]] = []
+    subresources = SubresourceConfig.from_env(environ)
+    if subresources is not None:
+        found.append(("subresources", SubresourceServer(subresources, client, registry).run()))
+    admission = AdmissionConfig.from_env(environ)
+    if admission is not None:
+        webhooks = AdmissionServer(
+            replace(admission, emulation=options.emulation),
+            client,
+            registry,
+            eviction_strategy=options.eviction_strategy,
+        )
+        found.append(("admission", webhooks.run()))
+    return found
