@@ -38,6 +38,7 @@ from handler.errors import HandlerError
 from shared import podlayout
 from shared.kube import KubeError
 from shared.kube.ratelimit import Backoff, BackoffPolicy
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance
 from shared.tasks import cancelling
 from shared.wire.errors import CallTimeout, RemoteError, WireError
@@ -47,7 +48,6 @@ from shared.wsbridge import bridge
 
 log = structlog.get_logger("handler.actions")
 
-HANDLER_ENDPOINT_ANNOTATION = "kubevirt.io/handler-endpoint"
 CONTROLLER_CN = "kubevirt-py-controller"
 ENV_PREFIX = "VIRT_HANDLER_ACTIONS_"
 DEFAULT_CERT_DIR = Path("/etc/kubevirt-py/virt-handler-certs")

@@ -60,7 +60,7 @@ from shared.kube import (
     WorkQueue,
     serving_tls,
 )
-from shared.kube.store import NODE_NAME_LABEL
+from shared.labels import NODE_NAME_LABEL
 from shared.model import (
     Clock,
     VirtualMachineInstance,

@@ -51,11 +51,11 @@ from shared.deviceplugin import (
     rpc,
 )
 from shared.deviceplugin.messages import ContainerPreferredAllocationResponse
+from shared.labels import DEVICE_RESOURCE_PREFIX
 from shared.tasks import cancelling
 
 log = structlog.get_logger("handler.deviceplugin")
 
-RESOURCE_PREFIX = "devices.kubevirt.io/"
 DEVICES: Mapping[str, Path] = MappingProxyType(
     {"kvm": Path("/dev/kvm"), "tun": Path("/dev/net/tun"), "vhost-net": Path("/dev/vhost-net")}
 )
@@ -84,7 +84,7 @@ class DevicePlugin:
     def __init__(self, *, name: str, path: Path, count: int) -> None:
         self.name = name
         self.path = path
-        self.resource = RESOURCE_PREFIX + name
+        self.resource = DEVICE_RESOURCE_PREFIX + name
         self.endpoint = f"kubevirt-{name}.sock"
         self._ids = tuple(f"{name}-{i}" for i in range(count))
         self._known = frozenset(self._ids)

@@ -17,13 +17,11 @@ from typing import Any, Protocol
 import structlog
 
 from shared.kube import KubeError
+from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from shared.model import Clock, format_time, utc_now
 from shared.tasks import cancelling
 
 log = structlog.get_logger("handler.heartbeat")
-
-SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
-HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
 
 
 class NodePatcher(Protocol):

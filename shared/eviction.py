@@ -29,8 +29,6 @@ from shared.model import EvictionStrategy, VirtualMachineInstance, VMIConditionT
 S = EvictionStrategy
 # The message format the descheduler recognises as "eviction in the background".
 EVACUATION_MESSAGE = 'Eviction triggered evacuation of VMI "{key}"'
-# On VMIMs the evacuation controller creates: the node the VMI leaves.
-EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"
 
 
 class EvictionAction(enum.StrEnum):

@@ -1,6 +1,8 @@
-"""The label, annotation, finalizer and resource names the controller reads and writes.
+"""Every label, annotation, finalizer and resource name that two daemons (or a daemon and
+its users) share: the one home of these strings in the product.
 
-They are KubeVirt's names: the handler, the CLI and users' selectors rely on them.
+They are KubeVirt's names: the controller, virt-api, the handler, the CLI and users'
+selectors rely on them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ MIGRATION_JOB_LABEL = "kubevirt.io/migrationJobUID"
 SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
 # On nodes: the handler's last heartbeat (RFC 3339).
 HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
+# On nodes: where the node's handler serves actions (https://<host>:<port>), read by virt-api.
+HANDLER_ENDPOINT_ANNOTATION = "kubevirt.io/handler-endpoint"
 # On launcher pods: the VMI's name, for humans and `kubectl get pods`.
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+
+# On VMIMs the evacuation controller creates: the node the VMI leaves.
+EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"
+# On an attachment pod: the VMI volume it serves.
+ATTACHMENT_VOLUME_ANNOTATION = "kubevirt.io/hotplug-volume"
 
 # Held on a VMI until its launcher pods are gone.
 VMI_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
@@ -30,6 +39,7 @@ VMI_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 MIGRATION_FINALIZER = "kubevirt.io/migrationJobFinalize"
 
 # Device-plugin resources the handler advertises.
+DEVICE_RESOURCE_PREFIX = "devices.kubevirt.io/"
 KVM_RESOURCE = "devices.kubevirt.io/kvm"
 TUN_RESOURCE = "devices.kubevirt.io/tun"
 

@@ -109,8 +109,6 @@ ATTACHMENT_POD_PREFIX = "hp-volume-"
 ATTACHMENT_APP = "hotplug-disk"
 ATTACHMENT_CONTAINER = "hotplug-disk"
 ATTACHMENT_MOUNT_DIR = "/hotplug"
-# Annotation on an attachment pod: the VMI volume it serves.
-ATTACHMENT_VOLUME_ANNOTATION = "kubevirt.io/hotplug-volume"
 # Where the kubelet mounts pod volumes on the node, per volume plugin (pods/<uid>/volumes).
 POD_VOLUMES = PurePosixPath("volumes")
 POD_OWN_VOLUMES = frozenset(

@@ -18,7 +18,8 @@ from datetime import datetime
 
 from controller.config import MigrationConfig
 from controller.migration.logic import Capacity
-from shared.eviction import EVACUATION_ANNOTATION, migrates_on_eviction
+from shared.eviction import migrates_on_eviction
+from shared.labels import EVACUATION_ANNOTATION
 from shared.model import (
     API_VERSION,
     MigrationPhase,

@@ -29,7 +29,7 @@ import structlog
 
 from controller.config import TemplateConfig
 from controller.services.volumes.claims import Claim
-from shared import podlayout
+from shared import labels, podlayout
 from shared.kube import PODS, PVCS, AlreadyExists, DeleteOptions, KubeClient, NotFound
 from shared.labels import APP_LABEL, CREATED_BY_LABEL
 from shared.launcherpod import LauncherPod, PodPhase
@@ -82,7 +82,7 @@ class AttachPod:
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             volume=str(
-                (meta.get("annotations") or {}).get(podlayout.ATTACHMENT_VOLUME_ANNOTATION, "")
+                (meta.get("annotations") or {}).get(labels.ATTACHMENT_VOLUME_ANNOTATION, "")
             ),
             phase=str(status.get("phase") or PodPhase.PENDING),
             node=spec.get("nodeName"),
@@ -115,7 +115,7 @@ def attachment_pod(
             "name": podlayout.attachment_pod_name(vmi.uid, name),
             "namespace": vmi.namespace,
             "labels": {APP_LABEL: podlayout.ATTACHMENT_APP, CREATED_BY_LABEL: vmi.uid},
-            "annotations": {podlayout.ATTACHMENT_VOLUME_ANNOTATION: name},
+            "annotations": {labels.ATTACHMENT_VOLUME_ANNOTATION: name},
             "ownerReferences": [
                 {
                     "apiVersion": "v1",

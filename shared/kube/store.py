@@ -13,6 +13,7 @@ import builtins
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from shared.labels import NODE_NAME_LABEL
 from shared.model import ObjectMeta
 
 T = TypeVar("T")
@@ -21,7 +22,6 @@ IndexFunc = Callable[[T], Iterable[str]]
 NAMESPACE_INDEX = "namespace"
 NODE_INDEX = "node"
 OWNER_INDEX = "owner"
-NODE_NAME_LABEL = "kubevirt.io/nodeName"
 
 
 class HasMeta(Protocol):

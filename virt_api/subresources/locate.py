@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from shared.kube import NODES, VMIS, KubeError, Resource
 from shared.kube import NotFound as KubeNotFound
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance, VMIPhase
 from virt_api.subresources.errors import (
     HandlerUnavailable,
@@ -22,8 +23,6 @@ from virt_api.subresources.errors import (
     SubresourceError,
     VmiRef,
 )
-
-HANDLER_ENDPOINT_ANNOTATION = "kubevirt.io/handler-endpoint"
 
 
 class ClusterReader(Protocol):

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from handler.heartbeat import SCHEDULABLE_LABEL
 from localkube.cluster import Cluster
 from localkube.testing import dns_label
 from shared.kube import NODES, VMIS, ClientConfig, KubeClient, NotFound, Registry
+from shared.labels import SCHEDULABLE_LABEL
 from tests.integration.controller.harness import NAMESPACES, ControllerProcess
 from tests.integration.handler.cluster import (
     HandlerProcess,

@@ -12,8 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from handler.actions import CONTROLLER_CN, HANDLER_ENDPOINT_ANNOTATION, ActionsConfig
+from handler.actions import CONTROLLER_CN, ActionsConfig
 from shared.kube import KubeClient
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import ConditionStatus, VMIConditionType, VMIPhase
 from tests.integration.handler.node import BOOT_TIMEOUT, Node, new_root, on_cluster
 from tests.integration.launcher.harness import TICK

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from handler.heartbeat import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from localkube.testing import wait_for
 from shared.kube import NODES, PODS, VMIS, KubeClient
+from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from shared.model import VirtualMachineInstance, VMIConditionType, VMIPhase, parse_time
 from shared.wire.client import RpcClient
 from shared.wire.launcher_api import TIERS, Method

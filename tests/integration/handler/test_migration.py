@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from handler.heartbeat import SCHEDULABLE_LABEL
 from localkube.cluster import Cluster
 from localkube.testing import wait_for
 from shared.kube import NODES, PODS, VMIMS, VMIS, KubeClient, NotFound
+from shared.labels import SCHEDULABLE_LABEL
 from shared.model import (
     MigrationPhase,
     VirtualMachineInstance,

@@ -45,6 +45,7 @@ from shared.kube import (
     Registry,
     Resource,
 )
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model.crd import KINDS, build_crd
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
@@ -53,7 +54,6 @@ from tests.unit.subresources.certs import Pki
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Decision, ResourceAttributes, SarAuthorizer
 from virt_api.subresources.config import SubresourceConfig
-from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION
 from virt_api.subresources.server import SubresourceServer
 from virt_api.subresources.tls import CertDir
 

@@ -15,7 +15,7 @@ from controller.drain.evacuation_logic import (
     plan_evacuation,
 )
 from controller.migration.logic import Capacity
-from shared.eviction import EVACUATION_ANNOTATION
+from shared.labels import EVACUATION_ANNOTATION
 from shared.model import (
     EvictionStrategy,
     MigrationState,

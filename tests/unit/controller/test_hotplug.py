@@ -15,7 +15,7 @@ from controller.vmi.hotplug import (
     plan_volume_status,
     stale_pods,
 )
-from shared import podlayout
+from shared import labels, podlayout
 from shared.kube import ListResult, NotFound
 from shared.labels import APP_LABEL, CREATED_BY_LABEL
 from shared.launcherpod import LauncherPod
@@ -151,7 +151,7 @@ def _pod(volume: str) -> dict[str, Any]:
             "name": "hp-volume-old",
             "uid": "pu",
             "labels": {CREATED_BY_LABEL: "vmi-uid"},
-            "annotations": {podlayout.ATTACHMENT_VOLUME_ANNOTATION: volume},
+            "annotations": {labels.ATTACHMENT_VOLUME_ANNOTATION: volume},
         },
         "spec": {"nodeName": "n1"},
         "status": {"phase": "Running"},

@@ -13,9 +13,9 @@ import aiohttp
 
 from handler.config import Config, Timing
 from handler.daemon import Handler
-from handler.heartbeat import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from handler.launchers import launcher_socket
 from shared.kube import Registry
+from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from shared.model import VMIPhase
 from shared.wire.client import RpcClient, Tier
 from shared.wire.domain import DomainEvent, DomainState, EventType

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from handler.devices import DeviceState, check_device, check_devices, devices_ready
-from handler.heartbeat import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL, Heartbeat
+from handler.heartbeat import Heartbeat
 from shared.kube import ServerError
+from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from tests.unit.handler.fakes import FakeApi
 from tests.unit.handler.waiting import until
 

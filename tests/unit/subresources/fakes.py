@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from shared.kube import NotFound, Registry
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance
 from virt_api.subresources.actions import ActionSpec
 from virt_api.subresources.app import AppDeps
@@ -18,7 +19,7 @@ from virt_api.subresources.authz import Decision, ResourceAttributes
 from virt_api.subresources.console import WebSocket
 from virt_api.subresources.errors import SubresourceError, VmiRef
 from virt_api.subresources.frontproxy import FrontProxy
-from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from virt_api.subresources.locate import Target
 from virt_api.subresources.vmactions import VmWrites
 
 FRONT_PROXY_CN = "front-proxy-client"

@@ -20,6 +20,7 @@ import pytest
 
 from handler.actions import ActionsConfig, ActionsServer, node_publisher
 from shared.kube import NODES, VMIS, ListResult, NotFound, Registry, Resource
+from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.wire.launcher_api import Method
 from tests.unit.subresources.certs import (
     HANDLER_SERVER_NAME,
@@ -36,7 +37,7 @@ from virt_api.subresources.config import SubresourceConfig
 from virt_api.subresources.errors import BadGateway, VmiRef
 from virt_api.subresources.forward import ForwardOptions, HandlerForwarder
 from virt_api.subresources.frontproxy import CONFIGMAPS
-from virt_api.subresources.locate import HANDLER_ENDPOINT_ANNOTATION, Target
+from virt_api.subresources.locate import Target
 from virt_api.subresources.server import SubresourceServer
 from virt_api.subresources.tls import CertDir, handler_client_context, serving_context
 
