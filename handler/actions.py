@@ -36,6 +36,13 @@ from aiohttp import web
 
 from handler.errors import HandlerError
 from shared import podlayout
+from shared.actions import (
+    ACTIONS,
+    HANDLER_ACTION_PATH,
+    HANDLER_PORT_FORWARD_PATH,
+    STREAM_PROTOCOLS,
+    Action,
+)
 from shared.kube import KubeError
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
@@ -52,32 +59,16 @@ CONTROLLER_CN = "kubevirt-py-controller"
 ENV_PREFIX = "VIRT_HANDLER_ACTIONS_"
 DEFAULT_CERT_DIR = Path("/etc/kubevirt-py/virt-handler-certs")
 DEFAULT_PORT = 8186
-ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
-PORT_FORWARD_PATH = (
-    "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/portforward/{port}/{protocol}"
-)
-CONSOLE = "console"
-VNC = "vnc"
-CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
 EMPTY_DIRS = Path(podlayout.EMPTY_DIRS)
 # Where the launcher's QEMU binds the serial console, inside the pod's `private` emptyDir.
 CONSOLE_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.CONSOLE_SOCKET)
 VNC_SOCKET = Path(podlayout.PRIVATE_VOLUME, podlayout.VNC_SOCKET)
 MAX_ARGS = 64 * 1024
 
-# action → (HTTP method, launcher command); console and vnc (None) are relayed, not called.
+# action → (HTTP method, launcher command): the forwarded rows of shared.actions; console and
+# vnc (launcher None) are relayed, not called. Port-forward has a route of its own.
 ROUTES: Mapping[str, tuple[str, Method | None]] = {
-    "pause": ("PUT", Method.PAUSE),
-    "unpause": ("PUT", Method.UNPAUSE),
-    "softreboot": ("PUT", Method.SOFT_REBOOT),
-    "guestosinfo": ("GET", Method.GET_GUEST_INFO),
-    "userlist": ("GET", Method.GET_USERS),
-    "filesystemlist": ("GET", Method.GET_FILESYSTEMS),
-    "freeze": ("PUT", Method.FREEZE),
-    "unfreeze": ("PUT", Method.UNFREEZE),
-    "reset": ("PUT", Method.RESET),
-    CONSOLE: ("GET", None),
-    VNC: ("GET", None),
+    str(a): (spec.method, spec.launcher) for a, spec in ACTIONS.items() if a != Action.PORT_FORWARD
 }
 
 Publish = Callable[[str], Awaitable[None]]  # puts the endpoint URL on this handler's Node
@@ -221,8 +212,8 @@ def build_app(
 
     actions = _Actions(target, config)
     app = web.Application(middlewares=[guard])
-    app.router.add_route("*", ACTION_PATH, actions.handle)
-    app.router.add_get(PORT_FORWARD_PATH, actions.port_forward)
+    app.router.add_route("*", HANDLER_ACTION_PATH, actions.handle)
+    app.router.add_get(HANDLER_PORT_FORWARD_PATH, actions.port_forward)
     return app
 
 
@@ -294,7 +285,7 @@ class _Actions:
             return await self._serve(request, ws, reader, writer)
 
     def _websocket(self, request: web.Request, action: str) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=self._config.heartbeat)
+        ws = web.WebSocketResponse(protocols=STREAM_PROTOCOLS, heartbeat=self._config.heartbeat)
         if not ws.can_prepare(request).ok:
             raise _Failure(400, "websocket_required", f"the {action} is a websocket")
         return ws
@@ -305,7 +296,7 @@ class _Actions:
         """The console or VNC socket of the VMI's launcher, bridged to a websocket."""
         cfg = self._config
         ws = self._websocket(request, action)
-        socket_of = self._target.vnc_socket if action == VNC else self._target.console_socket
+        socket_of = self._target.vnc_socket if action == Action.VNC else self._target.console_socket
         try:
             path = await socket_of(ns, name)
             async with asyncio.timeout(cfg.connect_timeout):

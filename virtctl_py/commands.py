@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from shared.actions import ACTIONS, Action
 from shared.kube import (
     SERVICES,
     VMI_ACTIONS,
@@ -25,6 +27,16 @@ from virtctl_py.errors import CliError, Exit
 from virtctl_py.output import epoch_time, render
 from virtctl_py.session import Target
 from virtctl_py.wait import wait_until
+
+# virtctl verb → the VMI action it calls (shared.actions has the method and path).
+CLI_ACTIONS: Mapping[str, Action] = {
+    "pause": Action.PAUSE,
+    "unpause": Action.UNPAUSE,
+    "soft-reboot": Action.SOFT_REBOOT,
+    "guestosinfo": Action.GUEST_OS_INFO,
+    "userlist": Action.USER_LIST,
+    "fslist": Action.FILESYSTEM_LIST,
+}
 
 VERSION = "0.1.0"
 GUEST_COLUMNS = {
@@ -141,20 +153,24 @@ async def migrate_cancel(kube: KubeClient, target: Target, args: argparse.Namesp
 
 async def action(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
     """pause / unpause / soft-reboot through subresources.kubevirt.io (RBAC applies)."""
-    sub = {"pause": "pause", "unpause": "unpause", "soft-reboot": "softreboot"}[args.command]
+    spec = ACTIONS[CLI_ACTIONS[args.command]]
     await kube.call_subresource(
-        "PUT", VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub, body={}
+        spec.method,
+        VMI_ACTIONS,
+        args.name,
+        namespace=target.namespace,
+        subresource=spec.action,
+        body={},
     )
     verb = {"pause": "paused", "unpause": "unpaused", "soft-reboot": "soft-rebooted"}[args.command]
     return f"VMI {target.namespace}/{args.name} was scheduled to be {verb}"
 
 
 async def guest_query(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
-    sub = {"guestosinfo": "guestosinfo", "userlist": "userlist", "fslist": "filesystemlist"}[
-        args.command
-    ]
+    spec = ACTIONS[CLI_ACTIONS[args.command]]
+    sub = str(spec.action)
     data = await kube.call_subresource(
-        "GET", VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub
+        spec.method, VMI_ACTIONS, args.name, namespace=target.namespace, subresource=sub
     )
     formats = {"loginTime": epoch_time}
     return render(data, fmt=args.output, columns=GUEST_COLUMNS.get(sub, ()), formats=formats)

@@ -11,8 +11,8 @@ TLS (`forward`, `console`). Answers and failures are Kubernetes Status objects (
         tg.create_task(SubresourceServer(config, client, registry).run(), name="subresources")
 """
 
+from shared.actions import ACTIONS, Action, ActionSpec
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
-from virt_api.subresources.actions import ACTIONS, Action, ActionSpec
 from virt_api.subresources.config import SubresourceConfig
 from virt_api.subresources.server import SubresourceServer
 

@@ -30,13 +30,12 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from shared.kube import Counter
-from virt_api.subresources import discovery
-from virt_api.subresources.actions import (
+from shared.actions import (
     ACTIONS,
     GROUP,
     GROUP_VERSION,
     RESOURCE,
+    STREAM_PROTOCOLS,
     VM_ACTIONS,
     VM_PORT_FORWARD,
     VM_RESOURCE,
@@ -44,6 +43,8 @@ from virt_api.subresources.actions import (
     ActionSpec,
     VolumeAction,
 )
+from shared.kube import Counter
+from virt_api.subresources import discovery
 from virt_api.subresources.authn import UserInfo, authenticate, common_name
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.console import WebSocket, relay
@@ -58,7 +59,6 @@ from virt_api.subresources.errors import (
 )
 from virt_api.subresources.extras import Expander, Extras
 from virt_api.subresources.extras import add_routes as add_extra_routes
-from virt_api.subresources.forward import CONSOLE_PROTOCOLS
 from virt_api.subresources.freeze import action_args
 from virt_api.subresources.frontproxy import FrontProxy
 from virt_api.subresources.locate import ClusterReader, Target, locate
@@ -252,7 +252,7 @@ class _Actions:
     ) -> web.WebSocketResponse | None:
         if not spec.stream:
             return None
-        ws = web.WebSocketResponse(protocols=CONSOLE_PROTOCOLS, heartbeat=self._deps.heartbeat)
+        ws = web.WebSocketResponse(protocols=STREAM_PROTOCOLS, heartbeat=self._deps.heartbeat)
         if not ws.can_prepare(request).ok:
             raise BadRequest(f"{spec.action} needs a websocket upgrade", vmi=vmi)
         return ws

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import structlog
 
+from shared.actions import GROUP, RESOURCE, VERSION, ActionSpec
 from shared.kube import KubeError, Resource
 from shared.tasks import cancelling
-from virt_api.subresources.actions import GROUP, RESOURCE, VERSION, ActionSpec
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.errors import Denied, SubresourceError, VmiRef
 

@@ -12,7 +12,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from virt_api.subresources.actions import ALL_ACTIONS, GROUP, GROUP_VERSION, TOP_LEVEL, VERSION
+from shared.actions import ALL_ACTIONS, GROUP, GROUP_VERSION, TOP_LEVEL, VERSION
 
 DISTRIBUTION = "kubevirt-py"
 KINDS = {"virtualmachineinstances": "VirtualMachineInstance", "virtualmachines": "VirtualMachine"}

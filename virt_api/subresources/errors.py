@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from virt_api.subresources.actions import GROUP, RESOURCE
+from shared.actions import GROUP, RESOURCE
 
 
 class StatusReason(StrEnum):

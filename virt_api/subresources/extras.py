@@ -22,13 +22,7 @@ import structlog
 import yaml
 from aiohttp import web
 
-from shared.expansion import expand_spec
-from shared.kube import VMS, KubeError
-from shared.kube import NotFound as KubeNotFound
-from shared.model import ParseError, VirtualMachine
-from shared.revisions import RevisionClient, expansion
-from shared.sync import SyncError
-from virt_api.subresources.actions import (
+from shared.actions import (
     EXTRA_ACTIONS,
     GROUP_VERSION,
     RESOURCE,
@@ -37,6 +31,12 @@ from virt_api.subresources.actions import (
     ActionSpec,
     ExtraAction,
 )
+from shared.expansion import expand_spec
+from shared.kube import VMS, KubeError
+from shared.kube import NotFound as KubeNotFound
+from shared.model import ParseError, VirtualMachine
+from shared.revisions import RevisionClient, expansion
+from shared.sync import SyncError
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.errors import (

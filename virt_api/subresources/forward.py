@@ -21,8 +21,8 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
+from shared.actions import HANDLER_ACTION_PATH, STREAM_PROTOCOLS, ActionSpec
 from shared.tasks import cancelling
-from virt_api.subresources.actions import ActionSpec
 from virt_api.subresources.errors import (
     BadGateway,
     Cause,
@@ -33,13 +33,12 @@ from virt_api.subresources.locate import Target
 
 log = structlog.get_logger("virt_api.subresources.forward")
 
-CONSOLE_PROTOCOLS = ("plain.kubevirt.io",)
-
 
 def handler_url(target: Target, spec: ActionSpec) -> str:
     """The handler's URL of `spec` on the target VMI."""
     ns, name = quote(target.vmi.namespace, safe=""), quote(target.vmi.name, safe="")
-    return f"{target.endpoint}/v1/namespaces/{ns}/virtualmachineinstances/{name}/{spec.action}"
+    path = HANDLER_ACTION_PATH.format(namespace=ns, name=name, action=spec.action)
+    return f"{target.endpoint}{path}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +100,7 @@ class HandlerForwarder:
                     ssl=self._tls,
                     server_hostname=self._options.server_name,
                     heartbeat=self._options.heartbeat,
-                    protocols=CONSOLE_PROTOCOLS,
+                    protocols=STREAM_PROTOCOLS,
                 )
         except TimeoutError as e:
             if cancelling():

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from virt_api.subresources.actions import Action, ActionSpec
+from shared.actions import Action, ActionSpec
 from virt_api.subresources.errors import BadRequest, VmiRef
 
 MAX_BODY = 64 * 1024

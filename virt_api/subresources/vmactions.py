@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from shared.actions import VMAction
 from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance, VMIPhase
-from virt_api.subresources.actions import VMAction
 from virt_api.subresources.errors import BadRequest, Conflict, NotFound, VmiRef
 
 KUBEVIRT_GROUP = "kubevirt.io"

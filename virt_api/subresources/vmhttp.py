@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
+from shared.actions import VM_ACTIONS, VMAction
 from shared.kube import (
     PODS,
     VMIMS,
@@ -29,7 +30,6 @@ from shared.kube import Invalid as KubeInvalid
 from shared.kube import NotFound as KubeNotFound
 from shared.labels import CREATED_BY_LABEL
 from shared.model import VirtualMachineInstance
-from virt_api.subresources.actions import VM_ACTIONS, VMAction
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.errors import (

@@ -17,15 +17,15 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from shared.kube import PVCS, VMIS, VMS, KubeError, PatchType, Resource
-from shared.kube import Conflict as KubeConflict
-from shared.kube import Invalid as KubeInvalid
-from shared.kube import NotFound as KubeNotFound
-from virt_api.subresources.actions import (
+from shared.actions import (
     RESOURCE,
     VOLUME_ACTIONS,
     VolumeAction,
 )
+from shared.kube import PVCS, VMIS, VMS, KubeError, PatchType, Resource
+from shared.kube import Conflict as KubeConflict
+from shared.kube import Invalid as KubeInvalid
+from shared.kube import NotFound as KubeNotFound
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.errors import (

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from localkube.testing import wait_for
+from shared.actions import ALL_ACTIONS, TOP_LEVEL
 from shared.wire.launcher_api import Method
 from tests.integration.subresources.conftest import Kubectl, Ran, ServiceAccount
 from tests.integration.subresources.stack import (
@@ -21,7 +22,6 @@ from tests.integration.subresources.stack import (
     RUNNING_VMI,
     Stack,
 )
-from virt_api.subresources.actions import ALL_ACTIONS, TOP_LEVEL
 
 GROUP_PATH = "/apis/subresources.kubevirt.io/v1"
 Session = tuple[aiohttp.ClientSession, str]

@@ -9,10 +9,10 @@ from typing import Any
 
 import aiohttp
 
+from shared.actions import ActionSpec
 from shared.kube import NotFound, Registry
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance
-from virt_api.subresources.actions import ActionSpec
 from virt_api.subresources.app import AppDeps
 from virt_api.subresources.authn import RequestHeaderConfig, UserInfo
 from virt_api.subresources.authz import Decision, ResourceAttributes

@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from shared.actions import Action
 from shared.kube import Registry
 from tests.unit.subresources.fakes import (
     FakeAuthorizer,
@@ -19,7 +20,6 @@ from tests.unit.subresources.fakes import (
     proxied,
     vmi,
 )
-from virt_api.subresources.actions import Action
 from virt_api.subresources.app import AppDeps, build_app
 from virt_api.subresources.errors import BadGateway, Cause, GatewayTimeout, SubresourceError
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from shared.actions import ACTIONS, Action
 from shared.kube import Resource, ServerError
 from tests.unit.subresources.fakes import FakeAuthorizer
-from virt_api.subresources.actions import ACTIONS, Action
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import (
     SUBJECT_ACCESS_REVIEWS,

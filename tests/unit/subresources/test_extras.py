@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from shared.actions import Action
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.resources import Resource
 from tests.unit.subresources.fakes import (
@@ -23,7 +24,6 @@ from tests.unit.subresources.fakes import (
     vm,
     vmi,
 )
-from virt_api.subresources.actions import Action
 from virt_api.subresources.app import AppDeps, build_app
 from virt_api.subresources.extras import expanded
 from virt_api.subresources.freeze import go_duration

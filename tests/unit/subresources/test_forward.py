@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from virt_api.subresources.actions import ACTIONS, Action
+from shared.actions import ACTIONS, Action
 from virt_api.subresources.errors import BadGateway, GatewayTimeout, VmiRef
 from virt_api.subresources.forward import handler_failure, handler_url
 from virt_api.subresources.locate import Target

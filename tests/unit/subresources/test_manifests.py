@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from virt_api.subresources.actions import (
+from shared.actions import (
     ALL_ACTIONS,
     GROUP,
     TOP_LEVEL,

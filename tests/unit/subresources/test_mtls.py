@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from handler.actions import ActionsConfig, ActionsServer, node_publisher
+from shared.actions import ACTIONS, Action
 from shared.kube import NODES, VMIS, ListResult, NotFound, Registry, Resource
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.wire.launcher_api import Method
@@ -31,7 +32,6 @@ from tests.unit.subresources.certs import (
 )
 from tests.unit.subresources.fakes import vmi
 from tests.unit.subresources.test_handler_actions import FakeTarget
-from virt_api.subresources.actions import ACTIONS, Action
 from virt_api.subresources.authz import SUBJECT_ACCESS_REVIEWS
 from virt_api.subresources.config import SubresourceConfig
 from virt_api.subresources.errors import BadGateway, VmiRef

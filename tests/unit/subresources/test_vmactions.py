@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from shared.actions import VMAction
 from tests.unit.subresources.fakes import vm, vmi
-from virt_api.subresources.actions import VMAction
 from virt_api.subresources.errors import BadRequest, Conflict, NotFound, SubresourceError
 from virt_api.subresources.vmactions import (
     VmOptions,

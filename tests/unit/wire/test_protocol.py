@@ -12,6 +12,8 @@ from typing import Any
 import msgpack
 import pytest
 
+from launcher.commands import COMMANDS, HOTPLUG_COMMANDS, MIGRATION_COMMANDS
+from shared.actions import ACTIONS
 from shared.wire.client import RpcClient, Tier, Timeouts, pick_version
 from shared.wire.errors import (
     BadRequest,
@@ -24,6 +26,7 @@ from shared.wire.errors import (
     error_from_wire,
 )
 from shared.wire.framing import encode_frame
+from shared.wire.launcher_api import TIERS, Method
 from shared.wire.limits import Limits
 from shared.wire.server import RpcServer, ServerInfo
 
@@ -291,3 +294,14 @@ def test_bad_request_maps_from_code() -> None:
     """The error table maps bad_request to BadRequest."""
     assert isinstance(error_from_wire({"code": "bad_request", "message": "m"}), BadRequest)
     assert isinstance(error_from_wire("junk"), BadRequest)
+
+
+def test_action_table_agrees_with_the_launcher_and_wire() -> None:
+    """The launcher's command tables register every wire Method exactly once (ForwardPort
+    beside them), each with a timeout tier, and every launcher command shared.actions names
+    is among them."""
+    registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, Method.FORWARD_PORT]
+    assert sorted(registered) == sorted(Method)
+    assert set(TIERS) == set(Method)
+    named = {spec.launcher for spec in ACTIONS.values() if spec.launcher is not None}
+    assert named <= set(registered)

@@ -1,4 +1,7 @@
-"""The imperative actions: their resource, URL name, HTTP method and RBAC verb, written once.
+"""The imperative actions, one row each: resource, URL name, HTTP method, RBAC verb,
+streaming, the launcher command behind it and the handler's path. Written once, read by
+virt-api (routes, discovery, SubjectAccessReviews), the handler (its actions endpoint), the
+CLI and the RBAC manifests' drift test.
 
 VMI actions (pause, console, freeze, reset …) are forwarded to the handler of the VMI's
 node; VM actions (start, stop, restart, migrate) are object writes made here (`vmactions`,
@@ -14,11 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from shared.wire.launcher_api import Method
+
 GROUP = "subresources.kubevirt.io"
 VERSION = "v1"
 GROUP_VERSION = f"{GROUP}/{VERSION}"
 RESOURCE = "virtualmachineinstances"
 VM_RESOURCE = "virtualmachines"
+# The handler's actions endpoint (mutual TLS; virt-api forwards VMI actions there).
+HANDLER_ACTION_PATH = "/v1/namespaces/{namespace}/virtualmachineinstances/{name}/{action}"
+# The websocket subprotocol of streamed actions (console, vnc, portforward), KubeVirt's.
+STREAM_PROTOCOLS = ("plain.kubevirt.io",)
+HANDLER_PORT_FORWARD_PATH = HANDLER_ACTION_PATH.replace("{action}", "portforward/{port}/{protocol}")
 
 
 class Action(StrEnum):
@@ -76,6 +86,8 @@ class ActionSpec:
     method: str
     stream: bool = False  # a websocket, relayed rather than answered
     resource: str = RESOURCE
+    # The launcher command a forwarded VMI action runs (None: relayed or answered elsewhere).
+    launcher: Method | None = None
 
     @property
     def verb(self) -> str:
@@ -84,18 +96,24 @@ class ActionSpec:
 
 
 ACTIONS: Mapping[Action, ActionSpec] = {
-    Action.PAUSE: ActionSpec(action=Action.PAUSE, method="PUT"),
-    Action.UNPAUSE: ActionSpec(action=Action.UNPAUSE, method="PUT"),
-    Action.SOFT_REBOOT: ActionSpec(action=Action.SOFT_REBOOT, method="PUT"),
-    Action.GUEST_OS_INFO: ActionSpec(action=Action.GUEST_OS_INFO, method="GET"),
-    Action.USER_LIST: ActionSpec(action=Action.USER_LIST, method="GET"),
-    Action.FILESYSTEM_LIST: ActionSpec(action=Action.FILESYSTEM_LIST, method="GET"),
+    Action.PAUSE: ActionSpec(action=Action.PAUSE, method="PUT", launcher=Method.PAUSE),
+    Action.UNPAUSE: ActionSpec(action=Action.UNPAUSE, method="PUT", launcher=Method.UNPAUSE),
+    Action.SOFT_REBOOT: ActionSpec(
+        action=Action.SOFT_REBOOT, method="PUT", launcher=Method.SOFT_REBOOT
+    ),
+    Action.GUEST_OS_INFO: ActionSpec(
+        action=Action.GUEST_OS_INFO, method="GET", launcher=Method.GET_GUEST_INFO
+    ),
+    Action.USER_LIST: ActionSpec(action=Action.USER_LIST, method="GET", launcher=Method.GET_USERS),
+    Action.FILESYSTEM_LIST: ActionSpec(
+        action=Action.FILESYSTEM_LIST, method="GET", launcher=Method.GET_FILESYSTEMS
+    ),
     Action.CONSOLE: ActionSpec(action=Action.CONSOLE, method="GET", stream=True),
     Action.VNC: ActionSpec(action=Action.VNC, method="GET", stream=True),
     Action.PORT_FORWARD: ActionSpec(action=Action.PORT_FORWARD, method="GET", stream=True),
-    Action.FREEZE: ActionSpec(action=Action.FREEZE, method="PUT"),
-    Action.UNFREEZE: ActionSpec(action=Action.UNFREEZE, method="PUT"),
-    Action.RESET: ActionSpec(action=Action.RESET, method="PUT"),
+    Action.FREEZE: ActionSpec(action=Action.FREEZE, method="PUT", launcher=Method.FREEZE),
+    Action.UNFREEZE: ActionSpec(action=Action.UNFREEZE, method="PUT", launcher=Method.UNFREEZE),
+    Action.RESET: ActionSpec(action=Action.RESET, method="PUT", launcher=Method.RESET),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {
