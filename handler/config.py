@@ -20,10 +20,10 @@ from handler.actions import ActionsConfig
 from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
 from handler.migration_proxy import ProxyConfig
+from shared import podlayout
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
 DEFAULT_NOTIFY_ROOT = Path("/var/run/kubevirt-py/nodes")
-NOTIFY_SOCKET_NAME = "domain-notify.sock"
 DEFAULT_DEVICES = ("/dev/kvm", "/dev/net/tun", "/dev/vhost-net")
 DEFAULT_REQUIRED_DEVICES = ("/dev/net/tun",)
 DEFAULT_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
@@ -31,7 +31,7 @@ DEFAULT_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
 
 def notify_socket_for(node: str, root: Path = DEFAULT_NOTIFY_ROOT) -> Path:
     """The notify socket of `node`'s handler, as the launcher pod is told to dial it."""
-    return root / node / NOTIFY_SOCKET_NAME
+    return root / node / podlayout.NOTIFY_SOCKET_NAME
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,8 +9,9 @@ from typing import Any
 from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, VNC_SOCKET, GetVmi, NotOnThisNode
 from shared.kube import NotFound as KubeNotFound
 from shared.model import VirtualMachineInstance
+from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Timeouts
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, ForwardPortArgs, Method
+from shared.wire.launcher_api import TIERS, ForwardPortArgs, Method
 
 
 class LauncherTarget:

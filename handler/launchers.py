@@ -25,9 +25,10 @@ import structlog
 from handler.errors import LauncherUnavailable
 from shared import podlayout
 from shared.kube.ratelimit import Backoff, BackoffPolicy
+from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Tier, Timeouts
 from shared.wire.errors import CallTimeout, Disconnected, RemoteError, VersionMismatch, WireError
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.launcher_api import TIERS, Method
 
 log = structlog.get_logger("handler.launchers")
 

@@ -51,7 +51,7 @@ CHUNK = 256 * 1024
 MAX_DOMAIN_XML = 4 * 1024 * 1024
 # Inside every launcher pod: where a migration's sockets live (the pods' own `private` dirs).
 MIG_ROOT = PurePosixPath(podlayout.PRIVATE_DIR, "mig")
-LIBVIRT_SOCKET = PurePosixPath(podlayout.LIBVIRT_ROOT, "sock", "libvirt-sock")
+LIBVIRT_SOCKET = PurePosixPath(podlayout.LIBVIRT_ROOT, podlayout.LIBVIRT_SOCKET)
 
 
 class Stream(IntEnum):
@@ -65,9 +65,9 @@ class Stream(IntEnum):
 
 # Under a migration's dir: the Unix socket of each stream (the launcher's Endpoint layout).
 SOCKET_NAMES: Mapping[Stream, PurePosixPath] = {
-    Stream.LIBVIRT: PurePosixPath("sock", "libvirt-sock"),
-    Stream.MEMORY: PurePosixPath("run", "mig-mem.sock"),
-    Stream.DISKS: PurePosixPath("run", "mig-nbd.sock"),
+    Stream.LIBVIRT: podlayout.LIBVIRT_SOCKET,
+    Stream.MEMORY: podlayout.MIGRATION_MEMORY_SOCKET,
+    Stream.DISKS: podlayout.MIGRATION_DISKS_SOCKET,
 }
 
 

@@ -28,8 +28,8 @@ from launcher.portforward import PortForwards
 from launcher.virt import Virt
 from shared import podlayout
 from shared.daemon import Shutdown, stop_on_signals
+from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Tier
-from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.server import RpcServer, ServerInfo
 
 log = structlog.get_logger("launcher")
@@ -98,9 +98,9 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
     qemu_dir = daemon.paths.guest_dir_for_qemu
     return HostPaths(
         serial_log=daemon.paths.serial_log,
-        console_socket=qemu_dir / "console.sock",
-        agent_socket=qemu_dir / "agent.sock",
-        vnc_socket=qemu_dir / "vnc.sock",
+        console_socket=qemu_dir / podlayout.CONSOLE_SOCKET_NAME,
+        agent_socket=qemu_dir / podlayout.AGENT_SOCKET_NAME,
+        vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
     )
 

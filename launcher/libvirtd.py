@@ -34,6 +34,7 @@ from pathlib import Path
 import structlog
 
 from launcher.errors import StartupError
+from shared import podlayout
 
 log = structlog.get_logger("launcher.libvirtd")
 
@@ -130,7 +131,7 @@ class DaemonPaths:
 
     @property
     def socket(self) -> Path:
-        return self.root / "sock" / "libvirt-sock"
+        return self.root / podlayout.LIBVIRT_SOCKET
 
     @property
     def uri(self) -> str:
@@ -193,7 +194,7 @@ class LibvirtDaemon:
             paths.system(sub).mkdir(parents=True, exist_ok=True)
         for directory in (paths.socket.parent, paths.guest_dir, paths.serial_log.parent):
             directory.mkdir(parents=True, exist_ok=True)
-        socket = paths.guest_dir_for_qemu / "console.sock"
+        socket = paths.guest_dir_for_qemu / podlayout.CONSOLE_SOCKET_NAME
         if len(str(socket)) > MAX_SOCKET_PATH:
             raise StartupError(f"{socket}: too long for a Unix socket; use a shorter private dir")
         paths.config.write_text(

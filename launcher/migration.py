@@ -30,6 +30,7 @@ import structlog
 from launcher import migxml
 from launcher.errors import LibvirtFailure, MigrationFailure
 from launcher.virt import JobStats, MigrationRequest
+from shared import podlayout
 from shared.model import format_time, utc_now
 from shared.wire.migration import (
     MigrateArgs,
@@ -68,7 +69,7 @@ class Endpoint:
 
     @property
     def libvirt_socket(self) -> Path:
-        return self.address / "sock" / "libvirt-sock"
+        return self.address / podlayout.LIBVIRT_SOCKET
 
     @property
     def libvirt_uri(self) -> str:
@@ -76,11 +77,11 @@ class Endpoint:
 
     @property
     def memory_socket(self) -> Path:
-        return self.address / "run" / "mig-mem.sock"
+        return self.address / podlayout.MIGRATION_MEMORY_SOCKET
 
     @property
     def disks_socket(self) -> Path:
-        return self.address / "run" / "mig-nbd.sock"
+        return self.address / podlayout.MIGRATION_DISKS_SOCKET
 
     @property
     def migration_uri(self) -> str:

@@ -47,6 +47,10 @@ from pathlib import PurePosixPath
 # Volumes of the launcher pod and where the compute container mounts them.
 SOCKETS_VOLUME = "sockets"
 SOCKETS_DIR = "/var/run/kubevirt/sockets"
+# In the sockets volume: the launcher serves its commands on the init socket and renames it
+# once it answers (the readiness signal the handler waits for).
+LAUNCHER_INIT_SOCKET = "launcher-init-sock"
+LAUNCHER_SOCKET = "launcher-sock"
 PRIVATE_VOLUME = "private"
 PRIVATE_DIR = "/var/run/kubevirt-private"
 NOTIFY_VOLUME = "notify"
@@ -61,9 +65,17 @@ EMPTY_DIRS = PurePosixPath("volumes/kubernetes.io~empty-dir")
 # Inside the `private` volume: the launcher's libvirt root, and under it the guest's serial
 # console socket, VNC socket and serial log (the handler relays and reads them from the node).
 LIBVIRT_ROOT = "libvirt"
-CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", "console.sock")
-VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", "vnc.sock")
+CONSOLE_SOCKET_NAME = "console.sock"
+VNC_SOCKET_NAME = "vnc.sock"
+AGENT_SOCKET_NAME = "agent.sock"
+CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", CONSOLE_SOCKET_NAME)
+VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", VNC_SOCKET_NAME)
 SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
+# Under a libvirt root (the launcher's own, or a migration's dir): libvirtd's socket, and a
+# migration's memory and disk streams (the handler's migration proxy bridges each).
+LIBVIRT_SOCKET = PurePosixPath("sock", "libvirt-sock")
+MIGRATION_MEMORY_SOCKET = PurePosixPath("run", "mig-mem.sock")
+MIGRATION_DISKS_SOCKET = PurePosixPath("run", "mig-nbd.sock")
 
 # The launcher image carries a static busybox here (Debian's busybox-static).
 LAUNCHER_BUSYBOX = "/bin/busybox"

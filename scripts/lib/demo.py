@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from localkube.imagestore import ImageStore, default_root, fill_container_disks
+from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.client import RpcClient
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.launcher_api import TIERS, Method
 
 ROOT = Path(os.environ.get("KUBEVIRT_PY_DEMO_DIR", "/var/lib/kubevirt-py/demo"))
 PIDFILE = ROOT / "launcher.pid"

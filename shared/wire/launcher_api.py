@@ -15,8 +15,6 @@ from shared.model.volumes import DEFAULT_HOTPLUG_BUS, HOTPLUG_BUSES
 from shared.wire.client import Tier
 from shared.wire.errors import InvalidArgument
 
-LAUNCHER_INIT_SOCKET = "launcher-init-sock"
-LAUNCHER_SOCKET = "launcher-sock"
 NOTIFY_METHOD = "domain_event"
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 
 from localkube.imagestore import ImageStore, default_root, fill_container_disks
+from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.client import RpcClient
-from shared.wire.launcher_api import LAUNCHER_SOCKET, TIERS, Method
+from shared.wire.launcher_api import TIERS, Method
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_VMI = REPO / "examples" / "vmi-tiny.yaml"

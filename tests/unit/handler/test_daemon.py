@@ -17,9 +17,10 @@ from handler.launchers import launcher_socket
 from shared.kube import Registry
 from shared.labels import HEARTBEAT_ANNOTATION, SCHEDULABLE_LABEL
 from shared.model import VMIPhase
+from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Tier
 from shared.wire.domain import DomainEvent, DomainState, EventType
-from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET, NOTIFY_METHOD, Method
+from shared.wire.launcher_api import NOTIFY_METHOD, Method
 from shared.wire.server import RpcServer, ServerInfo
 from tests.unit.handler.fakes import NODE, FakeApi, FakeLauncher, vmi_dict
 from tests.unit.handler.waiting import until

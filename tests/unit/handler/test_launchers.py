@@ -20,8 +20,9 @@ from handler.launchers import (
     launcher_socket,
 )
 from shared.kube import BackoffPolicy
+from shared.podlayout import LAUNCHER_INIT_SOCKET
 from shared.wire.client import Timeouts
-from shared.wire.launcher_api import LAUNCHER_INIT_SOCKET, Method
+from shared.wire.launcher_api import Method
 from shared.wire.server import RpcServer, ServerInfo
 from tests.unit.handler.waiting import until
 

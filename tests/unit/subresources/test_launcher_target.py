@@ -13,8 +13,9 @@ from handler.actions import CONSOLE_SOCKET, NotOnThisNode
 from handler.launcher_target import LauncherTarget
 from shared.kube import NotFound
 from shared.model import VirtualMachineInstance
+from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.errors import CommandFailed, ErrorCode
-from shared.wire.launcher_api import LAUNCHER_SOCKET, Method
+from shared.wire.launcher_api import Method
 from shared.wire.server import RpcServer, ServerInfo
 from tests.unit.subresources.fakes import vmi
 
