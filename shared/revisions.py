@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -20,33 +20,13 @@ from shared.expansion import (
     revision_body,
     revision_name,
 )
-from shared.kube import VMS, AlreadyExists, ApiError, NotFound, Resource, TransportError
+from shared.kube import VMS, AlreadyExists, ApiError, NotFound, TransportError
+from shared.kube.ports import GetsCreatesPatches
 from shared.model import ConditionReason, ParseError, VirtualMachine
 from shared.model.instancetype import InstancetypeMatcher, InstancetypeSpec, PreferenceSpec
 from shared.sync import SyncError
 
 log = structlog.get_logger("controller.vm")
-
-
-class RevisionClient(Protocol):
-    """The part of KubeClient revisions use."""
-
-    async def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +38,7 @@ class Expansion:
 
 
 async def _captured(
-    client: RevisionClient,
+    client: GetsCreatesPatches,
     vm: VirtualMachine,
     matcher: InstancetypeMatcher,
     *,
@@ -81,7 +61,7 @@ async def _captured(
 
 
 async def _resolve(
-    client: RevisionClient, vm: VirtualMachine, key: str, *, preference: bool, capture: bool
+    client: GetsCreatesPatches, vm: VirtualMachine, key: str, *, preference: bool, capture: bool
 ) -> tuple[Mapping[str, Any] | None, str | None]:
     matcher = vm.spec.preference if preference else vm.spec.instancetype
     if matcher is None:
@@ -106,7 +86,7 @@ def _spec(data: Mapping[str, Any] | None, cls: type[Any], key: str) -> Any:
 
 
 async def expansion(
-    client: RevisionClient, vm: VirtualMachine, *, capture: bool = True
+    client: GetsCreatesPatches, vm: VirtualMachine, *, capture: bool = True
 ) -> Expansion:
     """The VM's instancetype and preference, captured in revisions on first use (with
     `capture` False only read: the revision when there is one, else the object itself)."""

@@ -20,36 +20,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from shared.eviction import EvictionAction, eviction_verdict
 from shared.kube import PODS, VMIS, ApiError, NotFound, Resource, TransportError
+from shared.kube.ports import GetsPatches
 from shared.labels import APP_LABEL, LAUNCHER_APP
 from shared.launcherpod import decode_pod
 from shared.model import EvictionStrategy, ParseError, VirtualMachineInstance
 from virt_api.admission.review import AdmissionRequest, allow, too_many_requests
 
 log = structlog.get_logger("virt_api.admission.eviction")
-
-
-class PodsAndVMIs(Protocol):
-    """The part of KubeClient the eviction webhook uses."""
-
-    async def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]: ...
 
 
 def is_dry_run(review: AdmissionRequest) -> bool:
@@ -63,7 +46,7 @@ def is_dry_run(review: AdmissionRequest) -> bool:
 class EvictionAdmitter:
     """Answers AdmissionReviews of pods/eviction."""
 
-    client: PodsAndVMIs
+    client: GetsPatches
     default: EvictionStrategy
     timeout: float = 5.0
 

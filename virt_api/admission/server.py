@@ -16,32 +16,25 @@ import json
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from aiohttp import web
 
-from shared.kube import VMIS, Counter, Registry, Resource
+from shared.kube import VMIS, Counter, Registry
 from shared.kube import NotFound as KubeNotFound
+from shared.kube.ports import Gets, GetsPatches
 from shared.model import EvictionStrategy, VirtualMachineInstanceMigration
 from shared.model.validation import ValidationLimits
 from virt_api.admission.config import AdmissionConfig
 from virt_api.admission.defaults import Defaults, mutate
-from virt_api.admission.eviction import EvictionAdmitter, PodsAndVMIs
+from virt_api.admission.eviction import EvictionAdmitter
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
 from virt_api.admission.validate import VMILookup, migration_target_errors, validate
 from virt_api.subresources.tls import CertDir
 
 log = structlog.get_logger("virt_api.admission")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class Gets(Protocol):
-    """The part of KubeClient admission uses."""
-
-    async def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
 
 
 def kube_lookup(client: Gets, *, timeout: float) -> VMILookup:
@@ -144,7 +137,7 @@ class AdmissionServer:
     def __init__(
         self,
         config: AdmissionConfig,
-        client: PodsAndVMIs,
+        client: GetsPatches,
         registry: Registry,
         *,
         eviction_strategy: EvictionStrategy = EvictionStrategy.NONE,

@@ -44,6 +44,7 @@ from shared.actions import (
     VolumeAction,
 )
 from shared.kube import Counter
+from shared.kube.ports import ObjectWrites
 from virt_api.subresources import discovery
 from virt_api.subresources.authn import UserInfo, authenticate, common_name
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
@@ -62,7 +63,7 @@ from virt_api.subresources.extras import add_routes as add_extra_routes
 from virt_api.subresources.freeze import action_args
 from virt_api.subresources.frontproxy import FrontProxy
 from virt_api.subresources.locate import ClusterReader, Target, locate
-from virt_api.subresources.vmhttp import VmActions, VmStore, Writes
+from virt_api.subresources.vmhttp import VmActions, VmStore
 from virt_api.subresources.volhttp import VolumeActions
 
 log = structlog.get_logger("virt_api.subresources")
@@ -101,7 +102,7 @@ class AppDeps:
     forwarder: Forwarder
     requests: Counter  # kubevirt_subresource_requests_total{action,code}
     vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
-    volumes: Writes | None = None  # addvolume/removevolume (None: not served)
+    volumes: ObjectWrites | None = None  # addvolume/removevolume (None: not served)
     expander: Expander | None = None  # expand-spec (virt_api.subresources.extras)
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0

@@ -8,7 +8,6 @@ us directly). A review that cannot be made is a failure, never an allow.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -16,6 +15,7 @@ import structlog
 
 from shared.actions import GROUP, RESOURCE, VERSION, ActionSpec
 from shared.kube import KubeError, Resource
+from shared.kube.ports import Creates
 from shared.tasks import cancelling
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.errors import Denied, SubresourceError, VmiRef
@@ -70,14 +70,6 @@ class Decision:
 
 class Authorizer(Protocol):
     async def authorize(self, user: UserInfo, attrs: ResourceAttributes) -> Decision: ...
-
-
-class Creates(Protocol):
-    """The part of KubeClient the reviewer uses."""
-
-    async def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
 
 
 def sar_body(user: UserInfo, attrs: ResourceAttributes) -> dict[str, Any]:

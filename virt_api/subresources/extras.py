@@ -34,8 +34,9 @@ from shared.actions import (
 from shared.expansion import expand_spec
 from shared.kube import VMS, KubeError
 from shared.kube import NotFound as KubeNotFound
+from shared.kube.ports import GetsCreatesPatches
 from shared.model import ParseError, VirtualMachine
-from shared.revisions import RevisionClient, expansion
+from shared.revisions import expansion
 from shared.sync import SyncError
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
@@ -72,7 +73,7 @@ class Expander(Protocol):
 class KubeExpander:
     """`Expander` over a KubeClient: reads the VM, its revisions or instancetype objects."""
 
-    def __init__(self, client: RevisionClient) -> None:
+    def __init__(self, client: GetsCreatesPatches) -> None:
         self._client = client
 
     async def expanded_vm(self, namespace: str, name: str) -> dict[str, Any]:
@@ -83,7 +84,7 @@ class KubeExpander:
         return await expanded(self._client, raw)
 
 
-async def expanded(client: RevisionClient, raw: Mapping[str, Any]) -> dict[str, Any]:
+async def expanded(client: GetsCreatesPatches, raw: Mapping[str, Any]) -> dict[str, Any]:
     """`raw` VM with spec.template.spec expanded and the instancetype/preference matchers
     gone, as KubeVirt's expand-spec answers."""
     vm = VirtualMachine.from_dict(raw)

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 import structlog
 
 from shared.kube import KubeError, Resource
+from shared.kube.ports import Gets
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from virt_api.subresources.authn import AUTH_CONFIGMAP, AUTH_NAMESPACE, RequestHeaderConfig
 from virt_api.subresources.errors import SetupError
-from virt_api.subresources.locate import Gets
 
 log = structlog.get_logger("virt_api.subresources.frontproxy")
 

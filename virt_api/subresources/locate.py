@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from shared.kube import NODES, VMIS, KubeError, Resource
+from shared.kube import NODES, VMIS, KubeError
 from shared.kube import NotFound as KubeNotFound
+from shared.kube.ports import Gets
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance, VMIPhase
 from virt_api.subresources.errors import (
@@ -31,14 +32,6 @@ class ClusterReader(Protocol):
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance: ...
 
     async def get_node(self, name: str) -> Mapping[str, Any]: ...
-
-
-class Gets(Protocol):
-    """The part of KubeClient reading uses (each call is under the client's timeout)."""
-
-    async def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
 
 
 class KubeReader:

@@ -12,32 +12,27 @@ finish within `shutdown_timeout` and closes the handler connection pool.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
 
 import aiohttp
 import structlog
 from aiohttp import web
 
 from shared.kube import Registry
+from shared.kube.ports import ObjectWrites
 from shared.kube.ratelimit import BackoffPolicy
-from shared.revisions import RevisionClient
 from virt_api.subresources.app import AppDeps, build_app
-from virt_api.subresources.authz import Authorizer, Creates, SarAuthorizer
+from virt_api.subresources.authz import Authorizer, SarAuthorizer
 from virt_api.subresources.config import SubresourceConfig
 from virt_api.subresources.extras import KubeExpander
 from virt_api.subresources.forward import ForwardOptions, HandlerForwarder
 from virt_api.subresources.frontproxy import FrontProxy, keep_current, wait_for_config
-from virt_api.subresources.locate import ClusterReader, Gets, KubeReader
+from virt_api.subresources.locate import ClusterReader, KubeReader
 from virt_api.subresources.tls import handler_client_context, serving_context
-from virt_api.subresources.vmhttp import KubeVmStore, VmStore, Writes
+from virt_api.subresources.vmhttp import KubeVmStore, VmStore
 
 log = structlog.get_logger("virt_api.subresources")
 
 STARTUP_BACKOFF = BackoffPolicy(initial=0.5, cap=30.0)
-
-
-class Kube(Gets, Creates, Writes, RevisionClient, Protocol):
-    """What the server needs of KubeClient: reads, SubjectAccessReviews, the VM verbs' writes."""
 
 
 class SubresourceServer:
@@ -46,7 +41,7 @@ class SubresourceServer:
     def __init__(
         self,
         config: SubresourceConfig,
-        client: Kube,
+        client: ObjectWrites,
         registry: Registry,
         *,
         authorizer: Authorizer | None = None,

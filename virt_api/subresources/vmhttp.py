@@ -21,13 +21,12 @@ from shared.kube import (
     VMS,
     DeleteOptions,
     KubeError,
-    ListResult,
     PatchType,
-    Resource,
 )
 from shared.kube import Conflict as KubeConflict
 from shared.kube import Invalid as KubeInvalid
 from shared.kube import NotFound as KubeNotFound
+from shared.kube.ports import ObjectWrites
 from shared.labels import CREATED_BY_LABEL
 from shared.model import VirtualMachineInstance
 from virt_api.subresources.authn import UserInfo
@@ -63,46 +62,10 @@ class VmStore(Protocol):
     async def apply(self, ref: VmiRef, writes: VmWrites) -> None: ...
 
 
-class Writes(Protocol):
-    """The part of KubeClient the store uses (each call is under the client's timeout)."""
-
-    async def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any] | list[dict[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def list(
-        self, resource: Resource, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> ListResult: ...
-
-    async def delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        options: DeleteOptions | None = None,
-    ) -> dict[str, Any]: ...
-
-
 class KubeVmStore:
     """`VmStore` over a KubeClient (the controller's ServiceAccount)."""
 
-    def __init__(self, client: Writes) -> None:
+    def __init__(self, client: ObjectWrites) -> None:
         self._client = client
 
     async def get_vm(self, namespace: str, name: str) -> Mapping[str, Any]:

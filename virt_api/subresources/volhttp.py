@@ -26,6 +26,7 @@ from shared.kube import PVCS, VMIS, VMS, KubeError, PatchType, Resource
 from shared.kube import Conflict as KubeConflict
 from shared.kube import Invalid as KubeInvalid
 from shared.kube import NotFound as KubeNotFound
+from shared.kube.ports import ObjectWrites
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.errors import (
@@ -37,7 +38,7 @@ from virt_api.subresources.errors import (
     VmiRef,
 )
 from virt_api.subresources.vmactions import vm_ref
-from virt_api.subresources.vmhttp import Writes, read_body
+from virt_api.subresources.vmhttp import read_body
 from virt_api.subresources.volumes import (
     VM_TEMPLATE_SPEC,
     VMI_SPEC,
@@ -58,7 +59,7 @@ Options = AddVolume | RemoveVolume
 class VolumeActions:
     """The route handler of the four paths; the caller comes from the authn middleware."""
 
-    def __init__(self, *, authorizer: Authorizer, client: Writes) -> None:
+    def __init__(self, *, authorizer: Authorizer, client: ObjectWrites) -> None:
         self._authorizer = authorizer
         self._client = client
 

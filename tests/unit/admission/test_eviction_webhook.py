@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from localkube.deploy import WEBHOOK_CONFIGURATIONS as DEPLOY_WEBHOOKS
-from shared.kube import PODS, VMIS, NotFound, Registry, Resource, TransportError
+from shared.kube import PODS, VMIS, NotFound, PatchType, Registry, Resource, TransportError
 from shared.model import EvictionStrategy
 from shared.model.validation import ValidationLimits
 from tests.unit.controller.builders import pod_dict, vmi_dict
@@ -48,11 +48,13 @@ class FakeClient:
         self,
         resource: Resource,
         name: str,
-        patch: Mapping[str, Any],
+        patch: Mapping[str, Any] | list[dict[str, Any]],
         *,
         namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
         subresource: str | None = None,
     ) -> dict[str, Any]:
+        assert isinstance(patch, Mapping)
         self.patches.append((name, patch, subresource))
         return {}
 

@@ -12,7 +12,7 @@ import pytest
 from controller.errors import SyncError
 from controller.vm.logic import vmi_from_template
 from shared.expansion import CONFLICT, CONTROLLER_REVISIONS, RESOURCES, expand_spec
-from shared.kube import VMS, NotFound, Resource
+from shared.kube import VMS, NotFound, PatchType, Resource
 from shared.model import VirtualMachine, VirtualMachineInstance
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 from shared.model.validation import validate_vmi
@@ -155,11 +155,13 @@ class FakeClient:
         self,
         resource: Resource,
         name: str,
-        patch: Mapping[str, Any],
+        patch: Mapping[str, Any] | list[dict[str, Any]],
         *,
         namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
-        assert resource == VMS and name == "vm1"
+        assert resource == VMS and name == "vm1" and isinstance(patch, Mapping)
         self.patches.append(patch)
         return {}
 
