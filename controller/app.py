@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from controller.config import Config
+from controller.deps import Deps
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
 from controller.informers import Informers, SourceWrapper, build_informers
@@ -42,7 +42,6 @@ from shared.kube import (
     LeaderConfig,
     LeaderElector,
     QueueConfig,
-    Recorder,
     RecorderConfig,
     Registry,
     StatusWriter,
@@ -101,15 +100,15 @@ class Controller:
         self.recorder = EventRecorder(
             client, RecorderConfig(component="virt-controller"), registry=registry
         )
-        self.loops = _build_loops(
-            config,
-            client,
-            registry,
-            self.informers,
+        deps = Deps(
+            client=client,
+            informers=self.informers,
             clock=clock,
             vmi_recent=vmi_recent,
+            vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
             recorder=self.recorder,
         )
+        self.loops = _build_loops(config, deps, registry)
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
@@ -195,23 +194,14 @@ def _queue(name: str, registry: Registry) -> WorkQueue:
     return WorkQueue(QueueConfig(name=f"virt-controller-{name}"), registry=registry)
 
 
-def _build_loops(
-    config: Config,
-    client: KubeClient,
-    registry: Registry,
-    informers: Informers,
-    *,
-    clock: Clock,
-    vmi_recent: Recent[VirtualMachineInstance],
-    recorder: Recorder,
-) -> Loops:
-    vmi_writer = StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry)
+def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
+    client = deps.client
     templates = TemplateService(config.template)
-    common: dict[str, Any] = {"client": client, "informers": informers, "clock": clock}
     return Loops(
         vmi=VMIController(
+            deps,
             queue=_queue("vmi", registry),
-            pods=PodWriter(client, Expectations(), recorder),
+            pods=PodWriter(client, Expectations(), deps.recorder),
             # One attempt: a Conflict re-plans the sync from fresh state (KubeVirt's way).
             writer=StatusWriter(
                 client,
@@ -220,55 +210,33 @@ def _build_loops(
                 registry=registry,
                 config=StatusWriterConfig(max_attempts=1),
             ),
-            recent=vmi_recent,
             templates=templates,
             timing=config.timing,
-            **common,
-            recorder=recorder,
             hotplugs=HotplugAttachments(client, config.template),
         ),
         vm=VMController(
+            deps,
             queue=_queue("vm", registry),
             expectations=Expectations(),
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
-            vmi_recent=vmi_recent,
             timing=config.timing,
-            **common,
-            recorder=recorder,
         ),
         migration=MigrationController(
+            deps,
             queue=_queue("migration", registry),
-            pods=PodWriter(client, Expectations(), recorder),
+            pods=PodWriter(client, Expectations(), deps.recorder),
             writer=StatusWriter(
                 client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
             ),
-            vmi_writer=vmi_writer,
-            vmi_recent=vmi_recent,
             templates=templates,
             config=config.migration,
-            **common,
-            recorder=recorder,
         ),
-        node=NodeController(
-            queue=_queue("node", registry),
-            vmi_writer=vmi_writer,
-            vmi_recent=vmi_recent,
-            timing=config.timing,
-            **common,
-        ),
+        node=NodeController(deps, queue=_queue("node", registry), timing=config.timing),
         budgets=DisruptionBudgetController(
-            client=client,
-            informers=informers,
-            queue=_queue("disruption-budget", registry),
-            config=config.migration,
+            deps, queue=_queue("disruption-budget", registry), config=config.migration
         ),
         evacuation=EvacuationController(
-            queue=_queue("evacuation", registry),
-            vmi_writer=vmi_writer,
-            vmi_recent=vmi_recent,
-            config=config.migration,
-            **common,
-            recorder=recorder,
+            deps, queue=_queue("evacuation", registry), config=config.migration
         ),
     )
 

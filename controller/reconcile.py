@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from controller.deps import Deps
 from controller.errors import SyncError
 from shared.kube import (
     PODS,
@@ -82,8 +83,14 @@ class Reconciler(abc.ABC):
     #: The log field the key is bound to ("vmi", "vm", "vmim", "node").
     kind: str = "key"
 
-    def __init__(self, queue: WorkQueue) -> None:
+    def __init__(self, deps: Deps, queue: WorkQueue) -> None:
         self.queue = queue
+        self._client = deps.client
+        self._informers = deps.informers
+        self._clock = deps.clock
+        self._recorder = deps.recorder
+        self._vmi_recent = deps.vmi_recent
+        self._vmi_writer = deps.vmi_writer
 
     @abc.abstractmethod
     async def sync(self, key: str) -> None:

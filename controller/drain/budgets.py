@@ -11,8 +11,9 @@ from __future__ import annotations
 import structlog
 
 from controller.config import MigrationConfig
+from controller.deps import Deps
 from controller.drain.budget_logic import BudgetView, budget_body, budget_name
-from controller.informers import VMI_UID_INDEX, Informers
+from controller.informers import VMI_UID_INDEX
 from controller.reconcile import Reconciler
 from shared.eviction import budget_min_available
 from shared.kube import (
@@ -23,7 +24,6 @@ from shared.kube import (
     DeleteOptions,
     Expectations,
     Handlers,
-    KubeClient,
     NotFound,
     TransportError,
     WorkQueue,
@@ -41,16 +41,13 @@ class DisruptionBudgetController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
         config: MigrationConfig,
         expectations: Expectations | None = None,
     ) -> None:
-        super().__init__(queue)
-        self._client = client
-        self._informers = informers
+        super().__init__(deps, queue)
         self._config = config
         self._expectations = expectations or Expectations()
 

@@ -16,24 +16,20 @@ from collections import Counter
 import structlog
 
 from controller.config import MigrationConfig
+from controller.deps import Deps
 from controller.drain.evacuation_logic import evacuation_migration, plan_evacuation
-from controller.informers import VMI_KEY_INDEX, Informers
+from controller.informers import VMI_KEY_INDEX
 from controller.migration.logic import Capacity
-from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from shared.kube import (
     VMIMS,
     VMIS,
-    DiscardRecorder,
     EventType,
     Handlers,
-    KubeClient,
     NotFound,
-    Recorder,
-    StatusWriter,
     WorkQueue,
 )
-from shared.model import Clock, VirtualMachineInstance, VirtualMachineInstanceMigration
+from shared.model import VirtualMachineInstance, VirtualMachineInstanceMigration
 
 log = structlog.get_logger("controller.evacuation")
 Migration = VirtualMachineInstanceMigration
@@ -48,24 +44,13 @@ class EvacuationController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
-        vmi_writer: StatusWriter[VirtualMachineInstance],
-        vmi_recent: Recent[VirtualMachineInstance],
         config: MigrationConfig,
-        clock: Clock,
-        recorder: Recorder | None = None,
     ) -> None:
-        super().__init__(queue)
-        self._client = client
-        self._informers = informers
-        self._vmi_writer = vmi_writer
-        self._vmi_recent = vmi_recent
+        super().__init__(deps, queue)
         self._config = config
-        self._clock = clock
-        self._recorder = recorder or DiscardRecorder()
         # VMI key → (source node, monotonic time) of VMIMs created but not yet cached.
         self._created: dict[str, tuple[str, float]] = {}
 

@@ -14,7 +14,8 @@ from collections import Counter
 import structlog
 
 from controller.config import MigrationConfig
-from controller.informers import UID_INDEX, VMI_KEY_INDEX, VMI_UID_INDEX, Informers
+from controller.deps import Deps
+from controller.informers import UID_INDEX, VMI_KEY_INDEX, VMI_UID_INDEX
 from controller.migration.logic import (
     IN_FLIGHT,
     Capacity,
@@ -28,12 +29,9 @@ from controller.services.template import TemplateService
 from shared.kube import (
     VMIMS,
     VMIS,
-    DiscardRecorder,
     EventType,
     Handlers,
-    KubeClient,
     NotFound,
-    Recorder,
     StatusWriter,
     WorkQueue,
 )
@@ -41,7 +39,6 @@ from shared.kube.vmi_events import vmi_transition_events
 from shared.labels import MIGRATION_FINALIZER
 from shared.launcherpod import LauncherPod
 from shared.model import (
-    Clock,
     MigrationPhase,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
@@ -59,31 +56,20 @@ class MigrationController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
         pods: PodWriter,
         writer: StatusWriter[Migration],
-        vmi_writer: StatusWriter[VirtualMachineInstance],
-        vmi_recent: Recent[VirtualMachineInstance],
         templates: TemplateService,
         config: MigrationConfig,
-        clock: Clock,
-        recorder: Recorder | None = None,
     ) -> None:
-        super().__init__(queue)
-        self._recorder = recorder or DiscardRecorder()
-        self._client = client
-        self._informers = informers
+        super().__init__(deps, queue)
         self._pods = pods
         self._writer = writer
-        self._vmi_writer = vmi_writer
-        self._vmi_recent = vmi_recent
         self._recent: Recent[Migration] = Recent()
         self._templates = templates
         self._config = config
-        self._clock = clock
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
 

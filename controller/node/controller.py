@@ -12,15 +12,15 @@ import dataclasses
 import structlog
 
 from controller.config import TimingConfig
-from controller.informers import NODE_INDEX, VMI_UID_INDEX, Informers
+from controller.deps import Deps
+from controller.informers import NODE_INDEX, VMI_UID_INDEX
 from controller.node.logic import NodeView, plan_node
-from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.vmi.logic import FailureReason, failed
-from shared.kube import NODES, VMIS, Handlers, KubeClient, NotFound, StatusWriter, WorkQueue
+from shared.kube import NODES, VMIS, Handlers, NotFound, WorkQueue
 from shared.labels import SCHEDULABLE_LABEL
 from shared.launcherpod import LauncherPod
-from shared.model import Clock, VirtualMachineInstance
+from shared.model import VirtualMachineInstance
 
 log = structlog.get_logger("controller.node")
 
@@ -32,22 +32,13 @@ class NodeController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
-        vmi_writer: StatusWriter[VirtualMachineInstance],
-        vmi_recent: Recent[VirtualMachineInstance],
         timing: TimingConfig,
-        clock: Clock,
     ) -> None:
-        super().__init__(queue)
-        self._client = client
-        self._informers = informers
-        self._vmi_writer = vmi_writer
-        self._vmi_recent = vmi_recent
+        super().__init__(deps, queue)
         self._timing = timing
-        self._clock = clock
 
     def handlers(self) -> tuple[Handlers[NodeView], Handlers[LauncherPod]]:
         """Callbacks for the node and pod informers."""

@@ -12,8 +12,8 @@ import dataclasses
 import structlog
 
 from controller.config import TimingConfig
+from controller.deps import Deps
 from controller.errors import SyncError
-from controller.informers import Informers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.vm.hotplug import template_ops
@@ -25,20 +25,17 @@ from shared.kube import (
     ApiError,
     Conflict,
     DeleteOptions,
-    DiscardRecorder,
     EventType,
     Expectations,
     Handlers,
     Invalid,
-    KubeClient,
     NotFound,
     PatchType,
-    Recorder,
     StatusWriter,
     TransportError,
     WorkQueue,
 )
-from shared.model import Clock, ConditionReason, VirtualMachine, VirtualMachineInstance
+from shared.model import ConditionReason, VirtualMachine, VirtualMachineInstance
 from shared.revisions import Expansion, expansion
 
 log = structlog.get_logger("controller.vm")
@@ -59,27 +56,18 @@ class VMController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
         expectations: Expectations,
         writer: StatusWriter[VirtualMachine],
-        vmi_recent: Recent[VirtualMachineInstance],
         timing: TimingConfig,
-        clock: Clock,
-        recorder: Recorder | None = None,
     ) -> None:
-        super().__init__(queue)
-        self._recorder = recorder or DiscardRecorder()
-        self._client = client
-        self._informers = informers
+        super().__init__(deps, queue)
         self._expectations = expectations
         self._writer = writer
-        self._vmi_recent = vmi_recent
         self._recent: Recent[VirtualMachine] = Recent()
         self._backoff = Backoff(base=timing.start_backoff_base, cap=timing.start_backoff_max)
-        self._clock = clock
 
     def handlers(self) -> tuple[Handlers[VirtualMachine], Handlers[VirtualMachineInstance]]:
         """Callbacks for the VM and VMI informers."""

@@ -18,9 +18,9 @@ from datetime import datetime
 import structlog
 
 from controller.config import TimingConfig
+from controller.deps import Deps
 from controller.errors import SyncError
-from controller.informers import VMI_UID_INDEX, Informers
-from controller.recent import Recent
+from controller.informers import VMI_UID_INDEX
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.services.template import TemplateService
 from controller.services.volumes import ClaimReason, read_claims
@@ -30,12 +30,9 @@ from controller.vmi.hotplug import HotplugAttachments, hotplugged
 from controller.vmi.logic import VMIPlan, plan_vmi
 from shared.kube import (
     VMIS,
-    DiscardRecorder,
     Handlers,
-    KubeClient,
     KubeError,
     NotFound,
-    Recorder,
     StatusWriter,
     WorkQueue,
 )
@@ -43,7 +40,6 @@ from shared.kube.vmi_events import vmi_transition_events
 from shared.labels import POD_SCHEDULED, VMI_FINALIZER
 from shared.launcherpod import LauncherPod
 from shared.model import (
-    Clock,
     ConditionStatus,
     VirtualMachineInstance,
     VMIConditionType,
@@ -69,30 +65,21 @@ class VMIController(Reconciler):
 
     def __init__(
         self,
+        deps: Deps,
         *,
-        client: KubeClient,
-        informers: Informers,
         queue: WorkQueue,
         pods: PodWriter,
         writer: StatusWriter[VirtualMachineInstance],
-        recent: Recent[VirtualMachineInstance],
         templates: TemplateService,
         timing: TimingConfig,
-        clock: Clock,
-        recorder: Recorder | None = None,
         hotplugs: HotplugAttachments | None = None,
     ) -> None:
-        super().__init__(queue)
+        super().__init__(deps, queue)
         self._hotplugs = hotplugs
-        self._recorder = recorder or DiscardRecorder()
-        self._client = client
-        self._informers = informers
         self._pods = pods
         self._writer = writer
-        self._recent = recent
         self._templates = templates
         self._timing = timing
-        self._clock = clock
 
     async def prepare(self, namespace: str | None) -> None:
         """Before the workers start, as a new leader: VMIs that still have attachment pods
@@ -119,12 +106,12 @@ class VMIController(Reconciler):
         return vmi_handlers, pod_handlers
 
     def _vmi_updated(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
-        self._recent.observe(new)
+        self._vmi_recent.observe(new)
         self.enqueue(new.key)
 
     def _vmi_deleted(self, vmi: VirtualMachineInstance) -> None:
         self._pods.expectations.delete(vmi.key)
-        self._recent.forget(vmi.key)
+        self._vmi_recent.forget(vmi.key)
         if self._hotplugs is not None:
             self._hotplugs.forget(vmi.uid)
 
@@ -148,7 +135,7 @@ class VMIController(Reconciler):
     # ---- reconcile ----------------------------------------------------------------------
 
     async def sync(self, key: str) -> None:
-        vmi = self._recent.latest(self._informers.vmis.store.get(key))
+        vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         if vmi is None:
             return
         if not self._pods.expectations.satisfied(key):
@@ -288,7 +275,7 @@ class VMIController(Reconciler):
         except NotFound:
             return  # deleted meanwhile; its delete event cleans up
         if written is not old:
-            self._recent.remember(written)
+            self._vmi_recent.remember(written)
             for type_, reason, message in vmi_transition_events(old.status, written.status):
                 self._recorder.event(written, type_, reason, message)
 

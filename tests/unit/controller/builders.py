@@ -6,6 +6,10 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from controller.deps import Deps
+from controller.informers import Informers
+from controller.recent import Recent
+from shared.kube import VMIS, KubeClient, Registry, StatusWriter
 from shared.labels import CREATED_BY_LABEL, MIGRATION_JOB_LABEL
 from shared.launcherpod import LauncherPod, decode_pod
 from shared.model import (
@@ -200,3 +204,17 @@ def make_migration(
         )
         m = dataclasses.replace(m, status=status)
     return m
+
+
+def deps(client: KubeClient, informers: Informers, *, registry: Registry | None = None) -> Deps:
+    """The loops' shared dependencies over a fake client, at NOW."""
+    writer = StatusWriter(
+        client, VMIS, model=VirtualMachineInstance, registry=registry or Registry()
+    )
+    return Deps(
+        client=client,
+        informers=informers,
+        clock=lambda: NOW,
+        vmi_recent=Recent(),
+        vmi_writer=writer,
+    )

@@ -13,7 +13,6 @@ from controller.drain.budget_logic import decode_budget
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
 from controller.informers import Informers, build_informers
-from controller.recent import Recent
 from shared.kube import (
     PDBS,
     VMIS,
@@ -21,11 +20,11 @@ from shared.kube import (
     QueueConfig,
     Registry,
     Resource,
-    StatusWriter,
     WorkQueue,
 )
 from shared.model import EvictionStrategy, VirtualMachineInstance
-from tests.unit.controller.builders import NOW, VMI_UID, make_pod, vmi_dict
+from tests.unit.controller import builders
+from tests.unit.controller.builders import VMI_UID, make_pod, vmi_dict
 from tests.unit.kube.fakes import FakeApi, FakeClock, FakeTimers
 
 
@@ -74,7 +73,7 @@ async def test_budget_follows_the_vmi() -> None:
     client = cast(KubeClient, api)
     informers = build_informers(client)
     ctl = DisruptionBudgetController(
-        client=client, informers=informers, queue=queue(), config=MigrationConfig()
+        builders.deps(client, informers), queue=queue(), config=MigrationConfig()
     )
     _, _, on_budget = ctl.handlers()
     put_vmi(api, informers, running("vm1", VMI_UID))
@@ -110,15 +109,11 @@ async def test_stale_cache_cannot_exceed_the_outbound_limit() -> None:
     informers = build_informers(client)
     registry = Registry()
     ctl = EvacuationController(
-        client=client,
-        informers=informers,
+        builders.deps(client, informers, registry=registry),
         queue=queue(),
-        vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
-        vmi_recent=Recent(),
         config=MigrationConfig(
             outbound_per_node=1, eviction_strategy=EvictionStrategy.LIVE_MIGRATE
         ),
-        clock=lambda: NOW,
     )
     for name, uid in (("a", "uid-a"), ("b", "uid-b")):
         put_vmi(api, informers, running(name, uid, marked=True))

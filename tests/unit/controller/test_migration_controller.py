@@ -9,7 +9,6 @@ from typing import Any, cast
 from controller.config import MigrationConfig, TemplateConfig
 from controller.informers import build_informers
 from controller.migration.controller import MigrationController
-from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.services.template import TemplateService
 from shared.kube import (
@@ -23,7 +22,8 @@ from shared.kube import (
     WorkQueue,
 )
 from shared.model import VirtualMachineInstance, VirtualMachineInstanceMigration
-from tests.unit.controller.builders import NOW, vmi_dict
+from tests.unit.controller import builders
+from tests.unit.controller.builders import vmi_dict
 from tests.unit.kube.fakes import FakeApi, FakeClock, FakeTimers
 
 
@@ -54,8 +54,7 @@ def rig(limits: MigrationConfig) -> tuple[FakeApi, MigrationController]:
     informers = build_informers(client)
     clock = FakeClock()
     ctl = MigrationController(
-        client=client,
-        informers=informers,
+        builders.deps(client, informers, registry=registry),
         queue=WorkQueue(
             QueueConfig(name="m"), registry=registry, clock=clock, timers=FakeTimers(clock)
         ),
@@ -63,11 +62,8 @@ def rig(limits: MigrationConfig) -> tuple[FakeApi, MigrationController]:
         writer=StatusWriter(
             client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
         ),
-        vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
-        vmi_recent=Recent(),
         templates=TemplateService(TemplateConfig()),
         config=limits,
-        clock=lambda: NOW,
     )
     for name, uid in (("a", "uid-a"), ("b", "uid-b")):
         stored = api.seed(VMIS, running_vmi(name, uid))

@@ -14,7 +14,6 @@ from controller.config import TemplateConfig, TimingConfig
 from controller.errors import SyncError
 from controller.informers import Informers, build_informers
 from controller.node.logic import NodeView
-from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.services.template import TemplateService
 from controller.vmi.controller import VMIController
@@ -33,6 +32,7 @@ from shared.kube import (
 )
 from shared.launcherpod import decode_pod
 from shared.model import VirtualMachineInstance
+from tests.unit.controller import builders
 from tests.unit.controller.builders import NOW, vmi_dict
 from tests.unit.kube.fakes import FakeApi, FakeClock, FakeTimers
 
@@ -78,15 +78,12 @@ class Rig:
             config=StatusWriterConfig(max_attempts=1),
         )
         self.ctl = VMIController(
-            client=client,
-            informers=self.informers,
+            builders.deps(client, self.informers, registry=self.registry),
             queue=self.queue,
             pods=PodWriter(client, self.expectations),
             writer=self.writer,
-            recent=Recent(),
             templates=TemplateService(TemplateConfig()),
             timing=TimingConfig(vmi_unschedulable_timeout=60),
-            clock=lambda: NOW,
         )
         _, pod_handlers = self.ctl.handlers()
         self.informers.pods.add_handlers(pod_handlers)
