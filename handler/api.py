@@ -20,10 +20,11 @@ from shared.kube import (
     Selector,
     Source,
 )
+from shared.kube.ports import Patches
 from shared.model import VirtualMachineInstance
 
 
-class HandlerApi(Protocol):
+class HandlerApi(Patches, Protocol):
     """VMI list/watch and status writes, VMI reads after a conflict, Node patches."""
 
     def vmi_source(self, *, label_selector: str) -> Source: ...
@@ -36,17 +37,6 @@ class HandlerApi(Protocol):
 
     async def update_status(
         self, resource: Resource, body: Mapping[str, Any]
-    ) -> dict[str, Any]: ...
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any] | list[dict[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str | None = None,
     ) -> dict[str, Any]: ...
 
 

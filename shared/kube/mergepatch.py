@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.model._codec import copy_json
+
 
 def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that turns `old` into `new` ({} when they are equal)."""
@@ -46,12 +48,3 @@ def merge_apply(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str
         else:
             out[key] = copy_json(value)
     return out
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts, lists, scalars); cheaper than copy.deepcopy."""
-    if isinstance(value, Mapping):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [copy_json(v) for v in value]
-    return value

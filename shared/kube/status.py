@@ -34,10 +34,11 @@ import structlog
 
 from shared.kube.api_types import PatchType
 from shared.kube.errors import Conflict
-from shared.kube.mergepatch import copy_json, merge_apply, merge_diff
+from shared.kube.mergepatch import merge_apply, merge_diff
 from shared.kube.metrics import Registry
 from shared.kube.resources import Resource
 from shared.model import KubeObject, ObjectMeta
+from shared.model._codec import copy_json
 
 log = structlog.get_logger("shared.kube.status")
 

@@ -10,12 +10,13 @@ bytes out, no generated models (the daemons parse with `shared.model` instead).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -205,13 +206,8 @@ class AioTransport:
             timeouts = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         resp = await self._call(method, path, query, data, content_type, timeouts)
         try:
-            payload = await resp.read()
-        except aiohttp.ClientError as e:
-            raise TransportError(f"{method} {path}: {e!r}") from e
-        except TimeoutError as e:
-            if cancelling():
-                raise
-            raise TransportError(f"{method} {path}: timed out") from e
+            with _transport_errors(method, path):
+                payload = await resp.read()
         finally:
             resp.release()
         return RawResponse(status=resp.status, body=payload)
@@ -245,7 +241,7 @@ class AioTransport:
         # Paths arrive with their segments already escaped (Resource.path): keep "%" as is.
         text = self._host + quote(path, safe="/:@%")
         url = URL(f"{text}?{urlencode(query)}" if query else text, encoded=True)
-        try:
+        with _transport_errors(method, path):
             token = await self._auth.header()
             if token:
                 headers["Authorization"] = token
@@ -258,15 +254,22 @@ class AioTransport:
                 proxy=self._proxy,
                 server_hostname=self._server_hostname,
             )
-        except aiohttp.ClientError as e:
-            raise TransportError(f"{method} {path}: {e!r}") from e
-        except TimeoutError as e:
-            if cancelling():
-                raise
-            raise TransportError(f"{method} {path}: timed out") from e
 
     async def close(self) -> None:
         await self._session.close()
+
+
+@contextlib.contextmanager
+def _transport_errors(method: str, path: str) -> Iterator[None]:
+    """aiohttp's errors and timeouts as TransportError (a cancellation stays one)."""
+    try:
+        yield
+    except aiohttp.ClientError as e:
+        raise TransportError(f"{method} {path}: {e!r}") from e
+    except TimeoutError as e:
+        if cancelling():
+            raise
+        raise TransportError(f"{method} {path}: timed out") from e
 
 
 class _Auth:

@@ -90,9 +90,9 @@ KINDS: tuple[CRDInfo, ...] = (
 )
 
 
-def object_schema(cls: type[KubeObject]) -> dict[str, Any]:
-    """The openAPIV3Schema of a top-level kind: apiVersion, kind, metadata, spec, status."""
-    hints = typing.get_type_hints(cls)
+def kind_schema(cls: type[Any], **parts: dict[str, Any]) -> dict[str, Any]:
+    """A kind's openAPIV3Schema: its docstring's first line, apiVersion, kind, metadata and
+    `parts` (spec, status …)."""
     return {
         "description": (cls.__doc__ or "").strip().splitlines()[0],
         "type": "object",
@@ -100,9 +100,18 @@ def object_schema(cls: type[KubeObject]) -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": hints["spec"].openapi_schema(),
-            "status": hints["status"].openapi_schema(),
+            **parts,
         },
+    }
+
+
+def object_schema(cls: type[KubeObject]) -> dict[str, Any]:
+    """The openAPIV3Schema of a top-level kind: apiVersion, kind, metadata, spec, status."""
+    hints = typing.get_type_hints(cls)
+    return {
+        **kind_schema(
+            cls, spec=hints["spec"].openapi_schema(), status=hints["status"].openapi_schema()
+        ),
         "required": ["spec"],
     }
 
@@ -180,14 +189,7 @@ def build_instancetype_crd(cls: type[InstancetypeObject]) -> dict[str, Any]:
                     "storage": True,
                     "schema": {
                         "openAPIV3Schema": {
-                            "description": (cls.__doc__ or "").strip().splitlines()[0],
-                            "type": "object",
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                            },
+                            **kind_schema(cls, spec=spec_schema),
                             "required": ["spec"],
                         }
                     },
