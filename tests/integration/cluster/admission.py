@@ -34,7 +34,7 @@ from shared.kube import ClientConfig, KubeClient, Registry
 from shared.model import EvictionStrategy
 from shared.model.unsupported import NOT_SUPPORTED
 from tests.integration.loopthread import LoopThread
-from tests.unit.subresources.certs import gen_certs
+from tests.unit.virt_api.subresources.certs import gen_certs
 from virt_api.admission.config import AdmissionConfig
 from virt_api.admission.server import AdmissionServer
 from virt_api.subresources.tls import CertDir

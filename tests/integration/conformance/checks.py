@@ -1,6 +1,6 @@
 """What "honoured exactly or refused at admission naming the field" means, checked for
 every manifest under examples/ (tests/integration/conformance/test_examples.py runs it
-through a real kube-apiserver with the webhooks; tests/unit/admission/test_examples.py
+through a real kube-apiserver with the webhooks; tests/unit/virt_api/admission/test_examples.py
 runs the same admission functions in process).
 
 - A document with the annotation `kubevirt-py.io/conformance-refused` must be refused,

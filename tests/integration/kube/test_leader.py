@@ -10,7 +10,7 @@ import pytest
 
 from shared.kube import LEASES, KubeClient, LeaderConfig, LeaderElector
 from tests.integration.kube.conftest import KubeFactory
-from tests.unit.kube.fakes import eventually
+from tests.unit.shared.kube.fakes import eventually
 
 pytestmark = pytest.mark.cluster
 

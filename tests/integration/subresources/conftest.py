@@ -30,7 +30,7 @@ from localkube.cluster import Cluster
 from localkube.deploy import host_ip
 from localkube.health import admin_ssl
 from tests.integration.subresources.stack import Stack, StackConfig
-from tests.unit.subresources.certs import gen_certs
+from tests.unit.virt_api.subresources.certs import gen_certs
 
 Kubectl = Callable[..., Awaitable["Ran"]]
 

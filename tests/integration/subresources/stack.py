@@ -50,7 +50,7 @@ from shared.model.crd import KINDS, build_crd
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
 from tests.integration.loopthread import LoopThread
-from tests.unit.subresources.certs import Pki
+from tests.unit.virt_api.subresources.certs import Pki
 from virt_api.subresources.authn import UserInfo
 from virt_api.subresources.authz import Decision, ResourceAttributes, SarAuthorizer
 from virt_api.subresources.config import SubresourceConfig

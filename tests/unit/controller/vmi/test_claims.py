@@ -1,0 +1,142 @@
+"""Claims a VMI names are read before its launcher pod is made: a missing claim makes no
+pod and a Synchronized=False/FailedPvcNotFound condition naming it (the VM shows
+ErrorPvcNotFound); once it exists the pod is made with it and the condition goes; a Lost or
+block-mode claim is refused with its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.errors import SyncError
+from controller.vm.logic import printable_status
+from shared.kube import PVCS
+from shared.model import PrintableStatus, VirtualMachine
+from tests.unit.controller.builders import NOW, vmi_dict
+from tests.unit.controller.vmi.test_controller import KEY, Rig
+
+
+def _vmi_with_claim() -> dict[str, Any]:
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["disks"] = [{"name": "data", "disk": {"bus": "virtio"}}]
+    raw["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "mypvc"}}]
+    return raw
+
+
+def _claim(*, phase: str = "Bound", mode: str = "Filesystem") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "mypvc", "namespace": "ns"},
+        "spec": {"volumeMode": mode, "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": phase, "capacity": {"storage": "2Gi"}},
+    }
+
+
+async def test_a_missing_claim_makes_no_pod_and_a_condition_naming_it() -> None:
+    """No claim: no pod, Synchronized=False/FailedPvcNotFound naming ns/mypvc, retried;
+    the VM's printableStatus is ErrorPvcNotFound. Once the claim exists, the pod is made
+    with it (its size for the launcher) and the condition is gone."""
+    rig = Rig()
+    rig.seed_vmi(_vmi_with_claim())
+    with pytest.raises(SyncError) as err:
+        await rig.ctl.sync(KEY)
+    assert err.value.requeue
+    assert "create" not in rig.writes()
+    vmi = rig.stored_vmi()
+    cond = vmi.status.condition("Synchronized")
+    assert cond is not None and (cond.status, cond.reason) == ("False", "FailedPvcNotFound")
+    assert "PVC ns/mypvc does not exist" in (cond.message or "")
+    vm = VirtualMachine.from_dict({"metadata": {"name": "vm1", "namespace": "ns"}, "spec": {}})
+    assert printable_status(vm, vmi, vm.status, now=NOW) == PrintableStatus.PVC_NOT_FOUND
+
+    rig.api.seed(PVCS, _claim())
+    rig.informers.vmis.store.upsert(KEY, vmi)
+    await rig.ctl.sync(KEY)
+    pods = [o for (plural, _), o in rig.api.objects.items() if plural == "pods"]
+    assert len(pods) == 1
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "mypvc"}}
+    assert volume in pods[0]["spec"]["volumes"]
+    assert f"data={2 * 1024**3}" in pods[0]["spec"]["containers"][0]["args"]
+    assert rig.stored_vmi().status.condition("Synchronized") is None
+
+
+@pytest.mark.parametrize(
+    ("claim", "reason", "text", "requeue"),
+    [
+        pytest.param(_claim(phase="Lost"), "FailedPvcLost", "is Lost", True, id="lost"),
+        pytest.param(
+            _claim(mode="Block"), "FailedPvcUnsupported", "volumeMode Block", False, id="block"
+        ),
+    ],
+)
+async def test_unusable_claims_are_refused_with_why(
+    claim: dict[str, Any], reason: str, text: str, requeue: bool
+) -> None:
+    """A Lost claim or a block-mode one: no pod, a condition with its reason and why."""
+    rig = Rig()
+    rig.api.seed(PVCS, claim)
+    rig.seed_vmi(_vmi_with_claim())
+    with pytest.raises(SyncError) as err:
+        await rig.ctl.sync(KEY)
+    assert (err.value.reason, err.value.requeue) == (reason, requeue)
+    assert "create" not in rig.writes()
+    cond = rig.stored_vmi().status.condition("Synchronized")
+    assert cond is not None and cond.reason == reason and text in (cond.message or "")
+
+
+async def test_an_unschedulable_pod_names_the_claims_not_bound() -> None:
+    """The claim exists but is not bound and the scheduler cannot place the pod: the
+    VMI's PodScheduled=False condition names the claim and keeps the scheduler's why."""
+    rig = Rig()
+    rig.api.seed(PVCS, _claim(phase="Pending"))
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    scheduler_says = "0/2 nodes are available: 2 node(s) didn't find available persistent volumes"
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": scheduler_says,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    rig.observe_pods(phase="Pending", conditions=[unschedulable])
+    rig.informers.vmis.store.upsert(KEY, rig.stored_vmi())
+    await rig.ctl.sync(KEY)
+    cond = rig.stored_vmi().status.condition("PodScheduled")
+    assert cond is not None and cond.status == "False"
+    assert cond.message == f"PVC ns/mypvc is not bound (Pending): {scheduler_says}"
+
+
+@pytest.mark.parametrize("modes", [["ReadWriteMany"], ["ReadWriteOnce"]])
+async def test_the_handoff_describes_each_bound_claim_once(modes: list[str]) -> None:
+    """From the handoff on, status.volumeStatus carries the claim's info with its bound
+    volume's access modes (the claim's status.accessModes), in the Scheduled write itself;
+    later syncs read the claim no more."""
+    rig = Rig()
+    claim = _claim()
+    claim["status"]["accessModes"] = modes
+    claim["spec"]["accessModes"] = ["ReadWriteOnce", "ReadWriteMany"]
+    rig.api.seed(PVCS, claim)
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    rig.observe_pods(phase="Running")
+    await rig.ctl.sync(KEY)
+    assert rig.writes() == ["create", "patch", "patch", "patch"]
+    vmi = rig.stored_vmi()
+    assert vmi.status.phase == "Scheduled"
+    status = vmi.status.volume_state("data")
+    assert status is not None and status.persistent_volume_claim_info is not None
+    info = status.persistent_volume_claim_info
+    assert (info.claim_name, info.access_modes, info.shared) == (
+        "mypvc",
+        tuple(modes),
+        modes == ["ReadWriteMany"],
+    )
+    assert info.capacity == {"storage": "2Gi"} and info.requests == {"storage": "1Gi"}
+
+    reads = len(rig.api.calls)
+    rig.informers.vmis.store.upsert(KEY, vmi)
+    await rig.ctl.sync(KEY)
+    assert ("get", "persistentvolumeclaims") not in rig.api.calls[reads:]

@@ -1,0 +1,1 @@
+"""tests/unit/virt_api."""
