@@ -205,6 +205,20 @@ def test_daemon_entry_point_starts(
     assert f"usage: {DAEMONS[daemon]}" in containerd.run(ref, *entrypoint, "--help")
 
 
+def test_product_images_carry_no_test_bed(
+    imported: dict[str, Path], containerd: Containerd
+) -> None:
+    """The installed kubevirt-py distribution (the wheel the images are built from) lists
+    virt_api and the daemons but no file of the test bed (localkube)."""
+    script = (
+        "import importlib.metadata as m; files = [str(f) for f in m.files('kubevirt-py')];"
+        " print(sorted({f.split('/')[0] for f in files if f.endswith('.py')}))"
+    )
+    out = containerd.run(f"{REGISTRY}/virt-controller:dev", "python3", "-c", script)
+    assert "'virt_api'" in out and "'controller'" in out and "'shared'" in out, out
+    assert "localkube" not in out, out
+
+
 def test_controller_runs_unprivileged(imported: dict[str, Path], containerd: Containerd) -> None:
     """The controller image runs as 65532, not root."""
     assert containerd.run(f"{REGISTRY}/virt-controller:dev", "id", "-u").strip() == "65532"
