@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from shared.apigroup import GROUP, VERSION
 from shared.model.instancetype import (
     INSTANCETYPE_GROUP,
     INSTANCETYPE_KINDS,
@@ -27,7 +28,7 @@ from shared.model.instancetype import (
     InstancetypeObject,
 )
 from shared.model.migration import VirtualMachineInstanceMigration
-from shared.model.objects import GROUP, VERSION, KubeObject
+from shared.model.objects import KubeObject
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 
