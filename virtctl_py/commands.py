@@ -18,7 +18,6 @@ from shared.kube import (
     VMIS,
     VMS,
     KubeClient,
-    KubeError,
     NotFound,
 )
 from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
@@ -38,7 +37,6 @@ CLI_ACTIONS: Mapping[str, Action] = {
     "fslist": Action.FILESYSTEM_LIST,
 }
 
-VERSION = "0.1.0"
 GUEST_COLUMNS = {
     "userlist": (("USER", "userName"), ("DOMAIN", "domain"), ("LOGIN-TIME", "loginTime")),
     "filesystemlist": (
@@ -191,16 +189,6 @@ async def expose(kube: KubeClient, target: Target, args: argparse.Namespace) -> 
     )  # fmt: skip
     await kube.create(SERVICES, service, namespace=target.namespace)
     return f"Service {target.namespace}/{args.service_name} created"
-
-
-async def version(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
-    lines = [f"Client Version: virtctl-py {VERSION}"]
-    try:
-        server = await kube.get_path(VMI_ACTIONS, "version")
-        lines.append(f"Server Version: {server.get('gitVersion', server)}")
-    except KubeError as exc:  # the client version is still worth printing
-        lines.append(f"Server Version: unavailable ({exc})")
-    return "\n".join(lines)
 
 
 def _user_data(args: argparse.Namespace) -> str | None:
