@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.labels import VM_LABEL
 from shared.model import RunStrategy
 from virtctl_py.errors import CliError, Exit
 
@@ -124,7 +125,7 @@ def vm_manifest(flags: VMFlags) -> dict[str, Any]:
     if flags.preference:
         spec["preference"] = _matcher(flags.preference, PREFERENCE_KIND)
     spec["template"] = {
-        "metadata": {"labels": {"kubevirt.io/vm": flags.name}},
+        "metadata": {"labels": {VM_LABEL: flags.name}},
         "spec": {
             "terminationGracePeriodSeconds": flags.grace,
             "domain": domain,

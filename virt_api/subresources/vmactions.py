@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from shared.actions import VMAction
+from shared.apigroup import GROUP
 from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance, VMIPhase
 from virt_api.subresources.errors import BadRequest, Conflict, NotFound, VmiRef
 
-KUBEVIRT_GROUP = "kubevirt.io"
 VM_KIND = "virtualmachine"
 DRY_RUN_ALL = "All"
 MIGRATION_PREFIX = "kubevirt-migrate-vm-"
@@ -55,18 +55,18 @@ class VmWrites:
 
 def vm_ref(namespace: str, name: str) -> VmiRef:
     """The StatusDetails of a failure about a VM (KubeVirt's group and kind)."""
-    return VmiRef(namespace=namespace, name=name, group=KUBEVIRT_GROUP, kind=VM_KIND)
+    return VmiRef(namespace=namespace, name=name, group=GROUP, kind=VM_KIND)
 
 
 def conflict(ref: VmiRef, why: str) -> Conflict:
     """apimachinery's NewConflict(virtualmachine.kubevirt.io, name, why)."""
     return Conflict(
-        f'Operation cannot be fulfilled on {VM_KIND}.{KUBEVIRT_GROUP} "{ref.name}": {why}', vmi=ref
+        f'Operation cannot be fulfilled on {VM_KIND}.{GROUP} "{ref.name}": {why}', vmi=ref
     )
 
 
 def vm_not_found(ref: VmiRef) -> NotFound:
-    return NotFound(f'{VM_KIND}.{KUBEVIRT_GROUP} "{ref.name}" not found', vmi=ref)
+    return NotFound(f'{VM_KIND}.{GROUP} "{ref.name}" not found', vmi=ref)
 
 
 def parse_options(action: VMAction, body: bytes, ref: VmiRef) -> VmOptions:
@@ -223,9 +223,7 @@ def _restart(s: _Subject, opts: VmOptions) -> VmWrites:
 
 def _migrate(s: _Subject, opts: VmOptions) -> VmWrites:
     if s.vmi is None:
-        raise NotFound(
-            f'virtualmachineinstance.{KUBEVIRT_GROUP} "{s.ref.name}" not found', vmi=s.ref
-        )
+        raise NotFound(f'virtualmachineinstance.{GROUP} "{s.ref.name}" not found', vmi=s.ref)
     if s.phase is not VMIPhase.RUNNING:
         raise conflict(s.ref, NOT_RUNNING)
     if opts.added_node_selector:
