@@ -28,6 +28,7 @@ from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.promconfig import PrometheusOptions
 from localkube.prometheus import LocalPrometheus
+from tests.integration.realnodes.test_bad_image import apply_missing_image_demo
 from tests.integration.realnodes.test_migration_failures import (
     BANDWIDTH,
     _migrating,
@@ -40,7 +41,6 @@ from tests.integration.realnodes.test_story import REPO, _virtctl, _vmi, _wait, 
 pytestmark = pytest.mark.cluster
 MONITORING = REPO / "manifests" / "base" / "monitoring"
 RUNBOOKS = (REPO / "docs" / "monitoring.md").read_text()
-MISSING = "registry.local/kubevirt-py/no-such-image:v1"
 
 
 class Api:
@@ -172,12 +172,7 @@ def test_a_vm_stuck_in_errimagepull_alerts_until_deleted(
     """A VM whose containerDisk image is missing stays not Running (ErrImagePull):
     KubeVirtVMStuckInErrorState fires for it with its runbook; deleting the VM resolves it."""
     k, ns = real_stack, real_namespace
-    vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
-    vm["metadata"]["namespace"] = ns
-    volumes = vm["spec"]["template"]["spec"]["volumes"]
-    (i,) = [n for n, v in enumerate(volumes) if "containerDisk" in v]
-    volumes[i]["containerDisk"] = {"image": MISSING, "imagePullPolicy": "Never"}
-    k("apply", "-f", "-", stdin=json.dumps(vm))
+    apply_missing_image_demo(k, ns)
     alert = _fires(prom, "KubeVirtVMStuckInErrorState", namespace=ns, name="demo")
     assert alert["labels"]["severity"] == "warning"
     assert alert["annotations"]["summary"].startswith(f"VirtualMachine {ns}/demo ")
