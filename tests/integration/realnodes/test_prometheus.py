@@ -36,7 +36,14 @@ from tests.integration.realnodes.test_migration_failures import (
     _target_qemu,
     _vmim,
 )
-from tests.integration.realnodes.test_story import REPO, _virtctl, _vmi, _wait, start_demo
+from tests.integration.realnodes.test_story import (
+    REPO,
+    _condition,
+    _virtctl,
+    _vmi,
+    _wait,
+    start_demo,
+)
 
 pytestmark = pytest.mark.cluster
 MONITORING = REPO / "manifests" / "base" / "monitoring"
@@ -124,6 +131,13 @@ def test_both_daemons_scraped_every_rule_and_panel_has_data(
     assert labels["container"], labels
 
     start_demo(k, ns)
+    # The interface counters come from the guest agent (user networking): seen before the
+    # migration, their rate over 5 min stays non-empty across it.
+    _wait(lambda: _condition(_vmi(k, ns), "AgentConnected") == "True", 300,
+          "the guest agent connected", lambda: _vmi(k, ns).get("status"))  # fmt: skip
+    network = [e for e in _panel_queries() if "kubevirt_vmi_network_" in e]
+    _wait(lambda: not _empty(prom, network), 180, "the network panels' data",
+          partial(_empty, prom, network), interval=5)  # fmt: skip
     done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
     assert done.returncode == 0, done.stderr
     _wait(lambda: prom.query(f'kubevirt_vmi_info{{namespace="{ns}", name="demo"}}'),
