@@ -1,4 +1,4 @@
-"""CLI of the local cluster: ``python -m localkube up|down|status|kubeconfig``.
+"""CLI of the local cluster: ``python -m localkube up|down|status|kubeconfig|prometheus``.
 
 Normally run through ``scripts/cluster``, which builds the control plane first and
 exports KUBEVIRT_PY_KUBE_BIN.
@@ -16,6 +16,8 @@ import structlog
 from localkube.cluster import Cluster
 from localkube.config import ClusterConfig
 from localkube.errors import LocalKubeError
+from localkube.promconfig import PrometheusOptions
+from localkube.prometheus import LocalPrometheus
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -27,6 +29,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     down.add_argument("--purge", action="store_true", help="also delete etcd data, certs, pods")
     sub.add_parser("status", help="health of each component; exit 1 if any is unhealthy")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    prom = sub.add_parser("prometheus", help="start the local Prometheus; print its URL")
+    prom.add_argument("--down", action="store_true", help="stop it instead")
+    prom.add_argument("--scrape-interval", help="instead of the ServiceMonitor's (e.g. 5s)")
+    prom.add_argument("--evaluation-interval", default="15s", help="rule evaluation interval")
+    prom.add_argument("--for-cap", help="cap every alert's `for` (e.g. 30s), to see alerts fire")
     return parser.parse_args(argv)
 
 
@@ -49,6 +56,22 @@ async def _run(args: argparse.Namespace) -> int:
         return 0 if all(st.healthy for st in statuses) else 1
     elif args.command == "kubeconfig":
         print(cluster.kubeconfig)
+    elif args.command == "prometheus":
+        return await _prometheus(cluster, args)
+    return 0
+
+
+async def _prometheus(cluster: Cluster, args: argparse.Namespace) -> int:
+    options = PrometheusOptions(
+        scrape_interval=args.scrape_interval,
+        evaluation_interval=args.evaluation_interval,
+        for_cap=args.for_cap,
+    )
+    prom = LocalPrometheus(cluster, options)
+    if args.down:
+        await prom.down()
+    else:
+        print(await prom.up())
     return 0
 
 

@@ -175,7 +175,10 @@ class Cluster:
         )
 
     async def down(self, *, purge: bool = False) -> None:
-        """Stop the nodes (and their pods), then the control plane; reap stragglers."""
+        """Stop the local Prometheus, the nodes (and their pods), then the control plane;
+        reap stragglers."""
+        for name in ("prometheus", "prometheus-sd"):  # localkube/prometheus.py's, if started
+            await self._stop(name, grace=10)
         if self.real_nodes:
             if self.paths.ports_file.exists() and self.kubeconfig.exists():
                 await self.storage().down(

@@ -21,6 +21,8 @@ KV_APT_PACKAGES=(
   buildah umoci skopeo mmdebstrap containerd runc
   # real nodes: pod networking (CNI plugins), kube-proxy's iptables mode
   containernetworking-plugins iptables conntrack
+  # promtool for the rule unit tests; prometheus for the local cluster's (localkube/prometheus.py)
+  prometheus
 )
 
 kv_ensure_apt() {

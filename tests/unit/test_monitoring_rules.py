@@ -1,13 +1,16 @@
 """The monitoring manifests: the ServiceMonitor keeps the daemons' own labels
-(honorLabels), and the PrometheusRule is well formed: every rule records or alerts, alerts
-carry severity and summary, every expression passes a PromQL syntax check (balanced
-brackets, label matchers, range durations) and names only metrics a daemon exports, `up`,
-or a series recorded in the same file (`promtool` is not available here)."""
+(honorLabels); the PrometheusRule passes Prometheus' own `promtool check rules` and its rule
+unit tests (`promtool test rules` on tests/unit/monitoring/prom-rules-tests.yaml, which
+covers every recording rule and makes every alert fire); alerts carry severity, summary and
+a runbook section in docs/monitoring.md; every expression names only metrics a daemon
+exports, `up`, or a series recorded in the same file."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "manifests" / "base" / "monitoring"
+RULE_TESTS = Path(__file__).resolve().parent / "monitoring" / "prom-rules-tests.yaml"
+RUNBOOKS = REPO / "docs" / "monitoring.md"
 TOKEN = re.compile(
     r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<dur>\[\d+[smhdwy]\])|(?P<num>\d+(?:\.\d+)?)'
     r"|(?P<id>[A-Za-z_:][A-Za-z0-9_:]*)|(?P<op>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){},]))"
@@ -23,7 +28,7 @@ TOKEN = re.compile(
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
             "unless", "bool", "offset"}  # fmt: skip
 FUNCTIONS = {"sum", "avg", "min", "max", "count", "rate", "irate", "increase", "vector",
-             "absent", "topk", "bottomk", "delta", "time", "clamp_min", "clamp_max",
+             "absent", "topk", "bottomk", "group", "delta", "time", "clamp_min", "clamp_max",
              "max_over_time", "min_over_time", "avg_over_time", "count_over_time"}  # fmt: skip
 MATCH_OPS = {"=", "!=", "=~", "!~"}
 
@@ -117,12 +122,69 @@ def test_rule_is_kustomized() -> None:
 
 
 def test_rules_are_well_formed() -> None:
-    """Each rule records or alerts; alerts have `for`, a severity and a summary."""
+    """Each rule records or alerts; alerts have `for`, a severity, a summary and a runbook:
+    a `runbook_url` naming a section of docs/monitoring.md that has text."""
+    headings = re.findall(r"^### (\w+)\n\n\S", RUNBOOKS.read_text(), flags=re.MULTILINE)
     for rule in rules():
         assert ("record" in rule) != ("alert" in rule), rule
         if "alert" in rule:
             assert rule["labels"]["severity"] in ("critical", "warning", "info"), rule
             assert rule["annotations"]["summary"] and rule["for"], rule
+            url = rule["annotations"]["runbook_url"]
+            assert url == f"docs/monitoring.md#{rule['alert'].lower()}", url
+            assert rule["alert"] in headings, f"no runbook section for {rule['alert']}"
+
+
+def _promtool(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """promtool (Debian's prometheus package, in scripts/lib/common.sh's apt list) on the
+    PrometheusRule's groups written out as a rule file, in `tmp_path`."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: install Debian's prometheus package (kv_ensure_apt)"
+    doc = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}))
+    shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
+    return subprocess.run(
+        [promtool, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_promtool_checks_the_rules(tmp_path: Path) -> None:
+    """`promtool check rules` accepts every group: PromQL, durations, templates."""
+    done = _promtool(tmp_path, "check", "rules", "rules.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in done.stdout, done.stdout
+
+
+def test_promtool_rule_unit_tests_pass(tmp_path: Path) -> None:
+    """`promtool test rules`: each case's input series give the expected recorded series
+    and fire exactly the expected alerts, labels and expanded annotations included."""
+    done = _promtool(tmp_path, "test", "rules", RULE_TESTS.name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout, done.stdout
+
+
+def test_promtool_unit_tests_can_fail(tmp_path: Path) -> None:
+    """The rule tests are live: an alert case expecting nothing where the rules fire fails."""
+    cases = yaml.safe_load(RULE_TESTS.read_text())
+    for case in cases["tests"]:
+        for alert in case.get("alert_rule_test", []):
+            alert["exp_alerts"] = []
+    (tmp_path / "broken.yaml").write_text(yaml.safe_dump(cases))
+    done = _promtool(tmp_path, "test", "rules", "broken.yaml")
+    assert done.returncode != 0 and "FAILED" in done.stdout + done.stderr, done.stdout
+
+
+def test_every_rule_has_a_unit_test() -> None:
+    """Every recording rule is evaluated by a promql_expr_test, and every alert has a case
+    in which it fires (a non-empty exp_alerts)."""
+    cases = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    exprs = " ".join(t["expr"] for c in cases for t in c.get("promql_expr_test", []))
+    fired = {a["alertname"] for c in cases for a in c.get("alert_rule_test", []) if a["exp_alerts"]}
+    for rule in rules():
+        if "record" in rule:
+            assert re.search(rf"(?<![\w:]){re.escape(rule['record'])}(?![\w:])", exprs), rule
+        else:
+            assert rule["alert"] in fired, f"no case fires {rule['alert']}"
 
 
 def test_expressions_name_only_served_metrics() -> None:

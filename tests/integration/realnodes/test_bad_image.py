@@ -24,16 +24,23 @@ def _get(k: Kubectl, kind: str, ns: str) -> dict[str, Any]:
     return json.loads(out) if out else {}
 
 
-def test_missing_containerdisk_image_is_named(real_stack: Kubectl, real_namespace: str) -> None:
-    """The VM shows ErrImagePull; its VMI's Synchronized condition names
-    spec.volumes[0].containerDisk.image and the image; the VMI stays Scheduling."""
-    k, ns = real_stack, real_namespace
+def apply_missing_image_demo(k: Kubectl, ns: str) -> int:
+    """The demo VM in `ns` with a containerDisk image no node has (never pulled); returns
+    the index of that volume."""
     vm = yaml.safe_load((REPO / "examples" / "vm-demo.yaml").read_text())
     vm["metadata"]["namespace"] = ns
     volumes = vm["spec"]["template"]["spec"]["volumes"]
     (i,) = [n for n, v in enumerate(volumes) if "containerDisk" in v]
     volumes[i]["containerDisk"] = {"image": MISSING, "imagePullPolicy": "Never"}
     k("apply", "-f", "-", stdin=json.dumps(vm))
+    return i
+
+
+def test_missing_containerdisk_image_is_named(real_stack: Kubectl, real_namespace: str) -> None:
+    """The VM shows ErrImagePull; its VMI's Synchronized condition names
+    spec.volumes[0].containerDisk.image and the image; the VMI stays Scheduling."""
+    k, ns = real_stack, real_namespace
+    i = apply_missing_image_demo(k, ns)
     deadline, shown = time.monotonic() + 120, ""
     while time.monotonic() < deadline:
         shown = _get(k, "vm", ns).get("status", {}).get("printableStatus", "")
