@@ -9,6 +9,7 @@ Every flag can also come from an environment variable named after it:
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import shlex
 import socket
@@ -26,6 +27,13 @@ DEFAULT_LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
 # Host directory holding one handler notify socket per node: <dir>/<node>/domain-notify.sock
 # (mounted at the same path in launcher pods; the handler's default too).
 DEFAULT_NOTIFY_HOST_DIR = "/var/run/kubevirt-py/nodes"
+
+
+class ContainerDiskDelivery(enum.StrEnum):
+    """How containerDisk and kernelBoot images reach the launcher (docs/containerdisk.md)."""
+
+    IMAGE_VOLUME = "ImageVolume"  # Kubernetes image volumes: mounted read-only, no copy
+    COPY = "Copy"  # init containers copy the files (runtimes without image volumes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +55,7 @@ class TemplateConfig:
     # read-only into launcher pods (real nodes; podlayout.QEMU_CAPABILITIES_SEED_DIR).
     node_capabilities_seed: bool = False
     log_format: str = "json"
+    container_disk_delivery: ContainerDiskDelivery = ContainerDiskDelivery.IMAGE_VOLUME
     # CPU request per vCPU when the VMI sets none (KubeVirt's cpuAllocationRatio of 10).
     cpu_request_millis_per_vcpu: int = 100
     overhead: OverheadConfig = field(default_factory=OverheadConfig)
@@ -149,6 +158,7 @@ class Config:
             capabilities_seed=ns.capabilities_seed or None,
             node_capabilities_seed=_flag(ns.node_capabilities_seed),
             log_format=ns.launcher_log_format,
+            container_disk_delivery=_delivery(ns.container_disk_delivery),
             cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
         )
         migration = MigrationConfig(
@@ -223,6 +233,12 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
         "read-only into launcher pods",
     ),
     ("launcher-log-format", "json", "launcher --log-format"),
+    (
+        "container-disk-delivery",
+        ContainerDiskDelivery.IMAGE_VOLUME.value,
+        "how containerDisk/kernelBoot images reach launchers: ImageVolume (mounted, "
+        "Kubernetes image volumes) or Copy (init containers; runtimes without image volumes)",
+    ),
     ("cpu-allocation-ratio", "10", "vCPUs per requested CPU when a VMI sets no CPU request"),
     ("parallel-migrations", "5", "migrations in flight per cluster"),
     ("parallel-outbound-migrations-per-node", "2", "outbound migrations per node"),
@@ -245,6 +261,16 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("vmi-workers", "10", "VMI controller workers"),
     ("vm-workers", "3", "VM controller workers"),
 )
+
+
+def _delivery(value: str) -> ContainerDiskDelivery:
+    try:
+        return ContainerDiskDelivery(value)
+    except ValueError:
+        known = ", ".join(d.value for d in ContainerDiskDelivery)
+        raise ValueError(
+            f"--container-disk-delivery must be one of {known}, not {value!r}"
+        ) from None
 
 
 def _eviction_strategy(value: str) -> EvictionStrategy:

@@ -30,6 +30,8 @@ class DiskContext:
 
     work_dir: Path
     container_disks: Path  # the pod's container-disks volume (podlayout.CONTAINER_DISKS_DIR)
+    # Where the pod mounts containerDisk/kernelBoot images as image volumes (podlayout).
+    image_volumes: Path = Path(podlayout.IMAGE_VOLUMES_DIR)
     vmi_disks: Path  # where PVC and hostDisk volumes are mounted (podlayout.VMI_DISKS_DIR)
     claim_capacities: Mapping[str, int] = field(default_factory=dict)  # volume → bytes
     space_toleration: float = SPACE_TOLERATION
@@ -109,24 +111,58 @@ def _copied(ctx: DiskContext, rel: PurePosixPath, *, field: str, image: str) -> 
     return path
 
 
-def container_disk_file(ctx: DiskContext, volume: str, *, field: str, image: str) -> Path:
-    """The copy of a containerDisk volume's disk image."""
-    return _copied(ctx, podlayout.disk_file(volume), field=field, image=image)
+def _in_image(ctx: DiskContext, volume: str | None, path: str, *, field: str, image: str) -> Path:
+    """A file of an image mounted as an image volume, refusing paths that leave it."""
+    root = ctx.image_volumes / podlayout.image_volume_dir(volume)
+    rel = PurePosixPath(path)
+    target = (root / rel.relative_to(rel.anchor)).resolve() if rel.is_absolute() else None
+    if target is None or ".." in rel.parts or not target.is_relative_to(root.resolve()):
+        raise DiskFailure(f"{field}: {path!r} must be an absolute path inside image {image!r}")
+    if not target.is_file():
+        raise ImageNotFound(f"{field}: image {image!r} has no file {path!r}")
+    return target
+
+
+def _mounted(ctx: DiskContext, volume: str | None) -> bool:
+    """The pod mounts this image as an image volume (else its files were copied)."""
+    return (ctx.image_volumes / podlayout.image_volume_dir(volume)).is_dir()
+
+
+def container_disk_file(
+    ctx: DiskContext, volume: str, *, field: str, image: str, path: str | None = None
+) -> Path:
+    """A containerDisk volume's disk image: in its image volume (``path``, else the one
+    file under /disk), or the copy the pod's init container made."""
+    if not _mounted(ctx, volume):
+        return _copied(ctx, podlayout.disk_file(volume), field=field, image=image)
+    if path:
+        return _in_image(ctx, volume, path, field=f"{field}.path", image=image)
+    disk_dir = ctx.image_volumes / podlayout.image_volume_dir(volume) / "disk"
+    found = sorted(p for p in disk_dir.glob("*") if p.is_file()) if disk_dir.is_dir() else []
+    if len(found) != 1:
+        raise ImageNotFound(
+            f"{field}: image {image!r} must hold one file under /disk, found {len(found)}"
+        )
+    return found[0]
 
 
 def kernel_boot_files(
-    ctx: DiskContext, *, kernel: bool, initrd: bool, field: str, image: str
+    ctx: DiskContext, *, kernel: str | None, initrd: str | None, field: str, image: str
 ) -> tuple[Path | None, Path | None]:
-    """The copies of the kernelBoot container's kernel and initrd (each when the VMI
-    names it)."""
-    return (
-        _copied(ctx, podlayout.kernel_file(), field=f"{field}.kernelPath", image=image)
-        if kernel
-        else None,
-        _copied(ctx, podlayout.initrd_file(), field=f"{field}.initrdPath", image=image)
-        if initrd
-        else None,
-    )
+    """The kernelBoot container's kernel and initrd (each when the VMI names it): in its
+    image volume at those paths, or the copies the pod's init container made."""
+    found: list[Path | None] = []
+    for path, copy, name in (
+        (kernel, podlayout.kernel_file(), "kernelPath"),
+        (initrd, podlayout.initrd_file(), "initrdPath"),
+    ):
+        if not path:
+            found.append(None)
+        elif _mounted(ctx, None):
+            found.append(_in_image(ctx, None, path, field=f"{field}.{name}", image=image))
+        else:
+            found.append(_copied(ctx, copy, field=f"{field}.{name}", image=image))
+    return found[0], found[1]
 
 
 async def run_tool(*argv: str, what: str) -> None:

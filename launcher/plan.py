@@ -139,8 +139,8 @@ def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan |
     c = boot.container
     kernel, initrd = disks.kernel_boot_files(
         ctx,
-        kernel=bool(c.kernel_path),
-        initrd=bool(c.initrd_path),
+        kernel=c.kernel_path or None,
+        initrd=c.initrd_path or None,
         field="spec.domain.firmware.kernelBoot.container",
         image=c.image or "",
     )

@@ -282,6 +282,13 @@ class Cluster:
                 f"missing {', '.join(missing)} in {self.config.bin_dir!s}; "
                 "run scripts/build-control-plane (it prints the bin dir)",
             )
+        containerd = self.config.containerd_bin
+        if self.real_nodes and not (containerd / "containerd").is_file():
+            raise ComponentFailed(
+                "containerd build",
+                f"no containerd in {containerd!s} ($KUBEVIRT_PY_CONTAINERD_BIN); "
+                "run scripts/build-containerd (it prints the bin dir)",
+            )
 
     def _write_kubeconfigs(self, ports: Ports) -> None:
         write_kubeconfig(self.kubeconfig, server=ports.server, pki=self.pki, user="admin")

@@ -48,6 +48,8 @@ class ClusterConfig:
     state_dir: Path
     nodes_dir: Path
     bin_dir: Path
+    # containerd 2 for real nodes (scripts/build-containerd prints it); empty: not built.
+    containerd_bin: Path = Path()
     nodes: tuple[str, ...] = DEFAULT_NODES
     python: Path = Path(sys.executable)
     repo: Path = REPO
@@ -64,6 +66,7 @@ class ClusterConfig:
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
             bin_dir=kube_bin,
+            containerd_bin=Path(env.get("KUBEVIRT_PY_CONTAINERD_BIN", "")),
             nodes=tuple(f"node{i:02d}" for i in range(1, count + 1)),
             node_kind=NodeKind(env.get("KUBEVIRT_PY_NODE_KIND", NodeKind.KUBELET)),
             images=read_image_list(Path(image_list)) if image_list else (),

@@ -32,11 +32,20 @@ TEST_STATE_PREFIX = "test-"
 
 def build_control_plane(repo: Path = REPO) -> Path:
     """Run scripts/build-control-plane; its bin dir, or ComponentFailed with its output."""
-    script = repo / "scripts" / "build-control-plane"
+    return _build_bin_dir(repo, "build-control-plane")
+
+
+def build_containerd(repo: Path = REPO) -> Path:
+    """Run scripts/build-containerd (real nodes' containerd 2); its bin dir."""
+    return _build_bin_dir(repo, "build-containerd")
+
+
+def _build_bin_dir(repo: Path, script_name: str) -> Path:
+    script = repo / "scripts" / script_name
     proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
-        raise ComponentFailed("control-plane build", f"{script} exited {proc.returncode}", tail)
+        raise ComponentFailed(script_name, f"{script} exited {proc.returncode}", tail)
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -58,6 +67,7 @@ def private_cluster_config(
     session: int | None = None,
     kind: NodeKind = NodeKind.PROCESS,
     images: tuple[tuple[str, Path], ...] = (),
+    containerd_bin: Path = Path(),
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
     may run one cluster of each node kind."""
@@ -69,6 +79,7 @@ def private_cluster_config(
         bin_dir=bin_dir,
         node_kind=kind,
         images=images,
+        containerd_bin=containerd_bin,
     )
 
 
@@ -102,8 +113,11 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     """
     bin_dir = build_control_plane()
     reap_stale_test_clusters(bin_dir)
-    images = build_images() if kind == NodeKind.KUBELET else ()
-    cluster = Cluster(private_cluster_config(bin_dir, kind=kind, images=images))
+    real = kind == NodeKind.KUBELET
+    images = build_images() if real else ()
+    containerd = build_containerd() if real else Path()
+    config = private_cluster_config(bin_dir, kind=kind, images=images, containerd_bin=containerd)
+    cluster = Cluster(config)
     if _running_healthy(cluster):
         yield cluster
         return

@@ -14,6 +14,14 @@ the paths the VMI names). Such an image has no shell and no ``cp``, so the pod c
 3. the compute container mounts ``container-disks`` read-only at ``CONTAINER_DISKS_DIR``;
    the launcher's qcow2 overlay (in its private dir) uses the copy as its backing file.
 
+That copy is the fallback (the controller's ``--container-disk-delivery=Copy``). By default
+(``ImageVolume``) nothing is copied: each containerDisk image is a Kubernetes image volume
+(``volumes[].image``) mounted read-only at ``IMAGE_VOLUMES_DIR/<volume>``, the kernelBoot
+image at ``IMAGE_VOLUMES_DIR/kernel_boot``; the launcher takes the disk (``path``, else the
+one file under ``/disk``) and the kernel/initrd at their image paths there
+(``image_volume_dir``), and its qcow2 overlay uses the image's file as read-only backing.
+The runtime unpacks an image once per node; every pod mounts the same layers.
+
 persistentVolumeClaim and hostDisk volumes are pod volumes of their own (KubeVirt's
 layout): each is mounted at ``VMI_DISKS_DIR/<volume>``, a claim holding its disk as
 ``disk.img``, a hostDisk's hostPath volume being the directory of its path, so the disk
@@ -59,6 +67,9 @@ CONTAINER_DISKS_VOLUME = "container-disks"
 CONTAINER_DISKS_DIR = "/var/run/kubevirt/container-disks"
 BINARY_VOLUME = "container-disk-binary"
 BINARY_DIR = "/var/run/kubevirt/container-disk-binary"
+# Image volumes (the default delivery): containerDisk and kernelBoot images mounted here.
+IMAGE_VOLUMES_DIR = "/var/run/kubevirt/image-volumes"
+KERNEL_BOOT_VOLUME = "kernel-boot-image"
 
 # How a node sees a pod's emptyDir volumes: the kubelet's layout (the node agent keeps it).
 EMPTY_DIRS = PurePosixPath("volumes/kubernetes.io~empty-dir")
@@ -131,6 +142,7 @@ POD_OWN_VOLUMES = frozenset(
         CONTAINER_DISKS_VOLUME,
         BINARY_VOLUME,
         HOTPLUG_DISKS_VOLUME,
+        KERNEL_BOOT_VOLUME,
     }
 )
 
@@ -182,6 +194,12 @@ def kernel_file() -> PurePosixPath:
 
 def initrd_file() -> PurePosixPath:
     return PurePosixPath(KERNEL_BOOT_DIR) / INITRD_FILE
+
+
+def image_volume_dir(volume: str | None) -> PurePosixPath:
+    """Where an image volume is mounted, relative to IMAGE_VOLUMES_DIR: a containerDisk
+    volume's under its name, the kernelBoot image's (volume None) under KERNEL_BOOT_DIR."""
+    return PurePosixPath(KERNEL_BOOT_DIR if volume is None else volume)
 
 
 def vmi_disk_dir(volume: str) -> PurePosixPath:

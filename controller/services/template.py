@@ -15,8 +15,9 @@ the handler lives in one place and is tested without a cluster:
   mounted at the same path: the launcher dials `<notify dir>/<its node>/domain-notify.sock`
   (default /var/run/kubevirt-py/nodes/<node>/domain-notify.sock, where the handler listens);
 - what the VMI's volumes need in the pod (controller/volumes, one module per source):
-  containerDisk and kernelBoot files copied out of their images by init containers into
-  the `container-disks` emptyDir, mounted read-only in the compute container; PVCs and
+  containerDisk and kernelBoot images as read-only image volumes (no copy; with
+  `--container-disk-delivery=Copy`, files copied out of them by init containers into the
+  `container-disks` emptyDir, mounted read-only in the compute container); PVCs and
   hostDisks as pod volumes under `vmi-disks/<volume>` (the layout is shared/podlayout.py's,
   which the launcher reads by); the `hotplug-disks` emptyDir (HostToContainer) where
   virt-handler bind-mounts hotplugged claims' disks.
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.config import TemplateConfig
+from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
 from controller.services import volumes
 from controller.services.overhead import memory_overhead_bytes
@@ -139,7 +140,8 @@ class TemplateService:
         if not vmi.uid or not vmi.name:
             raise SyncError(ConditionReason.FAILED_CREATE, "VMI has no name or UID yet")
         grace = vmi.spec.grace_period_seconds
-        sources = volumes.render(vmi, volumes.RenderContext(claims=claims))
+        ctx = volumes.RenderContext(claims=claims, image_volumes=not self._copies())
+        sources = volumes.render(vmi, ctx)
         pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -159,14 +161,13 @@ class TemplateService:
                 "nodeSelector": {**vmi.spec.node_selector, SCHEDULABLE_LABEL: "true"},
                 "automountServiceAccountToken": False,
                 "enableServiceLinks": False,
-                "initContainers": [self._binary_init_container(), *sources.init_containers],
+                "initContainers": [*self._copy_init_containers(), *sources.init_containers],
                 "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA, sources)],
                 "volumes": [
                     {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
                     {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
                     {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
-                    {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
-                    {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
+                    *self._copy_volumes(),
                     {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
                     *self._seed_volumes(),
                     *sources.volumes,
@@ -178,9 +179,29 @@ class TemplateService:
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
 
-    def _binary_init_container(self) -> dict[str, Any]:
+    def _copies(self) -> bool:
+        """containerDisk/kernelBoot files are copied by init containers (the fallback)."""
+        return self.config.container_disk_delivery == ContainerDiskDelivery.COPY
+
+    def _copy_volumes(self) -> list[dict[str, Any]]:
+        if not self._copies():
+            return []
+        return [
+            {"name": podlayout.BINARY_VOLUME, "emptyDir": {}},
+            {"name": podlayout.CONTAINER_DISKS_VOLUME, "emptyDir": {}},
+        ]
+
+    def _copy_mounts(self) -> list[dict[str, Any]]:
+        if not self._copies():
+            return []
+        return [{"name": podlayout.CONTAINER_DISKS_VOLUME,
+                 "mountPath": podlayout.CONTAINER_DISKS_DIR, "readOnly": True}]  # fmt: skip
+
+    def _copy_init_containers(self) -> list[dict[str, Any]]:
         """busybox out of the launcher image, for the image copies (podlayout's contract)."""
-        return {
+        if not self._copies():
+            return []
+        return [{
             "name": podlayout.BINARY_INIT_CONTAINER,
             "image": self.config.launcher_image,
             "imagePullPolicy": self.config.image_pull_policy,
@@ -191,7 +212,7 @@ class TemplateService:
                 podlayout.BUSYBOX,
             ],
             "volumeMounts": [{"name": podlayout.BINARY_VOLUME, "mountPath": podlayout.BINARY_DIR}],
-        }
+        }]  # fmt: skip
 
     def _node_seed(self) -> bool:
         """The node's QEMU capability cache is mounted (a shared dir named instead wins)."""
@@ -240,11 +261,7 @@ class TemplateService:
                 {"name": podlayout.SOCKETS_VOLUME, "mountPath": podlayout.SOCKETS_DIR},
                 {"name": podlayout.PRIVATE_VOLUME, "mountPath": podlayout.PRIVATE_DIR},
                 {"name": podlayout.NOTIFY_VOLUME, "mountPath": self.config.notify_host_dir},
-                {
-                    "name": podlayout.CONTAINER_DISKS_VOLUME,
-                    "mountPath": podlayout.CONTAINER_DISKS_DIR,
-                    "readOnly": True,
-                },
+                *self._copy_mounts(),
                 {  # hotplugged disks appear here while the launcher runs (podlayout)
                     "name": podlayout.HOTPLUG_DISKS_VOLUME,
                     "mountPath": podlayout.HOTPLUG_DISKS_DIR,

@@ -31,7 +31,12 @@ from datetime import datetime
 from controller.transitions import vmi_condition, with_phases
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
-from shared.launcherpod import IMAGE_PULL_REASONS, ImagePullFailure, LauncherPod
+from shared.launcherpod import (
+    COMPUTE_CONTAINER,
+    IMAGE_PULL_REASONS,
+    ImagePullFailure,
+    LauncherPod,
+)
 from shared.model import (
     ConditionReason,
     ConditionStatus,
@@ -242,7 +247,8 @@ def with_image_pull(
         if current is not None and current.reason in IMAGE_PULL_REASONS:
             return status.without_condition(VMIConditionType.SYNCHRONIZED)
         return status
-    message = f"{image_field(vmi, failure.container)}: image {failure.image!r}: {failure.message}"
+    source, image = pulled_source(vmi, failure)
+    message = f"{source}: image {image!r}: {failure.message}"
     return vmi_condition(
         status,
         VMIConditionType.SYNCHRONIZED,
@@ -251,6 +257,31 @@ def with_image_pull(
         message=message.rstrip(": "),
         now=now,
     )
+
+
+def pulled_source(vmi: VirtualMachineInstance, failure: ImagePullFailure) -> tuple[str, str]:
+    """The VMI field and image a failed pull is for. An image volume's pull fails on the
+    container mounting it (compute), with the kubelet's message quoting the image: the
+    containerDisk or kernelBoot image it names; otherwise the init container's."""
+    if failure.container == COMPUTE_CONTAINER:
+        for field_path, image in _image_sources(vmi):
+            if image and f'"{image}"' in failure.message:
+                return field_path, image
+    return image_field(vmi, failure.container), failure.image
+
+
+def _image_sources(vmi: VirtualMachineInstance) -> list[tuple[str, str]]:
+    found = [
+        (f"spec.volumes[{i}].containerDisk.image", v.container_disk.image or "")
+        for i, v in enumerate(vmi.spec.volumes)
+        if v.container_disk is not None
+    ]
+    boot = vmi.spec.domain.kernel_boot
+    if boot is not None and boot.container is not None:
+        found.append(
+            ("spec.domain.firmware.kernelBoot.container.image", boot.container.image or "")
+        )
+    return found
 
 
 def image_field(vmi: VirtualMachineInstance, container: str) -> str:

@@ -1,5 +1,6 @@
-"""containerDisk: an ephemeral qcow2 overlay over the copy the pod's init container made
-(KubeVirt's behaviour): the copy stays a read-only backing file."""
+"""containerDisk: an ephemeral qcow2 overlay over the image's disk, mounted read-only as an
+image volume (or the copy the pod's init container made, the fallback): the disk stays a
+read-only backing file (KubeVirt's behaviour)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from shared.model.volumes import ContainerDiskSource
 
 async def resolve(req: VolumeRequest, source: ContainerDiskSource) -> ResolvedDisk:
     image = container_disk_file(
-        req.ctx, req.name, field=f"{req.field}.containerDisk", image=source.image or ""
+        req.ctx,
+        req.name,
+        field=f"{req.field}.containerDisk",
+        image=source.image or "",
+        path=source.path,
     )
     overlay = req.ctx.work_dir / f"{req.name}-overlay.qcow2"
     if overlay.exists():

@@ -3,7 +3,8 @@
 Pure functions from a ``NodeLayout`` to text, so the settings that mattered on this machine
 (../shared/docs/real-nodes-lab.md) are visible in one place and unit-tested:
 
-- containerd: private root/state/sockets, runc with cgroupfs, ``restrict_oom_score_adj``
+- containerd 2 (config version 3): private root/state/sockets, runc with cgroupfs,
+  ``restrict_oom_score_adj``
   (the pause container asks for -998, which this machine refuses), the locally built pause
   image, Debian's CNI plugins;
 - kubelet: cgroupfs driver under a cgroup root of its own, ``failCgroupV1: false`` (this
@@ -66,16 +67,23 @@ class NodeLayout:
         return self.dir / "sysctl"
 
 
-def containerd_toml(node: NodeLayout) -> str:
+def containerd_toml(node: NodeLayout, *, shim: Path) -> str:
+    """containerd 2's configuration (format version 3: the CRI plugin split into
+    ``cri.v1.images`` and ``cri.v1.runtime``; 2.4 reads it as is); ``shim``: the runc shim
+    built with it. NRI is off: its socket would be one host path for every node."""
     d = node.containerd_dir
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    images, runtime = (
+        'plugins."io.containerd.cri.v1.images"',
+        'plugins."io.containerd.cri.v1.runtime"',
+    )
     return f"""\
-version = 2
+version = 3
 root = "{d / "root"}"
 state = "{d / "state"}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.snapshotter.v1.blockfile", "io.containerd.nri.v1.nri",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
   address = "{node.containerd_socket}"
@@ -87,21 +95,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   address = ""
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d / "opt"}"
-[{cri}]
-  sandbox_image = "{PAUSE_IMAGE}"
+[{images}]
+  snapshotter = "overlayfs"
+  [{images}.pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+[{runtime}]
   restrict_oom_score_adj = true
   enable_selinux = false
   max_container_log_line_size = 16384
-  [{cri}.containerd]
-    snapshotter = "overlayfs"
+  [{runtime}.containerd]
     default_runtime_name = "runc"
-    [{cri}.containerd.runtimes.runc]
+    [{runtime}.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [{cri}.containerd.runtimes.runc.options]
+      runtime_path = "{shim}"
+      snapshotter = "overlayfs"
+      [{runtime}.containerd.runtimes.runc.options]
         BinaryName = "{RUNC}"
         SystemdCgroup = false
-  [{cri}.cni]
-    bin_dir = "{CNI_BIN_DIR}"
+  [{runtime}.cni]
+    bin_dirs = ["{CNI_BIN_DIR}"]
     conf_dir = "{node.cni_conf_dir}"
 """
 

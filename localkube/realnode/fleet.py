@@ -89,6 +89,7 @@ class Fleet:
         )
         inputs = NodeInputs(
             bin_dir=self.config.bin_dir,
+            containerd_bin=self.config.containerd_bin,
             kubeconfig=paths.kubeconfig(f"node-{name}"),
             proxy_kubeconfig=paths.kubeconfig(KUBE_PROXY_USER),
             ca_file=self.pki.crt("ca"),

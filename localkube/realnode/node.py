@@ -1,7 +1,8 @@
 """One real node: containerd + runc, the kubelet and kube-proxy, in the node's namespaces.
 
 Built from the same pin as the control plane (scripts/build-control-plane builds kubelet and
-kube-proxy too); containerd, runc and the CNI plugins are Debian's. Images built by
+kube-proxy too); containerd 2 (containerd, its runc shim, ctr) is built from Go modules by
+scripts/build-containerd; runc and the CNI plugins are Debian's. Images built by
 scripts/build-images are imported into the node's containerd (pods use them without a
 registry, as ``imagePullPolicy: IfNotPresent``/``Never`` do).
 """
@@ -34,8 +35,6 @@ from localkube.realnode.namespaces import NodeNamespaces
 
 log = structlog.get_logger()
 
-CONTAINERD = "/usr/bin/containerd"
-CTR = "/usr/bin/ctr"
 K8S_NAMESPACE = "k8s.io"
 
 
@@ -44,6 +43,7 @@ class NodeInputs:
     """What a node needs from its cluster."""
 
     bin_dir: Path
+    containerd_bin: Path  # containerd, containerd-shim-runc-v2, ctr (scripts/build-containerd)
     kubeconfig: Path
     proxy_kubeconfig: Path
     ca_file: Path
@@ -76,7 +76,12 @@ class RealNode:
         cfg, bin_dir = self.layout.config_dir, self.inputs.bin_dir
         return {
             "containerd": self._spec(
-                "containerd", [CONTAINERD, "--config", str(cfg / "containerd.toml")]
+                "containerd",
+                [
+                    str(self.inputs.containerd_bin / "containerd"),
+                    "--config",
+                    str(cfg / "containerd.toml"),
+                ],
             ),
             "kubelet": self._spec(
                 "kubelet",
@@ -103,7 +108,8 @@ class RealNode:
         node, cfg = self.layout, self.layout.config_dir
         cfg.mkdir(parents=True, exist_ok=True)
         node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-        (cfg / "containerd.toml").write_text(configs.containerd_toml(node))
+        shim = self.inputs.containerd_bin / "containerd-shim-runc-v2"
+        (cfg / "containerd.toml").write_text(configs.containerd_toml(node, shim=shim))
         (node.cni_conf_dir / "10-kubevirt-py.conflist").write_text(configs.cni_conflist(node))
         (cfg / "kubelet.yaml").write_text(configs.kubelet_yaml(node, ca_file=self.inputs.ca_file))
         (cfg / "kube-proxy.yaml").write_text(
@@ -140,7 +146,14 @@ class RealNode:
 
     async def _ctr(self, *args: str, timeout: float = 120.0) -> str:
         return await run_cmd(
-            [CTR, "--address", str(self.layout.containerd_socket), "-n", K8S_NAMESPACE, *args],
+            [
+                str(self.inputs.containerd_bin / "ctr"),
+                "--address",
+                str(self.layout.containerd_socket),
+                "-n",
+                K8S_NAMESPACE,
+                *args,
+            ],
             timeout=timeout,
         )
 

@@ -140,6 +140,7 @@ class ControllerUnderTest:
             "--leader-namespace", namespace,
             "--port", str(self.port),
             "--log-format", "json",
+            "--container-disk-delivery", "Copy",  # process-mode nodes: no image volumes
         ]  # fmt: skip
         self.proc: asyncio.subprocess.Process | None = None
 

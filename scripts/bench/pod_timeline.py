@@ -20,6 +20,12 @@ STAGES = (
     ("scheduled -> first init container started (sandbox, CNI)", "scheduled", "init_start"),
     ("init containers (containerDisk, kernel copies)", "init_start", "init_end"),
     ("last init container done -> launcher container started", "init_end", "compute"),
+    # Image volumes (the default delivery): no init container, the images are mounted.
+    (
+        "scheduled -> launcher container started (sandbox, CNI, image volumes)",
+        "scheduled",
+        "direct",
+    ),
     ("launcher container started -> VMI Running (launcher, libvirtd, QEMU)", "compute", "running"),
 )
 
@@ -50,6 +56,8 @@ def pod_marks(pod: Mapping[str, Any]) -> dict[str, float]:
     for c in status.get("containerStatuses") or ():
         if c.get("name") == "compute":
             marks["compute"] = _ts(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+    if not inits:
+        marks["direct"] = marks.get("compute")
     return {k: v for k, v in marks.items() if v is not None}
 
 

@@ -53,5 +53,5 @@ def render(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
         renderer = RENDERERS.get(type(source)) if source is not None else None
         if renderer is not None and volume.name:
             parts.append(renderer(volume, source, ctx))
-    parts.append(containerdisk.kernel_boot(vmi))
+    parts.append(containerdisk.kernel_boot(vmi, ctx))
     return PodVolumes.merged(parts)

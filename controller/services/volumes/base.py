@@ -37,6 +37,8 @@ class PodVolumes:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RenderContext:
-    """What renderers know beyond the volume: the claims the controller read (by name)."""
+    """What renderers know beyond the volume: the claims the controller read (by name),
+    and whether images are mounted as image volumes (else copied by init containers)."""
 
     claims: Mapping[str, Claim] = field(default_factory=dict)
+    image_volumes: bool = False

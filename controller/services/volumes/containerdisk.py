@@ -1,11 +1,13 @@
-"""containerDisk (and kernelBoot): files copied out of the user's image by init containers
-into the pod's container-disks emptyDir (shared/podlayout.py's layout)."""
+"""containerDisk (and kernelBoot): the user's image mounted as an image volume (the
+default, imagevolume.py), or, with ``--container-disk-delivery=Copy``, files copied out of
+it by init containers into the pod's container-disks emptyDir (shared/podlayout.py)."""
 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
 from typing import Any
 
+from controller.services.volumes import imagevolume
 from controller.services.volumes.base import PodVolumes, RenderContext
 from shared import podlayout
 from shared.model import VirtualMachineInstance, Volume
@@ -13,10 +15,17 @@ from shared.model.volumes import ContainerDiskSource
 
 
 def render(volume: Volume, source: ContainerDiskSource, ctx: RenderContext) -> PodVolumes:
-    """One init container copying the image's disk to `<volume>/disk`."""
-    del ctx
-    files = [podlayout.CopyFile(source=source.path or None, name=podlayout.DISK_FILE)]
+    """The image mounted as an image volume, or one init container copying the image's
+    disk to `<volume>/disk`."""
     name = volume.name or ""
+    if ctx.image_volumes:
+        return imagevolume.mounted(
+            pod_volume=podlayout.pod_volume_name(name),
+            image=source.image or "",
+            pull_policy=source.image_pull_policy,
+            dir_of=name,
+        )
+    files = [podlayout.CopyFile(source=source.path or None, name=podlayout.DISK_FILE)]
     copy = copy_container(
         podlayout.volume_init_container(name),
         image=source.image or "",
@@ -27,12 +36,20 @@ def render(volume: Volume, source: ContainerDiskSource, ctx: RenderContext) -> P
     return PodVolumes(init_containers=(copy,))
 
 
-def kernel_boot(vmi: VirtualMachineInstance) -> PodVolumes:
-    """The init container copying kernelBoot's kernel and initrd, when the VMI has one."""
+def kernel_boot(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
+    """kernelBoot's image mounted as an image volume, or the init container copying its
+    kernel and initrd, when the VMI has one."""
     boot = vmi.spec.domain.kernel_boot
     if boot is None or boot.container is None:
         return PodVolumes()
     c = boot.container
+    if ctx.image_volumes:
+        return imagevolume.mounted(
+            pod_volume=podlayout.KERNEL_BOOT_VOLUME,
+            image=c.image or "",
+            pull_policy=c.image_pull_policy,
+            dir_of=None,
+        )
     files = [
         podlayout.CopyFile(source=path, name=name)
         for path, name in (

@@ -132,6 +132,8 @@ class ControllerProcess:
             "--launcher-command", SLEEPER_COMMAND,
             "--notify-host-dir", str(self.log_path.parent / "notify"),
             "--lease-seconds", "6",
+            # Process-mode nodes have no image volumes: the copy init containers.
+            "--container-disk-delivery", "Copy",
             *self.extra,
         ]  # fmt: skip
 

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from controller.app import Controller
-from controller.config import Config, LeaderConfig, TemplateConfig, TimingConfig
+from controller.config import (
+    Config,
+    ContainerDiskDelivery,
+    LeaderConfig,
+    TemplateConfig,
+    TimingConfig,
+)
 from localkube.cluster import Cluster
 from shared.kube import (
     ClientConfig,
@@ -75,6 +81,7 @@ async def in_process(kubevirt_cluster: Cluster, ns: str, tmp_path: Path) -> Asyn
             launcher_image=SLEEPER_IMAGE,
             launcher_command=("sh", "-c", "exec python -m localkube.sleeper", "launcher"),
             notify_host_dir=str(tmp_path / "notify"),
+            container_disk_delivery=ContainerDiskDelivery.COPY,  # process nodes: no image volumes
         ),
         timing=TimingConfig(vmi_unschedulable_timeout=60),
         leader=LeaderConfig(namespace=ns, identity="in-process", lease_seconds=6),

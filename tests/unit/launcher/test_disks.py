@@ -1,5 +1,6 @@
 """Disk paths from the spec stay inside the pod; containerDisk and kernelBoot files are
-the copies the pod's init containers made, under podlayout's names."""
+read in their image volumes (or, the fallback, the copies the pod's init containers made,
+under podlayout's names)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def _ctx(tmp_path: Path) -> DiskContext:
         work_dir=tmp_path,
         container_disks=tmp_path / "container-disks",
         vmi_disks=tmp_path / "vmi-disks",
+        image_volumes=tmp_path / "image-volumes",
     )
 
 
@@ -88,10 +90,10 @@ def test_container_disk_and_kernel_resolve_to_the_init_containers_copies(tmp_pat
         (ctx.container_disks / rel).write_bytes(b"x")
     disk = container_disk_file(ctx, "root", field="f", image="i")
     assert disk == tmp_path / "container-disks" / "root" / "disk"
-    kernel, initrd = kernel_boot_files(ctx, kernel=True, initrd=False, field="f", image="i")
+    kernel, initrd = kernel_boot_files(ctx, kernel="/k", initrd=None, field="f", image="i")
     assert kernel == tmp_path / "container-disks" / "kernel_boot" / "kernel"
     assert initrd is None
-    _, initrd = kernel_boot_files(ctx, kernel=False, initrd=True, field="f", image="i")
+    _, initrd = kernel_boot_files(ctx, kernel=None, initrd="/i", field="f", image="i")
     assert initrd == tmp_path / "container-disks" / "kernel_boot" / "initrd"
 
 
@@ -102,4 +104,44 @@ def test_a_copy_the_pod_lacks_is_image_not_found(tmp_path: Path) -> None:
     with pytest.raises(ImageNotFound, match=r"spec\.volumes\[0\].*other/disk.*r/img:v1"):
         container_disk_file(ctx, "other", field="spec.volumes[0]", image="r/img:v1")
     with pytest.raises(ImageNotFound, match="kernelPath"):
-        kernel_boot_files(ctx, kernel=True, initrd=True, field="k", image="r/img:v1")
+        kernel_boot_files(ctx, kernel="/k", initrd="/i", field="k", image="r/img:v1")
+
+
+def _image(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+
+
+def test_image_volumes_are_read_in_place(tmp_path: Path) -> None:
+    """A mounted containerDisk image gives the one file under /disk (or its `path`); a
+    mounted kernelBoot image gives kernel and initrd at their image paths: no copy."""
+    ctx = _ctx(tmp_path)
+    _image(ctx.image_volumes / "root", {"disk/tiny.qcow2": b"q", "other/raw.img": b"r"})
+    _image(ctx.image_volumes / "kernel_boot", {"boot/vmlinuz": b"k", "boot/initrd": b"i"})
+    disk = container_disk_file(ctx, "root", field="f", image="i")
+    assert disk == ctx.image_volumes / "root" / "disk" / "tiny.qcow2"
+    named = container_disk_file(ctx, "root", field="f", image="i", path="/other/raw.img")
+    assert named == ctx.image_volumes / "root" / "other" / "raw.img"
+    kernel, initrd = kernel_boot_files(
+        ctx, kernel="/boot/vmlinuz", initrd="/boot/initrd", field="f", image="i"
+    )
+    assert kernel == ctx.image_volumes / "kernel_boot" / "boot" / "vmlinuz"
+    assert initrd == ctx.image_volumes / "kernel_boot" / "boot" / "initrd"
+    assert not ctx.container_disks.exists()
+
+
+def test_image_volume_paths_stay_inside_the_image(tmp_path: Path) -> None:
+    """A path climbing out of the image, a symlink leaving it, a missing file and an image
+    without exactly one file under /disk are refused, naming the field and the image."""
+    ctx = _ctx(tmp_path)
+    _image(ctx.image_volumes / "root", {"disk/a": b"a", "disk/b": b"b"})
+    (tmp_path / "secret").write_bytes(b"s")
+    (ctx.image_volumes / "root" / "link").symlink_to(tmp_path / "secret")
+    with pytest.raises(ImageNotFound, match=r"f: image 'r/i:1' must hold one file under /disk"):
+        container_disk_file(ctx, "root", field="f", image="r/i:1")
+    for bad in ("/../../secret", "/link", "relative"):
+        with pytest.raises(DiskFailure, match=r"f\.path: .* inside image 'r/i:1'"):
+            container_disk_file(ctx, "root", field="f", image="r/i:1", path=bad)
+    with pytest.raises(ImageNotFound, match="has no file '/nope'"):
+        container_disk_file(ctx, "root", field="f", image="r/i:1", path="/nope")

@@ -72,18 +72,24 @@ def test_pick_skips_blocks_in_use_and_keeps_its_choice(tmp_path: Path) -> None:
 
 
 def test_containerd_settings_that_mattered(tmp_path: Path) -> None:
-    """Private sockets and state, runc with cgroupfs, restricted oom_score_adj, the local
-    pause image and Debian's CNI plugins."""
+    """containerd 2's version-3 config: private sockets and state, runc with cgroupfs and
+    the shim built with containerd, restricted oom_score_adj, the local pause image and
+    Debian's CNI plugins."""
     node = _layout(tmp_path)
-    doc = tomllib.loads(configs.containerd_toml(node))
+    shim = Path("/cache/containerd/bin/containerd-shim-runc-v2")
+    doc = tomllib.loads(configs.containerd_toml(node, shim=shim))
+    assert doc["version"] == 3
     assert doc["grpc"]["address"] == str(node.containerd_socket)
     assert doc["root"].startswith(str(node.dir)) and doc["state"].startswith(str(node.dir))
-    cri = doc["plugins"]["io.containerd.grpc.v1.cri"]
+    images = doc["plugins"]["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"] == configs.PAUSE_IMAGE
+    cri = doc["plugins"]["io.containerd.cri.v1.runtime"]
     assert cri["restrict_oom_score_adj"] is True
-    assert cri["sandbox_image"] == configs.PAUSE_IMAGE
-    runc = cri["containerd"]["runtimes"]["runc"]["options"]
-    assert runc == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
-    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(node.cni_conf_dir)}
+    runc = cri["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_path"] == str(shim)
+    assert runc["options"] == {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}
+    assert cri["cni"] == {"bin_dirs": ["/usr/lib/cni"], "conf_dir": str(node.cni_conf_dir)}
+    assert "io.containerd.grpc.v1.cri" not in doc["plugins"]  # no version-2 section left
 
 
 def test_cni_network_never_masquerades(tmp_path: Path) -> None:

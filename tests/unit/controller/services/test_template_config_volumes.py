@@ -85,4 +85,4 @@ def test_cloud_init_secrets_are_mounted_where_the_launcher_reads_them() -> None:
         assert _mount(pod, pod_volume) == mount
     names: list[Any] = [v["name"] for v in pod["spec"]["volumes"]]
     assert not [n for n in names if n.startswith("inline")]
-    assert len(compute(pod)["volumeMounts"]) == 5 + 3
+    assert len(compute(pod)["volumeMounts"]) == 4 + 3  # the pod's own 4 + the three secrets

@@ -1,6 +1,8 @@
-"""The launcher pod's containerDisk and kernelBoot init containers: busybox out of the
+"""The copy fallback (`--container-disk-delivery=Copy`, runtimes without image volumes):
+the launcher pod's containerDisk and kernelBoot init containers, busybox out of the
 launcher image, then one copy per image into the container-disks volume, laid out as the
-launcher reads it (shared/podlayout.py)."""
+launcher reads it (shared/podlayout.py). The default, image volumes, is
+test_template_image_volumes.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.config import TemplateConfig
+from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.services.template import TemplateService
 from shared import podlayout
 from tests.unit.controller.builders import make_vmi, vmi_dict
@@ -40,7 +42,10 @@ def _vmi(*, disk_path: str | None = None, volume: str = "containerdisk") -> dict
 
 
 def _pod(raw: dict[str, Any]) -> dict[str, Any]:
-    return TemplateService(TemplateConfig(launcher_image=IMAGE)).launcher_pod(make_vmi(raw=raw))
+    config = TemplateConfig(
+        launcher_image=IMAGE, container_disk_delivery=ContainerDiskDelivery.COPY
+    )
+    return TemplateService(config).launcher_pod(make_vmi(raw=raw))
 
 
 def _inits(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:

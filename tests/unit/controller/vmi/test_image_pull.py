@@ -1,5 +1,5 @@
-"""An image the kubelet cannot get (a containerDisk or kernelBoot image, copied out by the
-launcher pod's init containers) shows on the VMI as Synchronized=False naming the VMI field,
+"""An image the kubelet cannot get (a containerDisk or kernelBoot image, mounted as an image
+volume or copied out by the launcher pod's init containers) shows on the VMI as Synchronized=False naming the VMI field,
 and on the VM as printableStatus ErrImagePull / ImagePullBackOff, as KubeVirt shows it."""
 
 from __future__ import annotations
@@ -38,6 +38,23 @@ def _pod(reason: str, container: str) -> dict[str, Any]:
         },
     ]
     return pod
+
+
+def test_an_image_volume_pull_failure_names_the_field_its_message_quotes() -> None:
+    """An image volume's failed pull waits on the compute container, quoting the image:
+    the condition names the containerDisk field and that image, not the launcher's."""
+    pod = pod_dict(node="node01")
+    message = 'Container image "registry.local/missing:v1" is not present with pull policy of Never'
+    pod["status"]["containerStatuses"] = [{
+        "name": "compute", "image": "registry.local/kubevirt-py/virt-launcher:dev",
+        "state": {"waiting": {"reason": "ErrImageNeverPull", "message": message}},
+    }]  # fmt: skip
+    p = plan_vmi(_vmi(), [decode_pod(pod)], now=NOW, unschedulable_timeout=60)
+    cond = p.status.condition(VMIConditionType.SYNCHRONIZED)
+    assert cond is not None and cond.reason == "ErrImageNeverPull"
+    assert cond.message == (
+        f"spec.volumes[1].containerDisk.image: image 'registry.local/missing:v1': {message}"
+    )
 
 
 @pytest.mark.parametrize(
