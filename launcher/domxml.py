@@ -21,7 +21,8 @@ class DiskDevice(StrEnum):
 
 
 class NetBackend(StrEnum):
-    """user: QEMU's built-in NAT + DHCP (our masquerade); ethernet: a tap device (bridge)."""
+    """user: QEMU's built-in NAT + DHCP (masquerade where the node cannot wire the pod);
+    ethernet: a tap device (the one virt-handler made in the pod, when `tap` is named)."""
 
     USER = "user"
     ETHERNET = "ethernet"
@@ -48,6 +49,7 @@ class InterfacePlan:
     backend: NetBackend
     model: str
     mac: str | None = None
+    tap: str | None = None  # precreated by virt-handler: opened as is (managed='no')
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +283,8 @@ def _interface(devices: ET.Element, iface: InterfacePlan) -> None:
     el = ET.SubElement(devices, "interface", type=str(iface.backend))
     if iface.mac:
         ET.SubElement(el, "mac", address=iface.mac)
+    if iface.tap:
+        ET.SubElement(el, "target", dev=iface.tap, managed="no")
     ET.SubElement(el, "model", type=iface.model)
     ET.SubElement(el, "rom", enabled="no")
     ET.SubElement(el, "alias", name=f"ua-{iface.alias}")

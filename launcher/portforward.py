@@ -1,6 +1,8 @@
 """Masquerade's port forwards: guest ports reachable on the pod's IP.
 
-Masquerade here is QEMU's user-mode network (slirp) behind the pod's IP, so nothing
+Where virt-handler wired the pod (shared/podnet.py), its nftables rules lead the pod's
+ports to the guest and nothing is done here. Otherwise masquerade is QEMU's user-mode
+network (slirp) behind the pod's IP, so nothing
 reaches the guest unless QEMU forwards a host port to it (`hostfwd_add`, a human-monitor
 command of the netdev libvirt named `host<alias>`). The ports an interface lists
 (`interfaces[].ports`) are forwarded once the domain runs, on the migration target too;
@@ -66,9 +68,15 @@ class PortForwards:
     """The forwards of one domain, each added once (QEMU refuses a second identical rule)."""
 
     def __init__(
-        self, *, monitor: Monitor, domain: str, vmi: Callable[[], VirtualMachineInstance | None]
+        self,
+        *,
+        monitor: Monitor,
+        domain: str,
+        vmi: Callable[[], VirtualMachineInstance | None],
+        wired: Callable[[], bool] = lambda: False,
     ) -> None:
         self._monitor = monitor
+        self._wired = wired
         self._domain = domain
         self._vmi = vmi
         self._added: set[Forward] = set()
@@ -94,6 +102,8 @@ class PortForwards:
                 "leads to the guest",
                 {"field": "spec.domain.devices.interfaces"},
             )
+        if self._wired():
+            return  # virt-handler's NAT rules already lead the pod's ports to the guest
         async with self._lock:
             if forward in self._added:
                 return
