@@ -12,7 +12,14 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_story import _pod_uid, _serial, _virtctl, _vmi, _wait
+from tests.integration.realnodes.test_story import (
+    _pod_uid,
+    _serial,
+    _virtctl,
+    _vmi,
+    _wait,
+    start_demo,
+)
 
 pytestmark = pytest.mark.cluster
 PY_IMAGE = "registry.local/kubevirt-py/virt-controller:dev"
@@ -189,8 +196,6 @@ def test_masquerade_vm_serves_after_live_migration(
     """The demo VM (masquerade) live-migrates to the other node, where virt-handler wired
     the target pod before the launcher took the guest in: a pod reaches the guest on the
     target pod's IP over TCP, HTTP and UDP."""
-    from tests.integration.realnodes.test_story import start_demo
-
     k, ns = real_stack, real_namespace
     vmi = start_demo(k, ns)
     source, _ = _pod_uid(vmi)

@@ -148,3 +148,19 @@ def test_vnc_on_a_unix_socket_with_a_vga_framebuffer() -> None:
     bare = ET.fromstring(build(dataclasses.replace(PLAN, vnc_socket=None)))
     assert bare.find("devices/graphics") is None
     assert bare.find("devices/video/model").get("type") == "none"  # type: ignore[union-attr]
+
+
+def test_a_wired_interface_opens_the_handlers_tap() -> None:
+    """An interface virt-handler wired is an ethernet device on its precreated tap, which
+    libvirt opens as it is (managed='no': no privileges in the launcher)."""
+    wired = InterfacePlan(
+        alias="default", backend=NetBackend.ETHERNET, model="virtio", mac="0a:58:c6:12:01:05",
+        tap="tap0",
+    )  # fmt: skip
+    iface = ET.fromstring(build(dataclasses.replace(PLAN, interfaces=(wired,)))).find(
+        "devices/interface"
+    )
+    assert iface is not None and iface.get("type") == "ethernet"
+    target = iface.find("target")
+    assert target is not None and target.attrib == {"dev": "tap0", "managed": "no"}
+    assert iface.find("mac").get("address") == "0a:58:c6:12:01:05"  # type: ignore[union-attr]
