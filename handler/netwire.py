@@ -63,10 +63,14 @@ async def _links(pid: int) -> dict[str, dict[str, Any]]:
     return {link["ifname"]: link for link in await netns.ip_json(pid, "link", "show")}
 
 
-async def _bridge_and_tap(launcher: Launcher, *, bridge: str, tap: str, mtu: int) -> None:
+async def _bridge_and_tap(
+    launcher: Launcher, *, bridge: str, tap: str, mtu: int, mac: str | None = None
+) -> None:
     pid, links = launcher.pid, await _links(launcher.pid)
     if bridge not in links:
         await netns.run(pid, "ip", "link", "add", bridge, "type", "bridge")
+    if mac is not None:
+        await netns.run(pid, "ip", "link", "set", bridge, "address", mac)
     await netns.run(pid, "ip", "link", "set", bridge, "mtu", str(mtu), "up")
     if tap not in links:
         await netns.run(
@@ -89,7 +93,9 @@ async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
     link = await _pod_link(launcher.pid, pod_if)
     mtu = int(link.get("mtu", 1500))
     bridge, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
-    await _bridge_and_tap(launcher, bridge=bridge, tap=tap, mtu=mtu)
+    await _bridge_and_tap(
+        launcher, bridge=bridge, tap=tap, mtu=mtu, mac=podnet.MASQUERADE_GATEWAY_MAC
+    )
     gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
     await netns.run(launcher.pid, "ip", "addr", "replace", gateway, "dev", bridge)
     await netns.sysctl(launcher.pid, "net.ipv4.ip_forward", "1")

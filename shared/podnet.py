@@ -34,6 +34,9 @@ NETWORK_FILE = "pod-network.json"  # in the launcher pod's `private` volume
 MASQUERADE_GATEWAY = "10.0.2.1"
 MASQUERADE_GUEST = "10.0.2.2"
 MASQUERADE_PREFIX = 24
+# The gateway bridge's MAC, the same in every pod: a guest migrated to another pod keeps
+# reaching its gateway through the neighbour entry it has.
+MASQUERADE_GATEWAY_MAC = "02:00:00:6b:76:01"
 # Bridge binding: the DHCP responder's own address on the bridge (KubeVirt's fake one).
 BRIDGE_DHCP_SERVER = "169.254.75.10"
 POD_INTERFACE = "eth0"  # the pod's primary interface (the CNI's)
