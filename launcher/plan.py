@@ -152,9 +152,23 @@ def _interfaces(
                 model=iface.model or "virtio",
                 mac=iface.mac_address or (wired.mac if wired is not None else None),
                 tap=wired.tap if wired is not None else None,
+                passt=iface.passt_binding is not None,
+                forwards=_passt_forwards(iface) if iface.passt_binding is not None else (),
             )
         )
     return tuple(plans)
+
+
+def _passt_forwards(iface: Interface) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Every TCP and UDP port, or only interfaces[].ports (KubeVirt's passt binding)."""
+    if not iface.ports:
+        return (("tcp", ()), ("udp", ()))
+    out = []
+    for proto in ("tcp", "udp"):
+        ports = tuple(p.port for p in iface.ports if (p.protocol or "TCP").lower() == proto)
+        if ports:
+            out.append((proto, ports))
+    return tuple(out)
 
 
 def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan | None:

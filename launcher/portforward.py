@@ -64,6 +64,11 @@ def listed_forwards(vmi: VirtualMachineInstance) -> tuple[Forward, ...]:
     )
 
 
+def _passt(vmi: VirtualMachineInstance | None) -> bool:
+    interfaces = vmi.spec.domain.devices.interfaces if vmi is not None else ()
+    return any(i.passt_binding is not None for i in interfaces)
+
+
 class PortForwards:
     """The forwards of one domain, each added once (QEMU refuses a second identical rule)."""
 
@@ -95,6 +100,8 @@ class PortForwards:
 
     async def _ensure(self, forward: Forward) -> None:
         vmi = self._vmi()
+        if _passt(vmi):
+            return  # passt forwards the pod's ports itself
         alias = masquerade_alias(vmi) if vmi is not None else None
         if alias is None:
             raise NoMasquerade(
