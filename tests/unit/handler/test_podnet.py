@@ -9,12 +9,16 @@ from typing import Any
 
 import pytest
 
+from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, launcher_process
 from handler.netwire import Target, guest_routes, nat_rules
 from handler.podnet import PodNetworks, contract_path, pod_target
 from shared import podnet
 from shared.model import VirtualMachineInstance
 from shared.podnet import Binding, PodWiring, Route, WiredInterface
+from shared.wire.launcher_api import Method
+from tests.unit.handler.fakes import vmi_dict
+from tests.unit.handler.rig import Rig
 
 
 def _vmi(interfaces: list[dict[str, Any]] | None = None) -> VirtualMachineInstance:
@@ -109,3 +113,39 @@ async def test_user_mode_fallback_is_written_for_masquerade(tmp_path: Path) -> N
         wiring is not None and "shares virt-handler's network namespace" in wiring.user_mode_reason
     )
     assert wiring.interfaces == ()
+
+
+class _Wiring(PodNetworks):
+    """Records when the pod was wired, relative to the launcher's calls; can fail."""
+
+    def __init__(self, rig: Rig, key: str, *, fail: str = "") -> None:
+        super().__init__(pods_dir=Path("/pods"))
+        self.rig, self.key, self.fail = rig, key, fail
+        self.calls_before: list[list[Method]] = []
+
+    async def ensure(self, vmi: VirtualMachineInstance, *, pod_uid: str, socket: Path) -> None:
+        self.calls_before.append(list(self.rig.launcher(self.key).calls))
+        if self.fail:
+            raise SyncError(SyncReason.SYNC_FAILED, self.fail)
+
+
+async def test_the_pod_is_wired_before_the_launcher_defines_the_domain() -> None:
+    """The reconcile loop wires the pod before its first Sync; a wiring failure sends no
+    Sync and shows in the Synchronized condition."""
+    rig = Rig()
+    key = rig.put(vmi_dict())
+    wiring = _Wiring(rig, key)
+    rig.reconciler = rig.fresh_reconciler(podnet=wiring)
+    await rig.process(key)
+    assert wiring.calls_before == [[]]
+    assert rig.launcher(key).calls == [Method.SYNC]
+
+    failing_rig = Rig()
+    key = failing_rig.put(vmi_dict())
+    failing = _Wiring(failing_rig, key, fail="interface default: nft: no such table")
+    failing_rig.reconciler = failing_rig.fresh_reconciler(podnet=failing)
+    vmi = await failing_rig.process(key)
+    assert failing_rig.launcher(key).calls == []
+    synced = vmi.status.condition("Synchronized")
+    assert synced is not None and synced.reason == "SyncFailed"
+    assert "nft: no such table" in (synced.message or "")
