@@ -18,6 +18,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import structlog
 
@@ -157,8 +158,7 @@ class _Responder(asyncio.DatagramProtocol):
         self._transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self._transport = transport
+        self._transport = cast(asyncio.DatagramTransport, transport)  # a datagram endpoint's
 
     def datagram_received(self, data: bytes, addr: tuple[str | int, int]) -> None:
         out = reply(data, self._lease)
