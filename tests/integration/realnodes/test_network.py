@@ -210,25 +210,3 @@ def test_masquerade_vm_serves_after_live_migration(
     logs = _probe(k, ns, "probe-migrated", _launcher_ip(k, ns, moved), node=source)
     _assert_served(logs)
     assert target != source
-
-
-def test_passt_guest_on_the_pod_address(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
-) -> None:
-    """A passtBinding guest gets the launcher pod's address from passt's DHCP, and a pod on
-    the other node reaches it at that address over TCP 7, HTTP 80 and UDP 7 (every port)."""
-    k, ns = real_stack, real_namespace
-    k(
-        "apply",
-        "-n",
-        ns,
-        "-f",
-        "-",
-        stdin=json.dumps(_vmi_manifest("passt", binding="passtBinding")),
-    )
-    vmi = _running_vmi(k, ns, "passt")
-    pod_ip = _launcher_ip(k, ns, vmi)
-    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP")
-    assert f"KUBEVIRT-PY-DHCP eth0 {pod_ip}/" in serial, serial[-1500:]
-    node, _ = _pod_uid(vmi)
-    _assert_served(_probe(k, ns, "probe-passt", pod_ip, node=_other(node)))
