@@ -41,6 +41,7 @@ from handler.metrics import VMIStatsCollector
 from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
+from handler.podnet import PodNetworks
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -158,6 +159,7 @@ class Handler:
             writer=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
             wall=wall,
             proxy=self.config.migration_proxy,
+            podnet=PodNetworks(pods_dir=self.config.pods_dir),
         )
 
     def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
@@ -174,6 +176,7 @@ class Handler:
             outgoing=self.outgoing,
             recorder=self.recorder or DiscardRecorder(),
             hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
+            podnet=PodNetworks(pods_dir=self.config.pods_dir),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

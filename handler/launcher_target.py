@@ -37,7 +37,11 @@ class LauncherTarget:
         volumes = self._launcher_volumes(vmi)
         # Only a masquerade interface's address, which is the pod's: never an address the
         # guest agent reported (the guest must not choose where the handler connects).
-        nat = {i.name for i in vmi.spec.domain.devices.interfaces if i.masquerade is not None}
+        nat = {
+            i.name
+            for i in vmi.spec.domain.devices.interfaces
+            if i.masquerade is not None or i.passt_binding is not None
+        }
         pod_ip = next(
             (i.ip_address for i in vmi.status.interfaces if i.name in nat and i.ip_address),
             None,

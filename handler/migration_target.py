@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from handler.errors import SyncError
 from handler.launchers import launcher_socket, pod_on_node
 from handler.migration_proxy import (
     LIBVIRT_SOCKET,
@@ -44,6 +45,7 @@ from handler.migration_proxy import (
     on_node,
     private_volume,
 )
+from handler.podnet import PodNetworks
 from shared.kube import Informer, KubeError, StatusWriter, WorkQueue
 from shared.model import (
     Clock,
@@ -86,8 +88,10 @@ class MigrationTargets:
         writer: StatusWriter[VirtualMachineInstance],
         wall: Clock,
         proxy: ProxyConfig | None = None,
+        podnet: PodNetworks | None = None,
     ) -> None:
         self._proxy = proxy
+        self._podnet = podnet
         self._proxies: dict[str, tuple[TargetProxy, Path]] = {}
         self._node = node
         self._pods_dir = pods_dir
@@ -196,6 +200,12 @@ class MigrationTargets:
         socket: Path,
     ) -> None:
         args = SyncArgs(vmi=vmi.to_dict()).to_wire()
+        try:
+            if self._podnet is not None:  # the target pod wired as the source's was
+                await self._podnet.ensure(vmi, pod_uid=pod_uid, socket=socket)
+        except SyncError as exc:
+            await self._record_prepare_failure(vmi, state, f"wiring the target pod: {exc}")
+            return
         try:
             raw = await launcher_call(socket, Method.PREPARE_MIGRATION_TARGET, args)
             result = PrepareTargetResult.from_wire(raw)

@@ -35,6 +35,7 @@ from handler.launchers import (
 )
 from handler.migration_source import OutgoingMigrations, handed_over, source_state
 from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
+from handler.podnet import PodNetworks
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
 from shared.kube import DiscardRecorder, EventType, KubeError, NotFound, Recorder
@@ -131,6 +132,7 @@ class ReconcilerDeps:
     outgoing: OutgoingMigrations = field(default_factory=OutgoingMigrations)
     recorder: Recorder = field(default_factory=DiscardRecorder)
     hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
+    podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
 
 
 class Reconciler:
@@ -200,12 +202,20 @@ class Reconciler:
             await self._stop(step, record)
             return
         if step.vmi.status.phase is VMIPhase.SCHEDULED:
+            await self._wire(step)
             await self._reply(step, commands.sync(step.launcher, step.vmi.to_dict()))
         elif record is None:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
         await self._migrate_out(step)
         await self._hotplug(step)
+
+    async def _wire(self, step: _Pass) -> None:
+        """The pod's network wired before the launcher defines the domain (once per pod)."""
+        pod_uid = step.local.pod_uid
+        if self._d.podnet is not None and pod_uid is not None:
+            socket = launcher_socket(self._o.pods_dir, pod_uid)
+            await self._d.podnet.ensure(step.vmi, pod_uid=pod_uid, socket=socket)
 
     async def _hotplug(self, step: _Pass) -> None:
         """Hotplugged volumes of a Running VMI mounted and attached, removed ones detached."""

@@ -136,6 +136,14 @@ def _live(domain: DomainRecord, *, stopping: bool) -> dict[str, VMICondition | N
     return out
 
 
+# KubeVirt's message (its annotation allowing a pod-bridge migration is not built here).
+NOT_MIGRATABLE_INTERFACE = (
+    "cannot migrate VMI which does not use masquerade, bridge with "
+    "kubevirt.io/allow-pod-bridge-network-live-migration VM annotation or a migratable "
+    "plugin to connect to the pod network"
+)
+
+
 def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
     """LiveMigratable: True, or False with KubeVirt's reason and what blocks it."""
     for iface in vmi.spec.domain.devices.interfaces:
@@ -144,7 +152,7 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
             return _false(
                 VMIConditionType.LIVE_MIGRATABLE,
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,
-                f"interface {iface.name}: bridge binding on the pod network cannot migrate",
+                NOT_MIGRATABLE_INTERFACE,
             )
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:

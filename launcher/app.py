@@ -15,6 +15,7 @@ from pathlib import Path
 import structlog
 
 from launcher import commands
+from launcher import podnet as launcher_podnet
 from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
 from launcher.disks import DiskContext
@@ -26,7 +27,7 @@ from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
 from launcher.virt import Virt
-from shared import podlayout
+from shared import podlayout, podnet
 from shared.daemon import Shutdown, stop_on_signals
 from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Tier
@@ -78,7 +79,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
         if config.capabilities_seed is not None:
             log.info("qemu_capabilities", reused=daemon.capabilities_reused())
             daemon.save_capabilities(config.capabilities_seed)
-        host = _host_paths(daemon, partition.xml_path if cgroups else None)
+        host = _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir)
         try:
             await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
         finally:
@@ -92,7 +93,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
         log.info("launcher_stopped")
 
 
-def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
+def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path) -> HostPaths:
     """Where QEMU puts the guest's serial log and binds its console and agent sockets (the
     handler finds them under the private dir), and the cgroup partition, if any."""
     qemu_dir = daemon.paths.guest_dir_for_qemu
@@ -102,6 +103,7 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None) -> HostPaths:
         agent_socket=qemu_dir / podlayout.AGENT_SOCKET_NAME,
         vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
+        network_file=private_dir / podnet.NETWORK_FILE,
     )
 
 
@@ -139,7 +141,13 @@ async def _serve(
     )
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
     hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
-    forwards = PortForwards(monitor=virt, domain=config.domain_name, vmi=lambda: manager.vmi)
+    network_file = config.private_dir / podnet.NETWORK_FILE
+    forwards = PortForwards(
+        monitor=virt,
+        domain=config.domain_name,
+        vmi=lambda: manager.vmi,
+        wired=lambda: launcher_podnet.masquerade_wired(network_file),
+    )
     commands.register(server, manager, migrations, hotplug, forwards=forwards)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
@@ -152,6 +160,7 @@ async def _serve(
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
             tg.create_task(migrations.source.run(), name="migrations")
             tg.create_task(manager.freezer.run(), name="auto-thaw")
+            tg.create_task(launcher_podnet.serve(network_file, hostname=config.name), name="dhcp")
             await started.wait()
             await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
             await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)

@@ -21,7 +21,8 @@ class DiskDevice(StrEnum):
 
 
 class NetBackend(StrEnum):
-    """user: QEMU's built-in NAT + DHCP (our masquerade); ethernet: a tap device (bridge)."""
+    """user: QEMU's built-in NAT + DHCP (masquerade where the node cannot wire the pod);
+    ethernet: a tap device (the one virt-handler made in the pod, when `tap` is named)."""
 
     USER = "user"
     ETHERNET = "ethernet"
@@ -48,6 +49,10 @@ class InterfacePlan:
     backend: NetBackend
     model: str
     mac: str | None = None
+    tap: str | None = None  # precreated by virt-handler: opened as is (managed='no')
+    passt: bool = False  # user backend passt (the pod's address, ports forwarded)
+    # passt's forwarded ports per protocol ("tcp", "udp"); an empty tuple: every port
+    forwards: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +286,14 @@ def _interface(devices: ET.Element, iface: InterfacePlan) -> None:
     el = ET.SubElement(devices, "interface", type=str(iface.backend))
     if iface.mac:
         ET.SubElement(el, "mac", address=iface.mac)
+    if iface.tap:
+        ET.SubElement(el, "target", dev=iface.tap, managed="no")
+    if iface.passt:
+        ET.SubElement(el, "backend", type="passt")
+        for proto, ports in iface.forwards:
+            forward = ET.SubElement(el, "portForward", proto=proto)
+            for port in ports:
+                ET.SubElement(forward, "range", start=str(port))
     ET.SubElement(el, "model", type=iface.model)
     ET.SubElement(el, "rom", enabled="no")
     ET.SubElement(el, "alias", name=f"ua-{iface.alias}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from launcher import disks, firmware, volumes
 from launcher.domxml import (
     DiskDevice,
@@ -21,9 +23,12 @@ from launcher.domxml import (
     Topology,
 )
 from launcher.errors import InvalidSpec
-from shared.model import Disk, VirtualMachineInstance
+from shared import podnet
+from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
 from shared.model.validation import validate_vmi
+
+log = structlog.get_logger("launcher.plan")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +40,7 @@ class HostPaths:
     agent_socket: Path
     partition: str | None
     vnc_socket: Path | None = None
+    network_file: Path | None = None  # virt-handler's pod wiring (shared/podnet.py)
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -116,20 +122,53 @@ def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, i
     )
 
 
-def _interfaces(vmi: VirtualMachineInstance) -> tuple[InterfacePlan, ...]:
+def _wiring(host: HostPaths) -> podnet.PodWiring | None:
+    """virt-handler's wiring of this pod; None (user-mode masquerade) when it wrote none."""
+    wiring = podnet.read(host.network_file) if host.network_file is not None else None
+    if wiring is None:
+        log.warning("pod_network_unwired", why="virt-handler wrote no pod wiring")
+    elif wiring.user_mode_reason:
+        log.warning("pod_network_user_mode", reason=wiring.user_mode_reason)
+    return wiring
+
+
+def _interfaces(
+    vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
+) -> tuple[InterfacePlan, ...]:
+    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode."""
     interfaces = vmi.spec.domain.devices.interfaces
     if not interfaces and not vmi.spec.networks:
         # KubeVirt auto-attaches the pod network with a masquerade interface.
-        return (InterfacePlan(alias="default", backend=NetBackend.USER, model="virtio"),)
-    return tuple(
-        InterfacePlan(
-            alias=iface.name or "",
-            backend=NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER,
-            model=iface.model or "virtio",
-            mac=iface.mac_address,
+        interfaces = (Interface(name="default", masquerade=InterfaceMasquerade()),)
+    plans = []
+    for iface in interfaces:
+        name = iface.name or ""
+        wired = wiring.interface(name) if wiring is not None else None
+        backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER
+        plans.append(
+            InterfacePlan(
+                alias=name,
+                backend=NetBackend.ETHERNET if wired is not None else backend,
+                model=iface.model or "virtio",
+                mac=iface.mac_address or (wired.mac if wired is not None else None),
+                tap=wired.tap if wired is not None else None,
+                passt=iface.passt_binding is not None,
+                forwards=_passt_forwards(iface) if iface.passt_binding is not None else (),
+            )
         )
-        for iface in interfaces
-    )
+    return tuple(plans)
+
+
+def _passt_forwards(iface: Interface) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Every TCP and UDP port, or only interfaces[].ports (KubeVirt's passt binding)."""
+    if not iface.ports:
+        return (("tcp", ()), ("udp", ()))
+    out = []
+    for proto in ("tcp", "udp"):
+        ports = tuple(p.port for p in iface.ports if (p.protocol or "TCP").lower() == proto)
+        if ports:
+            out.append((proto, ports))
+    return tuple(out)
 
 
 def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan | None:
@@ -166,7 +205,7 @@ async def plan_domain(
         topology=Topology(sockets=cpu.sockets or 1, cores=cpu.cores or 1, threads=cpu.threads or 1),
         kernel=_kernel(vmi, ctx),
         disks=await _disks(vmi, ctx),
-        interfaces=_interfaces(vmi),
+        interfaces=_interfaces(vmi, _wiring(host)),
         serial_log=host.serial_log,
         console_socket=host.console_socket,
         agent_socket=host.agent_socket,

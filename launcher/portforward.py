@@ -1,6 +1,8 @@
 """Masquerade's port forwards: guest ports reachable on the pod's IP.
 
-Masquerade here is QEMU's user-mode network (slirp) behind the pod's IP, so nothing
+Where virt-handler wired the pod (shared/podnet.py), its nftables rules lead the pod's
+ports to the guest and nothing is done here. Otherwise masquerade is QEMU's user-mode
+network (slirp) behind the pod's IP, so nothing
 reaches the guest unless QEMU forwards a host port to it (`hostfwd_add`, a human-monitor
 command of the netdev libvirt named `host<alias>`). The ports an interface lists
 (`interfaces[].ports`) are forwarded once the domain runs, on the migration target too;
@@ -62,13 +64,24 @@ def listed_forwards(vmi: VirtualMachineInstance) -> tuple[Forward, ...]:
     )
 
 
+def _passt(vmi: VirtualMachineInstance | None) -> bool:
+    interfaces = vmi.spec.domain.devices.interfaces if vmi is not None else ()
+    return any(i.passt_binding is not None for i in interfaces)
+
+
 class PortForwards:
     """The forwards of one domain, each added once (QEMU refuses a second identical rule)."""
 
     def __init__(
-        self, *, monitor: Monitor, domain: str, vmi: Callable[[], VirtualMachineInstance | None]
+        self,
+        *,
+        monitor: Monitor,
+        domain: str,
+        vmi: Callable[[], VirtualMachineInstance | None],
+        wired: Callable[[], bool] = lambda: False,
     ) -> None:
         self._monitor = monitor
+        self._wired = wired
         self._domain = domain
         self._vmi = vmi
         self._added: set[Forward] = set()
@@ -87,6 +100,8 @@ class PortForwards:
 
     async def _ensure(self, forward: Forward) -> None:
         vmi = self._vmi()
+        if _passt(vmi):
+            return  # passt forwards the pod's ports itself
         alias = masquerade_alias(vmi) if vmi is not None else None
         if alias is None:
             raise NoMasquerade(
@@ -94,6 +109,8 @@ class PortForwards:
                 "leads to the guest",
                 {"field": "spec.domain.devices.interfaces"},
             )
+        if self._wired():
+            return  # virt-handler's NAT rules already lead the pod's ports to the guest
         async with self._lock:
             if forward in self._added:
                 return

@@ -17,6 +17,8 @@ KV_APT_PACKAGES=(
   # the test guest's sshd (scripts/build-guest), and ssh/scp for virtctl-py ssh/scp
   dropbear-bin openssh-sftp-server openssh-client
   python3-dev gcc libc6-dev iproute2 util-linux openssl procps xz-utils
+  # pod network NAT and passt (scripts/bench-network; the images install their own)
+  nftables passt
   # scripts/build-images: images without docker, and containerd + runc to run them
   buildah umoci skopeo mmdebstrap containerd runc
   # real nodes: pod networking (CNI plugins), kube-proxy's iptables mode

@@ -206,12 +206,14 @@ def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -
         errs.add(f"{path}.name", f"no network named {iface.name!r} in spec.networks", iface.name)
     if iface.masquerade is not None and network is not None and network.pod is None:
         errs.add(f"{path}.masquerade", "masquerade is only allowed on the pod network")
+    if iface.passt_binding is not None and network is not None and network.pod is None:
+        errs.add(f"{path}.passtBinding", "passtBinding is only allowed on the pod network")
     _validate_ports(errs, path, iface)
 
 
 def _validate_ports(errs: Errors, path: str, iface: Interface) -> None:
-    if iface.ports and iface.masquerade is None:
-        errs.add(f"{path}.ports", "ports are only forwarded by a masquerade interface")
+    if iface.ports and iface.masquerade is None and iface.passt_binding is None:
+        errs.add(f"{path}.ports", "ports are only forwarded by a masquerade or passt interface")
     for j, port in enumerate(iface.ports):
         if not 1 <= port.port <= 65535:
             errs.add(f"{path}.ports[{j}].port", "must be a port number 1-65535", str(port.port))

@@ -113,6 +113,12 @@ class InterfaceBridge(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InterfacePasstBinding(Model):
+    """interfaces[].passtBinding: passt (user-mode, the pod's address) in front of the guest
+    (no fields)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InterfacePort(Model):
     """interfaces[].ports[]: a guest port masquerade forwards from the pod's IP."""
 
@@ -121,7 +127,7 @@ class InterfacePort(Model):
     port: int = 0
 
 
-# Binding methods KubeVirt knows; only masquerade and bridge are typed here.
+# Binding methods KubeVirt knows; masquerade, bridge and passtBinding are typed here.
 UNTYPED_BINDINGS = ("slirp", "sriov", "passt", "macvtap", "binding")
 
 
@@ -132,13 +138,18 @@ class Interface(Model):
     name: str | None = None
     masquerade: InterfaceMasquerade | None = None
     bridge: InterfaceBridge | None = None
+    passt_binding: InterfacePasstBinding | None = None
     model: str | None = None
     mac_address: str | None = None
     ports: tuple[InterfacePort, ...] = ()
 
     def bindings(self) -> tuple[str, ...]:
         """Wire names of every binding method set on this interface."""
-        typed = (("masquerade", self.masquerade), ("bridge", self.bridge))
+        typed = (
+            ("masquerade", self.masquerade),
+            ("bridge", self.bridge),
+            ("passtBinding", self.passt_binding),
+        )
         found = [key for key, value in typed if value is not None]
         found += [key for key in UNTYPED_BINDINGS if self.extra.get(key) is not None]
         return tuple(found)

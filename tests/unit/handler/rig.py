@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from handler.domains import DomainCache
+from handler.podnet import PodNetworks
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
 from shared.kube import VMIS, Registry, StatusWriter, Store
 from shared.model import VirtualMachineInstance
@@ -34,7 +35,7 @@ class Rig:
         )
         self.reconciler = self.fresh_reconciler()
 
-    def fresh_reconciler(self) -> Reconciler:
+    def fresh_reconciler(self, podnet: PodNetworks | None = None) -> Reconciler:
         """A reconciler with no memory (a restarted handler), sharing the fakes."""
         return Reconciler(
             ReconcilerDeps(
@@ -46,6 +47,7 @@ class Rig:
                 queue=self.queue,
                 clock=lambda: self.now,
                 wall=lambda: self.wall,
+                podnet=podnet,
             ),
             ReconcileOptions(
                 node=NODE,

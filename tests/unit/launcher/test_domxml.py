@@ -148,3 +148,44 @@ def test_vnc_on_a_unix_socket_with_a_vga_framebuffer() -> None:
     bare = ET.fromstring(build(dataclasses.replace(PLAN, vnc_socket=None)))
     assert bare.find("devices/graphics") is None
     assert bare.find("devices/video/model").get("type") == "none"  # type: ignore[union-attr]
+
+
+def test_a_wired_interface_opens_the_handlers_tap() -> None:
+    """An interface virt-handler wired is an ethernet device on its precreated tap, which
+    libvirt opens as it is (managed='no': no privileges in the launcher)."""
+    wired = InterfacePlan(
+        alias="default", backend=NetBackend.ETHERNET, model="virtio", mac="0a:58:c6:12:01:05",
+        tap="tap0",
+    )  # fmt: skip
+    iface = ET.fromstring(build(dataclasses.replace(PLAN, interfaces=(wired,)))).find(
+        "devices/interface"
+    )
+    assert iface is not None and iface.get("type") == "ethernet"
+    target = iface.find("target")
+    assert target is not None and target.attrib == {"dev": "tap0", "managed": "no"}
+    assert iface.find("mac").get("address") == "0a:58:c6:12:01:05"  # type: ignore[union-attr]
+
+
+def test_passt_binding_is_a_user_interface_on_passt(tmp_path: Path) -> None:
+    """passtBinding renders a user interface with the passt backend: every TCP and UDP port
+    forwarded (no range), or only the listed ones; libvirt's schema accepts both."""
+    every = InterfacePlan(
+        alias="default", backend=NetBackend.USER, model="virtio", passt=True,
+        forwards=(("tcp", ()), ("udp", ())),
+    )  # fmt: skip
+    listed = dataclasses.replace(every, alias="listed", forwards=(("tcp", (80, 22)),))
+    xml = build(dataclasses.replace(PLAN, interfaces=(every, listed)))
+    first, second = ET.fromstring(xml).findall("devices/interface")
+    assert first.get("type") == "user"
+    assert first.find("backend").get("type") == "passt"  # type: ignore[union-attr]
+    assert [(f.get("proto"), f.findall("range")) for f in first.findall("portForward")] == [
+        ("tcp", []), ("udp", []),
+    ]  # fmt: skip
+    (tcp,) = second.findall("portForward")
+    assert [r.get("start") for r in tcp.findall("range")] == ["80", "22"]
+    path = tmp_path / "domain.xml"
+    path.write_text(xml)
+    result = subprocess.run(
+        ["virt-xml-validate", str(path), "domain"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr

@@ -69,7 +69,7 @@ RULES = [
             f"{IFACES}[0].ports": [{"port": 80}],
         },
         f"{IFACES}[0].ports",
-        "only forwarded by a masquerade interface",
+        "only forwarded by a masquerade or passt interface",
         id="ports-without-masquerade",
     ),
     pytest.param(

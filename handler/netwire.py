@@ -1,0 +1,173 @@
+"""The two bindings' wiring inside a launcher pod's network namespace (shared/podnet.py).
+
+Both make a bridge in front of the pod interface and a tap on it owned by the launcher's
+user (QEMU opens it unprivileged). Masquerade gives the bridge the guest range's gateway
+and adds nftables NAT; bridge moves the pod interface's address to the guest (the
+interface joins the bridge with a new MAC, the guest takes the old one).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from handler import netns
+from handler.netns import Launcher, WiringError
+from shared import podnet
+from shared.podnet import Binding, Route, WiredInterface
+
+log = structlog.get_logger("handler.netwire")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """The VMI interface on the pod network and how it binds."""
+
+    index: int  # in interfaces[] (the tap's number)
+    name: str
+    binding: Binding
+    tcp_ports: tuple[int, ...] = ()  # masquerade's listed ports; none listed: every port
+    udp_ports: tuple[int, ...] = ()
+    listed: bool = False  # interfaces[].ports given: only those reach the guest
+    mac: str | None = None  # interfaces[].macAddress
+
+
+def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
+    """The nftables ruleset of masquerade (replacing an earlier one of the same table)."""
+    guest, table = podnet.MASQUERADE_GUEST, podnet.NFT_TABLE
+    inbound = []
+    for proto, ports in (("tcp", target.tcp_ports), ("udp", target.udp_ports)):
+        if not target.listed:
+            inbound.append(f'iifname "{pod_if}" meta l4proto {proto} dnat to {guest}')
+        elif ports:
+            listed = ", ".join(str(p) for p in sorted(set(ports)))
+            inbound.append(f'iifname "{pod_if}" {proto} dport {{ {listed} }} dnat to {guest}')
+    pre = "\n".join(f"    {rule}" for rule in inbound)
+    return (
+        f"table ip {table} {{}}\ndelete table ip {table}\n"
+        f"table ip {table} {{\n"
+        "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n"
+        f"{pre}\n  }}\n"
+        "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n"
+        f'    ip saddr {guest} oifname "{pod_if}" masquerade\n  }}\n'
+        "}\n"
+    )
+
+
+async def _links(pid: int) -> dict[str, dict[str, Any]]:
+    return {link["ifname"]: link for link in await netns.ip_json(pid, "link", "show")}
+
+
+async def _bridge_and_tap(
+    launcher: Launcher, *, bridge: str, tap: str, mtu: int, mac: str | None = None
+) -> None:
+    pid, links = launcher.pid, await _links(launcher.pid)
+    if bridge not in links:
+        await netns.run(pid, "ip", "link", "add", bridge, "type", "bridge")
+    if mac is not None:
+        await netns.run(pid, "ip", "link", "set", bridge, "address", mac)
+    await netns.run(pid, "ip", "link", "set", bridge, "mtu", str(mtu), "up")
+    if tap not in links:
+        await netns.run(
+            pid, "ip", "tuntap", "add", "dev", tap, "mode", "tap",
+            "user", str(launcher.uid), "vnet_hdr",
+        )  # fmt: skip
+    await netns.run(pid, "ip", "link", "set", tap, "mtu", str(mtu), "master", bridge, "up")
+
+
+async def _pod_link(pid: int, pod_if: str) -> dict[str, Any]:
+    found = await netns.ip_json(pid, "-4", "addr", "show", "dev", pod_if)
+    if not found:
+        raise WiringError(f"the pod has no interface {pod_if}")
+    return found[0]
+
+
+async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
+    """The guest on MASQUERADE_GUEST behind NAT to the pod's address."""
+    pod_if = podnet.POD_INTERFACE
+    link = await _pod_link(launcher.pid, pod_if)
+    mtu = int(link.get("mtu", 1500))
+    bridge, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
+    await _bridge_and_tap(
+        launcher, bridge=bridge, tap=tap, mtu=mtu, mac=podnet.MASQUERADE_GATEWAY_MAC
+    )
+    gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
+    await netns.run(launcher.pid, "ip", "addr", "replace", gateway, "dev", bridge)
+    await netns.sysctl(launcher.pid, "net.ipv4.ip_forward", "1")
+    await netns.run(launcher.pid, "nft", "-f", "-", stdin=nat_rules(target, pod_if=pod_if))
+    return WiredInterface(
+        name=target.name,
+        binding=Binding.MASQUERADE,
+        tap=tap,
+        bridge=bridge,
+        guest_ip=podnet.MASQUERADE_GUEST,
+        prefix=podnet.MASQUERADE_PREFIX,
+        server_ip=podnet.MASQUERADE_GATEWAY,
+        gateway=podnet.MASQUERADE_GATEWAY,
+        mac=target.mac,
+        mtu=mtu,
+    )
+
+
+def _inet(link: dict[str, Any]) -> tuple[str, int]:
+    for info in link.get("addr_info", ()):
+        if info.get("family") == "inet" and info.get("scope", "global") == "global":
+            return str(info["local"]), int(info["prefixlen"])
+    raise WiringError(f"the pod interface {link.get('ifname')} has no IPv4 address to hand over")
+
+
+def guest_routes(
+    routes: Sequence[dict[str, Any]], *, pod_if: str
+) -> tuple[str | None, tuple[Route, ...]]:
+    """The pod's default gateway and its other routes through a gateway, for the guest."""
+    default, extra = None, []
+    for r in routes:
+        if r.get("dev") != pod_if or not r.get("gateway"):
+            continue
+        if r.get("dst") == "default":
+            default = default or str(r["gateway"])
+        else:
+            dst = str(ipaddress.ip_network(r["dst"], strict=False))
+            extra.append(Route(destination=dst, gateway=str(r["gateway"])))
+    return default, tuple(extra)
+
+
+def _random_mac() -> str:
+    tail = secrets.token_bytes(5)
+    return ":".join(f"{b:02x}" for b in (b"\x02" + tail))
+
+
+async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
+    """The pod's address and MAC handed to the guest; the pod interface joins the bridge."""
+    pid, pod_if = launcher.pid, podnet.POD_INTERFACE
+    link = await _pod_link(pid, pod_if)
+    address, prefix = _inet(link)
+    gateway, routes = guest_routes(await netns.ip_json(pid, "-4", "route", "show"), pod_if=pod_if)
+    (info,) = await netns.ip_json(pid, "link", "show", "dev", pod_if)
+    mtu, pod_mac = int(info.get("mtu", 1500)), str(info["address"])
+    br, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
+    await _bridge_and_tap(launcher, bridge=br, tap=tap, mtu=mtu)
+    await netns.run(pid, "ip", "addr", "del", f"{address}/{prefix}", "dev", pod_if)
+    await netns.run(pid, "ip", "link", "set", pod_if, "down")
+    await netns.run(pid, "ip", "link", "set", pod_if, "address", _random_mac())
+    await netns.run(pid, "ip", "link", "set", pod_if, "master", br, "up")
+    await netns.run(pid, "ip", "addr", "replace", f"{podnet.BRIDGE_DHCP_SERVER}/32", "dev", br)
+    log.info("pod_address_moved_to_guest", address=address, mac=target.mac or pod_mac)
+    return WiredInterface(
+        name=target.name,
+        binding=Binding.BRIDGE,
+        tap=tap,
+        bridge=br,
+        guest_ip=address,
+        prefix=prefix,
+        server_ip=podnet.BRIDGE_DHCP_SERVER,
+        gateway=gateway,
+        mac=target.mac or pod_mac,
+        mtu=mtu,
+        routes=routes,
+    )

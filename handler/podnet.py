@@ -1,0 +1,95 @@
+"""Pod network setup, KubeVirt's virt-handler part: wire the launcher pod's network
+namespace before the launcher defines its domain (or prepares a migration target), then
+write the contract file the launcher reads (shared/podnet.py).
+
+Once per launcher pod: the file's presence means done. Masquerade falls back to QEMU's
+user-mode network only where this node cannot wire at all (`CannotWire`: logged as
+`pod_network_user_mode` and written into the file, which the launcher logs too); a bridge
+binding has no such fallback, its VMI's Synchronized condition says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from handler import netwire
+from handler.errors import SyncError, SyncReason
+from handler.netns import CannotWire, WiringError, launcher_process
+from handler.netwire import Target
+from shared import podlayout, podnet
+from shared.model import VirtualMachineInstance
+from shared.podnet import Binding, PodWiring
+
+log = structlog.get_logger("handler.podnet")
+
+DEFAULT_INTERFACE = "default"  # the pod network KubeVirt auto-attaches, masquerade-bound
+
+
+def pod_target(vmi: VirtualMachineInstance) -> Target | None:
+    """The VMI's interface on the pod network, if it binds one way the handler wires."""
+    interfaces = vmi.spec.domain.devices.interfaces
+    if not interfaces and not vmi.spec.networks:
+        return Target(index=0, name=DEFAULT_INTERFACE, binding=Binding.MASQUERADE)
+    for index, iface in enumerate(interfaces):
+        net = vmi.spec.network(iface.name or "")
+        if net is None or net.pod is None:
+            continue
+        name, mac = iface.name or "", iface.mac_address
+        if iface.bridge is not None:
+            return Target(index=index, name=name, binding=Binding.BRIDGE, mac=mac)
+        if iface.masquerade is not None:
+            ports = iface.ports
+            tcp = tuple(p.port for p in ports if (p.protocol or "TCP").upper() == "TCP")
+            udp = tuple(p.port for p in ports if (p.protocol or "").upper() == "UDP")
+            return Target(
+                index=index, name=name, binding=Binding.MASQUERADE, tcp_ports=tcp,
+                udp_ports=udp, listed=bool(ports), mac=mac,
+            )  # fmt: skip
+    return None
+
+
+def contract_path(pods_dir: Path, pod_uid: str) -> Path:
+    """The contract file of pod `pod_uid`, as seen from the node."""
+    private = pods_dir / pod_uid / podlayout.EMPTY_DIRS / podlayout.PRIVATE_VOLUME
+    return private / podnet.NETWORK_FILE
+
+
+class PodNetworks:
+    """Wires each launcher pod of this node once."""
+
+    def __init__(self, *, pods_dir: Path) -> None:
+        self._pods_dir = pods_dir
+
+    async def ensure(self, vmi: VirtualMachineInstance, *, pod_uid: str, socket: Path) -> None:
+        """The pod wired and its contract written; SyncError when it cannot be."""
+        path = contract_path(self._pods_dir, pod_uid)
+        if path.exists() or not path.parent.is_dir():
+            return  # done, or no kubelet pod layout here (the launcher then runs user-mode)
+        target = pod_target(vmi)
+        if target is None:
+            podnet.write(path, PodWiring())
+            return
+        try:
+            launcher = launcher_process(socket)
+            wire = netwire.bridge if target.binding is Binding.BRIDGE else netwire.masquerade
+            wired = await wire(launcher, target)
+        except CannotWire as e:
+            if target.binding is Binding.BRIDGE:
+                raise SyncError(
+                    SyncReason.SYNC_FAILED,
+                    f"interface {target.name}: this node cannot wire a bridge binding: {e}",
+                ) from e
+            log.warning("pod_network_user_mode", interface=target.name, reason=str(e))
+            podnet.write(path, PodWiring(user_mode_reason=str(e)))
+            return
+        except WiringError as e:
+            raise SyncError(
+                SyncReason.SYNC_FAILED, f"interface {target.name}: wiring the pod network: {e}"
+            ) from e
+        podnet.write(path, PodWiring(interfaces=(wired,)))
+        log.info(
+            "pod_network_wired", interface=target.name, binding=str(target.binding),
+            tap=wired.tap, guest_ip=wired.guest_ip,
+        )  # fmt: skip

@@ -1,0 +1,44 @@
+"""The launcher's side of the pod network (shared/podnet.py): once virt-handler's wiring
+file appears, serve DHCP to the guest on each wired interface's bridge."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import structlog
+
+from launcher import dhcp
+from shared import podnet
+from shared.podnet import Binding
+
+log = structlog.get_logger("launcher.podnet")
+
+RESOLV_CONF = Path("/etc/resolv.conf")
+
+
+def masquerade_wired(path: Path) -> bool:
+    """Masquerade runs on the handler's NAT (not QEMU's user network): no port forwards."""
+    wiring = podnet.read(path)
+    return wiring is not None and any(i.binding is Binding.MASQUERADE for i in wiring.interfaces)
+
+
+async def serve(path: Path, *, hostname: str, poll: float = 0.2) -> None:
+    """Wait for the wiring file, then answer DHCP on every wired interface until cancelled."""
+    wiring = podnet.read(path)
+    while wiring is None:  # written by another process (virt-handler): polled
+        await asyncio.sleep(poll)
+        wiring = podnet.read(path)
+    try:
+        resolv = RESOLV_CONF.read_text()
+    except OSError:
+        resolv = ""
+    if not wiring.interfaces:
+        return
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for wired in wiring.interfaces:
+                lease = dhcp.lease_of(wired, resolv=resolv, hostname=hostname)
+                tg.create_task(dhcp.serve(lease, wired.bridge), name=f"dhcp-{wired.name}")
+    except* OSError as group:  # the guest gets no address; said loudly, the VM still runs
+        log.error("dhcp_failed", error=str(group.exceptions[0]))

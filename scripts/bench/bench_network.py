@@ -1,0 +1,240 @@
+"""Guest ↔ pod TCP throughput and round-trip time per network binding, the same QEMU.
+
+Each mode boots the test guest under one QEMU binary with one NIC and measures, from a
+"pod" network namespace, against the guest's TCP echo (port 7): the median round trip of
+small messages and the echo throughput of a bulk transfer (sent and read back at once).
+
+- tap: the guest on a plain tap in the pod namespace, the client there too (the floor);
+- masquerade / bridge: a "launcher pod" namespace wired by virt-handler's own code
+  (handler/netwire.py) and served DHCP by the launcher's (launcher/dhcp.py); the client
+  in a second "pod" namespace joined by a veth, reaching the launcher pod's address;
+- user: QEMU's user-mode network (the old masquerade), a hostfwd port in the pod namespace.
+
+Addresses come from 198.19.250.0/23; nothing leaves the namespaces the script made, which
+it removes on exit (SIGTERM/Ctrl-C too). Runs are bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from handler import netwire
+from handler.netns import Launcher
+from shared import podnet
+from shared.podnet import Binding
+
+POD_NET, PEER_IP, POD_IP = "198.19.250.0/24", "198.19.250.1", "198.19.250.2"
+TAP_SERVER, TAP_GUEST = "198.19.251.1", "198.19.251.2"
+GUEST_MAC = "02:00:00:62:6e:01"
+MODES = ("tap", "masquerade", "bridge", "user")
+
+CLIENT = r"""
+import json, socket, statistics, sys, threading, time
+host, port, total, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+deadline = time.monotonic() + 240
+while True:
+    try:
+        c = socket.create_connection((host, port), timeout=5)
+        c.sendall(b"ping\n"); c.settimeout(5)
+        if c.recv(16):
+            break
+    except OSError:
+        pass
+    if time.monotonic() > deadline:
+        print(json.dumps({"error": "guest echo not reachable"})); sys.exit(1)
+    time.sleep(1)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+c.settimeout(30)
+rtts = []
+for _ in range(rounds):
+    t = time.perf_counter(); c.sendall(b"x" * 32); got = 0
+    while got < 32:
+        got += len(c.recv(64))
+    rtts.append(time.perf_counter() - t)
+def send():
+    chunk = b"y" * 65536
+    for _ in range(total // len(chunk)):
+        c.sendall(chunk)
+t = time.perf_counter(); th = threading.Thread(target=send); th.start(); got = 0
+while got < total:
+    n = len(c.recv(262144))
+    if not n:
+        break
+    got += n
+th.join(); took = time.perf_counter() - t
+print(json.dumps({"rtt_ms": statistics.median(rtts) * 1000, "mbit_s": got * 8 / took / 1e6}))
+"""
+
+
+def sh(*argv: str, ns: str | None = None, check: bool = True) -> str:
+    cmd = ["ip", "netns", "exec", ns, *argv] if ns else list(argv)
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=60).stdout
+
+
+class Namespaces:
+    """The run's namespaces, removed on exit."""
+
+    def __init__(self, tag: str) -> None:
+        self.pod, self.peer = f"kvbn-pod-{tag}", f"kvbn-peer-{tag}"
+        self.made: list[str] = []
+
+    def __enter__(self) -> Namespaces:
+        for ns in (self.pod, self.peer):
+            sh("ip", "netns", "add", ns)
+            self.made.append(ns)
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+        sh("ip", "link", "add", "eth0", "netns", self.pod, "type", "veth",
+           "peer", "name", "peer0", "netns", self.peer)  # fmt: skip
+        sh("ip", "addr", "add", f"{POD_IP}/24", "dev", "eth0", ns=self.pod)
+        sh("ip", "link", "set", "eth0", "up", ns=self.pod)
+        sh("ip", "route", "add", "default", "via", PEER_IP, ns=self.pod)
+        sh("ip", "addr", "add", f"{PEER_IP}/24", "dev", "peer0", ns=self.peer)
+        sh("ip", "link", "set", "peer0", "up", ns=self.peer)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ns in self.made:
+            sh("ip", "netns", "del", ns, check=False)
+
+
+@contextlib.contextmanager
+def process(argv: list[str], *, ns: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], stdout=out, stderr=out)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def qemu(guest: Path, netdev: str, serial: Path) -> list[str]:
+    return [
+        "qemu-system-x86_64", "-machine", "q35,accel=tcg", "-m", "256", "-smp", "1",
+        "-display", "none", "-no-reboot", "-nodefaults", "-serial", f"file:{serial}",
+        "-kernel", str(guest / "vmlinuz"), "-initrd", str(guest / "initrd.img"),
+        "-append", "console=ttyS0 panic=-1 quiet",
+        "-netdev", netdev, "-device", f"virtio-net-pci,netdev=n0,mac={GUEST_MAC}",
+    ]  # fmt: skip
+
+
+def dhcp_server(wired: podnet.WiredInterface) -> list[str]:
+    code = (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
+        "from launcher import dhcp; from shared.podnet import PodWiring;"
+        "w = PodWiring.from_json(sys.argv[2]).interfaces[0];"
+        "asyncio.run(dhcp.serve(dhcp.lease_of(w, resolv='', hostname='bench'), w.bridge))"
+    )
+    return [sys.executable, "-c", code, str(REPO), podnet.PodWiring(interfaces=(wired,)).to_json()]
+
+
+def wire(mode: str, nss: Namespaces) -> tuple[podnet.WiredInterface, str, str]:
+    """The pod wired for `mode`: the DHCP lease's interface, the client's ns and target."""
+    if mode == "tap":
+        sh("ip", "tuntap", "add", "dev", "tap0", "mode", "tap", "vnet_hdr", ns=nss.pod)
+        sh("ip", "addr", "add", f"{TAP_SERVER}/24", "dev", "tap0", ns=nss.pod)
+        sh("ip", "link", "set", "tap0", "up", ns=nss.pod)
+        wired = podnet.WiredInterface(
+            name="bench", binding=Binding.MASQUERADE, tap="tap0", bridge="tap0",
+            guest_ip=TAP_GUEST, prefix=24, server_ip=TAP_SERVER, gateway=TAP_SERVER,
+        )  # fmt: skip
+        return wired, nss.pod, TAP_GUEST
+    sleeper = subprocess.Popen(["ip", "netns", "exec", nss.pod, "sleep", "600"])
+    try:
+        time.sleep(0.5)
+        launcher = Launcher(pid=sleeper.pid, uid=os.getuid())  # `ip netns exec` execs sleep
+        binding = Binding(mode)
+        target = netwire.Target(index=0, name="bench", binding=binding, mac=GUEST_MAC)
+        fn = netwire.bridge if binding is Binding.BRIDGE else netwire.masquerade
+        wired = asyncio.run(fn(launcher, target))
+    finally:
+        sleeper.terminate()
+        sleeper.wait()
+    return wired, nss.peer, POD_IP
+
+
+def run_mode(mode: str, guest: Path, work: Path, *, total: int, rounds: int) -> dict[str, float]:
+    with Namespaces(f"{os.getpid()}-{mode[:3]}") as nss:
+        serial = work / f"{mode}.serial"
+        if mode == "user":
+            netdev, client_ns, host, port = (
+                "user,id=n0,hostfwd=tcp:127.0.0.1:10007-:7",
+                nss.pod,
+                "127.0.0.1",
+                10007,
+            )
+            servers: list[list[str]] = []
+        else:
+            wired, client_ns, host = wire(mode, nss)
+            netdev, port = f"tap,id=n0,ifname={wired.tap},script=no,downscript=no", 7
+            servers = [dhcp_server(wired)]
+        with contextlib.ExitStack() as stack:
+            for i, argv in enumerate(servers):
+                stack.enter_context(process(argv, ns=nss.pod, log=work / f"{mode}.dhcp{i}.log"))
+            stack.enter_context(
+                process(qemu(guest, netdev, serial), ns=nss.pod, log=work / f"{mode}.qemu.log")
+            )
+            out = subprocess.run(
+                ["ip", "netns", "exec", client_ns, sys.executable, "-c", CLIENT, host, str(port),
+                 str(total), str(rounds)],
+                capture_output=True, text=True, timeout=400,
+            )  # fmt: skip
+        result: dict[str, float] = (
+            json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {}
+        )
+        if "rtt_ms" not in result:
+            tail = serial.read_text(errors="replace")[-800:] if serial.exists() else ""
+            raise SystemExit(
+                f"{mode}: no result ({out.stdout}{out.stderr}); guest console:\n{tail}"
+            )
+        return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("guest", type=Path, help="the test guest's directory (scripts/build-guest)")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--mib", type=int, default=8, help="bulk echo size")
+    p.add_argument("--rounds", type=int, default=200, help="round trips measured")
+    args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="kvbn-") as tmp:
+        for mode in args.modes.split(","):
+            results[mode] = run_mode(
+                mode, args.guest, Path(tmp), total=args.mib << 20, rounds=args.rounds
+            )
+            print(
+                f"{mode:<11} {results[mode]['mbit_s']:9.1f} Mbit/s  {results[mode]['rtt_ms']:8.3f} ms",
+                flush=True,
+            )
+    raw = results.get("tap")
+    print("\nmode        throughput   x raw    RTT (median)   x raw")
+    for mode, r in results.items():
+        tx = f"{r['mbit_s'] / raw['mbit_s']:.2f}" if raw else "-"
+        rx = f"{r['rtt_ms'] / raw['rtt_ms']:.2f}" if raw else "-"
+        print(f"{mode:<11} {r['mbit_s']:8.1f} Mb/s {tx:>6}   {r['rtt_ms']:9.3f} ms   {rx:>6}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Pod network setup on real nodes: virt-handler wires the launcher pod's network namespace
+(bridge + tap, nftables NAT for masquerade, the pod's address moved to the guest for a
+bridge binding) and the launcher serves the guest DHCP; other pods reach the guest, the
+guest reaches other pods, and a masquerade VM keeps serving after live migration."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_story import (
+    _pod_uid,
+    _serial,
+    _virtctl,
+    _vmi,
+    _wait,
+    start_demo,
+)
+
+pytestmark = pytest.mark.cluster
+PY_IMAGE = "registry.local/kubevirt-py/virt-controller:dev"
+GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
+
+# Another pod's view of the guest: TCP echo (7), HTTP (80) and UDP echo (7) at the address
+# given, each retried for up to a minute (the guest may still be starting its services).
+PROBE = """
+import socket, sys, time, urllib.request
+host = sys.argv[1]
+def tcp():
+    with socket.create_connection((host, 7), timeout=5) as c:
+        c.sendall(b"kvpy-tcp\\n"); return c.recv(64).decode().strip()
+def http():
+    return urllib.request.urlopen("http://%s/" % host, timeout=5).read().decode().strip()
+def udp():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(3); s.sendto(b"kvpy-udp", (host, 7)); return s.recv(64).decode()
+for name, probe in (("tcp7", tcp), ("http80", http), ("udp7", udp)):
+    deadline, why = time.monotonic() + 60, ""
+    while time.monotonic() < deadline:
+        try:
+            print(name, probe(), flush=True); break
+        except OSError as e:
+            why = repr(e); time.sleep(1)
+    else:
+        print(name, "FAILED", why, flush=True)
+"""
+IDLE = "import time; print('idle', flush=True); time.sleep(3600)"
+
+
+def _pod(name: str, code: str, *args: str, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {"name": "main", "image": PY_IMAGE, "command": ["python3", "-c", code, *args]}
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _pod_status(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    out = k("get", "pod", name, "-n", ns, "-o", "json", check=False)
+    return json.loads(out).get("status", {}) if out else {}
+
+
+def _vmi_manifest(name: str, *, binding: str, kernel_args: str = "") -> dict[str, Any]:
+    args = f"console=ttyS0 panic=-1 quiet {kernel_args}".strip()
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 5,
+            "domain": {
+                "memory": {"guest": "128Mi"},
+                "resources": {"requests": {"memory": "128Mi"}},
+                "firmware": {"kernelBoot": {"kernelArgs": args, "container": {
+                    "image": GUEST_IMAGE, "kernelPath": "/boot/vmlinuz",
+                    "initrdPath": "/boot/initrd.img"}}},
+                "devices": {
+                    "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
+                    "interfaces": [{"name": "default", binding: {}}],
+                },
+            },
+            "networks": [{"name": "default", "pod": {}}],
+            "volumes": [{"name": "containerdisk", "containerDisk": {"image": GUEST_IMAGE}}],
+        },
+    }  # fmt: skip
+
+
+def _running_vmi(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    def get() -> dict[str, Any]:
+        out = k("get", "vmi", name, "-n", ns, "-o", "json", check=False)
+        return json.loads(out) if out else {}
+
+    return _wait(  # type: ignore[no-any-return]
+        lambda: (v := get()).get("status", {}).get("phase") == "Running" and v,
+        300, f"VMI {name} Running", lambda: get().get("status"),
+    )  # fmt: skip
+
+
+def _launcher_ip(k: Kubectl, ns: str, vmi: dict[str, Any]) -> str:
+    _, uid = _pod_uid(vmi)
+    items = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    (pod,) = [p for p in items if p["metadata"]["uid"] == uid]
+    return str(pod["status"]["podIP"])
+
+
+def _start_pod(k: Kubectl, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    name = manifest["metadata"]["name"]
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(manifest))
+    return _wait(  # type: ignore[no-any-return]
+        lambda: (s := _pod_status(k, ns, name)).get("podIP") and s, 120, f"pod {name} started"
+    )
+
+
+def _probe(k: Kubectl, ns: str, name: str, host: str, *, node: str) -> str:
+    """The probe pod's output, run on `node` against `host`."""
+    _start_pod(k, ns, _pod(name, PROBE, host, node=node))
+    _wait(
+        lambda: _pod_status(k, ns, name).get("phase") in ("Succeeded", "Failed"),
+        240, f"probe {name} done", lambda: _pod_status(k, ns, name),
+    )  # fmt: skip
+    return k("logs", "-n", ns, name)
+
+
+def _other(node: str) -> str:
+    return "node02" if node == "node01" else "node01"
+
+
+def _guest_says(cluster: Cluster, vmi: dict[str, Any], *markers: str) -> str:
+    return _wait(  # type: ignore[no-any-return]
+        lambda: (s := _serial(cluster, vmi)) and all(m in s for m in markers) and s,
+        240, f"guest console shows {markers}", lambda: _serial(cluster, vmi)[-1500:],
+    )  # fmt: skip
+
+
+def _assert_served(logs: str) -> None:
+    assert "tcp7 kvpy-tcp" in logs, logs
+    assert "http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
+    assert "udp7 kvpy-udp" in logs, logs
+
+
+def test_masquerade_guest_behind_nat_in_the_pod(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A masquerade guest listing no ports gets 10.0.2.2 by the launcher's DHCP, pings a pod
+    on another node (ICMP out through the pod's NAT), and a pod on the other node reaches it
+    on the launcher pod's IP over TCP 7, HTTP 80 and UDP 7 (every port DNATed)."""
+    k, ns = real_stack, real_namespace
+    target = _start_pod(k, ns, _pod("pinged", IDLE))
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(
+        _vmi_manifest("masq", binding="masquerade", kernel_args=f"kvpy.ping={target['podIP']}")
+    ))  # fmt: skip
+    vmi = _running_vmi(k, ns, "masq")
+    serial = _guest_says(
+        real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP", "KUBEVIRT-PY-PING-"
+    )
+    assert "KUBEVIRT-PY-DHCP eth0 10.0.2.2/24 router=10.0.2.1" in serial, serial[-1500:]
+    assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
+    node, _ = _pod_uid(vmi)
+    logs = _probe(k, ns, "probe-masq", _launcher_ip(k, ns, vmi), node=_other(node))
+    _assert_served(logs)
+
+
+def test_bridge_guest_holds_the_pod_ip(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A bridge-bound guest takes the launcher pod's IP by DHCP (the address left the pod's
+    interface), a pod on the other node reaches the guest itself at that IP, and the VMI
+    says it cannot live-migrate (LiveMigratable=False, InterfaceNotLiveMigratable)."""
+    k, ns = real_stack, real_namespace
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi_manifest("bridged", binding="bridge")))
+    vmi = _running_vmi(k, ns, "bridged")
+    pod_ip = _launcher_ip(k, ns, vmi)
+    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP")
+    assert f"KUBEVIRT-PY-DHCP eth0 {pod_ip}/" in serial, serial[-1500:]
+    conditions = {c["type"]: c for c in vmi["status"].get("conditions", [])}
+    migratable = conditions["LiveMigratable"]
+    assert migratable["status"] == "False", migratable
+    assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
+    node, _ = _pod_uid(vmi)
+    logs = _probe(k, ns, "probe-bridge", pod_ip, node=_other(node))
+    _assert_served(logs)
+
+
+def test_masquerade_vm_serves_after_live_migration(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """The demo VM (masquerade) live-migrates to the other node, where virt-handler wired
+    the target pod before the launcher took the guest in: a pod reaches the guest on the
+    target pod's IP over TCP, HTTP and UDP."""
+    k, ns = real_stack, real_namespace
+    vmi = start_demo(k, ns)
+    source, _ = _pod_uid(vmi)
+    _guest_says(real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP eth0 10.0.2.2/")
+    done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    moved = _wait(
+        lambda: (v := _vmi(k, ns)).get("status", {}).get("nodeName") not in (None, source) and v,
+        120, "the VMI on the other node", lambda: _vmi(k, ns).get("status"),
+    )  # fmt: skip
+    target, _ = _pod_uid(moved)
+    logs = _probe(k, ns, "probe-migrated", _launcher_ip(k, ns, moved), node=source)
+    _assert_served(logs)
+    assert target != source
