@@ -16,6 +16,7 @@ from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
+    KUBEVIRTS,
     NODES,
     PDBS,
     PODS,
@@ -41,6 +42,7 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
+from shared.model.kubevirt import KubeVirt
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -154,10 +156,20 @@ class Informers:
     nodes: Informer[NodeView]
     # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
+    # The KubeVirt CR(s) of the daemons' namespace: the live cluster configuration.
+    kubevirts: Informer[KubeVirt]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
-        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes, self.pdbs)
+        return (
+            self.kubevirts,
+            self.vmis,
+            self.pods,
+            self.vms,
+            self.migrations,
+            self.nodes,
+            self.pdbs,
+        )
 
 
 def build_informers(
@@ -167,6 +179,7 @@ def build_informers(
     resync_period: float = 0.0,
     wrap: SourceWrapper | None = None,
     vmi_writes: Recent[VirtualMachineInstance] | None = None,
+    kubevirt_namespace: str = "kubevirt",
 ) -> Informers:
     """The informers over `client` (namespaced kinds limited to `namespace` when given);
     `wrap` may wrap each Source (tests delay one); `vmi_writes` are the VMI controller's
@@ -212,6 +225,13 @@ def build_informers(
             PDBS,
             Selector(namespace=namespace or None, labels=CREATED_BY_LABEL),
             decode_budget,
+            {},
+        ),
+        kubevirts=make(
+            "kubevirts",
+            KUBEVIRTS,
+            Selector(namespace=kubevirt_namespace),
+            lambda raw: KubeVirt.from_dict(strip_managed_fields(raw)),
             {},
         ),
     )

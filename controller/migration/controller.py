@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 
 import structlog
 
@@ -61,15 +62,21 @@ class MigrationController(Reconciler):
         queue: WorkQueue,
         pods: PodWriter,
         writer: StatusWriter[Migration],
-        templates: TemplateService,
-        config: MigrationConfig,
+        templates: TemplateService | Callable[[], TemplateService],
+        config: MigrationConfig | Callable[[], MigrationConfig],
     ) -> None:
         super().__init__(deps, queue)
         self._pods = pods
         self._writer = writer
         self._recent: Recent[Migration] = Recent()
-        self._templates = templates
-        self._config = config
+        # A Callable: built at each use (the KubeVirt CR's live values; controller/kubevirt).
+        self._templates_of: Callable[[], TemplateService] = (
+            templates if callable(templates) else lambda: templates
+        )
+        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
+        self._config_of: Callable[[], MigrationConfig] = (
+            config if callable(config) else lambda: config
+        )
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
 
@@ -185,7 +192,7 @@ class MigrationController(Reconciler):
                 pods=pods,
                 capacity=self.capacity(exclude=key),
                 now=self._clock(),
-                config=self._config,
+                config=self._config_of(),
             )
         )
         if plan.create_target_pod and vmi is not None:
@@ -200,7 +207,7 @@ class MigrationController(Reconciler):
         await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
             source = vmi.status.node_name or ""
-            pod = self._templates.target_pod(vmi, m, source_node=source)
+            pod = self._templates_of().target_pod(vmi, m, source_node=source)
             await self._pods.create(m.key, pod, involved=m, what="migration target pod")
         if plan.vmi_state is not None and vmi is not None:
             await self._write_vmi_state(vmi, plan)

@@ -53,6 +53,7 @@ from shared.kube.ratelimit import (
 )
 from shared.kube.resources import (
     EVENTS,
+    KUBEVIRTS,
     LEASES,
     NODES,
     PDBS,
@@ -84,6 +85,7 @@ __all__ = [
     "CONTROLLER_RATE_LIMIT",
     "EVENTS",
     "HANDLER_RATE_LIMIT",
+    "KUBEVIRTS",
     "LEASES",
     "NAMESPACE_INDEX",
     "NODES",

@@ -53,6 +53,7 @@ from shared.model.errors import (
     ParseError,
     QuantityError,
 )
+from shared.model.kubevirt import KubeVirt
 from shared.model.meta import (
     Clock,
     ObjectMeta,
@@ -135,6 +136,7 @@ __all__ = [
     "KernelBoot",
     "KernelBootContainer",
     "KubeObject",
+    "KubeVirt",
     "Machine",
     "Memory",
     "MigrationAbortStatus",

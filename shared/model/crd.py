@@ -26,6 +26,7 @@ from shared.model.instancetype import (
     INSTANCETYPE_VERSION,
     InstancetypeObject,
 )
+from shared.model.kubevirt import KubeVirt
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.objects import GROUP, VERSION, KubeObject
 from shared.model.vm import VirtualMachine
@@ -86,6 +87,12 @@ KINDS: tuple[CRDInfo, ...] = (
         singular="virtualmachineinstancemigration",
         short_names=("vmim", "vmims"),
         columns=(_col("Phase", ".status.phase"), _col("VMI", ".spec.vmiName")),
+    ),
+    CRDInfo(
+        cls=KubeVirt,
+        singular="kubevirt",
+        short_names=("kv", "kvs"),
+        columns=(_AGE, _col("Phase", ".status.phase")),
     ),
 )
 

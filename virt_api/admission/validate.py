@@ -6,7 +6,8 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - a VM's instancetype and preference named with a kind of theirs, and no template field
   an instancetype sets (shared.expansion), and
 - every field kubevirt-py would not honour (shared.model.unsupported);
-- the instancetype.kubevirt.io objects themselves: their values and fields.
+- the instancetype.kubevirt.io objects themselves: their values and fields;
+- the KubeVirt CR's configuration (shared.clusterconfig), naming the field.
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shared.clusterconfig import validate_kubevirt
 from shared.expansion import instancetype_conflicts, matcher_errors
 from shared.model import (
     FieldError,
@@ -27,6 +29,7 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
+from shared.model.kubevirt import KubeVirt
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -54,10 +57,15 @@ def _validate_migration(
     return validate_migration(migration)
 
 
+def _validate_kubevirt(kv: KubeVirt, _: ValidationLimits) -> list[FieldError]:
+    return validate_kubevirt(kv)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
+    KubeVirt.KIND: (KubeVirt, _validate_kubevirt),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 
