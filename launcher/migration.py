@@ -259,6 +259,8 @@ class SourceMigrator:
             bandwidth_mib=args.bandwidth_mib,
             timeout=float(args.timeout_seconds),
             max_downtime_ms=self._downtime.initial_ms,
+            auto_converge=args.allow_auto_converge,
+            post_copy=args.allow_post_copy,
         )
 
     async def _after_failure(self, reason: str) -> None:
