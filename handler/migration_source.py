@@ -211,7 +211,16 @@ class OutgoingMigrations:
         """Plan and run the next step; the migrationState to write (None: unchanged)."""
         todo = plan_source(state, record, now=now)
         if todo.call is Method.MIGRATE:
-            todo = with_limits(todo, vmi, self._limits(vmi))
+            limits = self._limits(vmi)
+            todo = with_limits(todo, vmi, limits)
+            log.info(
+                "migration_source_starting",
+                vmi=vmi.key,
+                bandwidth_mib=limits.bandwidth_mib,
+                timeout_seconds=(todo.args or {}).get("timeoutSeconds"),
+                auto_converge=limits.allow_auto_converge,
+                post_copy=limits.allow_post_copy,
+            )
         if todo.call is Method.MIGRATE and state.target_direct_migration_node_ports:
             todo = await self._through_proxy(
                 vmi, state, todo, now=now, pods_dir=pods_dir, node=node

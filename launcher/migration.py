@@ -215,6 +215,10 @@ class SourceMigrator:
             target=args.address,
             disks=list(request.copy_disks),
             shared_disks=list(request.shared_disks),
+            bandwidth_mib=request.bandwidth_mib,
+            timeout_seconds=request.timeout,
+            auto_converge=request.auto_converge,
+            post_copy=request.post_copy,
         )
         started = time.monotonic()
         failure = await self._run_job(request)

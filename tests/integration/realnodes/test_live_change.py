@@ -1,0 +1,155 @@
+"""Changing the cluster without restarts, on real nodes: the KubeVirt CR is the live
+configuration (docs/live-change.md). `kubectl wait kv` works as KubeVirt's user guide
+writes it; a feature gate and the migration bandwidth changed in the CR take effect with no
+daemon restarting; a bad CR is refused at admission naming the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _vmi, _wait, start_demo
+
+pytestmark = pytest.mark.cluster
+DAEMONS = "kubevirt.io in (virt-controller, virt-handler)"
+HOOKS = "hooks.kubevirt.io/hookSidecars"
+
+
+def _restarts(k: Kubectl) -> dict[str, int]:
+    """Each daemon pod's container restarts, by pod name."""
+    items = json.loads(k("get", "pods", "-n", "kubevirt", "-l", DAEMONS, "-o", "json"))["items"]
+    return {
+        p["metadata"]["name"]: sum(c["restartCount"] for c in p["status"]["containerStatuses"])
+        for p in items
+    }
+
+
+def _run(k: Kubectl, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kubectl, its exit code and stderr kept (refusals are what some tests look at)."""
+    argv = [str(k.binary), "--kubeconfig", str(k.kubeconfig), *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=180)
+
+
+def _patch_kv(k: Kubectl, configuration: dict[str, Any], *, check: bool = True) -> str:
+    body = json.dumps({"spec": {"configuration": configuration}})
+    return k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p", body, check=check)
+
+
+@pytest.fixture
+def kv_restored(real_stack: Kubectl) -> Iterator[Kubectl]:
+    """The KubeVirt CR's configuration as it was, put back after the test."""
+    k = real_stack
+    before = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    yield k
+    spec = {"spec": {"configuration": before["spec"].get("configuration")}}
+    # A JSON merge patch cannot drop keys we added unless they are nulled: replace instead.
+    k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=json", "-p",
+      json.dumps([{"op": "replace", "path": "/spec/configuration",
+                   "value": spec["spec"]["configuration"] or {}}]))  # fmt: skip
+
+
+def test_kubectl_wait_kv_as_the_user_guide_writes_it(real_stack: Kubectl) -> None:
+    """`kubectl -n kubevirt wait kv kubevirt --for condition=Available` returns; the CR is
+    Deployed and reports the version it observed."""
+    k = real_stack
+    k("-n", "kubevirt", "wait", "kv", "kubevirt", "--for", "condition=Available",
+      "--timeout=180s")  # fmt: skip
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    assert kv["status"]["phase"] == "Deployed", kv["status"]
+    assert kv["status"]["observedKubeVirtVersion"].startswith("v"), kv["status"]
+    degraded = [c for c in kv["status"]["conditions"] if c["type"] == "Degraded"]
+    assert degraded and degraded[0]["status"] == "False", kv["status"]
+
+
+def test_a_bad_kubevirt_cr_is_refused_naming_the_field(kv_restored: Kubectl) -> None:
+    """A bandwidth that is no quantity is refused by admission, naming the field; the CR
+    keeps its configuration."""
+    k = kv_restored
+    body = {"spec": {"configuration": {"migrations": {"bandwidthPerMigration": "fast"}}}}
+    done = _run(k, "patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p",
+                json.dumps(body))  # fmt: skip
+    assert done.returncode != 0
+    assert "spec.configuration.migrations.bandwidthPerMigration" in done.stderr, done.stderr
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    assert "fast" not in json.dumps(kv["spec"])
+
+
+def _dry_create(k: Kubectl, body: str) -> subprocess.CompletedProcess[str]:
+    return _run(k, "create", "--dry-run=server", "-f", "-", stdin=body)
+
+
+def _sidecar_vmi(ns: str) -> str:
+    vmi = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {
+            "name": "hooked",
+            "namespace": ns,
+            "annotations": {HOOKS: '[{"image": "registry.local/hook:v1"}]'},
+        },
+        "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "64Mi"}}}},
+    }
+    return json.dumps(vmi)
+
+
+def test_a_feature_gate_changed_in_the_cr_takes_effect_without_restarts(
+    kv_restored: Kubectl, real_namespace: str
+) -> None:
+    """With gate Sidecar off, a VMI naming hook sidecars is refused as KubeVirt refuses it;
+    once the CR turns the gate on, admission answers for the gate being on (sidecars are not
+    supported here), and no daemon restarted for it."""
+    k, ns = kv_restored, real_namespace
+    restarts = _restarts(k)
+    _patch_kv(k, {"developerConfiguration": {"featureGates": []}})
+    off = _wait(
+        lambda: "feature gate is not enabled" in (r := _dry_create(k, _sidecar_vmi(ns))).stderr and r,
+        60, "the refusal for the gate being off",
+    )  # fmt: skip
+    assert f"metadata.annotations.{HOOKS}" in off.stderr, off.stderr
+    _patch_kv(k, {"developerConfiguration": {"featureGates": ["Sidecar"]}})
+    on = _wait(
+        lambda: "hook sidecars are not supported" in (r := _dry_create(k, _sidecar_vmi(ns))).stderr and r,
+        60, "the refusal for the gate being on",
+    )  # fmt: skip
+    assert on.returncode != 0
+    assert _restarts(k) == restarts
+
+
+def _handler_lines(k: Kubectl, event: str) -> list[dict[str, Any]]:
+    out = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler", "--tail=-1")
+    found = []
+    for line in out.splitlines():
+        if event in line:
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found
+
+
+def test_the_migration_bandwidth_changed_in_the_cr_is_used(
+    kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """bandwidthPerMigration set in the running cluster's CR is the bandwidth the source
+    handler hands the launcher for the next migration, which succeeds; no daemon restarted."""
+    k, ns = kv_restored, real_namespace
+    restarts = _restarts(k)
+    _patch_kv(k, {"migrations": {"bandwidthPerMigration": "48Mi", "completionTimeoutPerGiB": 200}})
+    vmi = start_demo(k, ns)
+    source, _ = _pod_uid(vmi)
+    done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    _wait(lambda: _vmi(k, ns).get("status", {}).get("nodeName") not in (None, source), 120,
+          "the VMI on the other node")  # fmt: skip
+    lines = [
+        x for x in _handler_lines(k, "migration_source_starting") if x.get("vmi") == f"{ns}/demo"
+    ]
+    assert lines, "the source handler logged no migration start"
+    assert lines[-1]["bandwidth_mib"] == 48 and lines[-1]["timeout_seconds"] == 200, lines[-1]
+    assert _restarts(k) == restarts
