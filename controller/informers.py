@@ -17,6 +17,7 @@ from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
     KUBEVIRTS,
+    MIGRATION_POLICIES,
     NODES,
     PDBS,
     PODS,
@@ -43,6 +44,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
 )
 from shared.model.kubevirt import KubeVirt
+from shared.model.migrationpolicy import MigrationPolicy
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -158,6 +160,8 @@ class Informers:
     pdbs: Informer[BudgetView]
     # The KubeVirt CR(s) of the daemons' namespace: the live cluster configuration.
     kubevirts: Informer[KubeVirt]
+    # MigrationPolicies (cluster-scoped), matched when a migration is handed over.
+    policies: Informer[MigrationPolicy]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -169,6 +173,7 @@ class Informers:
             self.migrations,
             self.nodes,
             self.pdbs,
+            self.policies,
         )
 
 
@@ -232,6 +237,13 @@ def build_informers(
             KUBEVIRTS,
             Selector(namespace=kubevirt_namespace),
             lambda raw: KubeVirt.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        policies=make(
+            "migrationpolicies",
+            MIGRATION_POLICIES,
+            Selector(),
+            lambda raw: MigrationPolicy.from_dict(strip_managed_fields(raw)),
             {},
         ),
     )

@@ -62,6 +62,7 @@ from shared.kube import (
     serving_tls,
 )
 from shared.labels import NODE_NAME_LABEL
+from shared.migrationpolicy import with_policy
 from shared.model import (
     Clock,
     KubeVirt,
@@ -98,9 +99,7 @@ class Handler:
         self.notify = NotifyServer(config.notify_socket, self.domains)
         self.informer = self._informer(api)
         self.live = self._live_config(api)
-        self.outgoing = OutgoingMigrations(
-            config.migration_proxy, limits=lambda vmi: self.live.current().migrations
-        )
+        self.outgoing = OutgoingMigrations(config.migration_proxy, limits=self._limits_for)
         self.reconciler = self._reconciler(api, registry, wall)
         self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
@@ -135,6 +134,12 @@ class Handler:
             )
         )
         return informer
+
+    def _limits_for(self, vmi: VirtualMachineInstance) -> MigrationLimits:
+        """The KubeVirt CR's migration limits, with the VMI's MigrationPolicy over them."""
+        state = vmi.status.migration_state
+        policy = state.migration_configuration if state is not None else None
+        return with_policy(self.live.current().migrations, policy)
 
     def _live_config(self, api: HandlerApi) -> LiveConfig:
         """The KubeVirt CR over the flags (the migration proxy's bandwidth), applied live."""

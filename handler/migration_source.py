@@ -216,6 +216,7 @@ class OutgoingMigrations:
             log.info(
                 "migration_source_starting",
                 vmi=vmi.key,
+                policy=state.migration_policy_name,
                 bandwidth_mib=limits.bandwidth_mib,
                 timeout_seconds=(todo.args or {}).get("timeoutSeconds"),
                 auto_converge=limits.allow_auto_converge,

@@ -98,12 +98,26 @@ def _bandwidth(errors: list[FieldError], m: MigrationConfiguration, base: str) -
     return -(-value // MI)  # libvirt's unit is MiB/s; round up so 1Ki still limits
 
 
+def resolve_migrations(
+    limits: MigrationLimits, m: MigrationConfiguration, *, base: str
+) -> MigrationLimits:
+    """`limits` with what `m` sets; InvalidKubeVirt naming each bad field under `base`."""
+    errors: list[FieldError] = []
+    out = _migration_limits(limits, m, errors, path=base)
+    if errors:
+        raise InvalidKubeVirt(errors)
+    return out
+
+
 def _migration_limits(
-    base: MigrationLimits, m: MigrationConfiguration | None, errors: list[FieldError]
+    base: MigrationLimits,
+    m: MigrationConfiguration | None,
+    errors: list[FieldError],
+    *,
+    path: str = "spec.configuration.migrations",
 ) -> MigrationLimits:
     if m is None:
         return base
-    path = "spec.configuration.migrations"
     _positive(
         errors,
         f"{path}.parallelMigrationsPerCluster",

@@ -24,6 +24,7 @@ from controller.migration.logic import (
     MigrationPlan,
     plan_migration,
 )
+from controller.migration.policy import PolicyStamp
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.services.template import TemplateService
@@ -66,6 +67,7 @@ class MigrationController(Reconciler):
         config: MigrationConfig | Callable[[], MigrationConfig],
     ) -> None:
         super().__init__(deps, queue)
+        self._policy = PolicyStamp(deps.client, deps.informers.policies.store.list)
         self._pods = pods
         self._writer = writer
         self._recent: Recent[Migration] = Recent()
@@ -244,7 +246,11 @@ class MigrationController(Reconciler):
     async def _write_vmi_state(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
         if vmi.status.migration_state == plan.vmi_state:
             return
-        status = dataclasses.replace(vmi.status, migration_state=plan.vmi_state)
+        state = plan.vmi_state
+        old = vmi.status.migration_state
+        if state is not None and (old is None or old.migration_uid != state.migration_uid):
+            state = await self._policy.stamp(vmi, state)
+        status = dataclasses.replace(vmi.status, migration_state=state)
         new = dataclasses.replace(vmi, status=status)
         refresh = refresher(self._client, VMIS, VirtualMachineInstance, vmi.key)
         written = await self._vmi_writer.write_status(vmi, new, refresh=refresh)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from shared.clusterconfig import validate_kubevirt
 from shared.expansion import instancetype_conflicts, matcher_errors
+from shared.migrationpolicy import validate_policy
 from shared.model import (
     FieldError,
     KubeObject,
@@ -30,6 +31,7 @@ from shared.model import (
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
+from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -61,11 +63,16 @@ def _validate_kubevirt(kv: KubeVirt, _: ValidationLimits) -> list[FieldError]:
     return validate_kubevirt(kv)
 
 
+def _validate_policy(policy: MigrationPolicy, _: ValidationLimits) -> list[FieldError]:
+    return validate_policy(policy)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
     KubeVirt.KIND: (KubeVirt, _validate_kubevirt),
+    MigrationPolicy.KIND: (MigrationPolicy, _validate_policy),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 

@@ -153,3 +153,46 @@ def test_the_migration_bandwidth_changed_in_the_cr_is_used(
     assert lines, "the source handler logged no migration start"
     assert lines[-1]["bandwidth_mib"] == 48 and lines[-1]["timeout_seconds"] == 200, lines[-1]
     assert _restarts(k) == restarts
+
+
+def test_a_migration_policy_selecting_the_vmi_sets_its_bandwidth(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A MigrationPolicy whose namespace selector matches the VMI's namespace is named in
+    the VMI's migrationState, and its bandwidthPerMigration is what the source handler hands
+    the launcher; the migration succeeds."""
+    k, ns = real_stack, real_namespace
+    k("label", "namespace", ns, f"live-change-test={ns}")
+    policy = {
+        "apiVersion": "migrations.kubevirt.io/v1alpha1",
+        "kind": "MigrationPolicy",
+        "metadata": {"name": f"slow-{ns}"},
+        "spec": {
+            "selectors": {"namespaceSelector": {"live-change-test": ns}},
+            "bandwidthPerMigration": "24Mi",
+        },
+    }
+    k("apply", "-f", "-", stdin=json.dumps(policy))
+    try:
+        vmi = start_demo(k, ns)
+        source, _ = _pod_uid(vmi)
+        done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout",
+                        "240")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        moved = _wait(
+            lambda: (
+                (v := _vmi(k, ns)).get("status", {}).get("nodeName") not in (None, source) and v
+            ),
+            120,
+            "the VMI on the other node",
+        )
+        assert moved["status"]["migrationState"]["migrationPolicyName"] == f"slow-{ns}"
+        lines = [
+            x
+            for x in _handler_lines(k, "migration_source_starting")
+            if x.get("vmi") == f"{ns}/demo"
+        ]
+        assert lines and lines[-1]["bandwidth_mib"] == 24, lines
+        assert lines[-1]["policy"] == f"slow-{ns}"
+    finally:
+        k("delete", "migrationpolicy", f"slow-{ns}", "--wait=false", check=False)
