@@ -237,6 +237,7 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             expectations=Expectations(),
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
             timing=config.timing,
+            rollout=lambda: live.current().vm_rollout_strategy,
         ),
         migration=MigrationController(
             deps,
