@@ -196,3 +196,36 @@ def test_a_migration_policy_selecting_the_vmi_sets_its_bandwidth(
         assert lines[-1]["policy"] == f"slow-{ns}"
     finally:
         k("delete", "migrationpolicy", f"slow-{ns}", "--wait=false", check=False)
+
+
+def _vm_condition(k: Kubectl, ns: str, kind: str) -> dict[str, Any]:
+    vm = json.loads(k("get", "vm", "demo", "-n", ns, "-o", "json"))
+    found = [c for c in vm.get("status", {}).get("conditions", []) if c["type"] == kind]
+    return found[0] if found else {}
+
+
+def test_template_edits_of_a_running_vm(real_stack: Kubectl, real_namespace: str) -> None:
+    """With LiveUpdate: tolerations added to the running VM's template reach its VMI (same
+    uid) with no RestartRequired; a change of a field that is not live-updatable (the grace
+    period) sets RestartRequired naming it; reverting it clears the condition."""
+    k, ns = real_stack, real_namespace
+    vmi = start_demo(k, ns)
+    uid = vmi["metadata"]["uid"]
+    tolerations = [{"key": "live-change", "operator": "Exists", "effect": "NoSchedule"}]
+    k("patch", "vm", "demo", "-n", ns, "--type=merge", "-p",
+      json.dumps({"spec": {"template": {"spec": {"tolerations": tolerations}}}}))  # fmt: skip
+    _wait(lambda: _vmi(k, ns).get("spec", {}).get("tolerations") == tolerations, 60,
+          "the tolerations on the running VMI", lambda: _vmi(k, ns).get("spec"))  # fmt: skip
+    assert _vmi(k, ns)["metadata"]["uid"] == uid
+    assert not _vm_condition(k, ns, "RestartRequired")
+
+    k("patch", "vm", "demo", "-n", ns, "--type=merge", "-p",
+      json.dumps({"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 5}}}}))  # fmt: skip
+    condition = _wait(lambda: _vm_condition(k, ns, "RestartRequired"), 60, "RestartRequired")
+    assert condition["status"] == "True"
+    assert "spec.terminationGracePeriodSeconds" in condition["message"], condition
+    assert _vmi(k, ns)["metadata"]["uid"] == uid
+
+    k("patch", "vm", "demo", "-n", ns, "--type=merge", "-p",
+      json.dumps({"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 30}}}}))  # fmt: skip
+    _wait(lambda: not _vm_condition(k, ns, "RestartRequired"), 60, "RestartRequired cleared")
