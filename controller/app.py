@@ -32,6 +32,7 @@ from controller.services.template import TemplateService
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
+from controller.workload.controller import WorkloadUpdater
 from shared.clusterconfig import LiveConfig
 from shared.kube import (
     KUBEVIRTS,
@@ -79,6 +80,7 @@ class Loops:
     budgets: DisruptionBudgetController
     evacuation: EvacuationController
     kubevirt: KubeVirtController
+    workload: WorkloadUpdater
 
 
 class Controller:
@@ -175,6 +177,7 @@ class Controller:
                 loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
             )
             tg.create_task(loops.kubevirt.queue.run_workers(1, loops.kubevirt.process))
+            tg.create_task(loops.workload.queue.run_workers(1, loops.workload.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -199,6 +202,9 @@ class Controller:
         inf.vmis.add_handlers(vmi_for_evac)
         inf.migrations.add_handlers(mig_for_evac)
         inf.kubevirts.add_handlers(loops.kubevirt.handlers())
+        vmi_for_update, pod_for_update = loops.workload.handlers()
+        inf.vmis.add_handlers(vmi_for_update)
+        inf.pods.add_handlers(pod_for_update)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -254,6 +260,16 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             queue=_queue("kubevirt", registry),
             live=live,
             writer=StatusWriter(client, KUBEVIRTS, model=KubeVirt, registry=registry),
+        ),
+        workload=WorkloadUpdater(
+            deps,
+            queue=_queue("workload-update", registry),
+            image=lambda: config.template.launcher_image,
+            cluster=live.current,
+            outdated=registry.gauge(
+                "kubevirt_vmi_number_of_outdated",
+                "VMIs running in a launcher of an image other than the current one.",
+            ),
         ),
         node=NodeController(deps, queue=_queue("node", registry), timing=config.timing),
         budgets=DisruptionBudgetController(

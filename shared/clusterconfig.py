@@ -71,6 +71,10 @@ class ClusterConfig:
     vm_rollout_strategy: RolloutStrategy = RolloutStrategy.LIVE_UPDATE
     max_cpu_sockets: int | None = None  # None: KubeVirt's maxHotplugRatio x the VM's sockets
     max_hotplug_ratio: int = 4
+    # spec.workloadUpdateStrategy: "LiveMigrate" in the methods lets the workload updater
+    # migrate VMIs off outdated launchers, batch_eviction_size at a time.
+    workload_update_methods: frozenset[str] = frozenset()
+    batch_eviction_size: int = 10
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -214,12 +218,32 @@ def _configuration(
     return dataclasses.replace(defaults, **changes)  # type: ignore[arg-type]
 
 
+def _workload(config: ClusterConfig, kv: KubeVirt, errors: list[FieldError]) -> ClusterConfig:
+    strategy = kv.spec.workload_update_strategy
+    if strategy is None:
+        return config
+    path = "spec.workloadUpdateStrategy"
+    for i, method in enumerate(strategy.workload_update_methods):
+        if method not in ("LiveMigrate", "Evict"):
+            message = "must be LiveMigrate or Evict"
+            errors.append(FieldError(path=f"{path}.workloadUpdateMethods[{i}]", message=message))
+    _positive(errors, f"{path}.batchEvictionSize", strategy.batch_eviction_size, zero=False)
+    return dataclasses.replace(
+        config,
+        workload_update_methods=frozenset(strategy.workload_update_methods),
+        batch_eviction_size=strategy.batch_eviction_size or config.batch_eviction_size,
+    )
+
+
 def resolve(defaults: ClusterConfig, kv: KubeVirt | None) -> ClusterConfig:
     """`defaults` with every field `kv` sets; InvalidKubeVirt naming each bad field."""
-    if kv is None or kv.spec.configuration is None:
+    if kv is None:
         return defaults
     errors: list[FieldError] = []
-    config = _configuration(defaults, kv.spec.configuration, errors)
+    config = defaults
+    if kv.spec.configuration is not None:
+        config = _configuration(defaults, kv.spec.configuration, errors)
+    config = _workload(config, kv, errors)
     if errors:
         raise InvalidKubeVirt(errors, name=kv.name)
     return config
