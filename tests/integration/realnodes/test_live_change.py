@@ -14,6 +14,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_migration import _last_tick
 from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _vmi, _wait, start_demo
 
 pytestmark = pytest.mark.cluster
@@ -229,3 +230,72 @@ def test_template_edits_of_a_running_vm(real_stack: Kubectl, real_namespace: str
     k("patch", "vm", "demo", "-n", ns, "--type=merge", "-p",
       json.dumps({"spec": {"template": {"spec": {"terminationGracePeriodSeconds": 30}}}}))  # fmt: skip
     _wait(lambda: not _vm_condition(k, ns, "RestartRequired"), 60, "RestartRequired cleared")
+
+
+LAUNCHER = "registry.local/kubevirt-py/virt-launcher"
+
+
+def _tag_on_nodes(cluster: Cluster, source: str, target: str) -> None:
+    """`target` as another name of `source` in each node's containerd (a "new" image)."""
+    for node in cluster.config.nodes:
+        sock = cluster.config.nodes_dir / node / "containerd" / "containerd.sock"
+        argv = ["/usr/bin/ctr", "--address", str(sock), "-n", "k8s.io", "images", "tag",
+                "--force", source, target]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+
+def _launcher_image(k: Kubectl, ns: str, vmi: dict[str, Any]) -> str | None:
+    node = vmi.get("status", {}).get("nodeName")
+    items = json.loads(
+        k(
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            f"kubevirt.io/created-by={vmi['metadata']['uid']}",
+            "-o",
+            "json",
+        )
+    )["items"]
+    for p in items:
+        if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running":
+            return str(p["spec"]["containers"][0]["image"])
+    return None
+
+
+def test_a_new_launcher_image_moves_running_vms_onto_it(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """The controller re-deployed with a new launcher image tag (an upgrade of the
+    manifests): the running VM is live-migrated into a launcher of the new image by the
+    workload updater, same VMI uid, its guest still ticking; kubevirt_vmi_number_of_outdated
+    and the outdated label go once it moved."""
+    k, ns = real_stack, real_namespace
+    vmi = start_demo(k, ns)
+    uid = vmi["metadata"]["uid"]
+    source, source_pod = _pod_uid(vmi)
+    _wait(lambda: _last_tick(real_cluster, source, source_pod) > 2, 180, "guest ticks")
+    _tag_on_nodes(real_cluster, f"{LAUNCHER}:dev", f"{LAUNCHER}:v2")
+    deployment = ("deployment/virt-controller", "-n", "kubevirt")
+    k("set", "env", *deployment, f"VIRT_CONTROLLER_LAUNCHER_IMAGE={LAUNCHER}:v2")
+    try:
+        k("rollout", "status", *deployment, "--timeout=180s")
+        moved = _wait(
+            lambda: _launcher_image(k, ns, v := _vmi(k, ns)) == f"{LAUNCHER}:v2" and v,
+            300, "the VMI in a launcher of the new image", lambda: _vmi(k, ns).get("status"),
+        )  # fmt: skip
+        assert moved["metadata"]["uid"] == uid
+        assert moved["status"]["phase"] == "Running"
+        target, target_pod = _pod_uid(moved)
+        _wait(lambda: _last_tick(real_cluster, target, target_pod) > 0, 120,
+              "ticks on the new launcher's console")  # fmt: skip
+        migrations = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+        assert any("kubevirt.io/workloadUpdateMigration" in m["metadata"].get("annotations", {})
+                   for m in migrations), migrations  # fmt: skip
+        _wait(lambda: "kubevirt.io/outdatedLauncherImage" not in
+              _vmi(k, ns)["metadata"].get("labels", {}), 60, "the outdated label gone")  # fmt: skip
+    finally:
+        k("set", "env", *deployment, f"VIRT_CONTROLLER_LAUNCHER_IMAGE={LAUNCHER}:dev")
+        k("rollout", "status", *deployment, "--timeout=180s", check=False)
