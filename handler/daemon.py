@@ -151,7 +151,10 @@ class Handler:
             decode=KubeVirt.from_dict,
         )
         live = LiveConfig(
-            ClusterConfig(migrations=MigrationLimits(bandwidth_mib=bandwidth)),
+            # 300 s per GiB until the CR says otherwise: the launcher's former fixed timeout.
+            ClusterConfig(
+                migrations=MigrationLimits(bandwidth_mib=bandwidth, completion_timeout_per_gib=300)
+            ),
             list_kvs=self.kubevirt_informer.store.list,
         )
         self.kubevirt_informer.add_handlers(live.handlers())
