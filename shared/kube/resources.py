@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from shared.model import GROUP, VERSION
+from shared.apigroup import GROUP, VERSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ Raw dicts stop at the edges: `X.from_dict(d)` on the way in, `x.to_dict()` on th
 out, and `X.from_dict(d).to_dict() == d` for every well-typed `d`, unknown keys included.
 """
 
+from shared.apigroup import API_VERSION, GROUP, VERSION
 from shared.model._codec import Model
 from shared.model.domain import (
     CPU,
@@ -72,7 +73,7 @@ from shared.model.migration import (
     MigrationStatus,
     VirtualMachineInstanceMigration,
 )
-from shared.model.objects import API_VERSION, GROUP, VERSION, KubeObject
+from shared.model.objects import KubeObject
 from shared.model.vm import (
     StartFailure,
     StateChangeRequest,

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from shared.apigroup import GROUP, VERSION
 from shared.model.instancetype import (
     INSTANCETYPE_GROUP,
     INSTANCETYPE_KINDS,
@@ -29,7 +30,7 @@ from shared.model.instancetype import (
 from shared.model.kubevirt import KubeVirt
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.migrationpolicy import POLICY_GROUP, POLICY_VERSION, MigrationPolicy
-from shared.model.objects import GROUP, VERSION, KubeObject
+from shared.model.objects import KubeObject
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 

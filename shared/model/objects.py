@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
+from shared.apigroup import API_VERSION
 from shared.model._codec import Model
 from shared.model.meta import ObjectMeta
-
-GROUP = "kubevirt.io"
-VERSION = "v1"
-API_VERSION = f"{GROUP}/{VERSION}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
