@@ -10,7 +10,7 @@ Every controller replica serves both (leadership gates only the reconcile loops)
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.clusterconfig import ClusterConfig
@@ -28,7 +28,7 @@ class ServeOptions:
     emulation: bool = True
     eviction_strategy: EvictionStrategy = EvictionStrategy.NONE
     # The live cluster configuration (the KubeVirt CR over the flags): feature gates.
-    cluster: Callable[[], ClusterConfig] = field(default=ClusterConfig)
+    cluster: Callable[[], ClusterConfig] | None = None
 
 
 def servers(

@@ -147,7 +147,7 @@ class AdmissionServer:
         registry: Registry,
         *,
         eviction_strategy: EvictionStrategy = EvictionStrategy.NONE,
-        cluster: Callable[[], ClusterConfig] = ClusterConfig,
+        cluster: Callable[[], ClusterConfig] | None = None,
     ) -> None:
         self._config = config
         self._deps = AppDeps(
@@ -155,9 +155,12 @@ class AdmissionServer:
             limits=ValidationLimits(emulation=config.emulation),
             lookup=kube_lookup(client, timeout=config.lookup_timeout),
             evictions=EvictionAdmitter(
-                client=client, default=eviction_strategy, timeout=config.lookup_timeout
+                client=client,
+                default=eviction_strategy,
+                timeout=config.lookup_timeout,
+                live_default=_live_eviction(cluster),
             ),
-            cluster=cluster,
+            cluster=cluster or ClusterConfig,
             requests=registry.counter(
                 "kubevirt_admission_requests_total",
                 "Admission reviews of VMs, VMIs, VMIMs and pod evictions, by webhook, kind "
@@ -186,6 +189,15 @@ class AdmissionServer:
         finally:
             await runner.cleanup()
             log.info("admission_stopped")
+
+
+def _live_eviction(
+    cluster: Callable[[], ClusterConfig] | None,
+) -> Callable[[], EvictionStrategy] | None:
+    """The KubeVirt CR's evictionStrategy, read at each review (None: the flag's)."""
+    if cluster is None:
+        return None
+    return lambda: cluster().eviction_strategy
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:
