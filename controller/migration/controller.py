@@ -244,12 +244,19 @@ class MigrationController(Reconciler):
             self._recorder.event(new, EventType.WARNING, "FailedMigration", message)
 
     async def _write_vmi_state(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
-        if vmi.status.migration_state == plan.vmi_state:
-            return
         state = plan.vmi_state
         old = vmi.status.migration_state
-        if state is not None and (old is None or old.migration_uid != state.migration_uid):
+        if state is not None and old is not None and old.migration_uid == state.migration_uid:
+            # The policy was chosen at the handoff: keep it (plans do not carry it).
+            state = dataclasses.replace(
+                state,
+                migration_policy_name=old.migration_policy_name,
+                migration_configuration=old.migration_configuration,
+            )
+        elif state is not None:
             state = await self._policy.stamp(vmi, state)
+        if old == state:
+            return
         status = dataclasses.replace(vmi.status, migration_state=state)
         new = dataclasses.replace(vmi, status=status)
         refresh = refresher(self._client, VMIS, VirtualMachineInstance, vmi.key)
