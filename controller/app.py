@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import structlog
 
-from controller.config import Config
+from controller.config import Config, MigrationConfig
 from controller.deps import Deps
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
 from controller.informers import Informers, SourceWrapper, build_informers
+from controller.kubevirt.controller import KubeVirtController
+from controller.kubevirt.live import cluster_defaults, migration_config, template_config
 from controller.metrics import ObjectMetrics
 from controller.migration.controller import MigrationController
 from controller.node.controller import NodeController
@@ -30,7 +32,10 @@ from controller.services.template import TemplateService
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
+from controller.workload.controller import WorkloadUpdater
+from shared.clusterconfig import LiveConfig
 from shared.kube import (
+    KUBEVIRTS,
     VMIMS,
     VMIS,
     VMS,
@@ -57,6 +62,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     utc_now,
 )
+from shared.model.kubevirt import KubeVirt
 
 log = structlog.get_logger("controller")
 
@@ -73,6 +79,8 @@ class Loops:
     node: NodeController
     budgets: DisruptionBudgetController
     evacuation: EvacuationController
+    kubevirt: KubeVirtController
+    workload: WorkloadUpdater
 
 
 class Controller:
@@ -96,7 +104,10 @@ class Controller:
             resync_period=config.resync_period,
             wrap=wrap,
             vmi_writes=vmi_recent,
+            kubevirt_namespace=config.kubevirt_namespace,
         )
+        # The KubeVirt CR over the flags, applied live (controller/kubevirt/).
+        self.live = LiveConfig(cluster_defaults(config))
         self.recorder = EventRecorder(
             client, RecorderConfig(component="virt-controller"), registry=registry
         )
@@ -108,7 +119,7 @@ class Controller:
             vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
             recorder=self.recorder,
         )
-        self.loops = _build_loops(config, deps, registry)
+        self.loops = _build_loops(config, deps, registry, self.live)
         self._register_handlers()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
@@ -165,6 +176,8 @@ class Controller:
             tg.create_task(
                 loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
             )
+            tg.create_task(loops.kubevirt.queue.run_workers(1, loops.kubevirt.process))
+            tg.create_task(loops.workload.queue.run_workers(1, loops.workload.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -188,15 +201,25 @@ class Controller:
         vmi_for_evac, mig_for_evac = loops.evacuation.handlers()
         inf.vmis.add_handlers(vmi_for_evac)
         inf.migrations.add_handlers(mig_for_evac)
+        inf.kubevirts.add_handlers(loops.kubevirt.handlers())
+        vmi_for_update, pod_for_update = loops.workload.handlers()
+        inf.vmis.add_handlers(vmi_for_update)
+        inf.pods.add_handlers(pod_for_update)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
     return WorkQueue(QueueConfig(name=f"virt-controller-{name}"), registry=registry)
 
 
-def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
+def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> Loops:
     client = deps.client
-    templates = TemplateService(config.template)
+
+    def templates() -> TemplateService:
+        return TemplateService(template_config(config.template, live.current()))
+
+    def migrations() -> MigrationConfig:
+        return migration_config(config.migration, live.current())
+
     return Loops(
         vmi=VMIController(
             deps,
@@ -220,6 +243,7 @@ def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
             expectations=Expectations(),
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
             timing=config.timing,
+            rollout=lambda: live.current().vm_rollout_strategy,
         ),
         migration=MigrationController(
             deps,
@@ -229,14 +253,30 @@ def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
                 client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
             ),
             templates=templates,
-            config=config.migration,
+            config=migrations,
+        ),
+        kubevirt=KubeVirtController(
+            deps,
+            queue=_queue("kubevirt", registry),
+            live=live,
+            writer=StatusWriter(client, KUBEVIRTS, model=KubeVirt, registry=registry),
+        ),
+        workload=WorkloadUpdater(
+            deps,
+            queue=_queue("workload-update", registry),
+            image=lambda: config.template.launcher_image,
+            cluster=live.current,
+            outdated=registry.gauge(
+                "kubevirt_vmi_number_of_outdated",
+                "VMIs running in a launcher of an image other than the current one.",
+            ),
         ),
         node=NodeController(deps, queue=_queue("node", registry), timing=config.timing),
         budgets=DisruptionBudgetController(
-            deps, queue=_queue("disruption-budget", registry), config=config.migration
+            deps, queue=_queue("disruption-budget", registry), config=migrations
         ),
         evacuation=EvacuationController(
-            deps, queue=_queue("evacuation", registry), config=config.migration
+            deps, queue=_queue("evacuation", registry), config=migrations
         ),
     )
 

@@ -133,6 +133,11 @@ class Config:
     timing: TimingConfig = field(default_factory=TimingConfig)
     leader: LeaderConfig = field(default_factory=LeaderConfig)
     workers: WorkerCounts = field(default_factory=WorkerCounts)
+    # Defaults of the cluster configuration the KubeVirt CR overrides live
+    # (controller/kubevirt/live.py): feature gates, rollout strategy, and where the CR is.
+    feature_gates: tuple[str, ...] = ()
+    vm_rollout_strategy: str = "LiveUpdate"
+    kubevirt_namespace: str = "kubevirt"
 
     @classmethod
     def from_args(
@@ -196,6 +201,9 @@ class Config:
             timing=timing,
             leader=leader,
             workers=workers,
+            feature_gates=tuple(g.strip() for g in ns.feature_gates.split(",") if g.strip()),
+            vm_rollout_strategy=_rollout(ns.vm_rollout_strategy),
+            kubevirt_namespace=ns.kubevirt_namespace,
         )
 
 
@@ -250,6 +258,9 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
         "cluster-wide evictionStrategy of VMIs that set none: "
         "None, LiveMigrate, LiveMigrateIfPossible or External",
     ),
+    ("feature-gates", "", "KubeVirt feature gates on, comma-separated (the KubeVirt CR wins)"),
+    ("vm-rollout-strategy", "LiveUpdate", "LiveUpdate or Stage (the KubeVirt CR wins)"),
+    ("kubevirt-namespace", "kubevirt", "namespace of the KubeVirt CR read live"),
     ("unschedulable-timeout", "300", "seconds a launcher pod may stay unschedulable"),
     ("heartbeat-timeout", "300", "seconds before a handler heartbeat is stale"),
     ("start-backoff-base", "10", "crash-loop backoff of VMs: first delay in seconds"),
@@ -279,6 +290,12 @@ def _eviction_strategy(value: str) -> EvictionStrategy:
     except ValueError:
         known = ", ".join(s.value for s in EvictionStrategy)
         raise ValueError(f"--eviction-strategy must be one of {known}, not {value!r}") from None
+
+
+def _rollout(value: str) -> str:
+    if value not in ("LiveUpdate", "Stage"):
+        raise ValueError(f"--vm-rollout-strategy must be LiveUpdate or Stage, not {value!r}")
+    return value
 
 
 def _millis_per_vcpu(ratio: str) -> int:

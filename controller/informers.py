@@ -16,6 +16,8 @@ from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
+    KUBEVIRTS,
+    MIGRATION_POLICIES,
     NODES,
     PDBS,
     PODS,
@@ -41,6 +43,8 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
+from shared.model.kubevirt import KubeVirt
+from shared.model.migrationpolicy import MigrationPolicy
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -154,10 +158,23 @@ class Informers:
     nodes: Informer[NodeView]
     # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
+    # The KubeVirt CR(s) of the daemons' namespace: the live cluster configuration.
+    kubevirts: Informer[KubeVirt]
+    # MigrationPolicies (cluster-scoped), matched when a migration is handed over.
+    policies: Informer[MigrationPolicy]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
-        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes, self.pdbs)
+        return (
+            self.kubevirts,
+            self.vmis,
+            self.pods,
+            self.vms,
+            self.migrations,
+            self.nodes,
+            self.pdbs,
+            self.policies,
+        )
 
 
 def build_informers(
@@ -167,6 +184,7 @@ def build_informers(
     resync_period: float = 0.0,
     wrap: SourceWrapper | None = None,
     vmi_writes: Recent[VirtualMachineInstance] | None = None,
+    kubevirt_namespace: str = "kubevirt",
 ) -> Informers:
     """The informers over `client` (namespaced kinds limited to `namespace` when given);
     `wrap` may wrap each Source (tests delay one); `vmi_writes` are the VMI controller's
@@ -212,6 +230,20 @@ def build_informers(
             PDBS,
             Selector(namespace=namespace or None, labels=CREATED_BY_LABEL),
             decode_budget,
+            {},
+        ),
+        kubevirts=make(
+            "kubevirts",
+            KUBEVIRTS,
+            Selector(namespace=kubevirt_namespace),
+            lambda raw: KubeVirt.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        policies=make(
+            "migrationpolicies",
+            MIGRATION_POLICIES,
+            Selector(),
+            lambda raw: MigrationPolicy.from_dict(strip_managed_fields(raw)),
             {},
         ),
     )

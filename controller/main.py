@@ -10,6 +10,7 @@ exits 1 (the Deployment restarts the replica as a standby).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 
 import structlog
@@ -54,6 +55,7 @@ async def run(config: Config) -> None:
     client = await KubeClient.connect(client_config, registry=registry)
     async with client, stop_on_signals() as stop:
         controller = Controller(config, client, registry)
+        options = dataclasses.replace(options, cluster=controller.live.current)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(raise_on(stop), name="signals")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from shared.kube import (
+    KUBEVIRTS,
     NODES,
     VMIMS,
     VMIS,
@@ -30,6 +31,8 @@ class HandlerApi(Patches, Protocol):
     def vmi_source(self, *, label_selector: str) -> Source: ...
 
     def vmim_source(self) -> Source: ...
+
+    def kubevirt_source(self, namespace: str) -> Source: ...
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance: ...
 
@@ -52,6 +55,10 @@ class KubeApi:
     def vmim_source(self) -> Source:
         """Every VMIM: the target side finds its migrations in their status."""
         return ListWatch(self._client, VMIMS, Selector())
+
+    def kubevirt_source(self, namespace: str) -> Source:
+        """The KubeVirt CR(s) of the daemons' namespace: the live cluster configuration."""
+        return ListWatch(self._client, KUBEVIRTS, Selector(namespace=namespace))
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         return VirtualMachineInstance.from_dict(

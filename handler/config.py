@@ -66,6 +66,8 @@ class Config:
     # None: no certificates, no migration proxy (only one-host migrations work)
     migration_proxy: ProxyConfig | None = None
     device_plugins: DevicePluginsConfig | None = None  # None: no device plugins served
+    # Where the KubeVirt CR lives (read live: migration limits; shared/clusterconfig.py).
+    kubevirt_namespace: str = "kubevirt"
 
     @classmethod
     def from_args(
@@ -105,6 +107,7 @@ class Config:
             actions=ActionsConfig.from_env(env),
             migration_proxy=ProxyConfig.from_env(env),
             device_plugins=_device_plugins(ns),
+            kubevirt_namespace=ns.kubevirt_namespace,
         )
 
 
@@ -141,6 +144,11 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--stats-timeout", type=float, default=2.0, help="per launcher, per scrape")
     p.add_argument("--launcher-missing-timeout", type=float, default=30.0)
     p.add_argument("--log-format", choices=["json", "console"], default="json")
+    p.add_argument(
+        "--kubevirt-namespace",
+        default=env.get("POD_NAMESPACE") or "kubevirt",
+        help="namespace of the KubeVirt CR (POD_NAMESPACE)",
+    )
     return p
 
 

@@ -43,6 +43,7 @@ from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
 from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
     VMIS,
@@ -62,8 +63,10 @@ from shared.kube import (
     serving_tls,
 )
 from shared.labels import NODE_NAME_LABEL
+from shared.migrationpolicy import with_policy
 from shared.model import (
     Clock,
+    KubeVirt,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
     utc_now,
@@ -96,7 +99,8 @@ class Handler:
         )
         self.notify = NotifyServer(config.notify_socket, self.domains)
         self.informer = self._informer(api)
-        self.outgoing = OutgoingMigrations(config.migration_proxy)
+        self.live = self._live_config(api)
+        self.outgoing = OutgoingMigrations(config.migration_proxy, limits=self._limits_for)
         self.reconciler = self._reconciler(api, registry, wall)
         self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
@@ -131,6 +135,31 @@ class Handler:
             )
         )
         return informer
+
+    def _limits_for(self, vmi: VirtualMachineInstance) -> MigrationLimits:
+        """The KubeVirt CR's migration limits, with the VMI's MigrationPolicy over them."""
+        state = vmi.status.migration_state
+        policy = state.migration_configuration if state is not None else None
+        return with_policy(self.live.current().migrations, policy)
+
+    def _live_config(self, api: HandlerApi) -> LiveConfig:
+        """The KubeVirt CR over the flags (the migration proxy's bandwidth), applied live."""
+        proxy = self.config.migration_proxy
+        bandwidth = proxy.bandwidth_mib if proxy is not None else 0
+        self.kubevirt_informer: Informer[KubeVirt] = Informer(
+            api.kubevirt_source(self.config.kubevirt_namespace),
+            InformerConfig(name="kubevirt", resync_period=self.config.timing.resync_period),
+            decode=KubeVirt.from_dict,
+        )
+        live = LiveConfig(
+            # 300 s per GiB until the CR says otherwise: the launcher's former fixed timeout.
+            ClusterConfig(
+                migrations=MigrationLimits(bandwidth_mib=bandwidth, completion_timeout_per_gib=300)
+            ),
+            list_kvs=self.kubevirt_informer.store.list,
+        )
+        self.kubevirt_informer.add_handlers(live.handlers())
+        return live
 
     def _migration_targets(
         self, api: HandlerApi, registry: Registry, wall: Clock
@@ -261,6 +290,7 @@ class Handler:
                 tg.create_task(self.launchers.run(), name="launcher-pool")
                 tg.create_task(self.informer.run(), name="vmi-informer")
                 tg.create_task(self.vmim_informer.run(), name="vmim-informer")
+                tg.create_task(self.kubevirt_informer.run(), name="kubevirt-informer")
                 tg.create_task(self.http.run(), name="http")
                 if self.recorder is not None:
                     tg.create_task(self.recorder.run(), name="event-recorder")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from handler.migration_proxy import (
     migration_dir,
     on_node,
 )
+from shared.clusterconfig import MigrationLimits
 from shared.model import MigrationAbortStatus, MigrationState, VirtualMachineInstance
 from shared.wire.errors import WireError
 from shared.wire.launcher_api import Method
@@ -60,6 +61,31 @@ def handed_over(vmi: VirtualMachineInstance, node: str) -> bool:
     """This node was the source of a completed migration: the guest runs elsewhere now."""
     state = vmi.status.migration_state
     return bool(state is not None and state.completed and state.source_node == node)
+
+
+GIB = 1024**3
+
+
+def completion_timeout(vmi: VirtualMachineInstance, limits: MigrationLimits) -> int:
+    """KubeVirt's completionTimeoutPerGiB times the guest's memory in GiB, counted as at
+    least one GiB (a small guest under TCG still gets the per-GiB budget)."""
+    memory = vmi.spec.domain.guest_memory_bytes() or GIB
+    return max(1, round(limits.completion_timeout_per_gib * max(1.0, memory / GIB)))
+
+
+def with_limits(
+    todo: SourceStep, vmi: VirtualMachineInstance, limits: MigrationLimits
+) -> SourceStep:
+    """A migrate step carrying the bandwidth, timeout and switches in force."""
+    args = MigrateArgs.from_wire(todo.args or {})
+    limited = dataclasses.replace(
+        args,
+        bandwidth_mib=limits.bandwidth_mib,
+        timeout_seconds=completion_timeout(vmi, limits),
+        allow_auto_converge=limits.allow_auto_converge,
+        allow_post_copy=limits.allow_post_copy,
+    )
+    return dataclasses.replace(todo, args=limited.to_wire())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,8 +184,17 @@ class OutgoingMigrations:
     """The source side's steps, with this handler's end of the proxy when the target
     published one; at most one proxy per VMI, closed when its migration ends."""
 
-    def __init__(self, proxy: ProxyConfig | None = None) -> None:
+    def __init__(
+        self,
+        proxy: ProxyConfig | None = None,
+        *,
+        limits: Callable[[VirtualMachineInstance], MigrationLimits] | None = None,
+    ) -> None:
         self._proxy = proxy
+        # The limits in force for a VMI (the KubeVirt CR's, or its MigrationPolicy's), read
+        # when its migration starts; without: the proxy's bandwidth flag.
+        default = MigrationLimits(bandwidth_mib=proxy.bandwidth_mib if proxy else 0)
+        self._limits = limits or (lambda vmi: default)
         self._open: dict[str, SourceProxy] = {}
 
     async def step(
@@ -175,6 +210,18 @@ class OutgoingMigrations:
     ) -> MigrationState | None:
         """Plan and run the next step; the migrationState to write (None: unchanged)."""
         todo = plan_source(state, record, now=now)
+        if todo.call is Method.MIGRATE:
+            limits = self._limits(vmi)
+            todo = with_limits(todo, vmi, limits)
+            log.info(
+                "migration_source_starting",
+                vmi=vmi.key,
+                policy=state.migration_policy_name,
+                bandwidth_mib=limits.bandwidth_mib,
+                timeout_seconds=(todo.args or {}).get("timeoutSeconds"),
+                auto_converge=limits.allow_auto_converge,
+                post_copy=limits.allow_post_copy,
+            )
         if todo.call is Method.MIGRATE and state.target_direct_migration_node_ports:
             todo = await self._through_proxy(
                 vmi, state, todo, now=now, pods_dir=pods_dir, node=node
@@ -218,9 +265,8 @@ class OutgoingMigrations:
         except (OSError, ssl.SSLError, TimeoutError, ValueError) as exc:
             self.release(vmi.uid)
             raise SyncError(SyncReason.SYNC_FAILED, f"migration proxy: {exc}") from exc
-        args = MigrateArgs(
-            address=str(in_pod), domain_xml=xml, bandwidth_mib=self._proxy.bandwidth_mib
-        )
+        planned = MigrateArgs.from_wire(todo.args or {"address": str(in_pod)})
+        args = dataclasses.replace(planned, address=str(in_pod), domain_xml=xml)
         return dataclasses.replace(todo, args=args.to_wire())
 
     def release(self, vmi_uid: str) -> None:

@@ -215,6 +215,10 @@ class SourceMigrator:
             target=args.address,
             disks=list(request.copy_disks),
             shared_disks=list(request.shared_disks),
+            bandwidth_mib=request.bandwidth_mib,
+            timeout_seconds=request.timeout,
+            auto_converge=request.auto_converge,
+            post_copy=request.post_copy,
         )
         started = time.monotonic()
         failure = await self._run_job(request)
@@ -259,6 +263,8 @@ class SourceMigrator:
             bandwidth_mib=args.bandwidth_mib,
             timeout=float(args.timeout_seconds),
             max_downtime_ms=self._downtime.initial_ms,
+            auto_converge=args.allow_auto_converge,
+            post_copy=args.allow_post_copy,
         )
 
     async def _after_failure(self, reason: str) -> None:

@@ -65,6 +65,8 @@ class MigrationRequest:
     bandwidth_mib: int = 0
     timeout: float = 300.0
     max_downtime_ms: int | None = None  # None: QEMU's own limit (300 ms)
+    auto_converge: bool = False
+    post_copy: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,6 +224,10 @@ class Virt:
         }
         if request.bandwidth_mib:
             params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = request.bandwidth_mib
+        if request.auto_converge:
+            flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
+        if request.post_copy:
+            flags |= libvirt.VIR_MIGRATE_POSTCOPY
         if request.copy_disks:
             # Only the top layer (the writable overlay) travels; its backing image is shared.
             flags |= libvirt.VIR_MIGRATE_NON_SHARED_INC

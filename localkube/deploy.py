@@ -197,6 +197,16 @@ def deploy(
     )
     patch_webhooks(kubectl, bundle)
     wait_ready(kubectl, timeout=timeout)
+    apply_kubevirt_cr(kubectl)
+
+
+KUBEVIRT_CR = REPO / "manifests" / "kubevirt-cr.yaml"
+
+
+def apply_kubevirt_cr(kubectl: Kubectl) -> None:
+    """The cluster's KubeVirt CR, once its CRD is established and admission serves."""
+    kubectl("wait", "crd/kubevirts.kubevirt.io", "--for=condition=Established", "--timeout=60s")
+    kubectl("apply", "-f", str(KUBEVIRT_CR))
 
 
 WEBHOOK_CONFIGURATIONS = (

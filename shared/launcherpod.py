@@ -72,6 +72,8 @@ class LauncherPod:
     image_pull: ImagePullFailure | None = None
     # Failed because its node's kubelet refused to admit it: none of its containers ran.
     rejected: bool = False
+    # The compute container's image (the workload updater compares it with the current one).
+    image: str | None = None
 
     @property
     def key(self) -> str:
@@ -148,6 +150,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         ip=status.get("podIP") or None,
         image_pull=_image_pull(status),
         rejected=phase == PodPhase.FAILED and kubelet_rejected(status),
+        image=_compute_image(spec),
     )
 
 
@@ -201,6 +204,13 @@ def _image_pull(status: Mapping[str, Any]) -> ImagePullFailure | None:
                 image=str(cs.get("image") or ""),
                 message=str(waiting.get("message") or ""),
             )
+    return None
+
+
+def _compute_image(spec: Mapping[str, Any]) -> str | None:
+    for c in spec.get("containers") or ():
+        if c.get("name") == COMPUTE_CONTAINER:
+            return str(c.get("image") or "") or None
     return None
 
 

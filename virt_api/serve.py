@@ -9,10 +9,11 @@ Every controller replica serves both (leadership gates only the reconcile loops)
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared.clusterconfig import ClusterConfig
 from shared.kube import KubeClient, Registry
 from shared.model import EvictionStrategy
 from virt_api.admission import AdmissionConfig, AdmissionServer
@@ -26,6 +27,8 @@ class ServeOptions:
     # Guests may run under TCG: validation refuses what TCG cannot run.
     emulation: bool = True
     eviction_strategy: EvictionStrategy = EvictionStrategy.NONE
+    # The live cluster configuration (the KubeVirt CR over the flags): feature gates.
+    cluster: Callable[[], ClusterConfig] | None = None
 
 
 def servers(
@@ -47,6 +50,7 @@ def servers(
             client,
             registry,
             eviction_strategy=options.eviction_strategy,
+            cluster=options.cluster,
         )
         found.append(("admission", webhooks.run()))
     return found

@@ -8,6 +8,8 @@ Expectations guard creates and deletes, so a lagging cache never makes a second 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from controller.config import MigrationConfig
@@ -44,11 +46,14 @@ class DisruptionBudgetController(Reconciler):
         deps: Deps,
         *,
         queue: WorkQueue,
-        config: MigrationConfig,
+        config: MigrationConfig | Callable[[], MigrationConfig],
         expectations: Expectations | None = None,
     ) -> None:
         super().__init__(deps, queue)
-        self._config = config
+        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
+        self._config_of: Callable[[], MigrationConfig] = (
+            config if callable(config) else lambda: config
+        )
         self._expectations = expectations or Expectations()
 
     def handlers(
@@ -92,7 +97,9 @@ class DisruptionBudgetController(Reconciler):
         if vmi is not None:
             pods = self._informers.pods.store.by_index(VMI_UID_INDEX, vmi.uid)
             live = sum(1 for p in pods if not p.gone_or_going)
-            want = budget_min_available(vmi, live_pods=live, default=self._config.eviction_strategy)
+            want = budget_min_available(
+                vmi, live_pods=live, default=self._config_of().eviction_strategy
+            )
         if budget is not None and (want is None or vmi is None or budget.vmi_uid != vmi.uid):
             await self._delete(key, budget)
         elif vmi is not None and want is not None and budget is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import structlog
 
@@ -47,10 +48,13 @@ class EvacuationController(Reconciler):
         deps: Deps,
         *,
         queue: WorkQueue,
-        config: MigrationConfig,
+        config: MigrationConfig | Callable[[], MigrationConfig],
     ) -> None:
         super().__init__(deps, queue)
-        self._config = config
+        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
+        self._config_of: Callable[[], MigrationConfig] = (
+            config if callable(config) else lambda: config
+        )
         # VMI key → (source node, monotonic time) of VMIMs created but not yet cached.
         self._created: dict[str, tuple[str, float]] = {}
 
@@ -107,7 +111,11 @@ class EvacuationController(Reconciler):
             return
         migrations = self._informers.migrations.store.by_index(VMI_KEY_INDEX, key)
         plan = plan_evacuation(
-            vmi, migrations, unfinished=self.unfinished(), config=self._config, now=self._clock()
+            vmi,
+            migrations,
+            unfinished=self.unfinished(),
+            config=self._config_of(),
+            now=self._clock(),
         )
         if plan.clear_mark:
             await self._clear_mark(vmi)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 
 import structlog
 
@@ -23,6 +24,7 @@ from controller.migration.logic import (
     MigrationPlan,
     plan_migration,
 )
+from controller.migration.policy import PolicyStamp
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
 from controller.services.template import TemplateService
@@ -61,15 +63,22 @@ class MigrationController(Reconciler):
         queue: WorkQueue,
         pods: PodWriter,
         writer: StatusWriter[Migration],
-        templates: TemplateService,
-        config: MigrationConfig,
+        templates: TemplateService | Callable[[], TemplateService],
+        config: MigrationConfig | Callable[[], MigrationConfig],
     ) -> None:
         super().__init__(deps, queue)
+        self._policy = PolicyStamp(deps.client, deps.informers.policies.store.list)
         self._pods = pods
         self._writer = writer
         self._recent: Recent[Migration] = Recent()
-        self._templates = templates
-        self._config = config
+        # A Callable: built at each use (the KubeVirt CR's live values; controller/kubevirt).
+        self._templates_of: Callable[[], TemplateService] = (
+            templates if callable(templates) else lambda: templates
+        )
+        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
+        self._config_of: Callable[[], MigrationConfig] = (
+            config if callable(config) else lambda: config
+        )
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
 
@@ -185,7 +194,7 @@ class MigrationController(Reconciler):
                 pods=pods,
                 capacity=self.capacity(exclude=key),
                 now=self._clock(),
-                config=self._config,
+                config=self._config_of(),
             )
         )
         if plan.create_target_pod and vmi is not None:
@@ -200,7 +209,7 @@ class MigrationController(Reconciler):
         await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
             source = vmi.status.node_name or ""
-            pod = self._templates.target_pod(vmi, m, source_node=source)
+            pod = self._templates_of().target_pod(vmi, m, source_node=source)
             await self._pods.create(m.key, pod, involved=m, what="migration target pod")
         if plan.vmi_state is not None and vmi is not None:
             await self._write_vmi_state(vmi, plan)
@@ -235,9 +244,20 @@ class MigrationController(Reconciler):
             self._recorder.event(new, EventType.WARNING, "FailedMigration", message)
 
     async def _write_vmi_state(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
-        if vmi.status.migration_state == plan.vmi_state:
+        state = plan.vmi_state
+        old = vmi.status.migration_state
+        if state is not None and old is not None and old.migration_uid == state.migration_uid:
+            # The policy was chosen at the handoff: keep it (plans do not carry it).
+            state = dataclasses.replace(
+                state,
+                migration_policy_name=old.migration_policy_name,
+                migration_configuration=old.migration_configuration,
+            )
+        elif state is not None:
+            state = await self._policy.stamp(vmi, state)
+        if old == state:
             return
-        status = dataclasses.replace(vmi.status, migration_state=plan.vmi_state)
+        status = dataclasses.replace(vmi.status, migration_state=state)
         new = dataclasses.replace(vmi, status=status)
         refresh = refresher(self._client, VMIS, VirtualMachineInstance, vmi.key)
         written = await self._vmi_writer.write_status(vmi, new, refresh=refresh)

@@ -8,6 +8,7 @@ start/stop requests, and its status (printableStatus, conditions, crash-loop bac
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import structlog
 
@@ -17,7 +18,9 @@ from controller.errors import SyncError
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.vm.hotplug import template_ops
+from controller.vm.liveupdate import live_ops, with_restart_required
 from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
+from shared.clusterconfig import RolloutStrategy
 from shared.kube import (
     VMIS,
     VMS,
@@ -62,8 +65,11 @@ class VMController(Reconciler):
         expectations: Expectations,
         writer: StatusWriter[VirtualMachine],
         timing: TimingConfig,
+        rollout: Callable[[], RolloutStrategy] = lambda: RolloutStrategy.LIVE_UPDATE,
     ) -> None:
         super().__init__(deps, queue)
+        # The KubeVirt CR's vmRolloutStrategy, read at each sync (controller/kubevirt).
+        self._rollout = rollout
         self._expectations = expectations
         self._writer = writer
         self._recent: Recent[VirtualMachine] = Recent()
@@ -122,8 +128,13 @@ class VMController(Reconciler):
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
         await self._apply(vm, plan)
-        if vmi is not None and owner_key(vmi) == key:
-            await self._follow_template(vm, vmi)
+        owned = vmi if vmi is not None and owner_key(vmi) == key else None
+        if owned is not None:
+            await self._follow_template(vm, owned)
+        status = with_restart_required(
+            plan.status, vm, owned, strategy=self._rollout(), now=self._clock()
+        )
+        plan = dataclasses.replace(plan, status=status)
         new = dataclasses.replace(vm, status=plan.status)
         if new.status == vm.status:
             self._requeue(key, plan)
@@ -138,8 +149,9 @@ class VMController(Reconciler):
         self._requeue(key, plan)
 
     async def _follow_template(self, vm: VirtualMachine, vmi: VirtualMachineInstance) -> None:
-        """The running VMI's hotplugged volumes follow the template (vm_hotplug)."""
-        ops = template_ops(vm, vmi)
+        """The running VMI's hotplugged volumes follow the template (vm_hotplug), and with
+        LiveUpdate its affinity, tolerations and node selector (liveupdate.py)."""
+        ops = [*template_ops(vm, vmi), *live_ops(vm, vmi, self._rollout())]
         if not ops:
             return
         try:

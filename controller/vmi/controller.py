@@ -13,6 +13,7 @@ one attempt: a Conflict requeues the key and the sync is re-planned from fresh s
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime
 
 import structlog
@@ -70,7 +71,7 @@ class VMIController(Reconciler):
         queue: WorkQueue,
         pods: PodWriter,
         writer: StatusWriter[VirtualMachineInstance],
-        templates: TemplateService,
+        templates: TemplateService | Callable[[], TemplateService],
         timing: TimingConfig,
         hotplugs: HotplugAttachments | None = None,
     ) -> None:
@@ -78,7 +79,10 @@ class VMIController(Reconciler):
         self._hotplugs = hotplugs
         self._pods = pods
         self._writer = writer
-        self._templates = templates
+        # A Callable: built at each use (the KubeVirt CR's live values; controller/kubevirt).
+        self._templates_of: Callable[[], TemplateService] = (
+            templates if callable(templates) else lambda: templates
+        )
         self._timing = timing
 
     async def prepare(self, namespace: str | None) -> None:
@@ -259,7 +263,7 @@ class VMIController(Reconciler):
         await self._pods.delete(vmi.key, plan.delete_pods, involved=vmi)
         if plan.create_pod:
             claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
-            pod = self._templates.launcher_pod(vmi, claims=claims, attempt=plan.pod_attempt)
+            pod = self._templates_of().launcher_pod(vmi, claims=claims, attempt=plan.pod_attempt)
             await self._pods.create(vmi.key, pod, involved=vmi)
 
     async def _write(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:

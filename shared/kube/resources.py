@@ -70,6 +70,11 @@ VMS = Resource(GROUP, VERSION, "virtualmachines", "VirtualMachine")
 VMIMS = Resource(
     GROUP, VERSION, "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration"
 )
+KUBEVIRTS = Resource(GROUP, VERSION, "kubevirts", "KubeVirt")
+MIGRATION_POLICIES = Resource(
+    "migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", namespaced=False
+)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # The aggregated API's view of VMIs: imperative actions such as .../pause live under it.
 VMI_ACTIONS = Resource(

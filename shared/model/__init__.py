@@ -55,6 +55,7 @@ from shared.model.errors import (
     ParseError,
     QuantityError,
 )
+from shared.model.kubevirt import KubeVirt
 from shared.model.meta import (
     Clock,
     ObjectMeta,
@@ -138,6 +139,7 @@ __all__ = [
     "KernelBoot",
     "KernelBootContainer",
     "KubeObject",
+    "KubeVirt",
     "Machine",
     "Memory",
     "MigrationAbortStatus",

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from shared.model._codec import Model
 from shared.model.enums import MigrationAbortStatus, MigrationMode, MigrationPhase
+from shared.model.kubevirt import MigrationConfiguration
 from shared.model.meta import PhaseTransition
 from shared.model.objects import KubeObject
 
@@ -34,6 +35,9 @@ class MigrationState(Model):
     failure_reason: str | None = None
     migration_uid: str | None = None
     mode: MigrationMode | None = None
+    # The MigrationPolicy that applies, and its values (shared/migrationpolicy.py).
+    migration_policy_name: str | None = None
+    migration_configuration: MigrationConfiguration | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

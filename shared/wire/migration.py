@@ -154,12 +154,16 @@ class PrepareTargetResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MigrateArgs:
-    """migrate: the target's address; its XML is read from the endpoint unless given."""
+    """migrate: the target's address; its XML is read from the endpoint unless given. The
+    limits are the cluster's (KubeVirt CR spec.configuration.migrations) or the
+    MigrationPolicy's that selects the VMI, as the source handler resolved them."""
 
     address: str
     domain_xml: str | None = None
     timeout_seconds: int = 300
     bandwidth_mib: int = 0  # MiB/s for the memory stream; 0: unlimited
+    allow_auto_converge: bool = False  # QEMU throttles the guest's vCPUs to converge
+    allow_post_copy: bool = False  # libvirt may switch to post-copy (VIR_MIGRATE_POSTCOPY)
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"address": self.address, "timeoutSeconds": self.timeout_seconds}
@@ -167,11 +171,16 @@ class MigrateArgs:
             out["domainXml"] = self.domain_xml
         if self.bandwidth_mib:
             out["bandwidthMiB"] = self.bandwidth_mib
+        if self.allow_auto_converge:
+            out["allowAutoConverge"] = True
+        if self.allow_post_copy:
+            out["allowPostCopy"] = True
         return out
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Self:
-        unknown = set(data) - {"address", "domainXml", "timeoutSeconds", "bandwidthMiB"}
+        known = {"address", "domainXml", "timeoutSeconds", "bandwidthMiB"}
+        unknown = set(data) - known - {"allowAutoConverge", "allowPostCopy"}
         if unknown:
             raise InvalidArgument(sorted(unknown)[0], "unknown argument")
         timeout = _opt_int(data, "timeoutSeconds")
@@ -185,4 +194,13 @@ class MigrateArgs:
             domain_xml=_opt_str(data, "domainXml"),
             timeout_seconds=timeout or 300,
             bandwidth_mib=bandwidth,
+            allow_auto_converge=_opt_bool(data, "allowAutoConverge"),
+            allow_post_copy=_opt_bool(data, "allowPostCopy"),
         )
+
+
+def _opt_bool(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidArgument(key, "must be a boolean")
+    return value

@@ -18,7 +18,7 @@ controller replica gives the same one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,8 @@ class EvictionAdmitter:
     client: GetsPatches
     default: EvictionStrategy
     timeout: float = 5.0
+    # The KubeVirt CR's evictionStrategy read live; None: `default` (the flag).
+    live_default: Callable[[], EvictionStrategy] | None = None
 
     async def admit(self, review: AdmissionRequest) -> dict[str, Any]:
         """The AdmissionReview answer for one eviction."""
@@ -76,7 +78,10 @@ class EvictionAdmitter:
         except ParseError:
             return allow(review.uid)  # admission never let such a VMI in; nothing to protect
         verdict = eviction_verdict(
-            vmi, pod_node=pod.node_name, default=self.default, pod_migration_uid=pod.migration_uid
+            vmi,
+            pod_node=pod.node_name,
+            default=self.live_default() if self.live_default else self.default,
+            pod_migration_uid=pod.migration_uid,
         )
         if verdict.action is EvictionAction.ALLOW:
             return allow(review.uid)

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from shared.clusterconfig import ClusterConfig
 from shared.kube import VMIS, Counter, Registry
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.ports import Gets, GetsPatches
@@ -29,6 +30,7 @@ from shared.model.validation import ValidationLimits
 from virt_api.admission.config import AdmissionConfig
 from virt_api.admission.defaults import Defaults, mutate
 from virt_api.admission.eviction import EvictionAdmitter
+from virt_api.admission.gates import gate_errors
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
 from virt_api.admission.validate import VMILookup, migration_target_errors, validate
 from virt_api.subresources.tls import CertDir
@@ -57,6 +59,8 @@ class AppDeps:
     lookup: VMILookup
     requests: Counter  # kubevirt_admission_requests_total{webhook,kind,allowed}
     evictions: EvictionAdmitter | None = None  # None: /evict is not served
+    # The cluster's live configuration (feature gates); flag defaults when not given.
+    cluster: Callable[[], ClusterConfig] = ClusterConfig
 
 
 def build_app(deps: AppDeps, *, max_body_bytes: int = 8 * 1024 * 1024) -> web.Application:
@@ -108,6 +112,8 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if review.operation not in ("CREATE", "UPDATE"):
         return allow(review.uid)
     errors = validate(review.kind, review.obj, old=review.old, limits=deps.limits)
+    if review.operation == "CREATE" or review.obj.get("spec") != (review.old or {}).get("spec"):
+        errors += gate_errors(review.kind, review.obj, deps.cluster())
     is_new_migration = review.operation == "CREATE"
     if is_new_migration and review.kind == VirtualMachineInstanceMigration.KIND:
         errors += await migration_target_errors(
@@ -141,6 +147,7 @@ class AdmissionServer:
         registry: Registry,
         *,
         eviction_strategy: EvictionStrategy = EvictionStrategy.NONE,
+        cluster: Callable[[], ClusterConfig] | None = None,
     ) -> None:
         self._config = config
         self._deps = AppDeps(
@@ -148,8 +155,12 @@ class AdmissionServer:
             limits=ValidationLimits(emulation=config.emulation),
             lookup=kube_lookup(client, timeout=config.lookup_timeout),
             evictions=EvictionAdmitter(
-                client=client, default=eviction_strategy, timeout=config.lookup_timeout
+                client=client,
+                default=eviction_strategy,
+                timeout=config.lookup_timeout,
+                live_default=_live_eviction(cluster),
             ),
+            cluster=cluster or ClusterConfig,
             requests=registry.counter(
                 "kubevirt_admission_requests_total",
                 "Admission reviews of VMs, VMIs, VMIMs and pod evictions, by webhook, kind "
@@ -178,6 +189,15 @@ class AdmissionServer:
         finally:
             await runner.cleanup()
             log.info("admission_stopped")
+
+
+def _live_eviction(
+    cluster: Callable[[], ClusterConfig] | None,
+) -> Callable[[], EvictionStrategy] | None:
+    """The KubeVirt CR's evictionStrategy, read at each review (None: the flag's)."""
+    if cluster is None:
+        return None
+    return lambda: cluster().eviction_strategy
 
 
 def _bound_port(runner: web.AppRunner) -> int | None:

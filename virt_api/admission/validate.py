@@ -6,7 +6,8 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - a VM's instancetype and preference named with a kind of theirs, and no template field
   an instancetype sets (shared.expansion), and
 - every field kubevirt-py would not honour (shared.model.unsupported);
-- the instancetype.kubevirt.io objects themselves: their values and fields.
+- the instancetype.kubevirt.io objects themselves: their values and fields;
+- the KubeVirt CR's configuration (shared.clusterconfig), naming the field.
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -16,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shared.clusterconfig import validate_kubevirt
 from shared.expansion import instancetype_conflicts, matcher_errors
+from shared.migrationpolicy import validate_policy
 from shared.model import (
     FieldError,
     KubeObject,
@@ -27,6 +30,8 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
+from shared.model.kubevirt import KubeVirt
+from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -54,10 +59,20 @@ def _validate_migration(
     return validate_migration(migration)
 
 
+def _validate_kubevirt(kv: KubeVirt, _: ValidationLimits) -> list[FieldError]:
+    return validate_kubevirt(kv)
+
+
+def _validate_policy(policy: MigrationPolicy, _: ValidationLimits) -> list[FieldError]:
+    return validate_policy(policy)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
+    KubeVirt.KIND: (KubeVirt, _validate_kubevirt),
+    MigrationPolicy.KIND: (MigrationPolicy, _validate_policy),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 

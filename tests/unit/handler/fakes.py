@@ -306,6 +306,10 @@ class FakeApi:
         """No VMIMs here (a selector no VMI matches)."""
         return _Source(self, "kubevirt.io/never=listed")
 
+    def kubevirt_source(self, namespace: str) -> _Source:
+        """No KubeVirt CR here (a selector no VMI matches): the flag defaults rule."""
+        return _Source(self, "kubevirt.io/never=listed")
+
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         key = f"{namespace}/{name}"
         if key not in self.vmis:

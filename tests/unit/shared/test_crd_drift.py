@@ -164,6 +164,7 @@ SHORT_NAMES = {
     "VirtualMachineInstance": ["vmi", "vmis"],
     "VirtualMachine": ["vm", "vms"],
     "VirtualMachineInstanceMigration": ["vmim", "vmims"],
+    "KubeVirt": ["kv", "kvs"],
 }
 COLUMNS = {
     "VirtualMachineInstance": [
@@ -177,6 +178,7 @@ COLUMNS = {
     ],
     "VirtualMachine": ["Age", "Status", "Ready"],
     "VirtualMachineInstanceMigration": ["Phase", "VMI"],
+    "KubeVirt": ["Age", "Phase"],
 }
 
 

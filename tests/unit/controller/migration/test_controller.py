@@ -105,3 +105,17 @@ async def test_deleting_an_admitted_migration_frees_its_slot() -> None:
     await ctl.sync("ns/ma")
     await ctl.sync("ns/mb")
     assert len(target_pods(api)) == 2
+
+
+async def test_limits_read_live_take_effect_at_the_next_sync() -> None:
+    """The limits come from a callable (the KubeVirt CR's, controller/kubevirt): raising
+    the outbound limit between syncs admits the second migration, with no new controller."""
+    current = [MigrationConfig(parallel_per_cluster=5, outbound_per_node=1)]
+    api, ctl = rig(MigrationConfig())
+    ctl._config_of = lambda: current[0]
+    await ctl.sync("ns/ma")
+    await ctl.sync("ns/mb")
+    assert len(target_pods(api)) == 1
+    current[0] = MigrationConfig(parallel_per_cluster=5, outbound_per_node=2)
+    await ctl.sync("ns/mb")
+    assert len(target_pods(api)) == 2

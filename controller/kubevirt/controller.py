@@ -1,0 +1,82 @@
+"""The KubeVirt CR controller: applies the CR to the live configuration every controller
+reads (shared.clusterconfig.LiveConfig) and writes the CR's status (logic.py decides).
+
+The configuration is applied from the informer's callbacks on every replica (a standby's
+virt-api serves admission with the same feature gates); only the leader writes status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import metadata
+
+import structlog
+
+from controller.deps import Deps
+from controller.kubevirt.logic import plan_status
+from controller.reconcile import Reconciler, refresher
+from shared.clusterconfig import LiveConfig, effective
+from shared.kube import KUBEVIRTS, Handlers, NotFound, StatusWriter, WorkQueue
+from shared.model import now_rfc3339
+from shared.model.kubevirt import KubeVirt
+
+log = structlog.get_logger("controller.kubevirt")
+
+
+def version() -> str:
+    """kubevirt-py's version, as status.observedKubeVirtVersion reports it."""
+    try:
+        return "v" + metadata.version("kubevirt-py")
+    except metadata.PackageNotFoundError:
+        return "v0.0.0-dev"
+
+
+class KubeVirtController(Reconciler):
+    """Keeps the KubeVirt CR's status (Available, Degraded …) and the live config current."""
+
+    kind = "kubevirt"
+
+    def __init__(
+        self,
+        deps: Deps,
+        *,
+        queue: WorkQueue,
+        live: LiveConfig,
+        writer: StatusWriter[KubeVirt],
+    ) -> None:
+        super().__init__(deps, queue)
+        self._live = live
+        self._writer = writer
+        self._version = version()
+
+    def handlers(self) -> Handlers[KubeVirt]:
+        """Callbacks for the KubeVirt informer: apply the configuration, then queue."""
+
+        def changed(kv: KubeVirt) -> None:
+            self._live.apply(effective(self._informers.kubevirts.store.list()))
+            self.enqueue(kv.key)
+
+        return Handlers(
+            on_add=changed,
+            on_update=lambda old, new: changed(new),
+            on_delete=lambda kv: self._live.apply(
+                effective(self._informers.kubevirts.store.list())
+            ),
+        )
+
+    async def sync(self, key: str) -> None:
+        kv = self._informers.kubevirts.store.get(key)
+        if kv is None or kv.metadata.is_deleting:
+            return
+        in_force = effective(self._informers.kubevirts.store.list())
+        error = self._live.error if in_force is not None and in_force.key == key else None
+        status = plan_status(kv, error=error, version=self._version, now=now_rfc3339(self._clock))
+        new = dataclasses.replace(kv, status=status)
+        try:
+            await self._writer.write_status(
+                kv, new, refresh=refresher(self._client, KUBEVIRTS, KubeVirt, key)
+            )
+        except NotFound:
+            return
+        if status.conditions != kv.status.conditions:
+            log.info("kubevirt_status_written", degraded=error is not None)

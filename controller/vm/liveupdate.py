@@ -1,0 +1,110 @@
+"""A running VM's template edits (pure): what reaches its VMI live and what needs a restart.
+
+KubeVirt's rule, with `vmRolloutStrategy: LiveUpdate` (its default): node affinity,
+tolerations and the node selector go to the running VMI (they steer its next migration);
+hotplugged volumes follow the template (controller/vm/hotplug.py); every other change of the
+template sets the VM's RestartRequired condition, naming the fields. With `Stage` every
+change waits for the restart. CPU sockets and guest memory are not hot-plugged here yet, so
+they need a restart too (docs/live-change.md).
+
+The template is compared with the VMI as a subset: a value the template sets must be the
+VMI's; keys only the VMI has (admission's defaults, an instancetype's expansion) are not
+changes. A field removed from the template is not noticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from controller.transitions import vm_condition
+from shared.clusterconfig import RolloutStrategy
+from shared.model import (
+    ConditionStatus,
+    VirtualMachine,
+    VirtualMachineInstance,
+    VMConditionType,
+    VMStatus,
+)
+
+# Followed by controller/vm/hotplug.py, whatever the strategy.
+HOTPLUG_PATHS = ("spec.volumes", "spec.domain.devices.disks")
+# Copied to the running VMI with LiveUpdate (top-level spec keys).
+LIVE_KEYS = ("affinity", "tolerations", "nodeSelector")
+RESTART_REQUIRED_REASON = "NonLiveUpdatableFieldChanged"
+
+
+def changed_paths(template: Any, running: Any, path: str) -> list[str]:
+    """Paths where `template` sets a value `running` does not have."""
+    if isinstance(template, Mapping):
+        if not isinstance(running, Mapping):
+            return [path]
+        out: list[str] = []
+        for key, value in template.items():
+            out += changed_paths(value, running.get(key), f"{path}.{key}")
+        return out
+    if isinstance(template, list):
+        if not isinstance(running, list) or len(running) != len(template):
+            return [path]
+        return [
+            p for i, v in enumerate(template) for p in changed_paths(v, running[i], f"{path}[{i}]")
+        ]
+    return [] if template == running else [path]
+
+
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    return any(path == p or path.startswith((p + ".", p + "[")) for p in prefixes)
+
+
+def restart_fields(
+    vm: VirtualMachine, vmi: VirtualMachineInstance, strategy: RolloutStrategy
+) -> list[str]:
+    """The template fields whose change only a restart brings to the running VMI."""
+    template = vm.spec.template.spec.to_dict()
+    changed = changed_paths(template, vmi.spec.to_dict(), "spec")
+    live = [f"spec.{k}" for k in LIVE_KEYS] if strategy is RolloutStrategy.LIVE_UPDATE else []
+    return [p for p in changed if not _under(p, (*HOTPLUG_PATHS, *live))]
+
+
+def live_ops(
+    vm: VirtualMachine, vmi: VirtualMachineInstance, strategy: RolloutStrategy
+) -> list[dict[str, Any]]:
+    """JSON-patch operations copying the live-updatable fields onto the running VMI."""
+    if strategy is not RolloutStrategy.LIVE_UPDATE or vmi.is_final():
+        return []
+    template, running = vm.spec.template.spec.to_dict(), vmi.spec.to_dict()
+    ops: list[dict[str, Any]] = []
+    for key in LIVE_KEYS:
+        want, have = template.get(key), running.get(key)
+        if want == have:
+            continue
+        if want is None:
+            ops.append({"op": "remove", "path": f"/spec/{key}"})
+        else:
+            ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
+    return ops
+
+
+def with_restart_required(
+    status: VMStatus,
+    vm: VirtualMachine,
+    vmi: VirtualMachineInstance | None,
+    *,
+    strategy: RolloutStrategy,
+    now: datetime,
+) -> VMStatus:
+    """`status` with RestartRequired (True naming the fields) while the running VMI lags
+    its template; without the condition otherwise."""
+    kind = VMConditionType.RESTART_REQUIRED
+    fields = restart_fields(vm, vmi, strategy) if vmi is not None and not vmi.is_final() else []
+    kept = tuple(c for c in status.conditions if c.type != kind)
+    if not fields:
+        return dataclasses.replace(status, conditions=kept)
+    message = "a non-live-updatable field was changed in the template spec: " + ", ".join(fields)
+    condition = vm_condition(
+        vm.status.condition(kind), kind, ConditionStatus.TRUE,
+        reason=RESTART_REQUIRED_REASON, message=message, now=now,
+    )  # fmt: skip
+    return dataclasses.replace(status, conditions=(*kept, condition))

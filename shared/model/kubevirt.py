@@ -1,0 +1,103 @@
+"""kubevirt.io/v1 KubeVirt: the one cluster-wide configuration object (`kv kubevirt` in the
+namespace the daemons run in), with the part of KubeVirt's `KubeVirtSpec` /
+`KubeVirtConfiguration` that kubevirt-py reads; every other key round-trips in `extra`.
+
+The daemons read it through an informer and apply it live (shared/clusterconfig.py); the
+controller writes its status (controller/kubevirt/).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from shared.model._codec import Model, json_name
+from shared.model.meta import VMCondition
+from shared.model.objects import KubeObject
+
+KUBEVIRT_NAME = "kubevirt"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeveloperConfiguration(Model):
+    """spec.configuration.developerConfiguration."""
+
+    feature_gates: tuple[str, ...] = ()
+    use_emulation: bool | None = None
+    cpu_allocation_ratio: int | None = None
+    memory_overcommit: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationConfiguration(Model):
+    """spec.configuration.migrations (bandwidthPerMigration is a quantity, e.g. "64Mi")."""
+
+    parallel_migrations_per_cluster: int | None = None
+    parallel_outbound_migrations_per_node: int | None = None
+    bandwidth_per_migration: str | None = None
+    completion_timeout_per_gi_b: int | None = field(
+        default=None, metadata=json_name("completionTimeoutPerGiB")
+    )
+    progress_timeout: int | None = None
+    allow_auto_converge: bool | None = None
+    allow_post_copy: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveUpdateConfiguration(Model):
+    """spec.configuration.liveUpdateConfiguration: the ceilings of live CPU/memory changes."""
+
+    max_cpu_sockets: int | None = None
+    max_guest: str | None = None
+    max_hotplug_ratio: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeVirtConfiguration(Model):
+    """spec.configuration."""
+
+    developer_configuration: DeveloperConfiguration | None = None
+    migrations: MigrationConfiguration | None = None
+    eviction_strategy: str | None = None
+    vm_rollout_strategy: str | None = None
+    live_update_configuration: LiveUpdateConfiguration | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadUpdateStrategy(Model):
+    """spec.workloadUpdateStrategy: how running VMIs reach a new launcher image."""
+
+    workload_update_methods: tuple[str, ...] = ()
+    batch_eviction_size: int | None = None
+    batch_eviction_interval: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeVirtSpec(Model):
+    """KubeVirt spec."""
+
+    configuration: KubeVirtConfiguration | None = None
+    workload_update_strategy: WorkloadUpdateStrategy | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeVirtStatus(Model):
+    """KubeVirt status, written by the controller (virt-operator's fields)."""
+
+    phase: str | None = None
+    conditions: tuple[VMCondition, ...] = ()
+    observed_kube_virt_version: str | None = None
+    target_kube_virt_version: str | None = None
+    observed_generation: int | None = None
+    outdated_virtual_machine_instance_workloads: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeVirt(KubeObject):
+    """kubevirt.io/v1 KubeVirt: the cluster's kubevirt-py configuration (kv)."""
+
+    KIND: ClassVar[str] = "KubeVirt"
+    PLURAL: ClassVar[str] = "kubevirts"
+
+    spec: KubeVirtSpec = field(default_factory=KubeVirtSpec)
+    status: KubeVirtStatus = field(default_factory=KubeVirtStatus)

@@ -1,0 +1,44 @@
+"""The source handler puts the migration limits in force (the KubeVirt CR's, read live)
+into the launcher's migrate call: bandwidth, completion timeout, auto-converge, post-copy."""
+
+from __future__ import annotations
+
+from handler.migration_source import SourceStep, completion_timeout, with_limits
+from shared.clusterconfig import MigrationLimits
+from shared.model import VirtualMachineInstance
+from shared.wire.launcher_api import Method
+from shared.wire.migration import MigrateArgs
+
+
+def vmi(memory: str) -> VirtualMachineInstance:
+    return VirtualMachineInstance.from_dict(
+        {"metadata": {"name": "a"}, "spec": {"domain": {"memory": {"guest": memory}}}}
+    )
+
+
+def test_the_limits_reach_the_migrate_arguments() -> None:
+    """Bandwidth, the switches and the per-GiB timeout are carried on the wire."""
+    todo = SourceStep(call=Method.MIGRATE, args=MigrateArgs(address="unix:///a").to_wire())
+    limits = MigrationLimits(
+        bandwidth_mib=16, completion_timeout_per_gib=10, allow_auto_converge=True
+    )
+    args = MigrateArgs.from_wire(with_limits(todo, vmi("4Gi"), limits).args or {})
+    assert (args.address, args.bandwidth_mib, args.timeout_seconds) == ("unix:///a", 16, 40)
+    assert args.allow_auto_converge and not args.allow_post_copy
+
+
+def test_a_small_guest_gets_one_gib_worth_of_time() -> None:
+    """A 64Mi guest is counted as 1 GiB: completionTimeoutPerGiB seconds."""
+    assert completion_timeout(vmi("64Mi"), MigrationLimits(completion_timeout_per_gib=150)) == 150
+
+
+def test_the_switches_round_trip_and_bad_ones_are_named() -> None:
+    """allowAutoConverge / allowPostCopy decode back; a non-boolean is refused by name."""
+    args = MigrateArgs(address="x", allow_post_copy=True, allow_auto_converge=True)
+    assert MigrateArgs.from_wire(args.to_wire()) == args
+    try:
+        MigrateArgs.from_wire({"address": "x", "allowPostCopy": "yes"})
+    except Exception as e:
+        assert "allowPostCopy" in str(e)
+    else:
+        raise AssertionError("a string was accepted as allowPostCopy")
