@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import ssl
@@ -30,6 +31,7 @@ from localkube.pki import Pki, ensure_pki, write_kubeconfig
 from localkube.procs import (
     DaemonSpec,
     carries_marker,
+    marked_pids,
     mounts_under,
     pid_alive,
     read_pidfile,
@@ -201,6 +203,14 @@ class Cluster:
             shutil.rmtree(self.config.nodes_dir, ignore_errors=True)
             shutil.rmtree(self.paths.root, ignore_errors=True)
         log.info("cluster_down", purged=purge)
+
+    def kill_now(self) -> None:
+        """SIGKILL every process of the cluster at once (a forced stop, from a signal
+        handler); `down` then still ends the containers and unmounts and deletes."""
+        for pid in list(marked_pids(self.marker)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        log.warning("cluster_killed", cluster=self.config.cluster_id)
 
     async def status(self) -> list[ComponentStatus]:
         """Liveness and health of each component (nodes: their Ready condition)."""
