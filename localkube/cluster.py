@@ -314,7 +314,7 @@ class Cluster:
         timeout: float = 90.0,
     ) -> None:
         if not self._running(spec.name):
-            spawn_detached(spec, marker=self.marker)
+            spawn_detached(components.supervised(self.config, spec), marker=self.marker)
         pid = self._pid(spec.name)
         assert pid is not None
         await wait_healthy(
