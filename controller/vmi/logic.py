@@ -212,14 +212,7 @@ def _plan_after_rejection(
         message = f"{last.describe_failure()} ({len(rejected)} launcher pods refused by kubelets)"
         return VMIPlan(status=failed(vmi.status, FailureReason.POD_FAILED, message, now))
     status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
-    status = vmi_condition(
-        status,
-        VMIConditionType.SYNCHRONIZED,
-        ConditionStatus.FALSE,
-        reason=FailureReason.POD_REJECTED,
-        message=f"{last.describe_failure()}; another launcher pod follows",
-        now=now,
-    )
+    status = _another_follows(status, last.describe_failure(), now)
     backoff = REJECTION_BACKOFF * 2 ** (len(rejected) - 1)
     waited = (now - _parse_or(last.created, now)).total_seconds()
     if waited < backoff:
@@ -244,15 +237,20 @@ def _plan_blocked(
         message = f"{blocked.message} ({blocked.attempts} launcher pods could not start)"
         status = failed(vmi.status, FailureReason.POD_FAILED, message, now)
         return VMIPlan(status=status, delete_pods=doomed)
-    status = vmi_condition(
-        scheduling,
+    status = _another_follows(scheduling, blocked.message, now)
+    return VMIPlan(status=status, delete_pods=doomed, create_pod=True, pod_attempt=blocked.attempts)
+
+
+def _another_follows(status: VMIStatus, why: str, now: datetime) -> VMIStatus:
+    """Synchronized=False, PodRejected: why the launcher pod never ran; another follows."""
+    return vmi_condition(
+        status,
         VMIConditionType.SYNCHRONIZED,
         ConditionStatus.FALSE,
         reason=FailureReason.POD_REJECTED,
-        message=f"{blocked.message}; another launcher pod follows",
+        message=f"{why}; another launcher pod follows",
         now=now,
     )
-    return VMIPlan(status=status, delete_pods=doomed, create_pod=True, pod_attempt=blocked.attempts)
 
 
 def _synchronized_reason(status: VMIStatus) -> str | None:

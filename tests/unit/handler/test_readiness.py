@@ -4,32 +4,20 @@ restarted handler is Ready exactly when pause/unpause and the other actions reac
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
 from handler.actions import ActionsServer
-from handler.config import Config, Timing
 from handler.daemon import Handler
 from shared.kube import Registry
-from tests.unit.handler.fakes import NODE, FakeApi
+from tests.unit.handler.fakes import FakeApi
+from tests.unit.handler.test_daemon import _config
 
 
 def _handler(tmp_path: Path) -> Handler:
-    config = Config(
-        node_name=NODE,
-        pods_dir=tmp_path / "pods",
-        notify_socket=tmp_path / "notify.sock",
-        kubeconfig=None,
-        workers=1,
-        listen_host="127.0.0.1",
-        listen_port=0,
-        devices=(),
-        required_devices=(),
-        log_format="console",
-        timing=Timing(),
-        device_plugins=None,
-    )
+    config = dataclasses.replace(_config(tmp_path), device_plugins=None)
     return Handler(config, api=FakeApi(), registry=Registry())
 
 
