@@ -20,7 +20,7 @@ delete our sockets; the kubelet then drops the resource to 0.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -130,7 +130,7 @@ class DevicePlugin:
     def options(self) -> DevicePluginOptions:
         return DevicePluginOptions()
 
-    async def list_and_watch(self) -> AsyncIterator[ListAndWatchResponse]:
+    async def list_and_watch(self) -> AsyncGenerator[ListAndWatchResponse, None]:
         """The device list now and after every health change, until the caller goes or
         the plugin stops serving. A stream that ends otherwise (the kubelet closed it, or
         its connection broke) while we still serve sets `lost`: register again."""

@@ -4,7 +4,8 @@ launcher pods could not start; never left Scheduling for good."""
 
 from __future__ import annotations
 
-from controller.services.template import TemplateConfig, TemplateService
+from controller.config import TemplateConfig
+from controller.services.template import TemplateService
 from controller.vmi.blocked import START_GRACE, next_attempt
 from controller.vmi.logic import MAX_REJECTED_PODS, FailureReason, VMIPlan, plan_vmi
 from shared.labels import LAUNCHER_ATTEMPT_ANNOTATION
