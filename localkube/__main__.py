@@ -57,7 +57,7 @@ def _stoppable(args: argparse.Namespace, cluster: Cluster) -> int:
     (purging the state when `up` created it), and during `down` forces it (SIGKILL first)."""
     signals = stop_signals()
     signals.install()
-    fresh = not cluster.paths.root.exists()
+    fresh = not (cluster.paths.root / "node-kind").exists()  # written by the first `up`
     with signals.on_force(cluster.kill_now):
         try:
             if args.command == "down":
