@@ -347,6 +347,11 @@ class ActionsServer:
         self.started = asyncio.Event()
         self.published = asyncio.Event()
 
+    @property
+    def serving(self) -> bool:
+        """Listening, and its endpoint published (when it publishes one)."""
+        return self.started.is_set() and (self._publish is None or self.published.is_set())
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until `stop` is set (or until cancelled)."""
         cfg = self._config

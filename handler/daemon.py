@@ -272,7 +272,9 @@ class Handler:
         return vmi
 
     def ready(self) -> bool:
-        return self._synced and not self._stopping
+        """Caches synced and the actions endpoint serving (readiness means it serves)."""
+        serving = self.actions is None or self.actions.serving
+        return self._synced and serving and not self._stopping
 
     def schedulable(self) -> bool:
         return self.ready() and devices_ready(self.devices)

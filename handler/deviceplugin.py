@@ -10,15 +10,17 @@ device node, read-write.
 Per plugin: serve `<dir>/kubevirt-<name>.sock`, Register with `<dir>/kubelet.sock`, then
 every `interval` re-check the device (a change reaches the kubelet through ListAndWatch)
 and watch both sockets: a recreated kubelet.sock (kubelet restarted) or our socket gone
-(a starting kubelet empties the directory) means serve anew and register again. Stop:
-stop serving and delete our sockets; the kubelet then drops the resource to 0.
+(a starting kubelet empties the directory) means serve anew and register again. So does
+a dropped kubelet connection: the ListAndWatch stream the kubelet opened closes while we
+still serve (the kubelet then forgets the resource and pods requesting it cannot start),
+or no stream is opened within `stream_grace` of a registration. Stop: stop serving and
+delete our sockets; the kubelet then drops the resource to 0.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -75,6 +77,9 @@ class DevicePluginsConfig:
     interval: float = 5.0  # device re-check and socket watch
     call_timeout: float = 5.0
     stop_grace: float = 1.0
+    # Registered, but no ListAndWatch stream opened by the kubelet after this long: the
+    # kubelet lost the registration, register again.
+    stream_grace: float = 15.0
     devices: Mapping[str, Path] = field(default_factory=lambda: DEVICES)
 
 
@@ -91,7 +96,10 @@ class DevicePlugin:
         self.healthy = False
         self.allocations = 0
         self.serving = False
+        self.streams_opened = 0  # ListAndWatch calls since we last started serving
+        self._generation = 0
         self._changed = asyncio.Event()
+        self.lost = asyncio.Event()  # a stream of this serving generation closed early
 
     def set_health(self, healthy: bool) -> bool:
         """Record the device's health; True (and ListAndWatch streams wake) when it changed."""
@@ -102,7 +110,12 @@ class DevicePlugin:
         return True
 
     def set_serving(self, serving: bool) -> None:
-        """Not serving: open ListAndWatch streams end (the kubelet sees the plugin leave)."""
+        """Not serving: open ListAndWatch streams end (the kubelet sees the plugin leave).
+        Serving again starts a new generation: streams of the old one no longer count."""
+        if serving and not self.serving:
+            self._generation += 1
+            self.streams_opened = 0
+            self.lost = asyncio.Event()
         self.serving = serving
         self._wake()
 
@@ -117,13 +130,20 @@ class DevicePlugin:
     def options(self) -> DevicePluginOptions:
         return DevicePluginOptions()
 
-    async def list_and_watch(self) -> AsyncIterator[ListAndWatchResponse]:
+    async def list_and_watch(self) -> AsyncGenerator[ListAndWatchResponse, None]:
         """The device list now and after every health change, until the caller goes or
-        the plugin stops serving."""
-        while self.serving:
-            changed = self._changed
-            yield self.devices()
-            await changed.wait()  # not I/O: waits for our own next health change
+        the plugin stops serving. A stream that ends otherwise (the kubelet closed it, or
+        its connection broke) while we still serve sets `lost`: register again."""
+        generation = self._generation
+        self.streams_opened += 1
+        try:
+            while self.serving and generation == self._generation:
+                changed = self._changed
+                yield self.devices()
+                await changed.wait()  # not I/O: waits for our own next health change
+        finally:
+            if self.serving and generation == self._generation:
+                self.lost.set()
 
     async def allocate(self, request: AllocateRequest) -> AllocateResponse:
         """Every container gets the host device node at the same path, read-write."""
@@ -332,9 +352,20 @@ class DevicePlugins:
         return True
 
     async def _watch(self, plugin: DevicePlugin, server: PluginServer, kubelet: Identity) -> None:
-        """Until stopped, the kubelet restarts, or our socket disappears."""
+        """Until stopped, the kubelet restarts, our socket disappears, or the kubelet's
+        connection drops (its stream closed, or never opened)."""
+        loop = asyncio.get_running_loop()
+        registered = loop.time()
         while not self._stop.is_set():
-            await self._sleep(self.config.interval)
+            await self._sleep(self.config.interval, wake=plugin.lost)
+            if self._stop.is_set():
+                return
+            if plugin.lost.is_set():
+                log.warning("device_plugin_stream_closed", resource=plugin.resource)
+                return
+            if plugin.streams_opened == 0 and loop.time() - registered >= self.config.stream_grace:
+                log.warning("device_plugin_not_dialled", resource=plugin.resource)
+                return
             self.refresh(plugin)
             if self._kubelet.identity() != kubelet:
                 log.info("kubelet_restarted", resource=plugin.resource)
@@ -354,8 +385,12 @@ class DevicePlugins:
         if self._stop.is_set():
             log.info("device_plugin_stopped", resource=plugin.resource)
 
-    async def _sleep(self, seconds: float) -> None:
-        """Sleep, waking early on shutdown."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stop.wait()
+    async def _sleep(self, seconds: float, *, wake: asyncio.Event | None = None) -> None:
+        """Sleep, waking early on shutdown (or when `wake` is set)."""
+        events = [self._stop] if wake is None else [self._stop, wake]
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()

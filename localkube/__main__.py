@@ -18,6 +18,7 @@ from localkube.config import ClusterConfig
 from localkube.errors import LocalKubeError
 from localkube.promconfig import PrometheusOptions
 from localkube.prometheus import LocalPrometheus
+from localkube.stopping import Interrupted, stop_signals
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -37,8 +38,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    cluster = Cluster(ClusterConfig.from_env(bin_dir=args.bin_dir))
+async def _run(args: argparse.Namespace, cluster: Cluster) -> int:
     if args.command == "up":
         await cluster.up()
         print(f"export KUBECONFIG={cluster.kubeconfig}")
@@ -75,11 +75,32 @@ async def _prometheus(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+def _stoppable(args: argparse.Namespace, cluster: Cluster) -> int:
+    """Run the command; SIGTERM, SIGINT or SIGHUP during `up` tears down what it started
+    (purging the state when `up` created it), and during `down` forces it (SIGKILL first)."""
+    signals = stop_signals()
+    signals.install()
+    fresh = not (cluster.paths.root / "node-kind").exists()  # written by the first `up`
+    with signals.on_force(cluster.kill_now):
+        try:
+            if args.command == "down":
+                with signals.tearing_down():
+                    return asyncio.run(_run(args, cluster))
+            return asyncio.run(_run(args, cluster))
+        except Interrupted as stop:
+            if args.command == "up":
+                print(f"localkube up {stop}: tearing down", file=sys.stderr)
+                with signals.tearing_down():
+                    asyncio.run(cluster.down(purge=fresh))
+            return 128 + stop.signum
+
+
 def main() -> None:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     args = _parse(sys.argv[1:])
+    cluster = Cluster(ClusterConfig.from_env(bin_dir=args.bin_dir))
     try:
-        sys.exit(asyncio.run(_run(args)))
+        sys.exit(_stoppable(args, cluster))
     except LocalKubeError as e:
         print(f"localkube {args.command} failed: {e}", file=sys.stderr)
         sys.exit(1)

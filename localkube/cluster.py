@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import ssl
@@ -30,6 +31,7 @@ from localkube.pki import Pki, ensure_pki, write_kubeconfig
 from localkube.procs import (
     DaemonSpec,
     carries_marker,
+    marked_pids,
     mounts_under,
     pid_alive,
     read_pidfile,
@@ -205,6 +207,14 @@ class Cluster:
             shutil.rmtree(self.paths.root, ignore_errors=True)
         log.info("cluster_down", purged=purge)
 
+    def kill_now(self) -> None:
+        """SIGKILL every process of the cluster at once (a forced stop, from a signal
+        handler); `down` then still ends the containers and unmounts and deletes."""
+        for pid in list(marked_pids(self.marker)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        log.warning("cluster_killed", cluster=self.config.cluster_id)
+
     async def status(self) -> list[ComponentStatus]:
         """Liveness and health of each component (nodes: their Ready condition)."""
         if not self.paths.ports_file.exists():
@@ -314,7 +324,7 @@ class Cluster:
         timeout: float = 90.0,
     ) -> None:
         if not self._running(spec.name):
-            spawn_detached(spec, marker=self.marker)
+            spawn_detached(components.supervised(self.config, spec), marker=self.marker)
         pid = self._pid(spec.name)
         assert pid is not None
         await wait_healthy(

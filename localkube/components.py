@@ -6,6 +6,7 @@ Node authorization, NodeRestriction, the aggregation layer with front-proxy cert
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from dataclasses import asdict, dataclass, fields
@@ -209,3 +210,10 @@ def node_agent(config: ClusterConfig, node: str) -> DaemonSpec:
         pidfile=paths.pidfile(f"nodeagent-{node}"),
         env={"PYTHONPATH": str(config.repo), "PYTHONUNBUFFERED": "1"},
     )
+
+
+def supervised(config: ClusterConfig, spec: DaemonSpec) -> DaemonSpec:
+    """`spec` run under localkube.supervise: restarted with backoff whenever it exits."""
+    argv = (str(config.python), "-m", "localkube.supervise", "--", *spec.argv)
+    env = {"PYTHONPATH": str(config.repo), **spec.env}
+    return dataclasses.replace(spec, argv=argv, env=env)

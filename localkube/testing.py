@@ -24,6 +24,7 @@ from localkube.cluster import Cluster
 from localkube.config import REPO, ClusterConfig, NodeKind, read_image_list
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
+from localkube.stopping import stop_signals
 
 T = TypeVar("T")
 TEST_STATE_ROOT = Path("/var/lib/kubevirt-py")
@@ -110,7 +111,12 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     Real nodes need the images too (scripts/build-images). If this process's private
     cluster is already up (another fixture started it), it is yielded as is and left to
     that fixture to tear down.
+
+    SIGTERM, SIGINT or SIGHUP (localkube.stopping) interrupts the session and this tears
+    the cluster down; another signal meanwhile SIGKILLs its processes first.
     """
+    signals = stop_signals()
+    signals.install()
     bin_dir = build_control_plane()
     reap_stale_test_clusters(bin_dir)
     real = kind == NodeKind.KUBELET
@@ -123,11 +129,13 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
         return
     shutil.rmtree(cluster.config.state_dir, ignore_errors=True)
     shutil.rmtree(cluster.config.nodes_dir, ignore_errors=True)
-    try:
-        asyncio.run(cluster.up())
-        yield cluster
-    finally:
-        asyncio.run(cluster.down(purge=True))
+    with signals.on_force(cluster.kill_now):
+        try:
+            asyncio.run(cluster.up())
+            yield cluster
+        finally:
+            with signals.tearing_down():
+                asyncio.run(cluster.down(purge=True))
 
 
 def _render(value: Any, limit: int = 4000) -> str:

@@ -26,6 +26,8 @@ HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
 HANDLER_ENDPOINT_ANNOTATION = "kubevirt.io/handler-endpoint"
 # On launcher pods: the VMI's name, for humans and `kubectl get pods`.
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
+# On a launcher pod replacing n earlier ones that never ran: n (absent on the first).
+LAUNCHER_ATTEMPT_ANNOTATION = "kubevirt.io/launcher-attempt"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 
 # On VMIMs the evacuation controller creates: the node the VMI leaves.

@@ -14,6 +14,8 @@ from typing import Any
 
 from shared.labels import (
     CREATED_BY_LABEL,
+    DEVICE_RESOURCE_PREFIX,
+    LAUNCHER_ATTEMPT_ANNOTATION,
     MIGRATION_JOB_LABEL,
     POD_SCHEDULED,
     UNSCHEDULABLE_REASON,
@@ -24,6 +26,10 @@ COMPUTE_CONTAINER = "compute"
 IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
 )
+
+# The kubelet's waiting reasons for a container it cannot create; with a message naming a
+# device resource (devices.kubevirt.io/…) the node has no device plugin serving it (yet).
+START_BLOCKED_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +80,11 @@ class LauncherPod:
     rejected: bool = False
     # The compute container's image (the workload updater compares it with the current one).
     image: str | None = None
+    # Which launcher pod of its VMI this is (0: the first; n: it replaced n that never ran).
+    attempt: int = 0
+    # A container the kubelet cannot create for a device resource ("compute:
+    # CreateContainerConfigError: devices.kubevirt.io/tun: no device plugin is registered").
+    start_blocked: str | None = None
 
     @property
     def key(self) -> str:
@@ -151,7 +162,28 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         image_pull=_image_pull(status),
         rejected=phase == PodPhase.FAILED and kubelet_rejected(status),
         image=_compute_image(spec),
+        attempt=_attempt(meta),
+        start_blocked=_start_blocked(status) if phase == PodPhase.PENDING else None,
     )
+
+
+def _attempt(meta: Mapping[str, Any]) -> int:
+    value = (meta.get("annotations") or {}).get(LAUNCHER_ATTEMPT_ANNOTATION)
+    try:
+        return max(int(value), 0) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def _start_blocked(status: Mapping[str, Any]) -> str | None:
+    """The first (init) container the kubelet cannot create for a device resource."""
+    for cs in (*(status.get("initContainerStatuses") or ()),
+               *(status.get("containerStatuses") or ())):  # fmt: skip
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        message = str(waiting.get("message") or "")
+        if waiting.get("reason") in START_BLOCKED_REASONS and DEVICE_RESOURCE_PREFIX in message:
+            return f"{cs.get('name')}: {waiting['reason']}: {message}"
+    return None
 
 
 # Pod status.reason of a pod its kubelet refused at admission (the pod never ran): the

@@ -7,10 +7,18 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from localkube.stopping import stop_signals
+
 STRAGGLER_GRACE = 2.0
 
 # One local cluster per test session, shared by every package that asks for it.
 pytest_plugins = ["tests.integration.cluster.fixtures"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP end a session as Ctrl-C does: fixtures tear down what they
+    started (clusters, daemons, guests); a second signal forces it (localkube.stopping)."""
+    stop_signals().install()
 
 
 @pytest.fixture(autouse=True)

@@ -44,6 +44,7 @@ from shared.labels import (
     DOMAIN_ANNOTATION,
     KVM_RESOURCE,
     LAUNCHER_APP,
+    LAUNCHER_ATTEMPT_ANNOTATION,
     MIGRATION_JOB_LABEL,
     NODE_NAME_LABEL,
     SCHEDULABLE_LABEL,
@@ -112,7 +113,10 @@ class TemplateService:
         """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name);
         `attempt` n > 0: the pod replacing n refused ones (another name)."""
         seed = vmi.uid if attempt == 0 else f"{vmi.uid}/{attempt}"
-        return self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
+        pod = self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
+        if attempt:
+            pod["metadata"]["annotations"][LAUNCHER_ATTEMPT_ANNOTATION] = str(attempt)
+        return pod
 
     def target_pod(
         self,

@@ -9,7 +9,8 @@ is handed to the handler of its node:
 
 A launcher pod its kubelet refused at admission never ran (after a kubelet restart the
 device plugins register again a few seconds late): it is replaced after a backoff, as a
-ReplicaSet replaces its failed pods, and only the fifth refusal fails the VMI.
+ReplicaSet replaces its failed pods, and only the fifth refusal fails the VMI. A pod the
+kubelet cannot start for a device is replaced the same way after a grace (blocked.py).
 
 From Scheduled on, the handler owns the phase; the controller keeps the finalizer, the
 node label and activePods true, and fails the VMI when its launcher is dead: the launcher
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.transitions import vmi_condition, with_phases
+from controller.vmi.blocked import BlockedStart, blocked_start, next_attempt, superseded
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
 from shared.launcherpod import (
@@ -165,7 +167,7 @@ def _plan_pre_handoff(
         (p for p in pods if not p.is_migration_target), key=lambda p: (p.created or "", p.name)
     )
     rejected = [p for p in launchers if p.rejected]
-    launchers = [p for p in launchers if not p.rejected]
+    launchers = [p for p in launchers if not p.rejected and not superseded(p, launchers)]
     if not launchers:
         return _plan_no_pod(vmi, rejected, now=now)
     # Never two launcher pods: should one ever appear, the newer ones go.
@@ -182,6 +184,8 @@ def _plan_pre_handoff(
     if _synchronized_reason(scheduling) == FailureReason.POD_REJECTED:
         scheduling = scheduling.without_condition(VMIConditionType.SYNCHRONIZED)
     scheduling = with_image_pull(scheduling, vmi, pod.image_pull, now=now)
+    if (blocked := blocked_start(pod, rejected, now=now)) is not None:
+        return _plan_blocked(vmi, scheduling, (pod, *extra), blocked, now=now)
     if pod.running_on_node:
         return _plan_handoff(scheduling, pod, extra, vmi=vmi, now=now)
     return VMIPlan(status=scheduling, delete_pods=extra)
@@ -208,23 +212,50 @@ def _plan_after_rejection(
     """Every launcher pod so far was refused by a kubelet: another one after a backoff
     (Synchronized=False, PodRejected, says why), or Failed at the fifth refusal."""
     last = rejected[-1]
-    if len(rejected) >= MAX_REJECTED_PODS:
+    attempt = next_attempt(rejected)
+    if attempt >= MAX_REJECTED_PODS:
         message = f"{last.describe_failure()} ({len(rejected)} launcher pods refused by kubelets)"
         return VMIPlan(status=failed(vmi.status, FailureReason.POD_FAILED, message, now))
     status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
-    status = vmi_condition(
-        status,
-        VMIConditionType.SYNCHRONIZED,
-        ConditionStatus.FALSE,
-        reason=FailureReason.POD_REJECTED,
-        message=f"{last.describe_failure()}; another launcher pod follows",
-        now=now,
-    )
+    status = _another_follows(status, last.describe_failure(), now)
     backoff = REJECTION_BACKOFF * 2 ** (len(rejected) - 1)
     waited = (now - _parse_or(last.created, now)).total_seconds()
     if waited < backoff:
         return VMIPlan(status=status, requeue_after=backoff - waited)
-    return VMIPlan(status=status, create_pod=True, pod_attempt=len(rejected))
+    return VMIPlan(status=status, create_pod=True, pod_attempt=attempt)
+
+
+def _plan_blocked(
+    vmi: VirtualMachineInstance,
+    scheduling: VMIStatus,
+    doomed: tuple[LauncherPod, ...],
+    blocked: BlockedStart,
+    *,
+    now: datetime,
+) -> VMIPlan:
+    """A launcher pod its kubelet cannot start for a device: waited for a grace, then
+    replaced by the next attempt (Synchronized=False, PodRejected), or the VMI Failed with
+    the reason once MAX_REJECTED_PODS launcher pods could not start."""
+    if blocked.wait is not None:
+        return VMIPlan(status=scheduling, delete_pods=doomed[1:], requeue_after=blocked.wait)
+    if blocked.attempts >= MAX_REJECTED_PODS:
+        message = f"{blocked.message} ({blocked.attempts} launcher pods could not start)"
+        status = failed(vmi.status, FailureReason.POD_FAILED, message, now)
+        return VMIPlan(status=status, delete_pods=doomed)
+    status = _another_follows(scheduling, blocked.message, now)
+    return VMIPlan(status=status, delete_pods=doomed, create_pod=True, pod_attempt=blocked.attempts)
+
+
+def _another_follows(status: VMIStatus, why: str, now: datetime) -> VMIStatus:
+    """Synchronized=False, PodRejected: why the launcher pod never ran; another follows."""
+    return vmi_condition(
+        status,
+        VMIConditionType.SYNCHRONIZED,
+        ConditionStatus.FALSE,
+        reason=FailureReason.POD_REJECTED,
+        message=f"{why}; another launcher pod follows",
+        now=now,
+    )
 
 
 def _synchronized_reason(status: VMIStatus) -> str | None:

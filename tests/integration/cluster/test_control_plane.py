@@ -1,9 +1,13 @@
 """The local control plane behaves like a real one: it starts from nothing, RBAC is
-enforced, and watches from a compacted resourceVersion expire with 410 Gone."""
+enforced, watches from a compacted resourceVersion expire with 410 Gone, and a component
+that dies is restarted (as systemd or the kubelet restarts it on a real host)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -12,6 +16,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from localkube.cluster import Cluster
+from localkube.procs import read_pidfile
 from localkube.testing import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -170,3 +175,37 @@ async def _compact_etcd(cluster: Cluster, revision: int) -> None:
 
 def _ready(node: client.V1Node) -> str:
     return next((c.status for c in node.status.conditions or () if c.type == "Ready"), "absent")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "kube-scheduler"])
+async def test_a_killed_control_plane_component_is_restarted(
+    kube_cluster: Cluster, kube_api: client.ApiClient, component: str
+) -> None:
+    """Each control-plane component runs under localkube.supervise: SIGKILLed, it is
+    started again (a new process under the same supervisor), the cluster reports it
+    healthy and the API answers again."""
+    supervisor = read_pidfile(kube_cluster.paths.pidfile(component))
+    assert supervisor is not None
+    (before,) = _children(supervisor)
+    os.kill(before, signal.SIGKILL)
+    after = await wait_for(
+        lambda: asyncio.sleep(0, _children(supervisor)),
+        lambda kids: len(kids) == 1 and kids[0] != before,
+        what=f"{component} started again by its supervisor",
+    )
+    await wait_for(
+        kube_cluster.status,
+        lambda statuses: all(s.healthy for s in statuses),
+        what="every component healthy again",
+    )
+    nodes = (await client.CoreV1Api(kube_api).list_node()).items
+    assert len(nodes) == len(kube_cluster.config.nodes)
+    log = kube_cluster.paths.log(component).read_text(errors="replace")
+    assert '"event": "component_exited"' in log and after[0] != before

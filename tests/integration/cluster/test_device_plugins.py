@@ -154,3 +154,35 @@ async def test_plugins_register_again_after_the_agent_restarts(
             what="tun advertised again after re-registration",
             timeout=60,
         )
+
+
+async def test_plugins_register_again_after_the_agent_drops_their_stream(
+    kube_cluster: Cluster, kube: KubeClient, kube_namespace: str
+) -> None:
+    """The agent drops the plugin's connection (here: another registration of the same
+    resource replaces it, and its endpoint cannot be dialled, so the agent serves no tun
+    plugin at all). The handler's plugin sees its ListAndWatch stream closed, registers
+    again, the Node advertises tun again and a pod requesting it runs."""
+    async with node_device_plugins(
+        kube_cluster, kube, nodes=[NODE], count=COUNT, interval=0.5
+    ) as plugins:
+        before = plugins[NODE].registrations
+        kubelet = kube_cluster.config.device_plugins_dir(NODE) / KUBELET_SOCKET
+        usurper = RegisterRequest(version="v1beta1", endpoint="nobody.sock", resource_name=TUN)
+        await rpc.register(kubelet, usurper, timeout=10)
+        await wait_for(
+            lambda: node_allocatable(kube, NODE, TUN),
+            lambda v: v == str(COUNT) and plugins[NODE].registrations > before,
+            what="tun advertised again after the plugin registered again",
+            timeout=60,
+        )
+        log = kube_cluster.paths.log(f"nodeagent-{NODE}").read_text(errors="replace")
+        assert "device_plugin_gone" in log or "device_plugin_stream_ended" in log
+        await kube.create(PODS, _pod("tun-after-drop", 1), namespace=kube_namespace)
+        await wait_for(
+            lambda: kube.get(PODS, "tun-after-drop", namespace=kube_namespace),
+            lambda p: "TUN-OK" in pod_logs(kube_cluster.config, p),
+            what="a tun pod running after the drop",
+            timeout=60,
+            show=_scheduling,
+        )

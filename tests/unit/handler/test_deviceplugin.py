@@ -166,6 +166,60 @@ async def test_removed_plugin_socket_serves_anew(rig: Rig) -> None:
     assert len(rig.servers_of("kvm")) == 2
 
 
+async def test_closed_stream_registers_again(rig: Rig) -> None:
+    """The kubelet's ListAndWatch stream closes while the plugin still serves (its
+    connection dropped): the stream-closed drop is logged, and the plugin serves anew and
+    registers again."""
+    await until(lambda: rig.kubelet.registered("devices.kubevirt.io/tun") == 1, "registered")
+    plugin = rig.plugin("tun")
+    with capture_logs() as logs:
+        stream = plugin.list_and_watch()
+        await anext(stream)
+        await stream.aclose()  # the kubelet went away
+        await until(lambda: rig.kubelet.registered("devices.kubevirt.io/tun") == 2, "again")
+    assert [e["resource"] for e in logs if e["event"] == "device_plugin_stream_closed"] == [
+        "devices.kubevirt.io/tun"
+    ]
+    assert rig.servers_of("tun")[0].stopped
+
+
+async def test_stream_of_an_earlier_serving_does_not_count() -> None:
+    """A stream opened before the plugin served anew ends quietly: only a stream of the
+    current serving marks the plugin lost."""
+    plugin = DevicePlugin(name="tun", path=Path("/dev/net/tun"), count=1)
+    plugin.set_serving(True)
+    old = plugin.list_and_watch()
+    await anext(old)
+    plugin.set_serving(False)
+    plugin.set_serving(True)
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(anext(old), 1)
+    assert not plugin.lost.is_set()
+    assert plugin.streams_opened == 0
+
+
+async def test_registration_never_dialled_registers_again() -> None:
+    """A kubelet that accepted the registration but never opened ListAndWatch within
+    stream_grace has lost it: the plugin registers again."""
+    r = Rig()
+    r.plugins.config = DevicePluginsConfig(
+        directory=r.plugins.config.directory,
+        count=3,
+        interval=0.02,
+        stream_grace=0.1,
+        devices={"tun": DEVICES["tun"]},
+    )
+    r.plugins.plugins = (r.plugin("tun"),)
+    with capture_logs() as logs:
+        task = asyncio.create_task(r.plugins.run())
+        try:
+            await until(lambda: r.kubelet.registered("devices.kubevirt.io/tun") >= 2, "again")
+        finally:
+            await r.plugins.shutdown(5)
+            await asyncio.wait_for(task, 5)
+    assert any(e["event"] == "device_plugin_not_dialled" for e in logs)
+
+
 async def test_refused_registration_is_logged_with_its_field_and_retried() -> None:
     """A refusal names the field at fault in the log; the plugin retries (with backoff)
     and registers once the kubelet accepts."""

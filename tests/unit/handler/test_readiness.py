@@ -1,0 +1,36 @@
+"""virt-handler's readiness (/readyz, the Ready condition of its pod): only once its caches
+are synced and its actions endpoint serves (listening and published on its Node), so a
+restarted handler is Ready exactly when pause/unpause and the other actions reach it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+from handler.actions import ActionsServer
+from handler.daemon import Handler
+from shared.kube import Registry
+from tests.unit.handler.fakes import FakeApi
+from tests.unit.handler.test_daemon import _config
+
+
+def _handler(tmp_path: Path) -> Handler:
+    config = dataclasses.replace(_config(tmp_path), device_plugins=None)
+    return Handler(config, api=FakeApi(), registry=Registry())
+
+
+def test_ready_only_once_synced_and_serving_actions(tmp_path: Path) -> None:
+    """Synced but the actions endpoint not yet serving: not ready; serving: ready;
+    stopping: not ready again."""
+    handler = _handler(tmp_path)
+    actions = SimpleNamespace(serving=False)
+    handler.actions = cast(ActionsServer, actions)
+    assert not handler.ready()
+    handler._synced = True
+    assert not handler.ready()
+    actions.serving = True
+    assert handler.ready()
+    handler._stopping = True
+    assert not handler.ready()
