@@ -26,12 +26,14 @@ from controller.migration.controller import MigrationController
 from controller.node.controller import NodeController
 from controller.recent import Recent
 from controller.reconcile import PodWriter
+from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
 from shared.kube import (
     VMIMS,
+    VMIRSS,
     VMIS,
     VMS,
     EventRecorder,
@@ -55,6 +57,7 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
     utc_now,
 )
 
@@ -73,6 +76,7 @@ class Loops:
     node: NodeController
     budgets: DisruptionBudgetController
     evacuation: EvacuationController
+    replicaset: ReplicaSetController
 
 
 class Controller:
@@ -165,6 +169,9 @@ class Controller:
             tg.create_task(
                 loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
             )
+            tg.create_task(
+                loops.replicaset.queue.run_workers(workers.replicaset, loops.replicaset.process)
+            )
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -188,6 +195,9 @@ class Controller:
         vmi_for_evac, mig_for_evac = loops.evacuation.handlers()
         inf.vmis.add_handlers(vmi_for_evac)
         inf.migrations.add_handlers(mig_for_evac)
+        rs_h, vmi_for_rs = loops.replicaset.handlers()
+        inf.replicasets.add_handlers(rs_h)
+        inf.vmis.add_handlers(vmi_for_rs)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -237,6 +247,15 @@ def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
         ),
         evacuation=EvacuationController(
             deps, queue=_queue("evacuation", registry), config=config.migration
+        ),
+        replicaset=ReplicaSetController(
+            deps,
+            queue=_queue("replicaset", registry),
+            expectations=Expectations(),
+            writer=StatusWriter(
+                client, VMIRSS, model=VirtualMachineInstanceReplicaSet, registry=registry
+            ),
+            timing=config.timing,
         ),
     )
 

@@ -1,4 +1,4 @@
-"""The controller's six informers, their decoders and their indexes.
+"""The controller's informers, their decoders and their indexes.
 
 Decoders turn wire dicts into what the controllers read, and nothing more is kept:
 managedFields are dropped before parsing (they are the bulk of a stored object and no
@@ -16,10 +16,12 @@ from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
+    NAMESPACE_INDEX,
     NODES,
     PDBS,
     PODS,
     VMIMS,
+    VMIRSS,
     VMIS,
     VMS,
     Informer,
@@ -32,7 +34,7 @@ from shared.kube import (
     Store,
     object_key,
 )
-from shared.kube.store import IndexFunc
+from shared.kube.store import IndexFunc, by_namespace
 from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
 from shared.model import (
@@ -40,6 +42,7 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
 )
 
 UID_INDEX = "uid"
@@ -50,7 +53,13 @@ VMI_KEY_INDEX = "vmi-key"
 
 M = TypeVar("M", bound=KubeObject)
 # The models with a spec whose changes bump metadata.generation.
-S = TypeVar("S", VirtualMachineInstance, VirtualMachine, VirtualMachineInstanceMigration)
+S = TypeVar(
+    "S",
+    VirtualMachineInstance,
+    VirtualMachine,
+    VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
+)
 T = TypeVar("T")
 SourceWrapper = Callable[[str, Source], Source]
 Decode = Callable[[dict[str, Any]], T]
@@ -134,7 +143,11 @@ def pod_by_migration(pod: LauncherPod) -> list[str]:
     return [pod.migration_uid] if pod.migration_uid else []
 
 
-VMI_INDEXERS: Indexers[VirtualMachineInstance] = {UID_INDEX: by_uid, NODE_INDEX: vmi_by_node}
+VMI_INDEXERS: Indexers[VirtualMachineInstance] = {
+    UID_INDEX: by_uid,
+    NODE_INDEX: vmi_by_node,
+    NAMESPACE_INDEX: by_namespace,
+}
 POD_INDEXERS: Indexers[LauncherPod] = {
     VMI_UID_INDEX: vmi_uid_of,
     NODE_INDEX: node_of,
@@ -154,10 +167,19 @@ class Informers:
     nodes: Informer[NodeView]
     # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
+    replicasets: Informer[VirtualMachineInstanceReplicaSet]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
-        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes, self.pdbs)
+        return (
+            self.vmis,
+            self.pods,
+            self.vms,
+            self.migrations,
+            self.nodes,
+            self.pdbs,
+            self.replicasets,
+        )
 
 
 def build_informers(
@@ -213,5 +235,8 @@ def build_informers(
             Selector(namespace=namespace or None, labels=CREATED_BY_LABEL),
             decode_budget,
             {},
+        ),
+        replicasets=models(
+            "replicasets", VMIRSS, VirtualMachineInstanceReplicaSet, {NAMESPACE_INDEX: by_namespace}
         ),
     )

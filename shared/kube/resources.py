@@ -70,6 +70,9 @@ VMS = Resource(GROUP, VERSION, "virtualmachines", "VirtualMachine")
 VMIMS = Resource(
     GROUP, VERSION, "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration"
 )
+VMIRSS = Resource(
+    GROUP, VERSION, "virtualmachineinstancereplicasets", "VirtualMachineInstanceReplicaSet"
+)
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # The aggregated API's view of VMIs: imperative actions such as .../pause live under it.
 VMI_ACTIONS = Resource(

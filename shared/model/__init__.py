@@ -72,6 +72,14 @@ from shared.model.migration import (
     VirtualMachineInstanceMigration,
 )
 from shared.model.objects import API_VERSION, GROUP, VERSION, KubeObject
+from shared.model.replicaset import (
+    ReplicaSetCondition,
+    ReplicaSetConditionType,
+    ReplicaSetSpec,
+    ReplicaSetStatus,
+    VirtualMachineInstanceReplicaSet,
+)
+from shared.model.selector import LabelSelector, LabelSelectorRequirement, SelectorOperator
 from shared.model.vm import (
     StartFailure,
     StateChangeRequest,
@@ -135,6 +143,8 @@ __all__ = [
     "KernelBoot",
     "KernelBootContainer",
     "KubeObject",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "Machine",
     "Memory",
     "MigrationAbortStatus",
@@ -158,9 +168,14 @@ __all__ = [
     "PullPolicy",
     "QOSClass",
     "QuantityError",
+    "ReplicaSetCondition",
+    "ReplicaSetConditionType",
+    "ReplicaSetSpec",
+    "ReplicaSetStatus",
     "ResourceList",
     "ResourceRequirements",
     "RunStrategy",
+    "SelectorOperator",
     "StartFailure",
     "StartStrategy",
     "StateChangeAction",
@@ -179,6 +194,7 @@ __all__ = [
     "VirtualMachine",
     "VirtualMachineInstance",
     "VirtualMachineInstanceMigration",
+    "VirtualMachineInstanceReplicaSet",
     "Volume",
     "VolumeStatus",
     "format_time",

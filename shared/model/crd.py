@@ -28,6 +28,7 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.objects import GROUP, VERSION, KubeObject
+from shared.model.replicaset import VirtualMachineInstanceReplicaSet
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 
@@ -42,6 +43,8 @@ class CRDInfo:
     singular: str
     short_names: tuple[str, ...]
     columns: tuple[dict[str, Any], ...]
+    # The scale subresource (kubectl scale, an HPA): where replicas and the selector live.
+    scale: dict[str, str] | None = None
 
     @property
     def filename(self) -> str:
@@ -86,6 +89,22 @@ KINDS: tuple[CRDInfo, ...] = (
         singular="virtualmachineinstancemigration",
         short_names=("vmim", "vmims"),
         columns=(_col("Phase", ".status.phase"), _col("VMI", ".spec.vmiName")),
+    ),
+    CRDInfo(
+        cls=VirtualMachineInstanceReplicaSet,
+        singular="virtualmachineinstancereplicaset",
+        short_names=("vmirs", "vmirss"),
+        columns=(
+            _col("Desired", ".spec.replicas", "integer", description="Number of desired VMIs"),
+            _col("Current", ".status.replicas", "integer", description="Number of managed VMIs"),
+            _col("Ready", ".status.readyReplicas", "integer", description="Number of ready VMIs"),
+            _AGE,
+        ),
+        scale={
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.labelSelector",
+        },
     ),
 )
 
@@ -143,12 +162,18 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": object_schema(info.cls)},
-                    "subresources": {"status": {}},
+                    "subresources": _subresources(info),
                     "additionalPrinterColumns": list(info.columns),
                 }
             ],
         },
     }
+
+
+def _subresources(info: CRDInfo) -> dict[str, Any]:
+    if info.scale is None:
+        return {"status": {}}
+    return {"status": {}, "scale": dict(info.scale)}
 
 
 def render(info: CRDInfo) -> str:

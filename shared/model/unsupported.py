@@ -58,6 +58,7 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
+from shared.model.replicaset import VirtualMachineInstanceReplicaSet
 from shared.model.scheduling import (
     Affinity,
     PodDNSConfig,
@@ -251,7 +252,13 @@ def unsupported_fields(obj: KubeObject | InstancetypeObject) -> list[FieldError]
 
 
 def _spec_of(obj: KubeObject | InstancetypeObject) -> Model | None:
-    if isinstance(obj, VirtualMachineInstance | VirtualMachine | VirtualMachineInstanceMigration):
+    if isinstance(
+        obj,
+        VirtualMachineInstance
+        | VirtualMachine
+        | VirtualMachineInstanceMigration
+        | VirtualMachineInstanceReplicaSet,
+    ):
         return obj.spec
     spec = getattr(obj, "spec", None)  # the four instancetype kinds
     return spec if isinstance(spec, InstancetypeSpec | PreferenceSpec) else None

@@ -2,7 +2,7 @@
 path, in one answer. Pure functions over wire dicts, plus the one lookup a migration needs.
 
 - The object must parse into the model (a type error names its path);
-- the model's validation (shared.model.validation);
+- the model's validation (shared.model.validation; a replica set's template as a VMI);
 - a VM's instancetype and preference named with a kind of theirs, and no template field
   an instancetype sets (shared.expansion), and
 - every field kubevirt-py would not honour (shared.model.unsupported);
@@ -24,8 +24,10 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
 )
 from shared.model._validate_instancetype import validate_instancetype_object
+from shared.model._validate_replicaset import validate_replicaset
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
@@ -54,10 +56,17 @@ def _validate_migration(
     return validate_migration(migration)
 
 
+def _validate_replicaset(
+    rs: VirtualMachineInstanceReplicaSet, limits: ValidationLimits
+) -> list[FieldError]:
+    return validate_replicaset(rs, limits=limits)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
+    VirtualMachineInstanceReplicaSet.KIND: (VirtualMachineInstanceReplicaSet, _validate_replicaset),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 

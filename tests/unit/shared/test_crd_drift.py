@@ -164,6 +164,15 @@ SHORT_NAMES = {
     "VirtualMachineInstance": ["vmi", "vmis"],
     "VirtualMachine": ["vm", "vms"],
     "VirtualMachineInstanceMigration": ["vmim", "vmims"],
+    "VirtualMachineInstanceReplicaSet": ["vmirs", "vmirss"],
+}
+# The kinds with a scale subresource (kubectl scale, an HPA), and its paths.
+SCALE = {
+    "VirtualMachineInstanceReplicaSet": {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.labelSelector",
+    },
 }
 COLUMNS = {
     "VirtualMachineInstance": [
@@ -177,6 +186,7 @@ COLUMNS = {
     ],
     "VirtualMachine": ["Age", "Status", "Ready"],
     "VirtualMachineInstanceMigration": ["Phase", "VMI"],
+    "VirtualMachineInstanceReplicaSet": ["Desired", "Current", "Ready", "Age"],
 }
 
 
@@ -191,7 +201,9 @@ def test_crd_names_columns_and_status_subresource(info: CRDInfo) -> None:
     assert spec["names"]["categories"] == ["all"]
     [version] = spec["versions"]
     assert version["name"] == "v1" and version["served"] and version["storage"]
-    assert version["subresources"] == {"status": {}}
+    scale = SCALE.get(info.cls.KIND)
+    expected: dict[str, Any] = {"status": {}} if scale is None else {"status": {}, "scale": scale}
+    assert version["subresources"] == expected
     assert [c["name"] for c in version["additionalPrinterColumns"]] == COLUMNS[info.cls.KIND]
 
 

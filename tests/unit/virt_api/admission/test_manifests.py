@@ -55,6 +55,7 @@ def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
         "virtualmachineinstances",
         "virtualmachines",
         "virtualmachineinstancemigrations",
+        "virtualmachineinstancereplicasets",
         *(cls.PLURAL for cls in INSTANCETYPE_KINDS),
     }
     assert len(KINDS) == len(resources)
