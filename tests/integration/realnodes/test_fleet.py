@@ -1,0 +1,159 @@
+"""VirtualMachineInstanceReplicaSets on real nodes: a set of 3 reaches 3 Running members,
+`kubectl scale` takes it to 1 and to 4, a member whose launcher is killed is replaced, and
+a scale-up of 5 during which the leading controller is deleted ends with exactly 5."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_story import _wait
+
+pytestmark = pytest.mark.cluster
+GUEST = "registry.local/kubevirt-py/tiny-guest:v1"
+
+
+def replica_set(ns: str, replicas: int) -> dict[str, Any]:
+    """A set of tiny guests (128 MiB, kernel boot from the test image, pod network)."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceReplicaSet",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"fleet": "web"}},
+            "template": {
+                "metadata": {"labels": {"fleet": "web"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "domain": {
+                        "cpu": {"cores": 1},
+                        "memory": {"guest": "128Mi"},
+                        "resources": {"requests": {"memory": "128Mi"}},
+                        "firmware": {
+                            "kernelBoot": {
+                                "kernelArgs": "console=ttyS0 panic=-1 quiet",
+                                "container": {
+                                    "image": GUEST,
+                                    "kernelPath": "/boot/vmlinuz",
+                                    "initrdPath": "/boot/initrd.img",
+                                },
+                            }
+                        },
+                        "devices": {
+                            "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
+                            "interfaces": [{"name": "default", "masquerade": {}}],
+                        },
+                    },
+                    "networks": [{"name": "default", "pod": {}}],
+                    "volumes": [{"name": "containerdisk", "containerDisk": {"image": GUEST}}],
+                },
+            },
+        },
+    }
+
+
+@pytest.fixture
+def fleet_ns(real_stack: Kubectl, real_namespace: str) -> Iterator[str]:
+    """A namespace whose replica sets (and so their VMIs) are deleted first at the end."""
+    yield real_namespace
+    real_stack("delete", "vmirs", "--all", "-n", real_namespace, "--wait=true",
+               "--timeout=120s", check=False)  # fmt: skip
+
+
+def members(k: Kubectl, ns: str) -> list[dict[str, Any]]:
+    """The set's VMIs that are not being deleted."""
+    out = k("get", "vmi", "-n", ns, "-l", "fleet=web", "-o", "json")
+    return [v for v in json.loads(out)["items"] if "deletionTimestamp" not in v["metadata"]]
+
+
+def running(k: Kubectl, ns: str) -> list[dict[str, Any]]:
+    return [v for v in members(k, ns) if v.get("status", {}).get("phase") == "Running"]
+
+
+def rs_status(k: Kubectl, ns: str) -> dict[str, Any]:
+    status: dict[str, Any] = json.loads(k("get", "vmirs", "web", "-n", ns, "-o", "json")).get(
+        "status", {}
+    )
+    return status
+
+
+def settle(k: Kubectl, ns: str, n: int, *, timeout: float = 600) -> list[dict[str, Any]]:
+    """Wait for exactly n Running members (and no other member) and status.replicas n."""
+
+    def done() -> list[dict[str, Any]] | None:
+        live, up = members(k, ns), running(k, ns)
+        ok = len(live) == n and len(up) == n and rs_status(k, ns).get("replicas", 0) == n
+        return up if ok else None
+
+    def show() -> Any:
+        return [(v["metadata"]["name"], v.get("status", {}).get("phase")) for v in members(k, ns)]
+
+    result: list[dict[str, Any]] = _wait(done, timeout, f"{n} Running members", show, interval=2)
+    return result
+
+
+def leader_pod(k: Kubectl) -> str:
+    """The controller replica holding the Lease (its identity is its pod name)."""
+    out = k("get", "lease", "virt-controller-py", "-n", "kubevirt", "-o", "json")
+    holder: str = json.loads(out)["spec"]["holderIdentity"]
+    return holder
+
+
+def test_replica_set_scales_and_replaces_members(real_stack: Kubectl, fleet_ns: str) -> None:
+    """3 members reach Running with the scale subresource's selector in status; `kubectl
+    scale` to 1 leaves one, to 4 makes four; a member whose launcher pod is killed is
+    deleted by the set and a new member takes its place."""
+    k, ns = real_stack, fleet_ns
+    k("apply", "-f", "-", stdin=json.dumps(replica_set(ns, 3)))
+    settle(k, ns, 3)
+    status = rs_status(k, ns)
+    assert status["labelSelector"] == "fleet=web" and status["readyReplicas"] == 3
+    scale = json.loads(k("get", "--raw", f"/apis/kubevirt.io/v1/namespaces/{ns}/"
+                         "virtualmachineinstancereplicasets/web/scale"))  # fmt: skip
+    assert scale["status"] == {"replicas": 3, "selector": "fleet=web"}
+
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=1")
+    [survivor] = settle(k, ns, 1)
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=4")
+    settle(k, ns, 4)
+    assert survivor["metadata"]["name"] in {v["metadata"]["name"] for v in members(k, ns)}
+
+    victim = survivor["metadata"]["name"]
+    uid = survivor["metadata"]["uid"]
+    k("delete", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={uid}",
+      "--grace-period=0", "--force", "--wait=false")  # fmt: skip
+    after = settle(k, ns, 4)
+    assert victim not in {v["metadata"]["name"] for v in after}
+    reasons = {
+        e["reason"]
+        for e in json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
+        if e["involvedObject"].get("kind") == "VirtualMachineInstanceReplicaSet"
+    }
+    assert {"SuccessfulCreate", "SuccessfulDelete"} <= reasons
+
+
+def test_scale_up_survives_the_leader_being_killed(real_stack: Kubectl, fleet_ns: str) -> None:
+    """The leading controller is deleted right after a scale-up to 5 is asked: the standby
+    takes over from its caches and the set ends with exactly 5 members, never more."""
+    k, ns = real_stack, fleet_ns
+    body = replica_set(ns, 0)
+    k("apply", "-f", "-", stdin=json.dumps(body))
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=5")
+    k("delete", "pod", "-n", "kubevirt", leader_pod(k), "--wait=false")
+    most = 0
+
+    def five() -> bool:
+        nonlocal most
+        live = members(k, ns)
+        most = max(most, len(live))
+        return len(live) == 5 and rs_status(k, ns).get("replicas", 0) == 5
+
+    _wait(five, 600, "5 members", lambda: rs_status(k, ns), interval=1)
+    k("rollout", "status", "-n", "kubevirt", "deployment/virt-controller", "--timeout=240s")
+    settle(k, ns, 5, timeout=900)
+    assert most == 5
