@@ -102,7 +102,11 @@ def wanted_conditions(vmi: VirtualMachineInstance, obs: Observed) -> dict[str, V
         return out
     out[VMIConditionType.LIVE_MIGRATABLE] = live_migratable(vmi)
     if obs.domain is not None and not obs.domain.is_off:
-        out.update(_live(obs.domain, stopping=obs.stopping))
+        live = _live(obs.domain, stopping=obs.stopping)
+        ready = live.get(VMIConditionType.READY)
+        if vmi.spec.readiness_probe is not None and ready is not None and ready.is_true:
+            del live[VMIConditionType.READY]  # the probe's: the controller copies the pod's
+        out.update(live)
     return out
 
 

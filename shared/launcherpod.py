@@ -72,6 +72,9 @@ class LauncherPod:
     image_pull: ImagePullFailure | None = None
     # Failed because its node's kubelet refused to admit it: none of its containers ran.
     rejected: bool = False
+    # The pod's Ready condition (its containers' readiness probes pass), and why not.
+    ready: bool = False
+    not_ready_reason: str | None = None
 
     @property
     def key(self) -> str:
@@ -125,6 +128,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
     labels = meta.get("labels") or {}
     unschedulable, since = _unschedulable(status)
     compute_terminated = _compute_state(status).get("terminated") is not None
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
     try:
         phase = PodPhase(status.get("phase") or "Pending")
     except ValueError:
@@ -148,6 +152,8 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         ip=status.get("podIP") or None,
         image_pull=_image_pull(status),
         rejected=phase == PodPhase.FAILED and kubelet_rejected(status),
+        ready=ready is not None and ready.get("status") == "True",
+        not_ready_reason=(ready or {}).get("reason") or None,
     )
 
 

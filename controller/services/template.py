@@ -33,6 +33,7 @@ from controller.config import TemplateConfig
 from controller.errors import SyncError
 from controller.services import volumes
 from controller.services.overhead import memory_overhead_bytes
+from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
 from controller.services.volumes import Claim
 from shared import podlayout
@@ -111,7 +112,10 @@ class TemplateService:
         """The launcher Pod of a VMI; `claims`: the PVCs it names, as read (by name);
         `attempt` n > 0: the pod replacing n refused ones (another name)."""
         seed = vmi.uid if attempt == 0 else f"{vmi.uid}/{attempt}"
-        return self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
+        pod = self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
+        # The VMI's probes (a migration target's guest is not there yet: it has none).
+        pod["spec"]["containers"][0].update(container_probes(vmi))
+        return pod
 
     def target_pod(
         self,

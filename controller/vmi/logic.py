@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.transitions import vmi_condition, with_phases
+from controller.vmi.probes import with_probe_readiness
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
 from shared.launcherpod import IMAGE_PULL_REASONS, ImagePullFailure, LauncherPod
@@ -380,6 +381,8 @@ def _plan_post_handoff(
     here = [p for p in pods if p.node_name == node and node and not p.gone_or_going]
     if len(here) == 1:  # after a migration: the target pod's IP
         status = with_pod_ip(status, vmi, here[0])
+        if vmi.spec.readiness_probe is not None:
+            status = with_probe_readiness(status, here[0], now)
     labels: dict[str, str | None] = {NODE_NAME_LABEL: node} if node else {}
     return VMIPlan(status=status, labels=labels, finalizer=True)
 

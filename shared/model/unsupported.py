@@ -58,7 +58,15 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
-from shared.model.replicaset import VirtualMachineInstanceReplicaSet
+from shared.model.probes import (
+    ExecAction,
+    GuestAgentPing,
+    HTTPGetAction,
+    HTTPHeader,
+    Probe,
+    TCPSocketAction,
+)
+from shared.model.replicaset import ReplicaSetSpec, VirtualMachineInstanceReplicaSet
 from shared.model.scheduling import (
     Affinity,
     PodDNSConfig,
@@ -66,6 +74,7 @@ from shared.model.scheduling import (
     Toleration,
     TopologySpreadConstraint,
 )
+from shared.model.selector import LabelSelector, LabelSelectorRequirement
 from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
@@ -98,8 +107,7 @@ ANY_KEY = "*"
 KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     VMISpec: frozenset(
         {
-            "livenessProbe", "readinessProbe", "accessCredentials", "architecture",
-            "resourceClaims",
+            "accessCredentials", "architecture", "resourceClaims",
         }
     ),
     DomainSpec: frozenset(
@@ -174,6 +182,15 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {"dataVolumeTemplates", "updateVolumesStrategy"}
     ),
     VMITemplateSpec: frozenset(),
+    Probe: frozenset(),
+    HTTPGetAction: frozenset(),
+    HTTPHeader: frozenset(),
+    TCPSocketAction: frozenset(),
+    ExecAction: frozenset(),
+    GuestAgentPing: frozenset(),
+    ReplicaSetSpec: frozenset(),
+    LabelSelector: frozenset(),
+    LabelSelectorRequirement: frozenset(),
     InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
     Toleration: frozenset(),

@@ -247,3 +247,16 @@ def test_fs_freeze_status_follows_the_launcher() -> None:
     vmi = dataclasses.replace(vmi, status=frozen)
     _, thawed_obs = _running(fs_frozen=False)
     assert next_status(vmi, thawed_obs, now=T1).fs_freeze_status is None
+
+
+def test_a_probed_vmi_leaves_ready_to_the_controller_while_running() -> None:
+    """With a readinessProbe the running guest's Ready is the pod's (the controller copies
+    it): the handler writes no Ready=True, but still Ready=False when paused."""
+    raw = vmi_dict()
+    raw["spec"]["readinessProbe"] = {"tcpSocket": {"port": 80}}
+    vmi, obs = _running(raw)
+    status = next_status(vmi, obs, now=T0)
+    assert status.condition(VMIConditionType.READY) is None
+    _, paused = _running(raw, state=DomainState.PAUSED, reason="User")
+    ready = next_status(vmi, paused, now=T1).condition(VMIConditionType.READY)
+    assert ready is not None and ready.status == ConditionStatus.FALSE
