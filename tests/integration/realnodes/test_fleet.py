@@ -157,3 +157,88 @@ def test_scale_up_survives_the_leader_being_killed(real_stack: Kubectl, fleet_ns
     k("rollout", "status", "-n", "kubevirt", "deployment/virt-controller", "--timeout=240s")
     settle(k, ns, 5, timeout=900)
     assert most == 5
+
+
+def probed_set(ns: str, name: str, probe: dict[str, Any]) -> dict[str, Any]:
+    """A set of one tiny guest with this readinessProbe, selected by fleet=<name>."""
+    body = replica_set(ns, 1)
+    body["metadata"]["name"] = name
+    body["spec"]["selector"] = {"matchLabels": {"fleet": name}}
+    template = body["spec"]["template"]
+    template["metadata"]["labels"] = {"fleet": name}
+    template["spec"]["readinessProbe"] = probe
+    return body
+
+
+def vmi_of(k: Kubectl, ns: str, label: str) -> dict[str, Any]:
+    out = k("get", "vmi", "-n", ns, "-l", label, "-o", "json")
+    items = [v for v in json.loads(out)["items"] if "deletionTimestamp" not in v["metadata"]]
+    return items[0] if len(items) == 1 else {}
+
+
+def condition(vmi: dict[str, Any], kind: str) -> str:
+    conds = vmi.get("status", {}).get("conditions", [])
+    return next((c["status"] for c in conds if c["type"] == kind), "")
+
+
+def test_readiness_decides_ready_and_what_the_set_counts(
+    real_stack: Kubectl, fleet_ns: str
+) -> None:
+    """A member whose guest agent answers (guestAgentPing readiness) becomes Ready and is
+    counted in readyReplicas; a member whose probed port serves nothing (httpGet on 8080)
+    runs but stays Ready=False and is not counted."""
+    k, ns = real_stack, fleet_ns
+    ping = {"guestAgentPing": {}, "periodSeconds": 2, "timeoutSeconds": 2}
+    closed = {"httpGet": {"port": 8080, "path": "/"}, "periodSeconds": 2}
+    k("apply", "-f", "-", stdin=json.dumps(probed_set(ns, "pinged", ping)))
+    k("apply", "-f", "-", stdin=json.dumps(probed_set(ns, "closed", closed)))
+
+    def counted(name: str) -> dict[str, Any]:
+        out = k("get", "vmirs", name, "-n", ns, "-o", "json")
+        status: dict[str, Any] = json.loads(out).get("status", {})
+        return status
+
+    _wait(lambda: counted("pinged").get("readyReplicas") == 1, 600, "the pinged member Ready",
+          lambda: vmi_of(k, ns, "fleet=pinged").get("status"), interval=2)  # fmt: skip
+    assert condition(vmi_of(k, ns, "fleet=pinged"), "Ready") == "True"
+    _wait(lambda: vmi_of(k, ns, "fleet=closed").get("status", {}).get("phase") == "Running",
+          600, "the closed member Running", interval=2)  # fmt: skip
+    # Ready=False is the pod's answer: wait until the kubelet has probed and said so.
+    _wait(lambda: condition(vmi_of(k, ns, "fleet=closed"), "Ready") == "False", 120,
+          "the closed member's Ready=False", lambda: vmi_of(k, ns, "fleet=closed").get("status"),
+          interval=2)  # fmt: skip
+    status = counted("closed")
+    assert status.get("replicas") == 1 and status.get("readyReplicas", 0) == 0
+
+
+def test_a_failing_liveness_probe_restarts_the_vm(real_stack: Kubectl, fleet_ns: str) -> None:
+    """A VM (runStrategy Always) whose liveness probe asks port 8080, where the guest
+    serves nothing: the kubelet kills the launcher, the VMI fails and the VM starts a new
+    one (another UID)."""
+    k, ns = real_stack, fleet_ns
+    template = replica_set(ns, 1)["spec"]["template"]
+    template["spec"]["livenessProbe"] = {
+        "httpGet": {"port": 8080, "path": "/"},
+        "initialDelaySeconds": 5,
+        "periodSeconds": 3,
+        "failureThreshold": 2,
+    }
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "doomed", "namespace": ns},
+        "spec": {"runStrategy": "Always", "template": template},
+    }
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    first = _wait(lambda: vmi_of(k, ns, "fleet=web").get("metadata", {}).get("uid"), 300,
+                  "the VM's first VMI")  # fmt: skip
+
+    def replaced() -> bool:
+        uid = vmi_of(k, ns, "fleet=web").get("metadata", {}).get("uid")
+        return bool(uid) and uid != first
+
+    _wait(replaced, 600, "a new VMI after the liveness probe failed",
+          lambda: vmi_of(k, ns, "fleet=web").get("status"), interval=2)  # fmt: skip
+    events = json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
+    assert any(e["reason"] == "Unhealthy" and "Liveness" in e["message"] for e in events)
+    k("delete", "vm", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
