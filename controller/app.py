@@ -24,6 +24,7 @@ from controller.informers import Informers, SourceWrapper, build_informers
 from controller.metrics import ObjectMetrics
 from controller.migration.controller import MigrationController
 from controller.node.controller import NodeController
+from controller.pool.controller import PoolController
 from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
@@ -35,6 +36,7 @@ from shared.kube import (
     VMIMS,
     VMIRSS,
     VMIS,
+    VMPOOLS,
     VMS,
     EventRecorder,
     Expectations,
@@ -60,6 +62,7 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
     utc_now,
 )
+from shared.model.pool import VirtualMachinePool
 
 log = structlog.get_logger("controller")
 
@@ -77,6 +80,7 @@ class Loops:
     budgets: DisruptionBudgetController
     evacuation: EvacuationController
     replicaset: ReplicaSetController
+    pool: PoolController
 
 
 class Controller:
@@ -172,6 +176,7 @@ class Controller:
             tg.create_task(
                 loops.replicaset.queue.run_workers(workers.replicaset, loops.replicaset.process)
             )
+            tg.create_task(loops.pool.queue.run_workers(workers.pool, loops.pool.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -198,6 +203,9 @@ class Controller:
         rs_h, vmi_for_rs = loops.replicaset.handlers()
         inf.replicasets.add_handlers(rs_h)
         inf.vmis.add_handlers(vmi_for_rs)
+        pool_h, vm_for_pool = loops.pool.handlers()
+        inf.pools.add_handlers(pool_h)
+        inf.vms.add_handlers(vm_for_pool)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -256,6 +264,12 @@ def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
                 client, VMIRSS, model=VirtualMachineInstanceReplicaSet, registry=registry
             ),
             timing=config.timing,
+        ),
+        pool=PoolController(
+            deps,
+            queue=_queue("pool", registry),
+            expectations=Expectations(),
+            writer=StatusWriter(client, VMPOOLS, model=VirtualMachinePool, registry=registry),
         ),
     )
 

@@ -104,6 +104,7 @@ class WorkerCounts:
     budget: int = 3
     evacuation: int = 3
     replicaset: int = 3
+    pool: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,11 +18,13 @@ from controller.recent import Recent
 from shared.kube import (
     NAMESPACE_INDEX,
     NODES,
+    OWNER_INDEX,
     PDBS,
     PODS,
     VMIMS,
     VMIRSS,
     VMIS,
+    VMPOOLS,
     VMS,
     Informer,
     InformerConfig,
@@ -34,7 +36,7 @@ from shared.kube import (
     Store,
     object_key,
 )
-from shared.kube.store import IndexFunc, by_namespace
+from shared.kube.store import IndexFunc, by_namespace, by_owner_uid
 from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
 from shared.model import (
@@ -44,6 +46,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.pool import VirtualMachinePool
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -55,6 +58,7 @@ M = TypeVar("M", bound=KubeObject)
 # The models with a spec whose changes bump metadata.generation.
 S = TypeVar(
     "S",
+    VirtualMachinePool,
     VirtualMachineInstance,
     VirtualMachine,
     VirtualMachineInstanceMigration,
@@ -168,6 +172,7 @@ class Informers:
     # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
     replicasets: Informer[VirtualMachineInstanceReplicaSet]
+    pools: Informer[VirtualMachinePool]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -179,6 +184,7 @@ class Informers:
             self.nodes,
             self.pdbs,
             self.replicasets,
+            self.pools,
         )
 
 
@@ -226,7 +232,7 @@ def build_informers(
             vmi_writes.get if vmi_writes is not None else None,
         ),
         pods=make("pods", PODS, launchers, decode_pod, POD_INDEXERS),
-        vms=models("vms", VMS, VirtualMachine, {}),
+        vms=models("vms", VMS, VirtualMachine, {OWNER_INDEX: by_owner_uid}),
         migrations=models("migrations", VMIMS, Migration, MIGRATION_INDEXERS),
         nodes=make("nodes", NODES, Selector(), decode_node, {}),
         pdbs=make(
@@ -239,4 +245,5 @@ def build_informers(
         replicasets=models(
             "replicasets", VMIRSS, VirtualMachineInstanceReplicaSet, {NAMESPACE_INDEX: by_namespace}
         ),
+        pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
     )

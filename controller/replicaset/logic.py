@@ -212,24 +212,18 @@ class ScaleError:
     message: str
 
 
-def next_status(
-    rs: ReplicaSet, owned: Sequence[VMI], *, error: ScaleError | None, now: datetime
-) -> ReplicaSetStatus:
-    """status: replicas (active members), readyReplicas, the selector string, and the
-    ReplicaPaused / ReplicaFailure conditions (kept as they are while unchanged)."""
-    active = [v for v in owned if is_active(v)]
-    old = rs.status
-    conditions = [
-        c
-        for c in old.conditions
-        if c.type
-        not in (ReplicaSetConditionType.REPLICA_PAUSED, ReplicaSetConditionType.REPLICA_FAILURE)
-    ]
+def scale_conditions(
+    old: ReplicaSetStatus, *, paused: bool, error: ScaleError | None, now: datetime
+) -> tuple[ReplicaSetCondition, ...]:
+    """old's conditions with ReplicaPaused and ReplicaFailure as `paused` and `error` say
+    (an unchanged condition is kept as it is, its transition time too)."""
+    owned = (ReplicaSetConditionType.REPLICA_PAUSED, ReplicaSetConditionType.REPLICA_FAILURE)
+    conditions = [c for c in old.conditions if c.type not in owned]
     stamp = format_time(now)
-    paused = old.condition(ReplicaSetConditionType.REPLICA_PAUSED)
-    if rs.spec.paused:
+    was_paused = old.condition(ReplicaSetConditionType.REPLICA_PAUSED)
+    if paused:
         conditions.append(
-            paused
+            was_paused
             or ReplicaSetCondition(
                 type=ReplicaSetConditionType.REPLICA_PAUSED,
                 status=ConditionStatus.TRUE,
@@ -240,24 +234,30 @@ def next_status(
         )
     failure = old.condition(ReplicaSetConditionType.REPLICA_FAILURE)
     if error is not None:
-        same = failure is not None and failure.reason == error.reason
-        conditions.append(
-            failure
-            if same and failure is not None
-            else ReplicaSetCondition(
+        if failure is None or failure.reason != error.reason:
+            failure = ReplicaSetCondition(
                 type=ReplicaSetConditionType.REPLICA_FAILURE,
                 status=ConditionStatus.TRUE,
                 reason=error.reason,
                 message=error.message,
                 last_transition_time=stamp,
             )
-        )
+        conditions.append(failure)
+    return tuple(conditions)
+
+
+def next_status(
+    rs: ReplicaSet, owned: Sequence[VMI], *, error: ScaleError | None, now: datetime
+) -> ReplicaSetStatus:
+    """status: replicas (active members), readyReplicas, the selector string, and the
+    ReplicaPaused / ReplicaFailure conditions."""
+    active = [v for v in owned if is_active(v)]
     selector = rs.spec.selector
     return ReplicaSetStatus(
         replicas=len(active),
         ready_replicas=sum(1 for v in active if is_ready(v)),
-        label_selector=selector.render() if selector is not None else old.label_selector,
-        conditions=tuple(conditions),
+        label_selector=selector.render() if selector is not None else rs.status.label_selector,
+        conditions=scale_conditions(rs.status, paused=bool(rs.spec.paused), error=error, now=now),
     )
 
 

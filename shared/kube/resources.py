@@ -73,6 +73,7 @@ VMIMS = Resource(
 VMIRSS = Resource(
     GROUP, VERSION, "virtualmachineinstancereplicasets", "VirtualMachineInstanceReplicaSet"
 )
+VMPOOLS = Resource("pool.kubevirt.io", "v1beta1", "virtualmachinepools", "VirtualMachinePool")
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # The aggregated API's view of VMIs: imperative actions such as .../pause live under it.
 VMI_ACTIONS = Resource(

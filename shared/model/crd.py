@@ -28,6 +28,7 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.objects import GROUP, VERSION, KubeObject
+from shared.model.pool import POOL_GROUP, POOL_VERSION, VirtualMachinePool
 from shared.model.replicaset import VirtualMachineInstanceReplicaSet
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
@@ -45,6 +46,8 @@ class CRDInfo:
     columns: tuple[dict[str, Any], ...]
     # The scale subresource (kubectl scale, an HPA): where replicas and the selector live.
     scale: dict[str, str] | None = None
+    group: str = GROUP
+    version: str = VERSION
 
     @property
     def filename(self) -> str:
@@ -56,6 +59,16 @@ def _col(name: str, path: str, kind: str = "string", **more: Any) -> dict[str, A
     return {"name": name, "type": kind, "jsonPath": path, **more}
 
 
+_SCALE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.labelSelector",
+}
+_REPLICA_COLUMNS = (
+    _col("Desired", ".spec.replicas", "integer", description="Number of desired replicas"),
+    _col("Current", ".status.replicas", "integer", description="Number of managed replicas"),
+    _col("Ready", ".status.readyReplicas", "integer", description="Number of ready replicas"),
+)
 _READY = ".status.conditions[?(@.type=='Ready')].status"
 _AGE = _col("Age", ".metadata.creationTimestamp", "date")
 
@@ -94,17 +107,20 @@ KINDS: tuple[CRDInfo, ...] = (
         cls=VirtualMachineInstanceReplicaSet,
         singular="virtualmachineinstancereplicaset",
         short_names=("vmirs", "vmirss"),
-        columns=(
-            _col("Desired", ".spec.replicas", "integer", description="Number of desired VMIs"),
-            _col("Current", ".status.replicas", "integer", description="Number of managed VMIs"),
-            _col("Ready", ".status.readyReplicas", "integer", description="Number of ready VMIs"),
-            _AGE,
-        ),
-        scale={
-            "specReplicasPath": ".spec.replicas",
-            "statusReplicasPath": ".status.replicas",
-            "labelSelectorPath": ".status.labelSelector",
-        },
+        columns=(*_REPLICA_COLUMNS, _AGE),
+        scale=_SCALE,
+    ),
+)
+# Kinds of other kubevirt.io groups that share the kubevirt.io/v1 CRD shape.
+POOL_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachinePool,
+        singular="virtualmachinepool",
+        short_names=("vmpool", "vmpools"),
+        columns=(*_REPLICA_COLUMNS, _AGE),
+        scale=_SCALE,
+        group=POOL_GROUP,
+        version=POOL_VERSION,
     ),
 )
 
@@ -142,11 +158,11 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{plural}.{GROUP}",
+            "name": f"{plural}.{info.group}",
             "labels": {"app.kubernetes.io/part-of": "kubevirt-py"},
         },
         "spec": {
-            "group": GROUP,
+            "group": info.group,
             "names": {
                 "kind": info.cls.KIND,
                 "listKind": f"{info.cls.KIND}List",
@@ -158,7 +174,7 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": info.version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": object_schema(info.cls)},
@@ -232,7 +248,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in KINDS:
+    for info in (*KINDS, *POOL_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

@@ -58,6 +58,17 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
+from shared.model.pool import (
+    Autohealing,
+    NameGeneration,
+    PoolSpec,
+    Proactive,
+    SelectionPolicy,
+    Strategy,
+    Unmanaged,
+    VirtualMachinePool,
+    VMTemplateSpec,
+)
 from shared.model.probes import (
     ExecAction,
     GuestAgentPing,
@@ -191,6 +202,14 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ReplicaSetSpec: frozenset(),
     LabelSelector: frozenset(),
     LabelSelectorRequirement: frozenset(),
+    PoolSpec: frozenset({"maxUnavailable"}),
+    VMTemplateSpec: frozenset(),
+    NameGeneration: frozenset(),
+    Strategy: frozenset(),
+    Proactive: frozenset({"statePreservation"}),
+    Unmanaged: frozenset({"statePreservation"}),
+    SelectionPolicy: frozenset({"selectors"}),
+    Autohealing: frozenset({"minFailingToStartDuration"}),
     InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
     Toleration: frozenset(),
@@ -274,7 +293,8 @@ def _spec_of(obj: KubeObject | InstancetypeObject) -> Model | None:
         VirtualMachineInstance
         | VirtualMachine
         | VirtualMachineInstanceMigration
-        | VirtualMachineInstanceReplicaSet,
+        | VirtualMachineInstanceReplicaSet
+        | VirtualMachinePool,
     ):
         return obj.spec
     spec = getattr(obj, "spec", None)  # the four instancetype kinds

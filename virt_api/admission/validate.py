@@ -27,8 +27,9 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
 )
 from shared.model._validate_instancetype import validate_instancetype_object
-from shared.model._validate_replicaset import validate_replicaset
+from shared.model._validate_replicaset import validate_pool, validate_replicaset
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
+from shared.model.pool import VirtualMachinePool
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -62,11 +63,16 @@ def _validate_replicaset(
     return validate_replicaset(rs, limits=limits)
 
 
+def _validate_pool(pool: VirtualMachinePool, limits: ValidationLimits) -> list[FieldError]:
+    return validate_pool(pool, limits=limits)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
     VirtualMachineInstanceReplicaSet.KIND: (VirtualMachineInstanceReplicaSet, _validate_replicaset),
+    VirtualMachinePool.KIND: (VirtualMachinePool, _validate_pool),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 

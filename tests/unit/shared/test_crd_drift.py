@@ -25,11 +25,12 @@ import yaml
 from shared import model
 from shared.model import KubeObject, Model
 from shared.model._codec import wire_key
-from shared.model.crd import KINDS, CRDInfo, render
+from shared.model.crd import KINDS, POOL_KINDS, CRDInfo, render
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "manifests" / "base"
 KIND_IDS = [pytest.param(info, id=info.cls.KIND) for info in KINDS]
+ALL_IDS = [*KIND_IDS, *(pytest.param(info, id=info.cls.KIND) for info in POOL_KINDS)]
 
 
 def _strip_none(tp: Any) -> Any:
@@ -114,14 +115,14 @@ def root_schema(info: CRDInfo) -> dict[str, Any]:
     return schema
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 def test_committed_crd_equals_generated(info: CRDInfo) -> None:
     """manifests/base holds exactly what `python -m shared.model.crd` generates."""
     committed = (BASE / info.filename).read_text()
     assert committed == render(info), f"regenerate: python -m shared.model.crd {BASE}"
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 @pytest.mark.parametrize("part", ["spec", "status"])
 def test_model_and_schema_have_the_same_paths_and_types(info: CRDInfo, part: str) -> None:
     """Every model field is in the schema with a compatible type, and vice versa."""
@@ -145,7 +146,7 @@ def _object_nodes(node: Mapping[str, Any], path: str) -> list[tuple[str, Mapping
     return found
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 def test_schema_is_structural_and_preserves_unknown_fields(info: CRDInfo) -> None:
     """Every spec/status object keeps unknown fields (as the model does); every node is typed."""
     schema = root_schema(info)

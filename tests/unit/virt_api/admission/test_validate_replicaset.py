@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.controller.pool.test_logic import pool_dict
 from tests.unit.controller.replicaset.fleet import rs_dict
 from virt_api.admission.validate import validate
 
@@ -58,3 +59,26 @@ def test_refusals_name_the_field(change: str, path: str) -> None:
     """Each bad set is refused with an error at the named path (or below it)."""
     got = paths(edit(change))
     assert any(p.startswith(path) for p in got), got
+
+
+def admissible_pool(**spec: Any) -> dict[str, Any]:
+    """The pool builder's pool without what kubevirt-py refuses (DataVolumes: no CDI), its
+    secret and configMap disks attached."""
+    raw = pool_dict(**spec)
+    vm = raw["spec"]["virtualMachineTemplate"]["spec"]
+    del vm["dataVolumeTemplates"]
+    vmi = vm["template"]["spec"]
+    vmi["volumes"] = [v for v in vmi["volumes"] if "dataVolume" not in v]
+    vmi["domain"]["devices"] = {"disks": [{"name": v["name"]} for v in vmi["volumes"]]}
+    return raw
+
+
+def test_a_pool_template_is_checked_as_a_vm() -> None:
+    """A pool whose template's VMI lacks memory is refused under
+    spec.virtualMachineTemplate.spec.template.spec; unsupported strategy fields too."""
+    assert [e.path for e in validate("VirtualMachinePool", admissible_pool())] == []
+    raw = admissible_pool(maxUnavailable=1)
+    del raw["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]["domain"]["memory"]
+    got = [e.path for e in validate("VirtualMachinePool", raw)]
+    assert any(p.startswith("spec.virtualMachineTemplate.spec.template.spec.domain") for p in got)
+    assert "spec.maxUnavailable" in got
