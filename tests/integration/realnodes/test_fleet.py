@@ -242,3 +242,76 @@ def test_a_failing_liveness_probe_restarts_the_vm(real_stack: Kubectl, fleet_ns:
     events = json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
     assert any(e["reason"] == "Unhealthy" and "Liveness" in e["message"] for e in events)
     k("delete", "vm", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
+
+
+def vm_pool(ns: str, replicas: int) -> dict[str, Any]:
+    """A pool of tiny guests (VMs pool-<n>, runStrategy Always), scaled in from the top."""
+    template = replica_set(ns, 1)["spec"]["template"]
+    template["metadata"]["labels"] = {"fleet": "pool"}
+    return {
+        "apiVersion": "pool.kubevirt.io/v1beta1",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": "pool", "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"fleet": "pool"}},
+            "scaleInStrategy": {
+                "proactive": {"selectionPolicy": {"sortPolicy": "DescendingOrder"}}
+            },
+            "virtualMachineTemplate": {
+                "metadata": {"labels": {"fleet": "pool"}},
+                "spec": {"runStrategy": "Always", "template": template},
+            },
+        },
+    }
+
+
+def pool_vmis(k: Kubectl, ns: str) -> dict[str, dict[str, Any]]:
+    """The pool's Running VMIs (not being deleted), by name."""
+    out = k("get", "vmi", "-n", ns, "-l", "fleet=pool", "-o", "json")
+    return {
+        v["metadata"]["name"]: v
+        for v in json.loads(out)["items"]
+        if "deletionTimestamp" not in v["metadata"]
+        and v.get("status", {}).get("phase") == "Running"
+    }
+
+
+def pool_vms(k: Kubectl, ns: str) -> list[str]:
+    out = k("get", "vm", "-n", ns, "-l", "kubevirt.io/vmpool=pool", "-o", "json")
+    return sorted(v["metadata"]["name"] for v in json.loads(out)["items"]
+                  if "deletionTimestamp" not in v["metadata"])  # fmt: skip
+
+
+def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
+    """A pool of 2 runs VMs pool-0 and pool-1; `kubectl scale vmpool` to 3 adds pool-2 and
+    to 1 removes pool-2 and pool-1 (DescendingOrder); a template change (a new label on
+    the VMI template) restarts pool-0's VMI with the label."""
+    k, ns = real_stack, fleet_ns
+    k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
+
+    def running(names: set[str]) -> Any:
+        return lambda: pool_vms(k, ns) == sorted(names) and set(pool_vmis(k, ns)) == names
+
+    _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
+    _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
+    _wait(running({"pool-0"}), 600, "only pool-0",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    before = pool_vmis(k, ns)["pool-0"]["metadata"]["uid"]
+    patch = [{"op": "add", "path": "/spec/virtualMachineTemplate/spec/template/metadata/labels/rev",
+              "value": "two"}]  # fmt: skip
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(patch))
+
+    def rolled() -> bool:
+        meta = pool_vmis(k, ns).get("pool-0", {}).get("metadata", {})
+        return bool(meta) and meta["uid"] != before and meta.get("labels", {}).get("rev") == "two"
+
+    _wait(rolled, 600, "pool-0 restarted with the new template",
+          lambda: pool_vmis(k, ns).get("pool-0", {}).get("metadata"), interval=2)  # fmt: skip
+    status = json.loads(k("get", "vmpool", "pool", "-n", ns, "-o", "json"))["status"]
+    assert status["replicas"] == 1 and status["labelSelector"] == "fleet=pool"
+    k("delete", "vmpool", "pool", "-n", ns, "--wait=true", "--timeout=120s")
