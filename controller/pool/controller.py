@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from controller.deps import Deps
+from controller.owned import WRITE_TIMEOUT, delete_owned, owner_key
 from controller.pool.logic import (
     InvalidPool,
     Pool,
@@ -38,7 +39,6 @@ from shared.kube import (
     AlreadyExists,
     ApiError,
     Conflict,
-    DeleteOptions,
     EventType,
     Expectations,
     Handlers,
@@ -53,7 +53,6 @@ log = structlog.get_logger("controller.pool")
 
 VM = VirtualMachine
 Write = Coroutine[Any, Any, str | None]
-WRITE_TIMEOUT = 30.0
 
 
 class PoolController(Reconciler):
@@ -97,12 +96,7 @@ class PoolController(Reconciler):
         self._recent.forget(pool.key)
 
     def _owner(self, vm: VM) -> str | None:
-        ref = vm.metadata.controller_ref()
-        if ref is None or ref.kind != Pool.KIND or not ref.name:
-            return None
-        key = f"{vm.namespace}/{ref.name}"
-        pool = self._informers.pools.store.get(key)
-        return key if pool is not None and pool.uid == ref.uid else None
+        return owner_key(vm, kind=Pool.KIND, owners=self._informers.pools.store)
 
     def _vm_added(self, vm: VM) -> None:
         key = self._owner(vm)
@@ -174,21 +168,14 @@ class PoolController(Reconciler):
         return None
 
     async def _delete(self, pool: Pool, vm: VM) -> str | None:
-        try:
-            async with asyncio.timeout(WRITE_TIMEOUT):
-                await self._client.delete(VMS, vm.name, namespace=vm.namespace,
-                                          options=DeleteOptions(uid=vm.uid))  # fmt: skip
-        except (NotFound, Conflict):
-            self.expectations.deletion_observed(pool.key, vm.uid)
-            return None
-        except (ApiError, TransportError, TimeoutError) as e:
-            self.expectations.deletion_observed(pool.key, vm.uid)
-            self._recorder.event(pool, EventType.WARNING, "FailedDelete",
-                                 f"Error deleting VM {vm.name}: {e}")  # fmt: skip
-            return str(e)
-        log.info("vm_deleted", name=vm.name)
-        self._recorder.event(pool, EventType.NORMAL, "SuccessfulDelete", f"Deleted VM {vm.name}")
-        return None
+        return await delete_owned(
+            self._client,
+            VMS,
+            vm,
+            owner=pool,
+            expectations=self.expectations,
+            recorder=self._recorder,
+        )
 
     async def _update(self, pool: Pool, vm: VM, *, restart: bool) -> str | None:
         """Rewrite the VM to the template; a proactive update restarts its VMI too."""

@@ -20,6 +20,7 @@ import structlog
 
 from controller.config import TimingConfig
 from controller.deps import Deps
+from controller.owned import WRITE_TIMEOUT, delete_owned, owner_key
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.replicaset.logic import (
@@ -45,7 +46,6 @@ from shared.kube import (
     VMIS,
     ApiError,
     Conflict,
-    DeleteOptions,
     EventType,
     Expectations,
     Handlers,
@@ -59,7 +59,6 @@ from shared.model import OwnerReference, VirtualMachineInstance
 log = structlog.get_logger("controller.replicaset")
 
 VMI = VirtualMachineInstance
-WRITE_TIMEOUT = 30.0
 
 
 class ReplicaSetController(Reconciler):
@@ -108,12 +107,7 @@ class ReplicaSetController(Reconciler):
 
     def _owner(self, vmi: VMI) -> str | None:
         """The key of the set controlling `vmi` (matched by name and UID), if any."""
-        ref = vmi.metadata.controller_ref()
-        if ref is None or ref.kind != ReplicaSet.KIND or not ref.name:
-            return None
-        key = f"{vmi.namespace}/{ref.name}"
-        rs = self._informers.replicasets.store.get(key)
-        return key if rs is not None and rs.uid == ref.uid else None
+        return owner_key(vmi, kind=ReplicaSet.KIND, owners=self._informers.replicasets.store)
 
     def _wake_selecting(self, vmi: VMI) -> None:
         """An orphan changed: every set whose selector matches it may adopt it."""
@@ -235,23 +229,14 @@ class ReplicaSetController(Reconciler):
         return ScaleError(reason="FailedDelete", message=errors[0]) if errors else None
 
     async def _delete_one(self, rs: ReplicaSet, vmi: VMI) -> str | None:
-        try:
-            async with asyncio.timeout(WRITE_TIMEOUT):
-                await self._client.delete(
-                    VMIS, vmi.name, namespace=vmi.namespace, options=DeleteOptions(uid=vmi.uid)
-                )
-        except (NotFound, Conflict):
-            self.expectations.deletion_observed(rs.key, vmi.uid)
-            return None
-        except (ApiError, TransportError, TimeoutError) as e:
-            self.expectations.deletion_observed(rs.key, vmi.uid)
-            message = f"Error deleting virtual machine instance {vmi.name}: {e}"
-            self._recorder.event(rs, EventType.WARNING, "FailedDelete", message)
-            return str(e)
-        log.info("vmi_deleted", name=vmi.name, uid=vmi.uid)
-        message = f"Stopped the virtual machine by deleting the virtual machine instance {vmi.uid}"
-        self._recorder.event(rs, EventType.NORMAL, "SuccessfulDelete", message)
-        return None
+        return await delete_owned(
+            self._client,
+            VMIS,
+            vmi,
+            owner=rs,
+            expectations=self.expectations,
+            recorder=self._recorder,
+        )
 
     # ---- adoption -----------------------------------------------------------------------
 

@@ -14,10 +14,8 @@ from shared.kube import (
     VMIS,
     VMPOOLS,
     VMS,
-    DeleteOptions,
     Expectations,
     KubeClient,
-    NotFound,
     QueueConfig,
     Registry,
     Resource,
@@ -28,32 +26,16 @@ from shared.model import VirtualMachine
 from shared.model.pool import VirtualMachinePool
 from tests.unit.controller import builders
 from tests.unit.controller.pool.test_logic import pool_dict
+from tests.unit.controller.replicaset.test_controller import FleetApi
 from tests.unit.shared.kube.fakes import FakeApi, FakeClock, FakeTimers
 
 
-class PoolApi(FakeApi):
-    """FakeApi with deletes."""
-
-    async def delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        options: DeleteOptions | None = None,
-    ) -> dict[str, Any]:
-        self.calls.append(("delete", resource.plural))
-        key = self._key(resource, name, namespace)
-        if key not in self.objects:
-            raise NotFound(404, "NotFound", name)
-        return self.objects.pop(key)
-
-    def names(self, resource: Resource) -> list[str]:
-        return sorted(k.split("/")[1] for (plural, k) in self.objects if plural == resource.plural)
+def names(api: FakeApi, resource: Resource) -> list[str]:
+    return sorted(k.split("/")[1] for (plural, k) in api.objects if plural == resource.plural)
 
 
-def rig(raw: dict[str, Any]) -> tuple[PoolApi, PoolController, Any]:
-    api = PoolApi()
+def rig(raw: dict[str, Any]) -> tuple[FleetApi, PoolController, Any]:
+    api = FleetApi()
     client = cast(KubeClient, api)
     registry = Registry()
     informers = build_informers(client)
@@ -71,7 +53,7 @@ def rig(raw: dict[str, Any]) -> tuple[PoolApi, PoolController, Any]:
     return api, ctl, informers
 
 
-def observe_vms(api: PoolApi, ctl: PoolController, informers: Any) -> None:
+def observe_vms(api: FleetApi, ctl: PoolController, informers: Any) -> None:
     _, vm_handlers = ctl.handlers()
     assert vm_handlers.on_add is not None
     for (plural, key), raw in list(api.objects.items()):
@@ -86,7 +68,7 @@ async def test_syncs_before_the_cache_catches_up_create_each_vm_once() -> None:
     api, ctl, informers = rig(pool_dict(2))
     await ctl.sync("ns/p")
     await ctl.sync("ns/p")
-    assert api.names(VMS) == ["p-0", "p-1"]
+    assert names(api, VMS) == ["p-0", "p-1"]
     assert [c for c in api.calls if c == ("create", "virtualmachines")] == [
         ("create", "virtualmachines")
     ] * 2
@@ -110,4 +92,4 @@ async def test_a_template_change_is_rolled_to_the_vms() -> None:
     vm = api.stored(VMS, "ns/p-0")
     assert vm["metadata"]["labels"][REVISION_LABEL] == template_hash(new)
     assert vm["spec"]["template"]["spec"]["domain"]["memory"] == {"guest": "96Mi"}
-    assert api.names(VMIS) == []
+    assert names(api, VMIS) == []
