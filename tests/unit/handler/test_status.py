@@ -260,3 +260,15 @@ def test_a_probed_vmi_leaves_ready_to_the_controller_while_running() -> None:
     _, paused = _running(raw, state=DomainState.PAUSED, reason="User")
     ready = next_status(vmi, paused, now=T1).condition(VMIConditionType.READY)
     assert ready is not None and ready.status == ConditionStatus.FALSE
+
+
+def test_a_probed_vmi_unpaused_hands_ready_back_to_the_controller() -> None:
+    """After Ready=False(Paused), an unpaused probed guest's Ready is removed (not set
+    True): the controller copies the pod's readiness again."""
+    raw = vmi_dict()
+    raw["spec"]["readinessProbe"] = {"tcpSocket": {"port": 80}}
+    vmi, _ = _running(raw)
+    _, paused = _running(raw, state=DomainState.PAUSED, reason="User")
+    vmi = dataclasses.replace(vmi, status=next_status(vmi, paused, now=T0))
+    _, running = _running(raw)
+    assert next_status(vmi, running, now=T1).condition(VMIConditionType.READY) is None
