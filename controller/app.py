@@ -26,8 +26,10 @@ from controller.kubevirt.live import cluster_defaults, migration_config, templat
 from controller.metrics import ObjectMetrics
 from controller.migration.controller import MigrationController
 from controller.node.controller import NodeController
+from controller.pool.controller import PoolController
 from controller.recent import Recent
 from controller.reconcile import PodWriter
+from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
@@ -37,7 +39,9 @@ from shared.clusterconfig import LiveConfig
 from shared.kube import (
     KUBEVIRTS,
     VMIMS,
+    VMIRSS,
     VMIS,
+    VMPOOLS,
     VMS,
     EventRecorder,
     Expectations,
@@ -60,9 +64,11 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
     utc_now,
 )
 from shared.model.kubevirt import KubeVirt
+from shared.model.pool import VirtualMachinePool
 
 log = structlog.get_logger("controller")
 
@@ -81,6 +87,8 @@ class Loops:
     evacuation: EvacuationController
     kubevirt: KubeVirtController
     workload: WorkloadUpdater
+    replicaset: ReplicaSetController
+    pool: PoolController
 
 
 class Controller:
@@ -178,6 +186,10 @@ class Controller:
             )
             tg.create_task(loops.kubevirt.queue.run_workers(1, loops.kubevirt.process))
             tg.create_task(loops.workload.queue.run_workers(1, loops.workload.process))
+            tg.create_task(
+                loops.replicaset.queue.run_workers(workers.replicaset, loops.replicaset.process)
+            )
+            tg.create_task(loops.pool.queue.run_workers(workers.pool, loops.pool.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -205,6 +217,12 @@ class Controller:
         vmi_for_update, pod_for_update = loops.workload.handlers()
         inf.vmis.add_handlers(vmi_for_update)
         inf.pods.add_handlers(pod_for_update)
+        rs_h, vmi_for_rs = loops.replicaset.handlers()
+        inf.replicasets.add_handlers(rs_h)
+        inf.vmis.add_handlers(vmi_for_rs)
+        pool_h, vm_for_pool = loops.pool.handlers()
+        inf.pools.add_handlers(pool_h)
+        inf.vms.add_handlers(vm_for_pool)
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -277,6 +295,21 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
         ),
         evacuation=EvacuationController(
             deps, queue=_queue("evacuation", registry), config=migrations
+        ),
+        replicaset=ReplicaSetController(
+            deps,
+            queue=_queue("replicaset", registry),
+            expectations=Expectations(),
+            writer=StatusWriter(
+                client, VMIRSS, model=VirtualMachineInstanceReplicaSet, registry=registry
+            ),
+            timing=config.timing,
+        ),
+        pool=PoolController(
+            deps,
+            queue=_queue("pool", registry),
+            expectations=Expectations(),
+            writer=StatusWriter(client, VMPOOLS, model=VirtualMachinePool, registry=registry),
         ),
     )
 

@@ -112,6 +112,8 @@ class WorkerCounts:
     node: int = 3
     budget: int = 3
     evacuation: int = 3
+    replicaset: int = 3
+    pool: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

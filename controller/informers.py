@@ -1,4 +1,4 @@
-"""The controller's six informers, their decoders and their indexes.
+"""The controller's informers, their decoders and their indexes.
 
 Decoders turn wire dicts into what the controllers read, and nothing more is kept:
 managedFields are dropped before parsing (they are the bulk of a stored object and no
@@ -18,11 +18,15 @@ from controller.recent import Recent
 from shared.kube import (
     KUBEVIRTS,
     MIGRATION_POLICIES,
+    NAMESPACE_INDEX,
     NODES,
+    OWNER_INDEX,
     PDBS,
     PODS,
     VMIMS,
+    VMIRSS,
     VMIS,
+    VMPOOLS,
     VMS,
     Informer,
     InformerConfig,
@@ -34,7 +38,7 @@ from shared.kube import (
     Store,
     object_key,
 )
-from shared.kube.store import IndexFunc
+from shared.kube.store import IndexFunc, by_namespace, by_owner_uid
 from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
 from shared.model import (
@@ -42,9 +46,11 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
 )
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
+from shared.model.pool import VirtualMachinePool
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -54,7 +60,14 @@ VMI_KEY_INDEX = "vmi-key"
 
 M = TypeVar("M", bound=KubeObject)
 # The models with a spec whose changes bump metadata.generation.
-S = TypeVar("S", VirtualMachineInstance, VirtualMachine, VirtualMachineInstanceMigration)
+S = TypeVar(
+    "S",
+    VirtualMachinePool,
+    VirtualMachineInstance,
+    VirtualMachine,
+    VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
+)
 T = TypeVar("T")
 SourceWrapper = Callable[[str, Source], Source]
 Decode = Callable[[dict[str, Any]], T]
@@ -138,7 +151,11 @@ def pod_by_migration(pod: LauncherPod) -> list[str]:
     return [pod.migration_uid] if pod.migration_uid else []
 
 
-VMI_INDEXERS: Indexers[VirtualMachineInstance] = {UID_INDEX: by_uid, NODE_INDEX: vmi_by_node}
+VMI_INDEXERS: Indexers[VirtualMachineInstance] = {
+    UID_INDEX: by_uid,
+    NODE_INDEX: vmi_by_node,
+    NAMESPACE_INDEX: by_namespace,
+}
 POD_INDEXERS: Indexers[LauncherPod] = {
     VMI_UID_INDEX: vmi_uid_of,
     NODE_INDEX: node_of,
@@ -162,6 +179,8 @@ class Informers:
     kubevirts: Informer[KubeVirt]
     # MigrationPolicies (cluster-scoped), matched when a migration is handed over.
     policies: Informer[MigrationPolicy]
+    replicasets: Informer[VirtualMachineInstanceReplicaSet]
+    pools: Informer[VirtualMachinePool]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -174,6 +193,8 @@ class Informers:
             self.nodes,
             self.pdbs,
             self.policies,
+            self.replicasets,
+            self.pools,
         )
 
 
@@ -222,7 +243,7 @@ def build_informers(
             vmi_writes.get if vmi_writes is not None else None,
         ),
         pods=make("pods", PODS, launchers, decode_pod, POD_INDEXERS),
-        vms=models("vms", VMS, VirtualMachine, {}),
+        vms=models("vms", VMS, VirtualMachine, {OWNER_INDEX: by_owner_uid}),
         migrations=models("migrations", VMIMS, Migration, MIGRATION_INDEXERS),
         nodes=make("nodes", NODES, Selector(), decode_node, {}),
         pdbs=make(
@@ -246,4 +267,8 @@ def build_informers(
             lambda raw: MigrationPolicy.from_dict(strip_managed_fields(raw)),
             {},
         ),
+        replicasets=models(
+            "replicasets", VMIRSS, VirtualMachineInstanceReplicaSet, {NAMESPACE_INDEX: by_namespace}
+        ),
+        pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
     )

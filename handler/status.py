@@ -35,6 +35,7 @@ from shared.model import (
 )
 
 GUEST_PAUSED = "Paused"
+_HANDLER_NOT_READY = frozenset({GUEST_PAUSED, str(ConditionReason.POD_TERMINATING)})
 _PAUSE_REASONS = {
     "User": ConditionReason.PAUSED_BY_USER,
     "IOError": ConditionReason.PAUSED_IO_ERROR,
@@ -102,7 +103,21 @@ def wanted_conditions(vmi: VirtualMachineInstance, obs: Observed) -> dict[str, V
         return out
     out[VMIConditionType.LIVE_MIGRATABLE] = live_migratable(vmi)
     if obs.domain is not None and not obs.domain.is_off:
-        out.update(_live(obs.domain, stopping=obs.stopping))
+        live = _live(obs.domain, stopping=obs.stopping)
+        ready = live.get(VMIConditionType.READY)
+        if vmi.spec.readiness_probe is not None and ready is not None and ready.is_true:
+            # The probe's: the controller copies the pod's. A False of ours (paused,
+            # stopping) is dropped so the controller takes Ready over again.
+            current = vmi.status.condition(VMIConditionType.READY)
+            if (
+                current is not None
+                and not current.is_true
+                and str(current.reason) in _HANDLER_NOT_READY
+            ):
+                live[VMIConditionType.READY] = None
+            else:
+                del live[VMIConditionType.READY]
+        out.update(live)
     return out
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from launcher.errors import CommandError
-from launcher.guest import filesystems, guest_info, interfaces, users
+from launcher.guest import filesystems, guest_exec, guest_info, interfaces, users
 from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
@@ -19,6 +19,7 @@ from shared.wire.launcher_api import (
     DetachVolumeArgs,
     ForwardPortArgs,
     FreezeArgs,
+    GuestExecArgs,
     Method,
     NoArgs,
     SyncArgs,
@@ -59,6 +60,10 @@ async def _guest_ping(manager: DomainManager) -> bool:
     return True
 
 
+async def _guest_exec(manager: DomainManager, args: Mapping[str, Any]) -> dict[str, int]:
+    return await guest_exec(manager, GuestExecArgs.from_wire(args))
+
+
 async def _freeze(manager: DomainManager, args: Mapping[str, Any]) -> None:
     await manager.freezer.freeze(FreezeArgs.from_wire(args).unfreeze_timeout_seconds)
 
@@ -79,6 +84,7 @@ COMMANDS: Mapping[Method, Op] = {
     Method.GET_DOMAIN: _no_args(DomainManager.status),
     Method.GET_DOMAIN_STATS: _no_args(DomainManager.stats),
     Method.GUEST_PING: _no_args(_guest_ping),
+    Method.GUEST_EXEC: _guest_exec,
     Method.GET_GUEST_INFO: _no_args(guest_info),
     Method.GET_USERS: _no_args(users),
     Method.GET_FILESYSTEMS: _no_args(filesystems),

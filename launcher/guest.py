@@ -1,11 +1,16 @@
-"""Guest-agent queries, reshaped into KubeVirt's guestosinfo / userlist / fslist replies."""
+"""Guest-agent queries, reshaped into KubeVirt's guestosinfo / userlist / fslist replies,
+and guest-exec for exec probes."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from launcher.manager import DomainManager
 from shared.wire.errors import CommandFailed
+from shared.wire.launcher_api import GuestExecArgs
+
+EXEC_POLL_SECONDS = 0.1
 
 _OS_KEYS = {
     "name": "name",
@@ -82,3 +87,18 @@ async def interfaces(manager: DomainManager) -> dict[str, Any]:
             for g in found
         ]
     }
+
+
+async def guest_exec(manager: DomainManager, args: GuestExecArgs) -> dict[str, int]:
+    """guest-exec, then guest-exec-status until the command exits ({"exitCode": N});
+    TimeoutError past args.timeout_seconds (the probe fails)."""
+    command = list(args.command)
+    started = await manager.agent("guest-exec", {"path": command[0], "arg": command[1:],
+                                                 "capture-output": True})  # fmt: skip
+    pid = started["pid"]
+    async with asyncio.timeout(args.timeout_seconds):
+        while True:
+            status = await manager.agent("guest-exec-status", {"pid": pid})
+            if status.get("exited"):
+                return {"exitCode": int(status.get("exitcode", -1))}
+            await asyncio.sleep(EXEC_POLL_SECONDS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,7 +55,14 @@ class VirtPort(Protocol):
     async def fs_thaw(self, name: str) -> int: ...
     async def reset(self, name: str) -> None: ...
     async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
-    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any: ...
+    async def agent_command(
+        self,
+        name: str,
+        command: str,
+        *,
+        timeout: int = 5,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -316,8 +323,8 @@ class DomainManager:
             log.info("guest_interfaces_unavailable", error=str(exc))
             return ()
 
-    async def agent(self, command: str) -> Any:
-        return await self._virt.agent_command(self._id.domain, command)
+    async def agent(self, command: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        return await self._virt.agent_command(self._id.domain, command, arguments=arguments)
 
     async def graceful_stop(self, *, grace: float, clock: Callable[[], float]) -> None:
         """ACPI shutdown, re-sent every 2 s (a booting guest misses it), then destroy.

@@ -55,13 +55,19 @@ def masquerade_alias(vmi: VirtualMachineInstance) -> str | None:
 
 
 def listed_forwards(vmi: VirtualMachineInstance) -> tuple[Forward, ...]:
-    """interfaces[].ports of the masquerade interface (TCP unless the port says UDP)."""
+    """interfaces[].ports of the masquerade interface (TCP unless the port says UDP), and
+    the guest ports of httpGet / tcpSocket probes: the kubelet probes the pod's IP."""
     alias = masquerade_alias(vmi)
     iface = vmi.spec.domain.devices.interface(alias) if alias else None
-    return tuple(
+    listed = [
         Forward(protocol=(p.protocol or "TCP").lower(), port=p.port)
         for p in (iface.ports if iface is not None else ())
-    )
+    ]
+    for probe in (vmi.spec.readiness_probe, vmi.spec.liveness_probe):
+        port = probe.guest_port if probe is not None else None
+        if port is not None and alias is not None:
+            listed.append(Forward(protocol="tcp", port=port))
+    return tuple(dict.fromkeys(listed))
 
 
 def _passt(vmi: VirtualMachineInstance | None) -> bool:

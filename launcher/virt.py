@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -298,10 +298,20 @@ class Virt:
         out: str = await self._call(libvirt_qemu.qemuMonitorCommand, dom, command, flags)
         return out
 
-    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
+    async def agent_command(
+        self,
+        name: str,
+        command: str,
+        *,
+        timeout: int = 5,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Any:
         """Run a guest-agent command; AgentNotConnected when no agent answers."""
         dom = await self._domain(name)
-        payload = json.dumps({"execute": command})
+        request: dict[str, Any] = {"execute": command}
+        if arguments is not None:
+            request["arguments"] = dict(arguments)
+        payload = json.dumps(request)
         try:
             raw = await self._call(
                 libvirt_qemu.qemuAgentCommand, dom, payload, timeout, 0, timeout=timeout + 5

@@ -85,6 +85,9 @@ class LauncherPod:
     # A container the kubelet cannot create for a device resource ("compute:
     # CreateContainerConfigError: devices.kubevirt.io/tun: no device plugin is registered").
     start_blocked: str | None = None
+    # The pod's Ready condition (its containers' readiness probes pass), and why not.
+    ready: bool = False
+    not_ready_reason: str | None = None
 
     @property
     def key(self) -> str:
@@ -138,6 +141,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
     labels = meta.get("labels") or {}
     unschedulable, since = _unschedulable(status)
     compute_terminated = _compute_state(status).get("terminated") is not None
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
     try:
         phase = PodPhase(status.get("phase") or "Pending")
     except ValueError:
@@ -164,6 +168,8 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         image=_compute_image(spec),
         attempt=_attempt(meta),
         start_blocked=_start_blocked(status) if phase == PodPhase.PENDING else None,
+        ready=ready is not None and ready.get("status") == "True",
+        not_ready_reason=(ready or {}).get("reason") or None,
     )
 
 

@@ -34,6 +34,7 @@ from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
 from controller.services import volumes
 from controller.services.overhead import memory_overhead_bytes
+from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
 from controller.services.volumes import Claim
 from shared import podlayout
@@ -116,6 +117,8 @@ class TemplateService:
         pod = self._pod(vmi, seed=seed, extra_labels={}, claims=claims or {})
         if attempt:
             pod["metadata"]["annotations"][LAUNCHER_ATTEMPT_ANNOTATION] = str(attempt)
+        # The VMI's probes (a migration target's guest is not there yet: it has none).
+        pod["spec"]["containers"][0].update(container_probes(vmi))
         return pod
 
     def target_pod(

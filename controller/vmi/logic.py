@@ -31,6 +31,7 @@ from datetime import datetime
 
 from controller.transitions import vmi_condition, with_phases
 from controller.vmi.blocked import BlockedStart, blocked_start, next_attempt, superseded
+from controller.vmi.probes import with_probe_readiness
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
 from shared.launcherpod import (
@@ -442,6 +443,8 @@ def _plan_post_handoff(
     here = [p for p in pods if p.node_name == node and node and not p.gone_or_going]
     if len(here) == 1:  # after a migration: the target pod's IP
         status = with_pod_ip(status, vmi, here[0])
+        if vmi.spec.readiness_probe is not None:
+            status = with_probe_readiness(status, here[0], now)
     labels: dict[str, str | None] = {NODE_NAME_LABEL: node} if node else {}
     return VMIPlan(status=status, labels=labels, finalizer=True)
 

@@ -13,7 +13,9 @@ creates N VMIs concurrently and prints:
 - controller RSS per VMI held (RSS with N VMIs Scheduled minus RSS before, / N) and CPU
   per VMI (user + system time spent during the burst, / N), against the targets;
 - time to all bound for the VMIs and for a ReplicaSet of N pods, and the ratio
-  (controller_floor.py); with --rate R, create → Scheduled P50 / P95 / P99 instead.
+  (controller_floor.py); with --rate R, create → Scheduled P50 / P95 / P99 instead;
+- a VirtualMachineInstanceReplicaSet scaled 0 → N (controller_vmirs.py): time to all its
+  members Scheduled against the same ReplicaSet, and the controller's CPU per VMI.
 A report, not a test: exits 0 unless the run itself fails.
 """
 
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from controller_fakenodes import FakeNodes
 from controller_floor import create_paced, delete_replicaset, replicaset_all_bound
 from controller_report import ProcSample, Run, Tally, report
+from controller_vmirs import delete_vmirs, report_vmirs, vmirs_scale
 
 from localkube.testing import session_cluster
 from shared.kube import (
@@ -246,7 +249,8 @@ async def bench(kubeconfig: Path, n: int, workdir: Path, opts: Options) -> Run:
         nodes = FakeNodes(
             kube,
             ns,
-            count=max(1, math.ceil(2 * n / (PODS_PER_FAKE_NODE * 0.8))),  # VMIs + RS
+            # VMIs + RS (+ VMIRS members)
+            count=max(1, math.ceil((3 if opts.vmirs else 2) * n / (PODS_PER_FAKE_NODE * 0.8))),
             pods_per_node=PODS_PER_FAKE_NODE,
         )
         await nodes.create()
@@ -261,6 +265,10 @@ async def bench(kubeconfig: Path, n: int, workdir: Path, opts: Options) -> Run:
                 if opts.replicaset:
                     run.replicaset_wall = await replicaset_all_bound(kube, ns, n, timeout=1800)
                     await delete_replicaset(kube, ns)
+                if opts.vmirs:
+                    cpu = lambda: proc_sample(pid).cpu_s  # noqa: E731
+                    run.vmirs = await vmirs_scale(kube, ns, n, cpu=cpu, timeout=1800)
+                    await delete_vmirs(kube, ns)
                 kubelet.cancel()
             return run
         finally:
@@ -272,6 +280,7 @@ async def bench(kubeconfig: Path, n: int, workdir: Path, opts: Options) -> Run:
 class Options:
     rate: float | None  # VMIs per second; None: all at once
     replicaset: bool  # also time Kubernetes' floor, a ReplicaSet of as many pods
+    vmirs: bool = False  # also scale a VMIRS 0 → N
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,9 +348,16 @@ def main() -> None:
     p.add_argument(
         "--no-replicaset", action="store_true", help="skip the ReplicaSet floor (on by default)"
     )
+    p.add_argument(
+        "--no-vmirs", action="store_true", help="skip the VMIRS 0 → N row (on by default)"
+    )
     p.add_argument("--kubeconfig", help="use this cluster instead of starting a private one")
     args = p.parse_args()
-    opts = Options(rate=args.rate, replicaset=not args.no_replicaset and not args.rate)
+    opts = Options(
+        rate=args.rate,
+        replicaset=not args.no_replicaset and not args.rate,
+        vmirs=not args.no_vmirs and not args.rate,
+    )
     with (
         cluster(args.kubeconfig) as kubeconfig,
         tempfile.TemporaryDirectory(prefix="bench-ctl-") as tmp,
@@ -354,6 +370,8 @@ def main() -> None:
             kubectl(kubeconfig, "delete", kind, name, "--ignore-not-found")
         run = uvloop.run(bench(kubeconfig, args.vmis, Path(tmp), opts))
         report(run)
+        if run.vmirs is not None:
+            report_vmirs(run.vmirs, run.replicaset_wall)
 
 
 if __name__ == "__main__":

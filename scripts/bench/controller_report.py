@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from controller_floor import pct, report_floor, report_paced
+from controller_vmirs import VmirsRun
 
 TARGET_RSS_KB = 50.0
 TARGET_CPU_MS = 5.0
@@ -30,6 +31,7 @@ class Run:
     wall: float
     rate: float | None = None
     replicaset_wall: float | None = None  # Kubernetes' floor: N pods of a ReplicaSet bound
+    vmirs: VmirsRun | None = None  # the VMIRS 0 → N row
 
 
 def verdict(ok: bool) -> str:

@@ -75,6 +75,10 @@ MIGRATION_POLICIES = Resource(
     "migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", namespaced=False
 )
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+VMIRSS = Resource(
+    GROUP, VERSION, "virtualmachineinstancereplicasets", "VirtualMachineInstanceReplicaSet"
+)
+VMPOOLS = Resource("pool.kubevirt.io", "v1beta1", "virtualmachinepools", "VirtualMachinePool")
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # The aggregated API's view of VMIs: imperative actions such as .../pause live under it.
 VMI_ACTIONS = Resource(

@@ -75,6 +75,14 @@ from shared.model.migration import (
     VirtualMachineInstanceMigration,
 )
 from shared.model.objects import KubeObject
+from shared.model.replicaset import (
+    ReplicaSetCondition,
+    ReplicaSetConditionType,
+    ReplicaSetSpec,
+    ReplicaSetStatus,
+    VirtualMachineInstanceReplicaSet,
+)
+from shared.model.selector import LabelSelector, LabelSelectorRequirement, SelectorOperator
 from shared.model.vm import (
     StartFailure,
     StateChangeRequest,
@@ -140,6 +148,8 @@ __all__ = [
     "KernelBootContainer",
     "KubeObject",
     "KubeVirt",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "Machine",
     "Memory",
     "MigrationAbortStatus",
@@ -163,9 +173,14 @@ __all__ = [
     "PullPolicy",
     "QOSClass",
     "QuantityError",
+    "ReplicaSetCondition",
+    "ReplicaSetConditionType",
+    "ReplicaSetSpec",
+    "ReplicaSetStatus",
     "ResourceList",
     "ResourceRequirements",
     "RunStrategy",
+    "SelectorOperator",
     "StartFailure",
     "StartStrategy",
     "StateChangeAction",
@@ -184,6 +199,7 @@ __all__ = [
     "VirtualMachine",
     "VirtualMachineInstance",
     "VirtualMachineInstanceMigration",
+    "VirtualMachineInstanceReplicaSet",
     "Volume",
     "VolumeStatus",
     "format_time",

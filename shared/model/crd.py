@@ -31,6 +31,8 @@ from shared.model.kubevirt import KubeVirt
 from shared.model.migration import VirtualMachineInstanceMigration
 from shared.model.migrationpolicy import POLICY_GROUP, POLICY_VERSION, MigrationPolicy
 from shared.model.objects import KubeObject
+from shared.model.pool import POOL_GROUP, POOL_VERSION, VirtualMachinePool
+from shared.model.replicaset import VirtualMachineInstanceReplicaSet
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 
@@ -46,6 +48,10 @@ class CRDInfo:
     singular: str
     short_names: tuple[str, ...]
     columns: tuple[dict[str, Any], ...]
+    # The scale subresource (kubectl scale, an HPA): where replicas and the selector live.
+    scale: dict[str, str] | None = None
+    group: str = GROUP
+    version: str = VERSION
 
     @property
     def filename(self) -> str:
@@ -57,6 +63,16 @@ def _col(name: str, path: str, kind: str = "string", **more: Any) -> dict[str, A
     return {"name": name, "type": kind, "jsonPath": path, **more}
 
 
+_SCALE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.labelSelector",
+}
+_REPLICA_COLUMNS = (
+    _col("Desired", ".spec.replicas", "integer", description="Number of desired replicas"),
+    _col("Current", ".status.replicas", "integer", description="Number of managed replicas"),
+    _col("Ready", ".status.readyReplicas", "integer", description="Number of ready replicas"),
+)
 _READY = ".status.conditions[?(@.type=='Ready')].status"
 _AGE = _col("Age", ".metadata.creationTimestamp", "date")
 
@@ -97,6 +113,25 @@ KINDS: tuple[CRDInfo, ...] = (
         short_names=("kv", "kvs"),
         columns=(_AGE, _col("Phase", ".status.phase")),
     ),
+    CRDInfo(
+        cls=VirtualMachineInstanceReplicaSet,
+        singular="virtualmachineinstancereplicaset",
+        short_names=("vmirs", "vmirss"),
+        columns=(*_REPLICA_COLUMNS, _AGE),
+        scale=_SCALE,
+    ),
+)
+# Kinds of other kubevirt.io groups that share the kubevirt.io/v1 CRD shape.
+POOL_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachinePool,
+        singular="virtualmachinepool",
+        short_names=("vmpool", "vmpools"),
+        columns=(*_REPLICA_COLUMNS, _AGE),
+        scale=_SCALE,
+        group=POOL_GROUP,
+        version=POOL_VERSION,
+    ),
 )
 
 
@@ -133,11 +168,11 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{plural}.{GROUP}",
+            "name": f"{plural}.{info.group}",
             "labels": {"app.kubernetes.io/part-of": "kubevirt-py"},
         },
         "spec": {
-            "group": GROUP,
+            "group": info.group,
             "names": {
                 "kind": info.cls.KIND,
                 "listKind": f"{info.cls.KIND}List",
@@ -149,16 +184,22 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": info.version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": object_schema(info.cls)},
-                    "subresources": {"status": {}},
+                    "subresources": _subresources(info),
                     "additionalPrinterColumns": list(info.columns),
                 }
             ],
         },
     }
+
+
+def _subresources(info: CRDInfo) -> dict[str, Any]:
+    if info.scale is None:
+        return {"status": {}}
+    return {"status": {}, "scale": dict(info.scale)}
 
 
 def render(info: CRDInfo) -> str:
@@ -224,7 +265,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in KINDS:
+    for info in (*KINDS, *POOL_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

@@ -59,6 +59,26 @@ from shared.model.instancetype import (
 )
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
 from shared.model.objects import KubeObject
+from shared.model.pool import (
+    Autohealing,
+    NameGeneration,
+    PoolSpec,
+    Proactive,
+    SelectionPolicy,
+    Strategy,
+    Unmanaged,
+    VirtualMachinePool,
+    VMTemplateSpec,
+)
+from shared.model.probes import (
+    ExecAction,
+    GuestAgentPing,
+    HTTPGetAction,
+    HTTPHeader,
+    Probe,
+    TCPSocketAction,
+)
+from shared.model.replicaset import ReplicaSetSpec, VirtualMachineInstanceReplicaSet
 from shared.model.scheduling import (
     Affinity,
     PodDNSConfig,
@@ -66,6 +86,7 @@ from shared.model.scheduling import (
     Toleration,
     TopologySpreadConstraint,
 )
+from shared.model.selector import LabelSelector, LabelSelectorRequirement
 from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
@@ -98,8 +119,7 @@ ANY_KEY = "*"
 KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     VMISpec: frozenset(
         {
-            "livenessProbe", "readinessProbe", "accessCredentials", "architecture",
-            "resourceClaims",
+            "accessCredentials", "architecture", "resourceClaims",
         }
     ),
     DomainSpec: frozenset(
@@ -175,6 +195,23 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {"dataVolumeTemplates", "updateVolumesStrategy"}
     ),
     VMITemplateSpec: frozenset(),
+    Probe: frozenset(),
+    HTTPGetAction: frozenset(),
+    HTTPHeader: frozenset(),
+    TCPSocketAction: frozenset(),
+    ExecAction: frozenset(),
+    GuestAgentPing: frozenset(),
+    ReplicaSetSpec: frozenset(),
+    LabelSelector: frozenset(),
+    LabelSelectorRequirement: frozenset(),
+    PoolSpec: frozenset({"maxUnavailable"}),
+    VMTemplateSpec: frozenset(),
+    NameGeneration: frozenset(),
+    Strategy: frozenset(),
+    Proactive: frozenset({"statePreservation"}),
+    Unmanaged: frozenset({"statePreservation"}),
+    SelectionPolicy: frozenset({"selectors"}),
+    Autohealing: frozenset({"minFailingToStartDuration"}),
     InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
     Toleration: frozenset(),
@@ -256,7 +293,14 @@ def unsupported_fields(obj: KubeObject | InstancetypeObject) -> list[FieldError]
 
 
 def _spec_of(obj: KubeObject | InstancetypeObject) -> Model | None:
-    if isinstance(obj, VirtualMachineInstance | VirtualMachine | VirtualMachineInstanceMigration):
+    if isinstance(
+        obj,
+        VirtualMachineInstance
+        | VirtualMachine
+        | VirtualMachineInstanceMigration
+        | VirtualMachineInstanceReplicaSet
+        | VirtualMachinePool,
+    ):
         return obj.spec
     spec = getattr(obj, "spec", None)  # the four instancetype kinds
     return spec if isinstance(spec, InstancetypeSpec | PreferenceSpec) else None

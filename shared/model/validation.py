@@ -25,6 +25,7 @@ from shared.model._validate_domain import (
 )
 from shared.model._validate_firmware import validate_cpu_model, validate_firmware
 from shared.model._validate_pod import validate_pod_fields
+from shared.model._validate_probes import validate_probes
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
 from shared.model.errors import FieldError, InvalidMigration, InvalidVM, InvalidVMI
 from shared.model.meta import ObjectMeta
@@ -80,6 +81,7 @@ def validate_vmi_spec(
     validate_firmware(errs, domain_path, spec.domain)
     validate_cpu_model(errs, domain_path, spec.domain, limits)
     validate_pod_fields(errs, path, spec)
+    validate_probes(errs, path, spec)
     grace = spec.termination_grace_period_seconds
     if grace is not None and grace < 0:
         errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)

@@ -18,6 +18,7 @@ from shared.model.enums import (
 from shared.model.meta import ConditionsMixin, PhaseTransition, VMICondition
 from shared.model.migration import MigrationState
 from shared.model.objects import KubeObject
+from shared.model.probes import Probe
 from shared.model.scheduling import (
     Affinity,
     DNSPolicy,
@@ -53,6 +54,9 @@ class VMISpec(Model):
     subdomain: str | None = None
     dns_policy: DNSPolicy | None = None
     dns_config: PodDNSConfig | None = None
+    # Run by the kubelet as the launcher pod's probes (shared/model/probes.py).
+    readiness_probe: Probe | None = None
+    liveness_probe: Probe | None = None
 
     def volume(self, name: str) -> Volume | None:
         """The volume with this name, if any."""

@@ -30,6 +30,7 @@ class Method(StrEnum):
     GET_DOMAIN = "get_domain"
     GET_DOMAIN_STATS = "get_domain_stats"
     GUEST_PING = "guest_ping"
+    GUEST_EXEC = "guest_exec"
     GET_GUEST_INFO = "get_guest_info"
     GET_USERS = "get_users"
     GET_FILESYSTEMS = "get_filesystems"
@@ -57,6 +58,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.GET_DOMAIN: Tier.SHORT,
     Method.GET_DOMAIN_STATS: Tier.SHORT,
     Method.GUEST_PING: Tier.SHORT,
+    Method.GUEST_EXEC: Tier.MEDIUM,
     Method.GET_GUEST_INFO: Tier.MEDIUM,
     Method.GET_USERS: Tier.MEDIUM,
     Method.GET_FILESYSTEMS: Tier.MEDIUM,
@@ -202,6 +204,32 @@ class VolumeReply:
 
 
 FORWARD_PROTOCOLS = ("tcp",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuestExecArgs:
+    """GuestExec: run `command` in the guest through its agent (exec probes); the answer is
+    ``{"exitCode": N}``, or a timeout error after `timeout_seconds`."""
+
+    command: tuple[str, ...]
+    timeout_seconds: int = 1
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"command": list(self.command), "timeoutSeconds": self.timeout_seconds}
+
+    @classmethod
+    def from_wire(cls, args: Mapping[str, Any]) -> Self:
+        unknown = sorted(set(args) - {"command", "timeoutSeconds"})
+        if unknown:
+            raise InvalidArgument(unknown[0], "unknown argument")
+        command, timeout = args.get("command"), args.get("timeoutSeconds", 1)
+        if not isinstance(command, list) or not command:
+            raise InvalidArgument("command", "expected a non-empty list of strings")
+        if not all(isinstance(c, str) for c in command):
+            raise InvalidArgument("command", "expected a non-empty list of strings")
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= 60:
+            raise InvalidArgument("timeoutSeconds", f"expected 1-60, got {timeout!r}")
+        return cls(command=tuple(command), timeout_seconds=timeout)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

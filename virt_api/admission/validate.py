@@ -2,7 +2,7 @@
 path, in one answer. Pure functions over wire dicts, plus the one lookup a migration needs.
 
 - The object must parse into the model (a type error names its path);
-- the model's validation (shared.model.validation);
+- the model's validation (shared.model.validation; a replica set's template as a VMI);
 - a VM's instancetype and preference named with a kind of theirs, and no template field
   an instancetype sets (shared.expansion), and
 - every field kubevirt-py would not honour (shared.model.unsupported);
@@ -27,11 +27,14 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VirtualMachineInstanceReplicaSet,
 )
 from shared.model._validate_instancetype import validate_instancetype_object
+from shared.model._validate_replicaset import validate_pool, validate_replicaset
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
+from shared.model.pool import VirtualMachinePool
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -67,12 +70,24 @@ def _validate_policy(policy: MigrationPolicy, _: ValidationLimits) -> list[Field
     return validate_policy(policy)
 
 
+def _validate_replicaset(
+    rs: VirtualMachineInstanceReplicaSet, limits: ValidationLimits
+) -> list[FieldError]:
+    return validate_replicaset(rs, limits=limits)
+
+
+def _validate_pool(pool: VirtualMachinePool, limits: ValidationLimits) -> list[FieldError]:
+    return validate_pool(pool, limits=limits)
+
+
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {
     VirtualMachineInstance.KIND: (VirtualMachineInstance, _validate_vmi),
     VirtualMachine.KIND: (VirtualMachine, _validate_vm),
     VirtualMachineInstanceMigration.KIND: (VirtualMachineInstanceMigration, _validate_migration),
     KubeVirt.KIND: (KubeVirt, _validate_kubevirt),
     MigrationPolicy.KIND: (MigrationPolicy, _validate_policy),
+    VirtualMachineInstanceReplicaSet.KIND: (VirtualMachineInstanceReplicaSet, _validate_replicaset),
+    VirtualMachinePool.KIND: (VirtualMachinePool, _validate_pool),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
 }
 

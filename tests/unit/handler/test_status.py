@@ -247,3 +247,28 @@ def test_fs_freeze_status_follows_the_launcher() -> None:
     vmi = dataclasses.replace(vmi, status=frozen)
     _, thawed_obs = _running(fs_frozen=False)
     assert next_status(vmi, thawed_obs, now=T1).fs_freeze_status is None
+
+
+def test_a_probed_vmi_leaves_ready_to_the_controller_while_running() -> None:
+    """With a readinessProbe the running guest's Ready is the pod's (the controller copies
+    it): the handler writes no Ready=True, but still Ready=False when paused."""
+    raw = vmi_dict()
+    raw["spec"]["readinessProbe"] = {"tcpSocket": {"port": 80}}
+    vmi, obs = _running(raw)
+    status = next_status(vmi, obs, now=T0)
+    assert status.condition(VMIConditionType.READY) is None
+    _, paused = _running(raw, state=DomainState.PAUSED, reason="User")
+    ready = next_status(vmi, paused, now=T1).condition(VMIConditionType.READY)
+    assert ready is not None and ready.status == ConditionStatus.FALSE
+
+
+def test_a_probed_vmi_unpaused_hands_ready_back_to_the_controller() -> None:
+    """After Ready=False(Paused), an unpaused probed guest's Ready is removed (not set
+    True): the controller copies the pod's readiness again."""
+    raw = vmi_dict()
+    raw["spec"]["readinessProbe"] = {"tcpSocket": {"port": 80}}
+    vmi, _ = _running(raw)
+    _, paused = _running(raw, state=DomainState.PAUSED, reason="User")
+    vmi = dataclasses.replace(vmi, status=next_status(vmi, paused, now=T0))
+    _, running = _running(raw)
+    assert next_status(vmi, running, now=T1).condition(VMIConditionType.READY) is None

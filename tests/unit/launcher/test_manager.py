@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,14 @@ class FakeVirt:
     async def reset(self, name: str) -> None:
         self.calls.append("reset")
 
-    async def agent_command(self, name: str, command: str, *, timeout: int = 5) -> Any:
+    async def agent_command(
+        self,
+        name: str,
+        command: str,
+        *,
+        timeout: int = 5,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Any:
         return {}
 
 

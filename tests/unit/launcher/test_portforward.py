@@ -83,3 +83,20 @@ def test_forward_port_arguments_are_checked(args: dict[str, Any]) -> None:
     """The wire arguments: a port 1-65535, tcp, nothing else."""
     with pytest.raises(InvalidArgument):
         ForwardPortArgs.from_wire(args)
+
+
+def test_probe_ports_are_forwarded_too() -> None:
+    """httpGet / tcpSocket probe ports reach the guest: the kubelet probes the pod's IP."""
+    vmi = _vmi([{"name": "pod", "masquerade": {}, "ports": [{"port": 80}]}])
+    spec = vmi.spec
+    probed = VirtualMachineInstance.from_dict(
+        {
+            "metadata": {"name": "v"},
+            "spec": {
+                **spec.to_dict(),
+                "readinessProbe": {"httpGet": {"port": 80}},
+                "livenessProbe": {"tcpSocket": {"port": 7}},
+            },
+        }
+    )
+    assert [(f.protocol, f.port) for f in listed_forwards(probed)] == [("tcp", 80), ("tcp", 7)]

@@ -25,11 +25,12 @@ import yaml
 from shared import model
 from shared.model import KubeObject, Model
 from shared.model._codec import wire_key
-from shared.model.crd import KINDS, CRDInfo, render
+from shared.model.crd import KINDS, POOL_KINDS, CRDInfo, render
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "manifests" / "base"
 KIND_IDS = [pytest.param(info, id=info.cls.KIND) for info in KINDS]
+ALL_IDS = [*KIND_IDS, *(pytest.param(info, id=info.cls.KIND) for info in POOL_KINDS)]
 
 
 def _strip_none(tp: Any) -> Any:
@@ -114,14 +115,14 @@ def root_schema(info: CRDInfo) -> dict[str, Any]:
     return schema
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 def test_committed_crd_equals_generated(info: CRDInfo) -> None:
     """manifests/base holds exactly what `python -m shared.model.crd` generates."""
     committed = (BASE / info.filename).read_text()
     assert committed == render(info), f"regenerate: python -m shared.model.crd {BASE}"
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 @pytest.mark.parametrize("part", ["spec", "status"])
 def test_model_and_schema_have_the_same_paths_and_types(info: CRDInfo, part: str) -> None:
     """Every model field is in the schema with a compatible type, and vice versa."""
@@ -145,7 +146,7 @@ def _object_nodes(node: Mapping[str, Any], path: str) -> list[tuple[str, Mapping
     return found
 
 
-@pytest.mark.parametrize("info", KIND_IDS)
+@pytest.mark.parametrize("info", ALL_IDS)
 def test_schema_is_structural_and_preserves_unknown_fields(info: CRDInfo) -> None:
     """Every spec/status object keeps unknown fields (as the model does); every node is typed."""
     schema = root_schema(info)
@@ -165,6 +166,15 @@ SHORT_NAMES = {
     "VirtualMachine": ["vm", "vms"],
     "VirtualMachineInstanceMigration": ["vmim", "vmims"],
     "KubeVirt": ["kv", "kvs"],
+    "VirtualMachineInstanceReplicaSet": ["vmirs", "vmirss"],
+}
+# The kinds with a scale subresource (kubectl scale, an HPA), and its paths.
+SCALE = {
+    "VirtualMachineInstanceReplicaSet": {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.labelSelector",
+    },
 }
 COLUMNS = {
     "VirtualMachineInstance": [
@@ -179,6 +189,7 @@ COLUMNS = {
     "VirtualMachine": ["Age", "Status", "Ready"],
     "VirtualMachineInstanceMigration": ["Phase", "VMI"],
     "KubeVirt": ["Age", "Phase"],
+    "VirtualMachineInstanceReplicaSet": ["Desired", "Current", "Ready", "Age"],
 }
 
 
@@ -193,7 +204,9 @@ def test_crd_names_columns_and_status_subresource(info: CRDInfo) -> None:
     assert spec["names"]["categories"] == ["all"]
     [version] = spec["versions"]
     assert version["name"] == "v1" and version["served"] and version["storage"]
-    assert version["subresources"] == {"status": {}}
+    scale = SCALE.get(info.cls.KIND)
+    expected: dict[str, Any] = {"status": {}} if scale is None else {"status": {}, "scale": scale}
+    assert version["subresources"] == expected
     assert [c["name"] for c in version["additionalPrinterColumns"]] == COLUMNS[info.cls.KIND]
 
 

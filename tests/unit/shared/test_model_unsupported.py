@@ -129,7 +129,7 @@ REFUSED = [
     pytest.param(
         {"spec.domain.features": {"hyperv": {}}}, "spec.domain.features.hyperv", id="hyperv"
     ),
-    pytest.param({"spec.livenessProbe": {}}, "spec.livenessProbe", id="liveness-probe"),
+    pytest.param({"spec.accessCredentials": []}, "spec.accessCredentials", id="access-credentials"),
     pytest.param(
         {"spec.domain.resources.limits": {"memory": "1Gi", "nvidia.com/gpu": 1}},
         "spec.domain.resources.limits[nvidia.com/gpu]",

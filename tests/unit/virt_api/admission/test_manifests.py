@@ -57,6 +57,8 @@ def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
         "virtualmachineinstancemigrations",
         "kubevirts",
         "migrationpolicies",
+        "virtualmachineinstancereplicasets",
+        "virtualmachinepools",
         *(cls.PLURAL for cls in INSTANCETYPE_KINDS),
     }
     assert len(KINDS) == len(resources)

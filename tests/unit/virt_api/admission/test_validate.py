@@ -143,16 +143,16 @@ async def test_validate_refuses_with_every_cause() -> None:
     """/validate refuses with Status 422 naming each field in the message and the causes."""
     obj = demo_vmi()
     obj["spec"]["domain"]["devices"] = {"hostDevices": [{"name": "h"}]}
-    obj["spec"]["livenessProbe"] = {"tcpSocket": {"port": 22}}
+    obj["spec"]["accessCredentials"] = [{"sshPublicKey": {}}]
     async with client() as c:
         body = await (await c.post("/validate", json=review(VMI, obj))).json()
     status = body["response"]["status"]
     assert body["response"]["allowed"] is False
     assert status["code"] == 422
-    assert "spec.livenessProbe: not supported by kubevirt-py" in status["message"]
+    assert "spec.accessCredentials: not supported by kubevirt-py" in status["message"]
     assert "spec.domain.devices.hostDevices: not supported by kubevirt-py" in status["message"]
     fields = {c["field"] for c in status["details"]["causes"]}
-    assert {"spec.livenessProbe", "spec.domain.devices.hostDevices"} <= fields
+    assert {"spec.accessCredentials", "spec.domain.devices.hostDevices"} <= fields
 
 
 async def test_validate_refuses_a_migration_of_a_missing_vmi() -> None:

@@ -1,0 +1,2 @@
+"""The VirtualMachinePool controller: pools of VirtualMachines named `<pool>-<index>`
+(`controller.py` does I/O, `logic.py` decides)."""

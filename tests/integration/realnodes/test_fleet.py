@@ -1,0 +1,317 @@
+"""VirtualMachineInstanceReplicaSets on real nodes: a set of 3 reaches 3 Running members,
+`kubectl scale` takes it to 1 and to 4, a member whose launcher is killed is replaced, and
+a scale-up of 5 during which the leading controller is deleted ends with exactly 5."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_story import _wait
+
+pytestmark = pytest.mark.cluster
+GUEST = "registry.local/kubevirt-py/tiny-guest:v1"
+
+
+def replica_set(ns: str, replicas: int) -> dict[str, Any]:
+    """A set of tiny guests (128 MiB, kernel boot from the test image, pod network)."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceReplicaSet",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"fleet": "web"}},
+            "template": {
+                "metadata": {"labels": {"fleet": "web"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "domain": {
+                        "cpu": {"cores": 1},
+                        "memory": {"guest": "128Mi"},
+                        "resources": {"requests": {"memory": "128Mi"}},
+                        "firmware": {
+                            "kernelBoot": {
+                                "kernelArgs": "console=ttyS0 panic=-1 quiet",
+                                "container": {
+                                    "image": GUEST,
+                                    "kernelPath": "/boot/vmlinuz",
+                                    "initrdPath": "/boot/initrd.img",
+                                },
+                            }
+                        },
+                        "devices": {
+                            "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
+                            "interfaces": [{"name": "default", "masquerade": {}}],
+                        },
+                    },
+                    "networks": [{"name": "default", "pod": {}}],
+                    "volumes": [{"name": "containerdisk", "containerDisk": {"image": GUEST}}],
+                },
+            },
+        },
+    }
+
+
+@pytest.fixture
+def fleet_ns(real_stack: Kubectl, real_namespace: str) -> Iterator[str]:
+    """A namespace whose replica sets (and so their VMIs) are deleted first at the end."""
+    yield real_namespace
+    real_stack("delete", "vmirs", "--all", "-n", real_namespace, "--wait=true",
+               "--timeout=120s", check=False)  # fmt: skip
+
+
+def members(k: Kubectl, ns: str) -> list[dict[str, Any]]:
+    """The set's VMIs that are not being deleted."""
+    out = k("get", "vmi", "-n", ns, "-l", "fleet=web", "-o", "json")
+    return [v for v in json.loads(out)["items"] if "deletionTimestamp" not in v["metadata"]]
+
+
+def running(k: Kubectl, ns: str) -> list[dict[str, Any]]:
+    return [v for v in members(k, ns) if v.get("status", {}).get("phase") == "Running"]
+
+
+def rs_status(k: Kubectl, ns: str) -> dict[str, Any]:
+    status: dict[str, Any] = json.loads(k("get", "vmirs", "web", "-n", ns, "-o", "json")).get(
+        "status", {}
+    )
+    return status
+
+
+def settle(k: Kubectl, ns: str, n: int, *, timeout: float = 600) -> list[dict[str, Any]]:
+    """Wait for exactly n Running members (and no other member) and status.replicas n."""
+
+    def done() -> list[dict[str, Any]] | None:
+        live, up = members(k, ns), running(k, ns)
+        ok = len(live) == n and len(up) == n and rs_status(k, ns).get("replicas", 0) == n
+        return up if ok else None
+
+    def show() -> Any:
+        return [(v["metadata"]["name"], v.get("status", {}).get("phase")) for v in members(k, ns)]
+
+    result: list[dict[str, Any]] = _wait(done, timeout, f"{n} Running members", show, interval=2)
+    return result
+
+
+def leader_pod(k: Kubectl) -> str:
+    """The controller replica holding the Lease (its identity is its pod name)."""
+    out = k("get", "lease", "virt-controller-py", "-n", "kubevirt", "-o", "json")
+    holder: str = json.loads(out)["spec"]["holderIdentity"]
+    return holder
+
+
+def test_replica_set_scales_and_replaces_members(real_stack: Kubectl, fleet_ns: str) -> None:
+    """3 members reach Running with the scale subresource's selector in status; `kubectl
+    scale` to 1 leaves one, to 4 makes four; a member whose launcher pod is killed is
+    deleted by the set and a new member takes its place."""
+    k, ns = real_stack, fleet_ns
+    k("apply", "-f", "-", stdin=json.dumps(replica_set(ns, 3)))
+    settle(k, ns, 3)
+    status = rs_status(k, ns)
+    assert status["labelSelector"] == "fleet=web" and status["readyReplicas"] == 3
+    scale = json.loads(k("get", "--raw", f"/apis/kubevirt.io/v1/namespaces/{ns}/"
+                         "virtualmachineinstancereplicasets/web/scale"))  # fmt: skip
+    assert scale["status"] == {"replicas": 3, "selector": "fleet=web"}
+
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=1")
+    [survivor] = settle(k, ns, 1)
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=4")
+    settle(k, ns, 4)
+    assert survivor["metadata"]["name"] in {v["metadata"]["name"] for v in members(k, ns)}
+
+    victim = survivor["metadata"]["name"]
+    uid = survivor["metadata"]["uid"]
+    k("delete", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={uid}",
+      "--grace-period=0", "--force", "--wait=false")  # fmt: skip
+    after = settle(k, ns, 4)
+    assert victim not in {v["metadata"]["name"] for v in after}
+    reasons = {
+        e["reason"]
+        for e in json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
+        if e["involvedObject"].get("kind") == "VirtualMachineInstanceReplicaSet"
+    }
+    assert {"SuccessfulCreate", "SuccessfulDelete"} <= reasons
+
+
+def test_scale_up_survives_the_leader_being_killed(real_stack: Kubectl, fleet_ns: str) -> None:
+    """The leading controller is deleted right after a scale-up to 5 is asked: the standby
+    takes over from its caches and the set ends with exactly 5 members, never more."""
+    k, ns = real_stack, fleet_ns
+    body = replica_set(ns, 0)
+    k("apply", "-f", "-", stdin=json.dumps(body))
+    k("scale", "vmirs", "web", "-n", ns, "--replicas=5")
+    k("delete", "pod", "-n", "kubevirt", leader_pod(k), "--wait=false")
+    most = 0
+
+    def five() -> bool:
+        nonlocal most
+        live = members(k, ns)
+        most = max(most, len(live))
+        return len(live) == 5 and rs_status(k, ns).get("replicas", 0) == 5
+
+    _wait(five, 600, "5 members", lambda: rs_status(k, ns), interval=1)
+    k("rollout", "status", "-n", "kubevirt", "deployment/virt-controller", "--timeout=240s")
+    settle(k, ns, 5, timeout=900)
+    assert most == 5
+
+
+def probed_set(ns: str, name: str, probe: dict[str, Any]) -> dict[str, Any]:
+    """A set of one tiny guest with this readinessProbe, selected by fleet=<name>."""
+    body = replica_set(ns, 1)
+    body["metadata"]["name"] = name
+    body["spec"]["selector"] = {"matchLabels": {"fleet": name}}
+    template = body["spec"]["template"]
+    template["metadata"]["labels"] = {"fleet": name}
+    template["spec"]["readinessProbe"] = probe
+    return body
+
+
+def vmi_of(k: Kubectl, ns: str, label: str) -> dict[str, Any]:
+    out = k("get", "vmi", "-n", ns, "-l", label, "-o", "json")
+    items = [v for v in json.loads(out)["items"] if "deletionTimestamp" not in v["metadata"]]
+    return items[0] if len(items) == 1 else {}
+
+
+def condition(vmi: dict[str, Any], kind: str) -> str:
+    conds = vmi.get("status", {}).get("conditions", [])
+    return next((c["status"] for c in conds if c["type"] == kind), "")
+
+
+def test_readiness_decides_ready_and_what_the_set_counts(
+    real_stack: Kubectl, fleet_ns: str
+) -> None:
+    """A member whose guest agent answers (guestAgentPing readiness) becomes Ready and is
+    counted in readyReplicas; a member whose probed port serves nothing (httpGet on 8080)
+    runs but stays Ready=False and is not counted."""
+    k, ns = real_stack, fleet_ns
+    ping = {"guestAgentPing": {}, "periodSeconds": 2, "timeoutSeconds": 2}
+    closed = {"httpGet": {"port": 8080, "path": "/"}, "periodSeconds": 2}
+    k("apply", "-f", "-", stdin=json.dumps(probed_set(ns, "pinged", ping)))
+    k("apply", "-f", "-", stdin=json.dumps(probed_set(ns, "closed", closed)))
+
+    def counted(name: str) -> dict[str, Any]:
+        out = k("get", "vmirs", name, "-n", ns, "-o", "json")
+        status: dict[str, Any] = json.loads(out).get("status", {})
+        return status
+
+    _wait(lambda: counted("pinged").get("readyReplicas") == 1, 600, "the pinged member Ready",
+          lambda: vmi_of(k, ns, "fleet=pinged").get("status"), interval=2)  # fmt: skip
+    assert condition(vmi_of(k, ns, "fleet=pinged"), "Ready") == "True"
+    _wait(lambda: vmi_of(k, ns, "fleet=closed").get("status", {}).get("phase") == "Running",
+          600, "the closed member Running", interval=2)  # fmt: skip
+    # Ready=False is the pod's answer: wait until the kubelet has probed and said so.
+    _wait(lambda: condition(vmi_of(k, ns, "fleet=closed"), "Ready") == "False", 120,
+          "the closed member's Ready=False", lambda: vmi_of(k, ns, "fleet=closed").get("status"),
+          interval=2)  # fmt: skip
+    status = counted("closed")
+    assert status.get("replicas") == 1 and status.get("readyReplicas", 0) == 0
+
+
+def test_a_failing_liveness_probe_restarts_the_vm(real_stack: Kubectl, fleet_ns: str) -> None:
+    """A VM (runStrategy Always) whose liveness probe asks port 8080, where the guest
+    serves nothing: the kubelet kills the launcher, the VMI fails and the VM starts a new
+    one (another UID)."""
+    k, ns = real_stack, fleet_ns
+    template = replica_set(ns, 1)["spec"]["template"]
+    template["spec"]["livenessProbe"] = {
+        "httpGet": {"port": 8080, "path": "/"},
+        "initialDelaySeconds": 5,
+        "periodSeconds": 3,
+        "failureThreshold": 2,
+    }
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "doomed", "namespace": ns},
+        "spec": {"runStrategy": "Always", "template": template},
+    }
+    k("apply", "-f", "-", stdin=json.dumps(vm))
+    first = _wait(lambda: vmi_of(k, ns, "fleet=web").get("metadata", {}).get("uid"), 300,
+                  "the VM's first VMI")  # fmt: skip
+
+    def replaced() -> bool:
+        uid = vmi_of(k, ns, "fleet=web").get("metadata", {}).get("uid")
+        return bool(uid) and uid != first
+
+    _wait(replaced, 600, "a new VMI after the liveness probe failed",
+          lambda: vmi_of(k, ns, "fleet=web").get("status"), interval=2)  # fmt: skip
+    events = json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
+    assert any(e["reason"] == "Unhealthy" and "Liveness" in e["message"] for e in events)
+    k("delete", "vm", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
+
+
+def vm_pool(ns: str, replicas: int) -> dict[str, Any]:
+    """A pool of tiny guests (VMs pool-<n>, runStrategy Always), scaled in from the top."""
+    template = replica_set(ns, 1)["spec"]["template"]
+    template["metadata"]["labels"] = {"fleet": "pool"}
+    return {
+        "apiVersion": "pool.kubevirt.io/v1beta1",
+        "kind": "VirtualMachinePool",
+        "metadata": {"name": "pool", "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"fleet": "pool"}},
+            "scaleInStrategy": {
+                "proactive": {"selectionPolicy": {"sortPolicy": "DescendingOrder"}}
+            },
+            "virtualMachineTemplate": {
+                "metadata": {"labels": {"fleet": "pool"}},
+                "spec": {"runStrategy": "Always", "template": template},
+            },
+        },
+    }
+
+
+def pool_vmis(k: Kubectl, ns: str) -> dict[str, dict[str, Any]]:
+    """The pool's Running VMIs (not being deleted), by name."""
+    out = k("get", "vmi", "-n", ns, "-l", "fleet=pool", "-o", "json")
+    return {
+        v["metadata"]["name"]: v
+        for v in json.loads(out)["items"]
+        if "deletionTimestamp" not in v["metadata"]
+        and v.get("status", {}).get("phase") == "Running"
+    }
+
+
+def pool_vms(k: Kubectl, ns: str) -> list[str]:
+    out = k("get", "vm", "-n", ns, "-l", "kubevirt.io/vmpool=pool", "-o", "json")
+    return sorted(v["metadata"]["name"] for v in json.loads(out)["items"]
+                  if "deletionTimestamp" not in v["metadata"])  # fmt: skip
+
+
+def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
+    """A pool of 2 runs VMs pool-0 and pool-1; `kubectl scale vmpool` to 3 adds pool-2 and
+    to 1 removes pool-2 and pool-1 (DescendingOrder); a template change (a new label on
+    the VMI template) restarts pool-0's VMI with the label."""
+    k, ns = real_stack, fleet_ns
+    k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
+
+    def running(names: set[str]) -> Any:
+        return lambda: pool_vms(k, ns) == sorted(names) and set(pool_vmis(k, ns)) == names
+
+    _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
+    _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
+    _wait(running({"pool-0"}), 600, "only pool-0",
+          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    before = pool_vmis(k, ns)["pool-0"]["metadata"]["uid"]
+    patch = [{"op": "add", "path": "/spec/virtualMachineTemplate/spec/template/metadata/labels/rev",
+              "value": "two"}]  # fmt: skip
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(patch))
+
+    def rolled() -> bool:
+        meta = pool_vmis(k, ns).get("pool-0", {}).get("metadata", {})
+        return bool(meta) and meta["uid"] != before and meta.get("labels", {}).get("rev") == "two"
+
+    _wait(rolled, 600, "pool-0 restarted with the new template",
+          lambda: pool_vmis(k, ns).get("pool-0", {}).get("metadata"), interval=2)  # fmt: skip
+    status = json.loads(k("get", "vmpool", "pool", "-n", ns, "-o", "json"))["status"]
+    assert status["replicas"] == 1 and status["labelSelector"] == "fleet=pool"
+    k("delete", "vmpool", "pool", "-n", ns, "--wait=true", "--timeout=120s")
