@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from controller.config import Config
+from controller.datavolume.controller import DataVolumeController, WorkerImage
 from controller.deps import Deps
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
@@ -31,6 +32,7 @@ from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
 from shared.kube import (
+    DATAVOLUMES,
     VMIMS,
     VMIS,
     VMS,
@@ -57,6 +59,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     utc_now,
 )
+from shared.model.datavolume import DataVolume
 
 log = structlog.get_logger("controller")
 
@@ -73,6 +76,7 @@ class Loops:
     node: NodeController
     budgets: DisruptionBudgetController
     evacuation: EvacuationController
+    datavolume: DataVolumeController
 
 
 class Controller:
@@ -165,6 +169,9 @@ class Controller:
             tg.create_task(
                 loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
             )
+            tg.create_task(
+                loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
+            )
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -188,6 +195,9 @@ class Controller:
         vmi_for_evac, mig_for_evac = loops.evacuation.handlers()
         inf.vmis.add_handlers(vmi_for_evac)
         inf.migrations.add_handlers(mig_for_evac)
+        inf.datavolumes.add_handlers(loops.datavolume.handlers())
+        inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
+        inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -237,6 +247,15 @@ def _build_loops(config: Config, deps: Deps, registry: Registry) -> Loops:
         ),
         evacuation=EvacuationController(
             deps, queue=_queue("evacuation", registry), config=config.migration
+        ),
+        datavolume=DataVolumeController(
+            deps,
+            queue=_queue("datavolume", registry),
+            writer=StatusWriter(client, DATAVOLUMES, model=DataVolume, registry=registry),
+            worker=WorkerImage(
+                image=config.template.launcher_image,
+                pull_policy=config.template.image_pull_policy,
+            ),
         ),
     )
 

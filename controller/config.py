@@ -103,6 +103,7 @@ class WorkerCounts:
     node: int = 3
     budget: int = 3
     evacuation: int = 3
+    datavolume: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

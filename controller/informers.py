@@ -16,6 +16,7 @@ from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
+    DATAVOLUMES,
     NODES,
     PDBS,
     PODS,
@@ -41,6 +42,7 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
+from shared.model.datavolume import DataVolume
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -154,10 +156,20 @@ class Informers:
     nodes: Informer[NodeView]
     # The launcher pods' PodDisruptionBudgets (controller/drain/budget_logic.py).
     pdbs: Informer[BudgetView]
+    # CDI's DataVolumes (controller/datavolume/).
+    datavolumes: Informer[DataVolume]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
-        return (self.vmis, self.pods, self.vms, self.migrations, self.nodes, self.pdbs)
+        return (
+            self.vmis,
+            self.pods,
+            self.vms,
+            self.migrations,
+            self.nodes,
+            self.pdbs,
+            self.datavolumes,
+        )
 
 
 def build_informers(
@@ -214,4 +226,10 @@ def build_informers(
             decode_budget,
             {},
         ),
+        datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
     )
+
+
+def decode_datavolume(raw: dict[str, Any]) -> DataVolume:
+    """A DataVolume without its managedFields."""
+    return DataVolume.from_dict(strip_managed_fields(raw))

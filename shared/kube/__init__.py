@@ -52,6 +52,7 @@ from shared.kube.ratelimit import (
     TokenBucket,
 )
 from shared.kube.resources import (
+    DATAVOLUMES,
     EVENTS,
     LEASES,
     NODES,
@@ -82,6 +83,7 @@ from shared.kube.workqueue import QueueConfig, WorkQueue
 
 __all__ = [
     "CONTROLLER_RATE_LIMIT",
+    "DATAVOLUMES",
     "EVENTS",
     "HANDLER_RATE_LIMIT",
     "LEASES",

@@ -78,6 +78,8 @@ VMI_ACTIONS = Resource(
 SERVICES = Resource("", "v1", "services", "Service")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+# CDI's DataVolumes (the CRD is kubevirt-py's own copy: manifests/base/crd-datavolumes.yaml).
+DATAVOLUMES = Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

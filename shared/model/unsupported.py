@@ -72,6 +72,7 @@ from shared.model.volumes import (
     CloudInitNoCloudSource,
     ConfigMapSource,
     ContainerDiskSource,
+    DataVolumeVolumeSource,
     DownwardAPISource,
     DownwardAPIVolumeFile,
     EmptyDiskSource,
@@ -151,10 +152,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {"dataVolume", "downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
+        {"downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
     ),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset(),
+    DataVolumeVolumeSource: frozenset(),
     HostDiskSource: frozenset({"shared"}),
     EmptyDiskSource: frozenset(),
     CloudInitNoCloudSource: frozenset(),
@@ -170,7 +172,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Network: frozenset({"multus"}),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
     VMSpec: frozenset(
-        {"dataVolumeTemplates", "updateVolumesStrategy"}
+        {"updateVolumesStrategy"}
     ),
     VMITemplateSpec: frozenset(),
     InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
