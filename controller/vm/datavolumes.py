@@ -50,8 +50,7 @@ def template_names(vm: VirtualMachine) -> list[str]:
 
 
 def _templates(vm: VirtualMachine) -> list[Mapping[str, Any]]:
-    raw = vm.spec.extra.get("dataVolumeTemplates") or []
-    return [t for t in raw if isinstance(t, Mapping)]
+    return [t.extra for t in vm.spec.data_volume_templates]
 
 
 def volume_datavolumes(vm: VirtualMachine) -> list[str]:

@@ -65,7 +65,7 @@ from shared.model.scheduling import (
     Toleration,
     TopologySpreadConstraint,
 )
-from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
+from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
     CloudInitConfigDriveSource,
@@ -218,7 +218,10 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
 # keys when the pod is made, so they are not walked here.
-KUBERNETES_OWN: frozenset[type[Model]] = frozenset({Affinity, TopologySpreadConstraint})
+# A DataVolume template is CDI's: the DataVolume controller names its bad fields.
+KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
+    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec}
+)
 
 # KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
 # honours: no pod network is added when autoattachPodInterface is false).

@@ -146,3 +146,10 @@ def test_importer_pods() -> None:
         body["spec"]["containers"][0]["volumeDevices"][0]["devicePath"] == "/dev/cdi-block-volume"
     )
     assert "A larger PVC is required" in SCRIPT
+
+
+def test_upload_is_refused_with_why() -> None:
+    """An upload source fails at once, saying uploads are not served (no pod that waits)."""
+    plan = plan_datavolume(dv({"upload": {}}), claim=None, pod=None, now=NOW)
+    assert plan.status.phase == DataVolumePhase.FAILED and not plan.create_claim
+    assert "spec.source.upload: not supported yet" in (plan.status.conditions[1].message or "")
