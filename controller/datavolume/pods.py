@@ -58,8 +58,9 @@ virt=$(echo "$info" | busybox sed -n 's/.*"virtual-size": *\([0-9]*\).*/\1/p' | 
 fmt=$(echo "$info" | busybox sed -n 's/.*"format": *"\([a-z0-9]*\)".*/\1/p' | busybox head -n1)
 [ -n "$virt" ] || fail "not a disk image: qemu-img reports no virtual size"
 case "$fmt" in raw|qcow2) ;; *) fail "not a disk image: format $fmt (raw or qcow2 expected)";; esac
-if [ "$fmt" = raw ] && [ $((virt % 512)) -ne 0 ]; then
-  fail "not a disk image: $virt bytes is not a whole number of 512-byte sectors"
+bytes=$(busybox stat -c %s "$src" 2>/dev/null || echo 0)
+if [ "$fmt" = raw ] && [ -f "$src" ] && [ $((bytes % 512)) -ne 0 ]; then
+  fail "not a disk image: $bytes bytes is not a whole number of 512-byte sectors"
 fi
 if [ "$virt" -gt "$size" ]; then
   fail "Virtual image size $virt is larger than the reported available storage $size." \

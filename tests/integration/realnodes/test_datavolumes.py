@@ -224,7 +224,7 @@ def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
         _apply(k, ns, _dv(name, source, size))
     for name, (_, _, why) in cases.items():
         dv = _final(k, ns, name)
-        assert dv["status"]["phase"] == "Failed"
+        assert dv["status"]["phase"] == "Failed", name
         assert why in _ready_message(dv), (name, _ready_message(dv))
     vm = {
         "apiVersion": "kubevirt.io/v1",
