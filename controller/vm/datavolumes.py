@@ -15,9 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from controller.transitions import vm_condition
-from controller.vm.logic import VMPlan
+from controller.vm.logic import VMPlan, owner_ref
 from shared.model import (
-    API_VERSION,
     ConditionStatus,
     PrintableStatus,
     VirtualMachine,
@@ -71,7 +70,7 @@ def templates_to_create(vm: VirtualMachine, existing: Mapping[str, Any]) -> list
         name = str(meta.get("name") or "")
         if not name or name in existing:
             continue
-        meta.update(name=name, namespace=vm.namespace, ownerReferences=[_owner(vm)])
+        meta.update(name=name, namespace=vm.namespace, ownerReferences=[owner_ref(vm)])
         out.append(
             {
                 "apiVersion": t.get("apiVersion") or CDI_API_VERSION,
@@ -81,17 +80,6 @@ def templates_to_create(vm: VirtualMachine, existing: Mapping[str, Any]) -> list
             }
         )
     return out
-
-
-def _owner(vm: VirtualMachine) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": VirtualMachine.KIND,
-        "name": vm.name,
-        "uid": vm.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def gate(vm: VirtualMachine, dvs: Mapping[str, DataVolume | None]) -> Gate:

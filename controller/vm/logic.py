@@ -386,16 +386,19 @@ def vmi_from_template(
             "namespace": vm.namespace,
             "labels": {**meta.labels, VM_LABEL: vm.name},
             "annotations": dict(meta.annotations),
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": VirtualMachine.KIND,
-                    "name": vm.name,
-                    "uid": vm.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_ref(vm)],
         },
         "spec": spec,
+    }
+
+
+def owner_ref(vm: VirtualMachine) -> dict[str, Any]:
+    """The controller reference to the VM, on what it makes (its VMI, its DataVolumes)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": VirtualMachine.KIND,
+        "name": vm.name,
+        "uid": vm.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
     }
