@@ -16,8 +16,7 @@ from typing import Any
 
 import structlog
 
-from controller.datavolume.logic import ClaimView, DVPlan, SpecError, WorkerPod, plan_datavolume
-from controller.datavolume.logic import target as dv_target
+from controller.datavolume.logic import ClaimView, DVPlan, WorkerPod, plan_datavolume
 from controller.datavolume.pods import claim_body, pod_is_ours, worker_name, worker_pod
 from controller.deps import Deps
 from controller.errors import SyncError
@@ -38,6 +37,8 @@ from shared.kube import (
 )
 from shared.model import format_time
 from shared.model.datavolume import DataVolume, DataVolumePhase
+from shared.model.datavolume_spec import SpecError
+from shared.model.datavolume_spec import target as dv_target
 
 log = structlog.get_logger("controller.datavolume")
 

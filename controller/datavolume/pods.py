@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from controller.datavolume.logic import BLOCK, SourceKind, Target
 from shared import podlayout
 from shared.model.datavolume import CDI_API_VERSION, DataVolume
+from shared.model.datavolume_spec import BLOCK, SourceKind, Target
 
 WORKER_CONTAINER = "importer"
 APP_LABEL = "app"

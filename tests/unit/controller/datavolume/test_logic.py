@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller.datavolume.logic import ClaimView, WorkerPod, plan_datavolume, target
+from controller.datavolume.logic import ClaimView, WorkerPod, plan_datavolume
 from controller.datavolume.pods import SCRIPT, claim_body, worker_pod
 from shared.model.datavolume import DataVolume, DataVolumePhase
+from shared.model.datavolume_spec import target
 
 NOW = "2026-01-01T00:00:00Z"
 STORAGE = {"resources": {"requests": {"storage": "64Mi"}}}
