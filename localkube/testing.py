@@ -40,6 +40,16 @@ def build_control_plane(repo: Path = REPO) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def build_csi_sidecars(repo: Path = REPO) -> Path:
+    """Run scripts/build-csi-sidecars; its output dir, or ComponentFailed with its output."""
+    script = repo / "scripts" / "build-csi-sidecars"
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
+        raise ComponentFailed("CSI sidecar build", f"{script} exited {proc.returncode}", tail)
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
     script = repo / "scripts" / "build-images"
@@ -58,6 +68,7 @@ def private_cluster_config(
     session: int | None = None,
     kind: NodeKind = NodeKind.PROCESS,
     images: tuple[tuple[str, Path], ...] = (),
+    csi_dir: Path | None = None,
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
     may run one cluster of each node kind."""
@@ -69,6 +80,7 @@ def private_cluster_config(
         bin_dir=bin_dir,
         node_kind=kind,
         images=images,
+        csi_dir=csi_dir,
     )
 
 
@@ -102,8 +114,11 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     """
     bin_dir = build_control_plane()
     reap_stale_test_clusters(bin_dir)
-    images = build_images() if kind == NodeKind.KUBELET else ()
-    cluster = Cluster(private_cluster_config(bin_dir, kind=kind, images=images))
+    real = kind == NodeKind.KUBELET
+    images = build_images() if real else ()
+    csi_dir = build_csi_sidecars() if real else None
+    config = private_cluster_config(bin_dir, kind=kind, images=images, csi_dir=csi_dir)
+    cluster = Cluster(config)
     if _running_healthy(cluster):
         yield cluster
         return

@@ -21,7 +21,7 @@ from shared.kube import (
     KubeError,
     NotFound,
 )
-from shared.model import VirtualMachine, VirtualMachineInstance
+from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
 from virtctl_py import lifecycle, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.output import epoch_time, render
@@ -221,7 +221,7 @@ def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
     VolumeFlag = manifests.VolumeFlag
     flags = manifests.VMFlags(
         name=args.name, namespace=namespace, memory=args.memory, cpus=args.cpus,
-        run_strategy=args.run_strategy,
+        run_strategy=RunStrategy(args.run_strategy),
         container_disks=tuple(
             VolumeFlag.parse(v, flag="--volume-containerdisk") for v in args.container_disks
         ),

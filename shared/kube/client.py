@@ -28,11 +28,12 @@ from shared.kube.api_types import (
     WatchEvent,
     parse_watch_event,
 )
+from shared.kube.connection import load_connection
 from shared.kube.errors import TransportError, error_from_status
 from shared.kube.metrics import Registry
 from shared.kube.ratelimit import CONTROLLER_RATE_LIMIT, MonotonicClock, RateLimit, TokenBucket
 from shared.kube.resources import Resource, with_kind
-from shared.kube.transport import AioTransport, Query, Stream, Transport, load_configuration
+from shared.kube.transport import AioTransport, Query, Stream, Transport
 from shared.tasks import cancelling
 
 ERROR_CODE = "<error>"
@@ -109,9 +110,9 @@ class KubeClient:
     @classmethod
     async def connect(cls, config: ClientConfig, *, registry: Registry) -> KubeClient:
         """A client from a kubeconfig path or the in-cluster service account."""
-        cfg = await load_configuration(config.kubeconfig, context=config.context)
-        transport = AioTransport.from_configuration(
-            cfg,
+        conn = await load_connection(config.kubeconfig, context=config.context)
+        transport = AioTransport.from_connection(
+            conn,
             user_agent=config.user_agent,
             max_connections=config.max_connections,
             headers=config.headers,

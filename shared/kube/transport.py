@@ -1,39 +1,30 @@
-"""The HTTP door to the API server: the one module (with its config loader) that touches
-kubernetes-asyncio.
+"""The HTTP door to the API server.
 
-kubernetes-asyncio contributes what is hard to get right — kubeconfig parsing (client
-certificates, exec plugins, token refresh) and in-cluster service-account loading — into a
-Configuration. Requests go over one plain aiohttp session built from it (its ApiClient
-costs twice the CPU per request). Everything above speaks `Transport`: raw bytes in, raw
-bytes out, no generated models (the daemons parse with `shared.model` instead).
+shared.kube.connection reads where the server is and how to authenticate (a kubeconfig or
+the in-cluster service account; kubernetes-asyncio's loader only for exec plugins and auth
+providers). Requests go over one plain aiohttp session built from it (kubernetes-asyncio's
+ApiClient costs twice the CPU per request). Everything above speaks `Transport`: raw bytes
+in, raw bytes out, no generated models (the daemons parse with `shared.model` instead).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import ssl
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from multidict import CIMultiDict
 from yarl import URL
 
-from shared.kube.errors import ConfigError, TransportError
+from shared.kube.connection import Connection
+from shared.kube.errors import TransportError
 from shared.tasks import cancelling
-
-# What load_configuration returns (re-exported so callers need not import the library).
-Configuration = k8s_client.Configuration
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 Query = Sequence[tuple[str, str]]
 # How often a rotating bearer token (refresh hook) is re-read.
@@ -78,46 +69,6 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class InClusterPaths:
-    """Where the service account's token and CA live (overridable for tests)."""
-
-    token: Path = SERVICE_ACCOUNT_DIR / "token"
-    ca_cert: Path = SERVICE_ACCOUNT_DIR / "ca.crt"
-
-
-async def load_configuration(
-    kubeconfig: Path | None,
-    *,
-    context: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    in_cluster: InClusterPaths | None = None,
-) -> k8s_client.Configuration:
-    """A client Configuration from `kubeconfig`, or in-cluster when it is None.
-
-    In-cluster needs KUBERNETES_SERVICE_HOST/PORT and the service-account token; the token
-    is re-read as it rotates (kubernetes-asyncio's refresh hook).
-    """
-    cfg = k8s_client.Configuration()
-    try:
-        if kubeconfig is not None:
-            await k8s_config.load_kube_config(
-                config_file=str(kubeconfig), context=context, client_configuration=cfg
-            )
-        else:
-            paths = in_cluster or InClusterPaths()
-            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=cfg,
-                token_filename=str(paths.token),
-                cert_filename=str(paths.ca_cert),
-                environ=dict(os.environ if environ is None else environ),
-            )
-    except (k8s_config.ConfigException, OSError) as e:
-        where = str(kubeconfig) if kubeconfig is not None else "in-cluster service account"
-        raise ConfigError(f"cannot load Kubernetes client config from {where}: {e}") from e
-    return cfg
-
-
 class _AioStream:
     """`Stream` over an aiohttp response."""
 
@@ -155,20 +106,20 @@ class AioTransport:
 
     def __init__(
         self,
-        cfg: k8s_client.Configuration,
+        conn: Connection,
         *,
         user_agent: str,
         max_connections: int,
         auth_refresh_every: float = AUTH_REFRESH_SECONDS,
         headers: Sequence[tuple[str, str]] = (),
     ) -> None:
-        self._host = str(cfg.host).rstrip("/")
+        self._host = conn.host.rstrip("/")
         self._extra_headers = tuple(headers)  # may repeat a name (Impersonate-Group)
-        self._auth = _Auth(cfg, refresh_every=auth_refresh_every)
+        self._auth = _Auth(conn, refresh_every=auth_refresh_every)
         self._headers = {"Accept": "application/json", "User-Agent": user_agent}
-        self._server_hostname: str | None = cfg.tls_server_name or None
-        self._proxy: str | None = cfg.proxy or _env_proxy(self._host)
-        ssl_ctx = ssl_context(cfg) if self._host.startswith("https:") else None
+        self._server_hostname: str | None = conn.tls_server_name
+        self._proxy: str | None = conn.proxy or _env_proxy(self._host)
+        ssl_ctx = conn.ssl_context() if self._host.startswith("https:") else None
         connector = aiohttp.TCPConnector(limit=max_connections, ssl=ssl_ctx or False)
         # Watch events of large objects exceed aiohttp's default read buffer (etcd's
         # request limit is 1.5 MiB).
@@ -182,16 +133,16 @@ class AioTransport:
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     @classmethod
-    def from_configuration(
+    def from_connection(
         cls,
-        cfg: k8s_client.Configuration,
+        conn: Connection,
         *,
         user_agent: str,
         max_connections: int,
         headers: Sequence[tuple[str, str]] = (),
     ) -> AioTransport:
         """A transport with its own connection pool of `max_connections`."""
-        return cls(cfg, user_agent=user_agent, max_connections=max_connections, headers=headers)
+        return cls(conn, user_agent=user_agent, max_connections=max_connections, headers=headers)
 
     @property
     def host(self) -> str:
@@ -273,40 +224,22 @@ def _transport_errors(method: str, path: str) -> Iterator[None]:
 
 
 class _Auth:
-    """The Authorization header. Static for a plain kubeconfig token; with a refresh hook
-    (in-cluster token rotation, exec plugins, OIDC) re-read every `refresh_every` seconds —
-    the in-cluster hook itself re-reads the token file once a minute."""
+    """The Authorization header. Static for a plain kubeconfig token; from a token source
+    (a rotating token file, exec plugins, OIDC) re-read every `refresh_every` seconds."""
 
-    def __init__(self, cfg: k8s_client.Configuration, *, refresh_every: float) -> None:
-        self._cfg = cfg
+    def __init__(self, conn: Connection, *, refresh_every: float) -> None:
+        self._conn = conn
         self._refresh_every = refresh_every
-        self._dynamic = cfg.refresh_api_key_hook is not None
+        self._dynamic = conn.token_source is not None
         self._value: str | None = None
         self._next: float | None = None
 
     async def header(self) -> str | None:
         now = time.monotonic()
         if self._next is None or (self._dynamic and now >= self._next):
-            value = await self._cfg.get_api_key_with_prefix("BearerToken")
-            self._value = str(value) if value else None
+            self._value = await self._conn.bearer()
             self._next = now + self._refresh_every
         return self._value
-
-
-def ssl_context(cfg: k8s_client.Configuration) -> ssl.SSLContext:
-    """The TLS context a kubeconfig (or the service account) describes: CA, client cert."""
-    try:
-        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-        if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
-    except (OSError, ssl.SSLError) as e:
-        raise ConfigError(f"cannot build the TLS context: {e}") from e
-    if not cfg.verify_ssl:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if getattr(cfg, "disable_strict_ssl_verification", False):
-        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return ctx
 
 
 def _env_proxy(host: str) -> str | None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.stream import WsApiClient
+from multidict import CIMultiDict
 
 from shared.kube.client import ClientConfig
+from shared.kube.connection import load_connection
 from shared.kube.errors import TransportError
-from shared.kube.transport import load_configuration
+from shared.tasks import cancelling
 
 PLAIN_PROTOCOL = "plain.kubevirt.io"
 
@@ -25,27 +25,33 @@ async def open_websocket(
     config: ClientConfig, path: str, *, protocol: str = PLAIN_PROTOCOL, timeout: float = 15.0
 ) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
     """Upgrade ``path`` on the API server to a WebSocket speaking ``protocol``."""
-    cfg = await load_configuration(config.kubeconfig, context=config.context)
-    api = WsApiClient(configuration=cfg, heartbeat=30)
-    try:
+    conn = await load_connection(config.kubeconfig, context=config.context)
+    headers: CIMultiDict[str] = CIMultiDict(config.headers)  # Impersonate-Group may repeat
+    token = await conn.bearer()
+    if token:
+        headers["Authorization"] = token
+    tls = conn.ssl_context() if conn.host.startswith("https:") else False
+    async with aiohttp.ClientSession() as session:
         try:
             async with asyncio.timeout(timeout):
-                ctx: Any = await api.call_api(
-                    path,
-                    "GET",
-                    # One Impersonate-Group at most here: header_params is a dict.
-                    header_params={**dict(config.headers), "sec-websocket-protocol": protocol},
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
+                ws = await session.ws_connect(
+                    conn.host + path,
+                    protocols=(protocol,),
+                    headers=headers,
+                    ssl=tls,
+                    server_hostname=conn.tls_server_name,
+                    proxy=conn.proxy,
+                    heartbeat=30,
                 )
-                ws: aiohttp.ClientWebSocketResponse = await ctx.__aenter__()
         except aiohttp.WSServerHandshakeError as e:
             raise TransportError(f"websocket {path}: {e.status} {e.message}") from e
         except aiohttp.ClientError as e:
             raise TransportError(f"websocket {path}: {e!r}") from e
+        except TimeoutError as e:
+            if cancelling():
+                raise
+            raise TransportError(f"websocket {path}: timed out") from e
         try:
             yield ws
         finally:
-            await ctx.__aexit__(None, None, None)
-    finally:
-        await api.close()
+            await ws.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,9 @@ from shared.kube import Conflict, Forbidden, KubeError, NotFound
 from shared.model import RunStrategy, VirtualMachine
 from shared.model.validation import validate_vm
 from virtctl_py import cli, completion, manifests
+from virtctl_py.dispatch import explain
 from virtctl_py.errors import CliError, Exit
-from virtctl_py.main import explain, main
+from virtctl_py.main import main
 from virtctl_py.output import epoch_time, render
 from virtctl_py.session import Target
 
@@ -118,3 +121,25 @@ def test_completion_lists_verbs_and_their_flags(shell: str) -> None:
     for flag in ("--paused", "--dry-run", "--wait", "--namespace", "--context", "--as"):
         assert flag in start
     assert ("compdef _virtctl_py" if shell == "zsh" else "complete -F _virtctl_py") in script
+
+
+def test_run_strategy_choices_are_kubevirts() -> None:
+    """The CLI's spelled-out runStrategies are exactly the model's."""
+    assert sorted(cli.RUN_STRATEGIES) == sorted(str(s) for s in RunStrategy)
+
+
+def test_help_loads_no_client() -> None:
+    """`virtctl-py --help` parses with argparse alone: neither the Kubernetes client, aiohttp
+    nor the model is imported (what keeps the answer immediate)."""
+    code = (
+        "import sys\n"
+        "from virtctl_py.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('aiohttp', 'shared.kube', 'shared.model', 'kubernetes_asyncio')"
+        " if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "HEAVY []" in out, out

@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from virtctl_py import cli, commands, kubeconfig, main, session
+from virtctl_py import cli, commands, dispatch, kubeconfig, session
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.kubeconfig import Overrides
 
@@ -192,11 +192,11 @@ async def test_connection_flags_reach_the_wire(tmp_path: Path) -> None:
             "--as", "alice", "--as-group", "g1", "--as-group", "g2", "--request-timeout", "5s",
         )  # fmt: skip
         with session.resolved(
-            main.overrides(args), kubeconfig_flag=None, timeout=args.request_timeout,
+            dispatch.overrides(args), kubeconfig_flag=None, timeout=args.request_timeout,
             environ={}, home=tmp_path,
         ) as target:  # fmt: skip
             assert target.request_timeout == 5.0
-            out = await main.run(args, target)
+            out = await dispatch.run(args, target)
     assert "Server Version: v0" in out
     (headers,) = seen
     assert headers["Authorization"] == "Bearer s3cret"
@@ -212,10 +212,10 @@ def test_console_timeout_is_in_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
         waited.append(timeout)
         return ""
 
-    monkeypatch.setattr(main, "console", fake_console)
+    monkeypatch.setattr(dispatch, "console", fake_console)
     target = session.Target(kubeconfig=Path("/k"), context=None, namespace="ns")
-    asyncio.run(main.run(parse("console", "demo"), target))
-    asyncio.run(main.run(parse("console", "demo", "--timeout", "2"), target))
+    asyncio.run(dispatch.run(parse("console", "demo"), target))
+    asyncio.run(dispatch.run(parse("console", "demo", "--timeout", "2"), target))
     assert waited == [300.0, 120.0]
 
 

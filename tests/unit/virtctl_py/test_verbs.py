@@ -110,7 +110,7 @@ def test_answer_into_a_closed_pipe_ends_quietly() -> None:
     """`virtctl-py … | head -1`: the reader leaving ends the command with exit 0 and no
     traceback, as kubectl does."""
     code = (
-        "import sys; from virtctl_py import main as m; "
+        "import sys; from virtctl_py import dispatch as m; "
         "m._print('\\n'.join(str(i) for i in range(200000)))"
     )
     proc = subprocess.run(

@@ -1,4 +1,4 @@
-"""The real transport (kubernetes-asyncio's config + aiohttp) against a small local HTTP
+"""The real transport (shared.kube.connection's config + aiohttp) against a small local HTTP
 server standing in for the API server: auth header, errors, patch bodies, streaming watch;
 and loading config from a kubeconfig or an in-cluster service account."""
 
@@ -16,10 +16,11 @@ from aiohttp.test_utils import TestServer
 
 from shared.kube.api_types import PatchType, WatchEventType
 from shared.kube.client import ClientConfig, KubeClient
+from shared.kube.connection import Connection, InClusterPaths, load_connection
 from shared.kube.errors import ConfigError, NotFound, TransportError
 from shared.kube.metrics import Registry
 from shared.kube.resources import PODS
-from shared.kube.transport import AioTransport, Configuration, InClusterPaths, load_configuration
+from shared.kube.transport import AioTransport
 
 TOKEN = "s3cr3t"
 
@@ -185,9 +186,11 @@ async def test_in_cluster_config_uses_service_account(tmp_path: Path) -> None:
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     paths = InClusterPaths(token=tmp_path / "token", ca_cert=tmp_path / "ca.crt")
-    cfg = await load_configuration(None, environ=env, in_cluster=paths)
-    assert cfg.host == "https://10.0.0.1:443"
-    assert await cfg.get_api_key_with_prefix("BearerToken") == "Bearer sa-token"
+    conn = await load_connection(None, environ=env, in_cluster=paths)
+    assert conn.host == "https://10.0.0.1:443"
+    assert await conn.bearer() == "Bearer sa-token"
+    (tmp_path / "token").write_text("rotated")
+    assert await conn.bearer() == "Bearer rotated"
 
 
 @pytest.mark.parametrize(
@@ -210,18 +213,18 @@ async def test_missing_in_cluster_config_is_a_config_error(
         (tmp_path / "ca.crt").write_text("c")
     paths = InClusterPaths(token=tmp_path / "token", ca_cert=tmp_path / "ca.crt")
     with pytest.raises(ConfigError):
-        await load_configuration(None, environ=env, in_cluster=paths)
+        await load_connection(None, environ=env, in_cluster=paths)
 
 
 async def test_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     """A kubeconfig path that does not exist fails with ConfigError."""
     with pytest.raises(ConfigError):
-        await load_configuration(tmp_path / "nope")
+        await load_connection(tmp_path / "nope")
 
 
 async def test_rotated_token_is_re_read_through_the_refresh_hook() -> None:
-    """With a refresh hook (in-cluster token rotation, exec plugins) each request past the
-    refresh interval carries the token the hook now yields; the user agent is ours."""
+    """With a token source (in-cluster token rotation, exec plugins) each request past the
+    refresh interval carries the token the source now yields; the user agent is ours."""
     seen: list[tuple[str | None, str | None]] = []
 
     async def record(request: web.Request) -> web.Response:
@@ -234,14 +237,11 @@ async def test_rotated_token_is_re_read_through_the_refresh_hook() -> None:
     await server.start_server()
     token = {"value": "Bearer one"}
 
-    def refresh(cfg: Any) -> None:
-        cfg.api_key["BearerToken"] = token["value"]
+    async def source() -> str | None:
+        return token["value"]
 
-    cfg = Configuration()
-    cfg.host = f"http://127.0.0.1:{server.port}"
-    cfg.api_key["BearerToken"] = "Bearer one"
-    cfg.refresh_api_key_hook = refresh
-    transport = AioTransport(cfg, user_agent="ua/1", max_connections=2, auth_refresh_every=0.0)
+    conn = Connection(host=f"http://127.0.0.1:{server.port}", token_source=source)
+    transport = AioTransport(conn, user_agent="ua/1", max_connections=2, auth_refresh_every=0.0)
     try:
         get = {"query": (), "body": None, "content_type": "application/json", "timeout": 5.0}
         await transport.request("GET", "/version", **get)  # type: ignore[arg-type]
