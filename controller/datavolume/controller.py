@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from controller.datavolume.csiclone import clone_source
 from controller.datavolume.logic import ClaimView, DVPlan, WorkerPod, plan_datavolume
 from controller.datavolume.pods import claim_body, pod_is_ours, worker_name, worker_pod
 from controller.deps import Deps
@@ -37,7 +38,7 @@ from shared.kube import (
 )
 from shared.model import format_time
 from shared.model.datavolume import DataVolume, DataVolumePhase
-from shared.model.datavolume_spec import SpecError
+from shared.model.datavolume_spec import SourceKind, SpecError
 from shared.model.datavolume_spec import target as dv_target
 
 log = structlog.get_logger("controller.datavolume")
@@ -100,11 +101,14 @@ class DataVolumeController(Reconciler):
         if raw is None:
             return None
         refs = (raw.get("metadata") or {}).get("ownerReferences") or ()
+        spec = raw.get("spec") or {}
+        source = spec.get("dataSource") or {}
         return ClaimView(
             name=dv.name,
             phase=str((raw.get("status") or {}).get("phase") or "Pending"),
-            volume_mode=str((raw.get("spec") or {}).get("volumeMode") or "Filesystem"),
+            volume_mode=str(spec.get("volumeMode") or "Filesystem"),
             owned=any(r.get("uid") == dv.uid and r.get("controller") for r in refs),
+            csi_clone=source.get("kind") == "PersistentVolumeClaim",
         )
 
     async def _get(self, resource: Any, name: str, namespace: str) -> dict[str, Any] | None:
@@ -124,7 +128,12 @@ class DataVolumeController(Reconciler):
         except SpecError:
             return  # the plan already says Failed
         if plan.create_claim:
-            await self._create(PVCS, claim_body(dv, want), dv, what="claim")
+            body = claim_body(dv, want)
+            if want.kind is SourceKind.CLONE:
+                source = await clone_source(self._client, dv, want)
+                if source is not None:
+                    body["spec"]["dataSource"] = source
+            await self._create(PVCS, body, dv, what="claim")
         if plan.create_pod:
             body = worker_pod(
                 dv, want, image=self._worker.image, pull_policy=self._worker.pull_policy

@@ -106,6 +106,8 @@ class ClaimView:
     phase: str
     volume_mode: str
     owned: bool  # controlled by this DataVolume
+    # Made with a PersistentVolumeClaim dataSource: the CSI driver clones, no worker pod.
+    csi_clone: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,10 +149,31 @@ def plan_datavolume(
     if not claim.owned:
         message = f"claim {dv.namespace}/{claim.name} exists and is not this DataVolume's"
         return DVPlan(status=_failed(dv, message, Reason.ERROR, now))
+    return _fill(dv, want, claim, pod, now)
+
+
+def _fill(
+    dv: DataVolume, want: Target, claim: ClaimView, pod: WorkerPod | None, now: str
+) -> DVPlan:
+    """The claim exists: the CSI driver or the worker pod fills it."""
+    if claim.csi_clone:
+        return _csi_clone(dv, claim, now)
     if pod is None:
         phase = SCHEDULED.get(want.kind, DataVolumePhase.IMPORT_SCHEDULED)
         return DVPlan(create_pod=True, status=_status(dv, phase, now=now, bound=claim))
     return _follow_pod(dv, want, claim, pod, now)
+
+
+def _csi_clone(dv: DataVolume, claim: ClaimView, now: str) -> DVPlan:
+    """A CSI clone is done when its claim is Bound (the driver copied the volume)."""
+    if claim.phase == "Bound":
+        done = _status(dv, DataVolumePhase.SUCCEEDED, now=now, bound=claim, done=True)
+        return DVPlan(status=done)
+    if claim.phase == "Lost":
+        message = f"claim {dv.namespace}/{claim.name} is Lost"
+        return DVPlan(status=_failed(dv, message, Reason.ERROR, now))
+    phase = DataVolumePhase.CLONE_IN_PROGRESS
+    return DVPlan(status=_status(dv, phase, now=now, bound=claim, running=True))
 
 
 def _follow_pod(dv: DataVolume, want: Target, claim: ClaimView, pod: WorkerPod, now: str) -> DVPlan:

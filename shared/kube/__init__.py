@@ -52,6 +52,7 @@ from shared.kube.ratelimit import (
     TokenBucket,
 )
 from shared.kube.resources import (
+    CSIDRIVERS,
     DATAVOLUMES,
     EVENTS,
     LEASES,
@@ -60,6 +61,7 @@ from shared.kube.resources import (
     PODS,
     PVCS,
     SERVICES,
+    STORAGECLASSES,
     VMI_ACTIONS,
     VMIMS,
     VMIS,
@@ -83,6 +85,7 @@ from shared.kube.workqueue import QueueConfig, WorkQueue
 
 __all__ = [
     "CONTROLLER_RATE_LIMIT",
+    "CSIDRIVERS",
     "DATAVOLUMES",
     "EVENTS",
     "HANDLER_RATE_LIMIT",
@@ -95,6 +98,7 @@ __all__ = [
     "PODS",
     "PVCS",
     "SERVICES",
+    "STORAGECLASSES",
     "VMIMS",
     "VMIS",
     "VMI_ACTIONS",

@@ -26,6 +26,7 @@ GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
 LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
 GUEST_VIRTUAL_SIZE = 16 * 1024**2
 FINAL = ("Succeeded", "Failed")
+LOCAL_STORAGE = "local-storage"  # hand-made local PVs: no CSI driver, so clones are copied
 # The HTTP server's files: the guest's disk, and a text file that is no disk image.
 SERVE_FILES = "/bin-dir/busybox cp /disk/disk.qcow2 /srv/ && echo hello >/srv/notes.txt"
 
@@ -177,24 +178,33 @@ def test_http_and_clone_datavolumes_succeed_and_boot(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
     """An http DataVolume imports the qcow2 an in-cluster HTTP server serves; a pvc
-    DataVolume clones that claim (CloneInProgress → Succeeded); a VMI on the clone boots
-    and finds the disk; the source is untouched by it."""
+    DataVolume in the same (CSI) StorageClass is cloned by the driver (the claim's
+    dataSource), one into the hand-made local-storage class is copied by a pod
+    (CloneScheduled → Succeeded); a VMI on each boots and finds the disk."""
     k, ns = real_stack, real_namespace
     base = _http_server(k, ns)
     _apply(k, ns, _dv("golden", {"http": {"url": f"{base}/disk.qcow2"}}))
     golden = _final(k, ns, "golden")
     assert golden["status"]["phase"] == "Succeeded", _ready_message(golden)
     _apply(k, ns, _dv("clone", {"pvc": {"name": "golden", "namespace": ns}}))
-    clone = _final(k, ns, "clone")
-    assert clone["status"]["phase"] == "Succeeded", _ready_message(clone)
-    _apply(k, ns, _vmi("on-clone", "clone"))
-    vmi = _running(k, ns, "on-clone")
-    (line,) = _disk_lines(real_cluster, vmi, 1)
-    found, wrote = _counter(line)
-    assert wrote == found + 1
+    copy = _dv("copy", {"pvc": {"name": "golden"}})
+    copy["spec"]["storage"]["storageClassName"] = LOCAL_STORAGE
+    _apply(k, ns, copy)
+    for name in ("clone", "copy"):
+        done = _final(k, ns, name)
+        assert done["status"]["phase"] == "Succeeded", (name, _ready_message(done))
+    # the CSI driver cloned (the claim's dataSource); into another class a pod copied
+    assert _get(k, ns, "pvc", "clone")["spec"]["dataSource"]["name"] == "golden"
+    assert "dataSource" not in _get(k, ns, "pvc", "copy")["spec"]
     events = json.loads(k("get", "events", "-n", ns, "-o", "json"))["items"]
-    reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "clone"}
+    reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "copy"}
     assert {"CloneScheduled", "Succeeded"} <= reasons
+    for name in ("clone", "copy"):
+        _apply(k, ns, _vmi(f"on-{name}", name))
+        vmi = _running(k, ns, f"on-{name}")
+        (line,) = _disk_lines(real_cluster, vmi, 1)
+        found, wrote = _counter(line)
+        assert wrote == found + 1
 
 
 def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(

@@ -154,3 +154,17 @@ def test_upload_is_refused_with_why() -> None:
     plan = plan_datavolume(dv({"upload": {}}), claim=None, pod=None, now=NOW)
     assert plan.status.phase == DataVolumePhase.FAILED and not plan.create_claim
     assert "spec.source.upload: not supported yet" in (plan.status.conditions[1].message or "")
+
+
+def test_csi_clone_needs_no_pod() -> None:
+    """A claim made with a dataSource is cloned by the CSI driver: CloneInProgress until
+    it is Bound, then Succeeded; no worker pod."""
+    d = dv({"pvc": {"name": "golden"}})
+    pending = ClaimView(name="disk", phase="Pending", volume_mode="Filesystem", owned=True,
+                        csi_clone=True)  # fmt: skip
+    plan = plan_datavolume(d, claim=pending, pod=None, now=NOW)
+    assert plan.status.phase == DataVolumePhase.CLONE_IN_PROGRESS and not plan.create_pod
+    bound = ClaimView(name="disk", phase="Bound", volume_mode="Filesystem", owned=True,
+                      csi_clone=True)  # fmt: skip
+    plan = plan_datavolume(d, claim=bound, pod=None, now=NOW)
+    assert plan.status.phase == DataVolumePhase.SUCCEEDED and not plan.create_pod
