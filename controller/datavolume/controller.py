@@ -32,6 +32,7 @@ from shared.kube import (
     EventType,
     Handlers,
     NotFound,
+    Resource,
     StatusWriter,
     TransportError,
     WorkQueue,
@@ -111,7 +112,7 @@ class DataVolumeController(Reconciler):
             csi_clone=source.get("kind") == "PersistentVolumeClaim",
         )
 
-    async def _get(self, resource: Any, name: str, namespace: str) -> dict[str, Any] | None:
+    async def _get(self, resource: Resource, name: str, namespace: str) -> dict[str, Any] | None:
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 return await self._client.get(resource, name, namespace=namespace)
@@ -141,7 +142,7 @@ class DataVolumeController(Reconciler):
             await self._create(PODS, body, dv, what="importer pod")
 
     async def _create(
-        self, resource: Any, body: Mapping[str, Any], dv: DataVolume, *, what: str
+        self, resource: Resource, body: Mapping[str, Any], dv: DataVolume, *, what: str
     ) -> None:
         name = body["metadata"]["name"]
         try:

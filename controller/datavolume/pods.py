@@ -109,26 +109,11 @@ def worker_name(dv: DataVolume) -> str:
 
 def worker_pod(dv: DataVolume, want: Target, *, image: str, pull_policy: str) -> dict[str, Any]:
     """The importer pod for `dv`."""
-    block = want.volume_mode == BLOCK
-    dest = BLOCK_DEVICE if block else f"{DATA_DIR}/{podlayout.PVC_DISK_FILE}"
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": dv.name}},
         {"name": "scratch", "emptyDir": {}},
     ]
-    container: dict[str, Any] = {
-        "name": WORKER_CONTAINER,
-        "image": image,
-        "imagePullPolicy": pull_policy,
-        "command": [podlayout.LAUNCHER_BUSYBOX, "sh", "-c", SCRIPT, "importer"],
-        "args": [want.kind.value, dest, str(want.size_bytes), *_source_arg(dv, want)],
-        "env": [{"name": "PATH", "value": "/bin:/usr/bin:/sbin:/usr/sbin"}],
-        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-    if block:
-        container["volumeDevices"] = [{"name": "data", "devicePath": BLOCK_DEVICE}]
-    else:
-        container["volumeMounts"].append({"name": "data", "mountPath": DATA_DIR})
+    container = _worker_container(dv, want, image=image, pull_policy=pull_policy)
     init: list[dict[str, Any]] = []
     if want.kind is SourceKind.REGISTRY:
         init, more = _registry_init(dv, image=image, pull_policy=pull_policy)
@@ -161,6 +146,29 @@ def worker_pod(dv: DataVolume, want: Target, *, image: str, pull_policy: str) ->
             "volumes": volumes,
         },
     }
+
+
+def _worker_container(
+    dv: DataVolume, want: Target, *, image: str, pull_policy: str
+) -> dict[str, Any]:
+    """The importer container: SCRIPT on the claim's disk.img or device."""
+    block = want.volume_mode == BLOCK
+    dest = BLOCK_DEVICE if block else f"{DATA_DIR}/{podlayout.PVC_DISK_FILE}"
+    container: dict[str, Any] = {
+        "name": WORKER_CONTAINER,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": [podlayout.LAUNCHER_BUSYBOX, "sh", "-c", SCRIPT, "importer"],
+        "args": [want.kind.value, dest, str(want.size_bytes), *_source_arg(dv, want)],
+        "env": [{"name": "PATH", "value": "/bin:/usr/bin:/sbin:/usr/sbin"}],
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if block:
+        container["volumeDevices"] = [{"name": "data", "devicePath": BLOCK_DEVICE}]
+    else:
+        container["volumeMounts"].append({"name": "data", "mountPath": DATA_DIR})
+    return container
 
 
 def _source_arg(dv: DataVolume, want: Target) -> list[str]:

@@ -242,13 +242,19 @@ def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
         dv = _final(k, ns, name)
         assert dv["status"]["phase"] == "Failed", name
         assert why in _ready_message(dv), (name, _ready_message(dv))
+    _assert_vm_shows_the_failure(k, ns, "not-found")
+
+
+def _assert_vm_shows_the_failure(k: Kubectl, ns: str, dv: str) -> None:
+    """A VM on the Failed DataVolume `dv`: DataVolumeError, a Failure condition naming
+    it and why, and no VMI."""
     vm = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
         "metadata": {"name": "on-404"},
         "spec": {
             "runStrategy": "Always",
-            "template": {"spec": _guest_spec({"dataVolume": {"name": "not-found"}})},
+            "template": {"spec": _guest_spec({"dataVolume": {"name": dv}})},
         },
     }
     _apply(k, ns, vm)
@@ -259,6 +265,6 @@ def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
 
     status = _wait(error, 120, "VM DataVolumeError", lambda: _get(k, ns, "vm", "on-404"))
     (failure,) = [c for c in status["conditions"] if c["type"] == "Failure"]
-    assert f"DataVolume {ns}/not-found failed" in failure["message"]
+    assert f"DataVolume {ns}/{dv} failed" in failure["message"]
     assert "404" in failure["message"]
     assert _get(k, ns, "vmi", "on-404") == {}
