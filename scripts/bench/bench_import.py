@@ -96,14 +96,19 @@ def datavolume(name: str, source: dict[str, Any], size: str) -> dict[str, Any]:
     }
 
 
-def succeeded(k: Kubectl, name: str) -> None:
+def succeeded(k: Kubectl, name: str) -> dict[str, float]:
+    """Wait for Succeeded; when (monotonic) each phase was first seen."""
+    seen: dict[str, float] = {}
+
     def done() -> bool:
         phase = get(k, "dv", name).get("status", {}).get("phase")
         if phase == "Failed":
             raise SystemExit(f"DataVolume {name} failed: {get(k, 'dv', name)['status']}")
+        seen.setdefault(str(phase), time.monotonic())
         return bool(phase == "Succeeded")
 
     wait(done, f"DataVolume {name} Succeeded")
+    return seen
 
 
 def http_server(k: Kubectl, directory: Path) -> str:
@@ -129,11 +134,15 @@ def http_server(k: Kubectl, directory: Path) -> str:
     return f"http://{wait(ip, 'HTTP server Running')}:8080"
 
 
-def import_throughput(k: Kubectl, base: str, size: int) -> float:
+def import_throughput(k: Kubectl, base: str, size: int) -> tuple[float, float]:
+    """MB/s from create to Succeeded, and over the ImportInProgress window alone (the
+    importer's fetch and qemu-img, without claim provisioning and pod start)."""
     began = time.monotonic()
     apply(k, datavolume("big", {"http": {"url": f"{base}/image.qcow2"}}, "1Gi"))
-    succeeded(k, "big")
-    return size / MB / (time.monotonic() - began)
+    seen = succeeded(k, "big")
+    end = seen["Succeeded"]
+    running = seen.get("ImportInProgress", began)
+    return size / MB / (end - began), size / MB / (end - running)
 
 
 def vmi_running(k: Kubectl, vmi: dict[str, Any]) -> float:
@@ -186,12 +195,14 @@ def main() -> None:
             k = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
             deploy(k, certs=Path(tmp) / "certs", real_nodes=True, timeout=300)
             k("create", "namespace", NAMESPACE)
-            ours = import_throughput(k, http_server(k, Path(tmp)), size)
+            ours, window = import_throughput(k, http_server(k, Path(tmp)), size)
             cloned, container = start_times(k, args.rounds)
     print(f"(a) import of a {args.mib} MiB qcow2 (random data) into a claim's disk.img")
     print(f"    http DataVolume, create -> Succeeded   {ours:8.1f} MB/s")
+    print(f"    the ImportInProgress window alone      {window:8.1f} MB/s")
     print(f"    qemu-img convert on this host          {host:8.1f} MB/s")
-    print(f"    ratio                                  {ours / host:8.2f}x  (target >= 0.8x)")
+    print(f"    ratio, create -> Succeeded             {ours / host:8.2f}x  (target >= 0.8x)")
+    print(f"    ratio, ImportInProgress window         {window / host:8.2f}x")
     print(f"(b) VMI create -> Running, median of {args.rounds}")
     print(f"    on a cloned DataVolume                 {statistics.median(cloned):8.2f} s")
     print(f"    on a containerDisk                     {statistics.median(container):8.2f} s")
