@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from controller.config import Config, MigrationConfig
+from controller.datavolume.controller import DataVolumeController, WorkerImage
 from controller.deps import Deps
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
@@ -37,6 +38,7 @@ from controller.vmi.hotplug import HotplugAttachments
 from controller.workload.controller import WorkloadUpdater
 from shared.clusterconfig import LiveConfig
 from shared.kube import (
+    DATAVOLUMES,
     KUBEVIRTS,
     VMIMS,
     VMIRSS,
@@ -67,6 +69,7 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
     utc_now,
 )
+from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
 
@@ -89,6 +92,7 @@ class Loops:
     workload: WorkloadUpdater
     replicaset: ReplicaSetController
     pool: PoolController
+    datavolume: DataVolumeController
 
 
 class Controller:
@@ -190,6 +194,9 @@ class Controller:
                 loops.replicaset.queue.run_workers(workers.replicaset, loops.replicaset.process)
             )
             tg.create_task(loops.pool.queue.run_workers(workers.pool, loops.pool.process))
+            tg.create_task(
+                loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
+            )
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -223,6 +230,9 @@ class Controller:
         pool_h, vm_for_pool = loops.pool.handlers()
         inf.pools.add_handlers(pool_h)
         inf.vms.add_handlers(vm_for_pool)
+        inf.datavolumes.add_handlers(loops.datavolume.handlers())
+        inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
+        inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -310,6 +320,15 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             queue=_queue("pool", registry),
             expectations=Expectations(),
             writer=StatusWriter(client, VMPOOLS, model=VirtualMachinePool, registry=registry),
+        ),
+        datavolume=DataVolumeController(
+            deps,
+            queue=_queue("datavolume", registry),
+            writer=StatusWriter(client, DATAVOLUMES, model=DataVolume, registry=registry),
+            worker=WorkerImage(
+                image=config.template.launcher_image,
+                pull_policy=config.template.image_pull_policy,
+            ),
         ),
     )
 

@@ -114,6 +114,7 @@ class WorkerCounts:
     evacuation: int = 3
     replicaset: int = 3
     pool: int = 3
+    datavolume: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

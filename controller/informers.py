@@ -16,6 +16,7 @@ from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
 from shared.kube import (
+    DATAVOLUMES,
     KUBEVIRTS,
     MIGRATION_POLICIES,
     NAMESPACE_INDEX,
@@ -48,6 +49,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
@@ -181,6 +183,8 @@ class Informers:
     policies: Informer[MigrationPolicy]
     replicasets: Informer[VirtualMachineInstanceReplicaSet]
     pools: Informer[VirtualMachinePool]
+    # CDI's DataVolumes (controller/datavolume/).
+    datavolumes: Informer[DataVolume]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -195,6 +199,7 @@ class Informers:
             self.policies,
             self.replicasets,
             self.pools,
+            self.datavolumes,
         )
 
 
@@ -271,4 +276,10 @@ def build_informers(
             "replicasets", VMIRSS, VirtualMachineInstanceReplicaSet, {NAMESPACE_INDEX: by_namespace}
         ),
         pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
+        datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
     )
+
+
+def decode_datavolume(raw: dict[str, Any]) -> DataVolume:
+    """A DataVolume without its managedFields."""
+    return DataVolume.from_dict(strip_managed_fields(raw))

@@ -195,7 +195,7 @@ def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None
     cloud-init and config ISOs) are local and travel or are made again on the target."""
     if vol.host_disk is not None:
         return f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
-    claim = vol.persistent_volume_claim
+    claim = vol.claim
     if claim is None:
         return None
     status = vmi.status.volume_state(vol.name or "")

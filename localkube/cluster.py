@@ -25,6 +25,7 @@ import structlog
 from localkube import components
 from localkube.components import Ports
 from localkube.config import MARKER_ENV, ClusterConfig, NodeKind
+from localkube.csi.stack import CsiStack
 from localkube.errors import CommandFailed, ComponentFailed
 from localkube.health import admin_ssl, insecure_ssl, log_tail, probe, wait_healthy
 from localkube.pki import Pki, ensure_pki, write_kubeconfig
@@ -142,6 +143,13 @@ class Cluster:
             kubeconfig=self.kubeconfig,
             manifest=self.paths.root / "local-storage.json",
         )
+        await self.csi(fleet).up()
+
+    def csi(self, fleet: Fleet | None = None) -> CsiStack:
+        """The CSI driver, its sidecars and classes (real nodes only)."""
+        fleet = fleet or self.fleet()
+        enter = {node: fleet.node(node).ns.enter() for node in self.config.nodes}
+        return CsiStack(config=self.config, marker=self.marker, node_enter=enter)
 
     def storage(self) -> LocalStorage:
         """The real nodes' local PersistentVolumes and their StorageClass."""
@@ -187,7 +195,10 @@ class Cluster:
                     kubectl=self.config.bin_dir / "kubectl", kubeconfig=self.kubeconfig
                 )
             if (self.paths.root / "net.json").exists():
+                csi = self.csi()
+                await csi.stop()
                 await self.fleet().down()
+                await csi.release_loops()
         else:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:

@@ -55,6 +55,8 @@ class ClusterConfig:
     repo: Path = REPO
     node_kind: NodeKind = NodeKind.PROCESS
     images: tuple[tuple[str, Path], ...] = ()
+    # scripts/build-csi-sidecars' output (sidecar binaries, crd/); real nodes need it
+    csi_dir: Path | None = None
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -62,6 +64,7 @@ class ClusterConfig:
         count = int(env.get("KUBEVIRT_PY_NODES", str(len(DEFAULT_NODES))))
         kube_bin = bin_dir or Path(env.get("KUBEVIRT_PY_KUBE_BIN", ""))
         image_list = env.get("KUBEVIRT_PY_IMAGE_LIST")
+        csi_dir = env.get("KUBEVIRT_PY_CSI_DIR")
         return cls(
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
@@ -70,6 +73,7 @@ class ClusterConfig:
             nodes=tuple(f"node{i:02d}" for i in range(1, count + 1)),
             node_kind=NodeKind(env.get("KUBEVIRT_PY_NODE_KIND", NodeKind.KUBELET)),
             images=read_image_list(Path(image_list)) if image_list else (),
+            csi_dir=Path(csi_dir) if csi_dir else None,
         )
 
     def replace(self, **changes: object) -> ClusterConfig:

@@ -50,6 +50,16 @@ def _build_bin_dir(repo: Path, script_name: str) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def build_csi_sidecars(repo: Path = REPO) -> Path:
+    """Run scripts/build-csi-sidecars; its output dir, or ComponentFailed with its output."""
+    script = repo / "scripts" / "build-csi-sidecars"
+    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
+        raise ComponentFailed("CSI sidecar build", f"{script} exited {proc.returncode}", tail)
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
     script = repo / "scripts" / "build-images"
@@ -69,6 +79,7 @@ def private_cluster_config(
     kind: NodeKind = NodeKind.PROCESS,
     images: tuple[tuple[str, Path], ...] = (),
     containerd_bin: Path = Path(),
+    csi_dir: Path | None = None,
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
     may run one cluster of each node kind."""
@@ -81,6 +92,7 @@ def private_cluster_config(
         node_kind=kind,
         images=images,
         containerd_bin=containerd_bin,
+        csi_dir=csi_dir,
     )
 
 
@@ -122,7 +134,10 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     real = kind == NodeKind.KUBELET
     images = build_images() if real else ()
     containerd = build_containerd() if real else Path()
-    config = private_cluster_config(bin_dir, kind=kind, images=images, containerd_bin=containerd)
+    csi_dir = build_csi_sidecars() if real else None
+    config = private_cluster_config(
+        bin_dir, kind=kind, images=images, containerd_bin=containerd, csi_dir=csi_dir
+    )
     cluster = Cluster(config)
     if _running_healthy(cluster):
         yield cluster

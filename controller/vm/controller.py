@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -17,11 +18,20 @@ from controller.deps import Deps
 from controller.errors import SyncError
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
+from controller.vm.datavolumes import (
+    Gate,
+    gate,
+    gated,
+    template_names,
+    templates_to_create,
+    volume_datavolumes,
+)
 from controller.vm.hotplug import template_ops
 from controller.vm.liveupdate import live_ops, with_restart_required
 from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
 from shared.clusterconfig import RolloutStrategy
 from shared.kube import (
+    DATAVOLUMES,
     VMIS,
     VMS,
     AlreadyExists,
@@ -39,6 +49,7 @@ from shared.kube import (
     WorkQueue,
 )
 from shared.model import ConditionReason, VirtualMachine, VirtualMachineInstance
+from shared.model.datavolume import DataVolume
 from shared.revisions import Expansion, expansion
 
 log = structlog.get_logger("controller.vm")
@@ -127,6 +138,7 @@ class VMController(Reconciler):
             return
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
+        plan = gated(plan, await self._datavolumes(vm), vmi, now=self._clock())
         await self._apply(vm, plan)
         owned = vmi if vmi is not None and owner_key(vmi) == key else None
         if owned is not None:
@@ -163,6 +175,46 @@ class VMController(Reconciler):
         except (ApiError, TransportError) as e:
             raise SyncError(ConditionReason.FAILED_UPDATE, f"VMI {vmi.key}: {e}") from e
         log.info("vmi_hotplug_followed_template")
+
+    def datavolume_handlers(self) -> Handlers[DataVolume]:
+        """A DataVolume's changes re-sync the VMs that make or name it."""
+        return Handlers(
+            on_add=self._datavolume_changed,
+            on_update=lambda old, new: self._datavolume_changed(new),
+            on_delete=self._datavolume_changed,
+        )
+
+    def _datavolume_changed(self, dv: DataVolume) -> None:
+        for vm in self._informers.vms.store.list():
+            if vm.namespace == dv.namespace and dv.name in volume_datavolumes(vm):
+                self.enqueue(vm.key)
+
+    async def _datavolumes(self, vm: VirtualMachine) -> Gate:
+        """Make the VM's missing dataVolumeTemplates; whether its DataVolumes are ready."""
+        store = self._informers.datavolumes.store
+        dvs = {
+            name: store.get(f"{vm.namespace}/{name}")
+            for name in {*volume_datavolumes(vm), *template_names(vm)}
+        }
+        existing = {name: dv for name, dv in dvs.items() if dv is not None}
+        if not vm.metadata.is_deleting:
+            for body in templates_to_create(vm, existing):
+                await self._create_datavolume(vm, body)
+        return gate(vm, dvs)
+
+    async def _create_datavolume(self, vm: VirtualMachine, body: dict[str, Any]) -> None:
+        name = body["metadata"]["name"]
+        try:
+            await self._client.create(DATAVOLUMES, body, namespace=vm.namespace)
+        except AlreadyExists:
+            return
+        except (ApiError, TransportError) as e:
+            message = f"Error creating DataVolume {name}: {e}"
+            self._recorder.event(vm, EventType.WARNING, "FailedCreate", message)
+            raise SyncError(ConditionReason.FAILED_CREATE, message) from e
+        log.info("datavolume_created", datavolume=name)
+        self._recorder.event(vm, EventType.NORMAL, "SuccessfulDataVolumeCreate",
+                             f"Created DataVolume {name}")  # fmt: skip
 
     def _requeue(self, key: str, plan: VMPlan) -> None:
         if plan.requeue_after is not None:

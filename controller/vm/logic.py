@@ -291,6 +291,12 @@ IMAGE_PULL_STATUS = {
     "ImagePullBackOff": PrintableStatus.IMAGE_PULL_BACK_OFF,
 }
 
+# The VMI's Synchronized=False reasons while a DataVolume holds its launcher pod back.
+DATAVOLUME_STATUS = {
+    "DataVolumeNotReady": PrintableStatus.PROVISIONING,
+    "DataVolumeFailed": PrintableStatus.DATA_VOLUME_ERROR,
+}
+
 
 def printable_status(
     vm: VirtualMachine, vmi: VirtualMachineInstance | None, status: VMStatus, *, now: datetime
@@ -317,6 +323,8 @@ def _printable_not_started(vmi: VirtualMachineInstance) -> PrintableStatus | Non
     if sync is not None and sync.status == ConditionStatus.FALSE:
         if sync.reason == ConditionReason.FAILED_PVC_NOT_FOUND:
             return PrintableStatus.PVC_NOT_FOUND
+        if sync.reason in DATAVOLUME_STATUS:
+            return DATAVOLUME_STATUS[sync.reason]
         return IMAGE_PULL_STATUS.get(sync.reason or "")
     return None
 
@@ -378,16 +386,19 @@ def vmi_from_template(
             "namespace": vm.namespace,
             "labels": {**meta.labels, VM_LABEL: vm.name},
             "annotations": dict(meta.annotations),
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": VirtualMachine.KIND,
-                    "name": vm.name,
-                    "uid": vm.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_ref(vm)],
         },
         "spec": spec,
+    }
+
+
+def owner_ref(vm: VirtualMachine) -> dict[str, Any]:
+    """The controller reference to the VM, on what it makes (its VMI, its DataVolumes)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": VirtualMachine.KIND,
+        "name": vm.name,
+        "uid": vm.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
     }

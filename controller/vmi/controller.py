@@ -47,6 +47,7 @@ from shared.model import (
     VMIPhase,
     VMIStatus,
 )
+from shared.model.datavolume import DataVolume
 
 log = structlog.get_logger("controller.vmi")
 
@@ -108,6 +109,21 @@ class VMIController(Reconciler):
             on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted
         )
         return vmi_handlers, pod_handlers
+
+    def datavolume_handlers(self) -> Handlers[DataVolume]:
+        """A DataVolume's changes re-sync the VMIs whose volumes name it (they wait for it)."""
+        return Handlers(
+            on_add=self._datavolume_changed,
+            on_update=lambda old, new: self._datavolume_changed(new),
+        )
+
+    def _datavolume_changed(self, dv: DataVolume) -> None:
+        for vmi in self._informers.vmis.store.list():
+            if vmi.namespace == dv.namespace and any(
+                v.data_volume is not None and v.data_volume.name == dv.name
+                for v in vmi.spec.volumes
+            ):
+                self.enqueue(vmi.key)
 
     def _vmi_updated(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
         self._vmi_recent.observe(new)

@@ -183,9 +183,7 @@ def plan_volume_status(
         ):
             out.append(old)
             continue
-        claim_name = (
-            volume.persistent_volume_claim.claim_name if volume.persistent_volume_claim else ""
-        )
+        claim_name = volume.claim.claim_name if volume.claim else ""
         out.append(_entry(vmi, name, claim_name or "", claims.get(claim_name or ""), pod))
     return tuple(out)
 
@@ -339,5 +337,5 @@ class HotplugAttachments:
 
 
 def _claim_of(volume: Volume) -> str:
-    pvc = volume.persistent_volume_claim
+    pvc = volume.claim
     return (pvc.claim_name or "") if pvc is not None else ""

@@ -209,7 +209,7 @@ def _with(entry: VolumeStatus, **changes: Any) -> VolumeStatus:
 def _attach_args(vmi: VirtualMachineInstance, name: str) -> AttachVolumeArgs:
     disk = next((d for d in vmi.spec.domain.devices.disks if d.name == name), None)
     volume = vmi.spec.volume(name)
-    claim = volume.persistent_volume_claim if volume is not None else None
+    claim = volume.claim if volume is not None else None
     return AttachVolumeArgs(
         volume=name,
         bus=(disk.bus if disk is not None else None) or DEFAULT_HOTPLUG_BUS,

@@ -1,6 +1,7 @@
 """Real storage for a real-node cluster: node-local directories as static `local`
-PersistentVolumes (each with the nodeAffinity of its node) and a default StorageClass
-without a provisioner that binds on first consumer, so claims are bound by the real
+PersistentVolumes (each with the nodeAffinity of its node) and a StorageClass
+(`local-storage`; the default class is the CSI stack's, localkube.csi) without a
+provisioner that binds on first consumer, so claims are bound by the real
 kube-controller-manager and kube-scheduler and mounted by the real kubelet.
 
 Shared storage too: a `shared-storage` StorageClass of ReadWriteMany PVs that every node
@@ -67,7 +68,7 @@ class LocalStorage:
             "metadata": {
                 "name": STORAGE_CLASS,
                 "labels": {LABEL: "true"},
-                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "false"},
             },
             "provisioner": "kubernetes.io/no-provisioner",
             "volumeBindingMode": "WaitForFirstConsumer",

@@ -62,6 +62,8 @@ if TYPE_CHECKING:
         TokenBucket,
     )
     from shared.kube.resources import (
+        CSIDRIVERS,
+        DATAVOLUMES,
         EVENTS,
         KUBEVIRTS,
         LEASES,
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
         PODS,
         PVCS,
         SERVICES,
+        STORAGECLASSES,
         VMI_ACTIONS,
         VMIMS,
         VMIRSS,
@@ -98,6 +101,9 @@ if TYPE_CHECKING:
 # name → the submodule that defines it; loaded on first use (PEP 562), so a process that
 # needs only the client (the CLI) never imports the informer, health server or metrics.
 _WHERE = {
+    "STORAGECLASSES": "resources",
+    "DATAVOLUMES": "resources",
+    "CSIDRIVERS": "resources",
     "AlreadyExists": "errors",
     "ApiError": "errors",
     "BackoffPolicy": "ratelimit",
@@ -196,6 +202,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONTROLLER_RATE_LIMIT",
+    "CSIDRIVERS",
+    "DATAVOLUMES",
     "EVENTS",
     "HANDLER_RATE_LIMIT",
     "KUBEVIRTS",
@@ -210,6 +218,7 @@ __all__ = [
     "PODS",
     "PVCS",
     "SERVICES",
+    "STORAGECLASSES",
     "VMIMS",
     "VMIRSS",
     "VMIS",

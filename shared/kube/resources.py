@@ -87,6 +87,12 @@ VMI_ACTIONS = Resource(
 SERVICES = Resource("", "v1", "services", "Service")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+# CDI's DataVolumes (the CRD is kubevirt-py's own copy: manifests/base/crd-datavolumes.yaml).
+STORAGECLASSES = Resource(
+    "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False
+)
+CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
+DATAVOLUMES = Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

@@ -30,8 +30,6 @@ from shared.model.volumes import CloudInitNoCloudSource, Volume
 
 # Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
 UNSUPPORTED_SOURCES: dict[str, str] = {
-    "dataVolume": "is not supported: DataVolumes need CDI's importer, which kubevirt-py does "
-    "not have; use a persistentVolumeClaim holding disk.img",
     "downwardMetrics": "is not supported yet",
     "ephemeral": "is not supported yet",
     "sysprep": "is not supported yet",
@@ -65,6 +63,8 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
     if vol.persistent_volume_claim is not None:
         claim = vol.persistent_volume_claim.claim_name
         check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
+    if vol.data_volume is not None:
+        check_name(errs, f"{path}.dataVolume.name", vol.data_volume.name, subdomain=True)
     if vol.host_disk is not None:
         hd = vol.host_disk
         check_abs_path(errs, f"{path}.hostDisk.path", hd.path)

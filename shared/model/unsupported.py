@@ -87,13 +87,14 @@ from shared.model.scheduling import (
     TopologySpreadConstraint,
 )
 from shared.model.selector import LabelSelector, LabelSelectorRequirement
-from shared.model.vm import VirtualMachine, VMITemplateSpec, VMSpec
+from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine, VMITemplateSpec, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 from shared.model.volumes import (
     CloudInitConfigDriveSource,
     CloudInitNoCloudSource,
     ConfigMapSource,
     ContainerDiskSource,
+    DataVolumeVolumeSource,
     DownwardAPISource,
     DownwardAPIVolumeFile,
     EmptyDiskSource,
@@ -173,10 +174,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {"dataVolume", "downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
+        {"downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
     ),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset(),
+    DataVolumeVolumeSource: frozenset(),
     HostDiskSource: frozenset({"shared"}),
     EmptyDiskSource: frozenset(),
     CloudInitNoCloudSource: frozenset(),
@@ -192,7 +194,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Network: frozenset({"multus"}),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
     VMSpec: frozenset(
-        {"dataVolumeTemplates", "updateVolumesStrategy"}
+        {"updateVolumesStrategy"}
     ),
     VMITemplateSpec: frozenset(),
     Probe: frozenset(),
@@ -255,7 +257,10 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
 # keys when the pod is made, so they are not walked here.
-KUBERNETES_OWN: frozenset[type[Model]] = frozenset({Affinity, TopologySpreadConstraint})
+# A DataVolume template is CDI's: the DataVolume controller names its bad fields.
+KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
+    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec}
+)
 
 # KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
 # honours: no pod network is added when autoattachPodInterface is false).

@@ -15,6 +15,12 @@ from shared.model.vmi import VMISpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DataVolumeTemplateSpec(Model):
+    """spec.dataVolumeTemplates[]: a DataVolume's metadata and CDI spec, kept as written
+    (the VM controller creates the DataVolume; CDI's schema is the DataVolume's own)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VMITemplateSpec(Model):
     """spec.template: metadata and spec of the VMI the VM creates."""
 
@@ -24,13 +30,14 @@ class VMITemplateSpec(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VMSpec(Model):
-    """VM spec (dataVolumeTemplates, … stay in `extra`)."""
+    """VM spec (updateVolumesStrategy, … stay in `extra`)."""
 
     run_strategy: RunStrategy | None = None
     running: bool | None = None
     instancetype: InstancetypeMatcher | None = None
     preference: InstancetypeMatcher | None = None
     template: VMITemplateSpec = field(default_factory=VMITemplateSpec)
+    data_volume_templates: tuple[DataVolumeTemplateSpec, ...] = ()
 
     def effective_run_strategy(self) -> RunStrategy:
         """runStrategy, else the deprecated running flag (true → Always), else Halted."""

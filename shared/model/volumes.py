@@ -18,7 +18,6 @@ from shared.model.enums import HostDiskType, PullPolicy
 
 # Volume sources KubeVirt knows that the model keeps untyped in `extra`.
 UNTYPED_VOLUME_SOURCES = (
-    "dataVolume",
     "downwardMetrics",
     "ephemeral",
     "sysprep",
@@ -46,6 +45,15 @@ class PersistentVolumeClaimSource(Model):
 
     claim_name: str | None = None
     read_only: bool | None = None
+    hotpluggable: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataVolumeVolumeSource(Model):
+    """volumes[].dataVolume: the claim a DataVolume of this name made (same name, as in
+    KubeVirt); every daemon handles it as that persistentVolumeClaim (`Volume.claim`)."""
+
+    name: str | None = None
     hotpluggable: bool | None = None
 
 
@@ -174,6 +182,7 @@ class Volume(Model):
     name: str | None = None
     container_disk: ContainerDiskSource | None = None
     persistent_volume_claim: PersistentVolumeClaimSource | None = None
+    data_volume: DataVolumeVolumeSource | None = None
     host_disk: HostDiskSource | None = None
     empty_disk: EmptyDiskSource | None = None
     cloud_init_no_cloud: CloudInitNoCloudSource | None = None
@@ -194,7 +203,7 @@ class Volume(Model):
     def _typed(self) -> tuple[tuple[str, VolumeSource | None], ...]:
         return (
             ("containerDisk", self.container_disk),
-            ("persistentVolumeClaim", self.persistent_volume_claim),
+            ("persistentVolumeClaim", self.claim),
             ("hostDisk", self.host_disk),
             ("emptyDisk", self.empty_disk),
             ("cloudInitNoCloud", self.cloud_init_no_cloud),
@@ -205,16 +214,36 @@ class Volume(Model):
             ("downwardAPI", self.downward_api),
         )
 
+    @property
+    def claim(self) -> PersistentVolumeClaimSource | None:
+        """The claim this volume mounts: its persistentVolumeClaim, or the one of its
+        dataVolume (the DataVolume's name is its claim's)."""
+        if self.persistent_volume_claim is not None:
+            return self.persistent_volume_claim
+        dv = self.data_volume
+        if dv is None:
+            return None
+        return PersistentVolumeClaimSource(claim_name=dv.name, hotpluggable=dv.hotpluggable)
+
     def sources(self) -> tuple[str, ...]:
         """Wire names of every source set on this volume (typed or not)."""
         found = [key for key, value in self._typed() if value is not None]
+        found = [k for k in found if k != "persistentVolumeClaim"]
+        found += [
+            key
+            for key, value in (
+                ("persistentVolumeClaim", self.persistent_volume_claim),
+                ("dataVolume", self.data_volume),
+            )
+            if value is not None
+        ]
         found += [key for key in UNTYPED_VOLUME_SOURCES if self.extra.get(key) is not None]
         return tuple(found)
 
     @property
     def is_hotplug(self) -> bool:
         """A hotpluggable claim: attached to the running guest, not part of its pod."""
-        pvc = self.persistent_volume_claim
+        pvc = self.claim
         return pvc is not None and bool(pvc.hotpluggable)
 
     @property

@@ -8,6 +8,7 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - every field kubevirt-py would not honour (shared.model.unsupported);
 - the instancetype.kubevirt.io objects themselves: their values and fields;
 - the KubeVirt CR's configuration (shared.clusterconfig), naming the field.
+- CDI's DataVolumes: one source kubevirt-py imports and a size (the fields named).
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -31,6 +32,8 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
+from shared.model.datavolume import DataVolume
+from shared.model.datavolume_spec import datavolume_errors
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
@@ -53,7 +56,37 @@ def _validate_vmi(vmi: VirtualMachineInstance, limits: ValidationLimits) -> list
 
 def _validate_vm(vm: VirtualMachine, limits: ValidationLimits) -> list[FieldError]:
     """The VM's own rules, its instancetype/preference matchers and conflicts."""
-    return [*validate_vm(vm, limits=limits), *matcher_errors(vm), *instancetype_conflicts(vm)]
+    return [
+        *validate_vm(vm, limits=limits),
+        *matcher_errors(vm),
+        *instancetype_conflicts(vm),
+        *_template_errors(vm),
+    ]
+
+
+def _template_errors(vm: VirtualMachine) -> list[FieldError]:
+    """Each dataVolumeTemplate: a name, and a spec a DataVolume of it would be admitted with."""
+    errors = []
+    for i, template in enumerate(vm.spec.data_volume_templates):
+        path = f"spec.dataVolumeTemplates[{i}]"
+        meta = template.extra.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            errors.append(FieldError(path=f"{path}.metadata.name", message="is required"))
+        raw = {"metadata": {"namespace": vm.namespace}, "spec": template.extra.get("spec") or {}}
+        try:
+            dv = DataVolume.from_dict(raw)
+        except ParseError as e:
+            errors.append(FieldError(path=f"{path}.{e.path}", message=e.message))
+            continue
+        errors += [
+            FieldError(path=f"{path}.{e.path}", message=e.message) for e in datavolume_errors(dv)
+        ]
+    return errors
+
+
+def _validate_datavolume(dv: DataVolume, _: ValidationLimits) -> list[FieldError]:
+    """CDI's DataVolume: one source kubevirt-py imports, a size (controller/datavolume/)."""
+    return datavolume_errors(dv)
 
 
 def _validate_migration(
@@ -89,6 +122,7 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     VirtualMachineInstanceReplicaSet.KIND: (VirtualMachineInstanceReplicaSet, _validate_replicaset),
     VirtualMachinePool.KIND: (VirtualMachinePool, _validate_pool),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
+    DataVolume.KIND: (DataVolume, _validate_datavolume),
 }
 
 

@@ -17,13 +17,14 @@ from enum import StrEnum
 from typing import Any
 
 from controller.errors import SyncError
-from shared.kube import PVCS, KubeClient, NotFound
+from shared.kube import DATAVOLUMES, PVCS, KubeClient, NotFound
 from shared.model import (
     ConditionReason,
     PersistentVolumeClaimInfo,
     VirtualMachineInstance,
     VolumeStatus,
 )
+from shared.model.datavolume import DataVolume, DataVolumePhase
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
 
@@ -36,6 +37,8 @@ class ClaimReason(StrEnum):
     NOT_FOUND = str(ConditionReason.FAILED_PVC_NOT_FOUND)
     LOST = "FailedPvcLost"
     UNSUPPORTED = "FailedPvcUnsupported"
+    DATAVOLUME_NOT_READY = "DataVolumeNotReady"
+    DATAVOLUME_FAILED = "DataVolumeFailed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,17 +104,16 @@ def claim_names(vmi: VirtualMachineInstance) -> tuple[str, ...]:
     """The claims the VMI's launcher pod mounts, in order, each once (hotplugged ones are
     their attachment pods' business)."""
     names = [
-        v.persistent_volume_claim.claim_name
+        v.claim.claim_name
         for v in vmi.spec.volumes
-        if v.persistent_volume_claim is not None
-        and v.persistent_volume_claim.claim_name
-        and not v.is_hotplug
+        if v.claim is not None and v.claim.claim_name and not v.is_hotplug
     ]
     return tuple(dict.fromkeys(names))
 
 
 async def read_claims(client: KubeClient, vmi: VirtualMachineInstance) -> dict[str, Claim]:
     """Every claim the VMI names, by name; SyncError naming the first unusable one."""
+    await check_datavolumes(client, vmi)
     claims: dict[str, Claim] = {}
     for name in claim_names(vmi):
         try:
@@ -142,6 +144,33 @@ async def unbound_claims(client: KubeClient, vmi: VirtualMachineInstance) -> lis
     return found
 
 
+async def check_datavolumes(client: KubeClient, vmi: VirtualMachineInstance) -> None:
+    """The launcher pod waits for every dataVolume volume's DataVolume to have Succeeded
+    (its claim holds the imported disk only then); a Failed one is said with its reason."""
+    for volume in vmi.spec.volumes:
+        ref = volume.data_volume
+        if ref is None or not ref.name or volume.is_hotplug:
+            continue
+        where = f"DataVolume {vmi.namespace}/{ref.name}"
+        try:
+            async with asyncio.timeout(GET_TIMEOUT):
+                dv = DataVolume.from_dict(
+                    await client.get(DATAVOLUMES, ref.name, namespace=vmi.namespace)
+                )
+        except NotFound:
+            raise SyncError(
+                ClaimReason.DATAVOLUME_NOT_READY, f"{where} does not exist, waiting for it"
+            ) from None
+        failure = dv.failure()
+        if failure is not None:
+            raise SyncError(ClaimReason.DATAVOLUME_FAILED, f"{where} failed: {failure}")
+        if dv.phase != DataVolumePhase.SUCCEEDED:
+            raise SyncError(
+                ClaimReason.DATAVOLUME_NOT_READY,
+                f"{where} is not ready ({dv.phase or 'Pending'} {dv.status.progress or ''})",
+            )
+
+
 def check_claim(claim: Claim, *, namespace: str) -> None:
     """Refuse a Lost claim and a block-mode one (with why)."""
     where = f"PVC {namespace}/{claim.name}"
@@ -166,11 +195,9 @@ async def claim_volume_status(
     A claim gone or not bound yet is left out (a later sync adds it). ``current`` is the
     volumeStatus this sync has planned so far (hotplug's entries included)."""
     wanted = [
-        (v.name or "", v.persistent_volume_claim.claim_name)
+        (v.name or "", v.claim.claim_name)
         for v in vmi.spec.volumes
-        if v.persistent_volume_claim is not None
-        and v.persistent_volume_claim.claim_name
-        and _lacks_info(current, v.name or "")
+        if v.claim is not None and v.claim.claim_name and _lacks_info(current, v.name or "")
     ]
     added: dict[str, VolumeStatus] = {}
     for volume, claim_name in wanted:

@@ -130,7 +130,7 @@ def lay_out_pod(vmi: VirtualMachineInstance, root: Path) -> DiskContext:
         name = volume.name or ""
         if volume.container_disk is not None:
             _qcow2(ctx.container_disks / podlayout.disk_file(name))
-        if volume.persistent_volume_claim is not None or volume.host_disk is not None:
+        if volume.claim is not None or volume.host_disk is not None:
             ctx.mount_of(name).mkdir(parents=True)
             capacities[name] = CLAIM_BYTES
     for rel in (podlayout.kernel_file(), podlayout.initrd_file()):
@@ -176,15 +176,15 @@ def schema_problems(xml: str, root: Path) -> list[str]:
 def launcher_pod(vmi: VirtualMachineInstance) -> dict[str, Any]:
     """The launcher pod the controller would create (claims bound, of CLAIM_BYTES)."""
     claims = {
-        v.persistent_volume_claim.claim_name or "": Claim(
-            name=v.persistent_volume_claim.claim_name or "",
+        v.claim.claim_name or "": Claim(
+            name=v.claim.claim_name or "",
             phase="Bound",
             volume_mode="Filesystem",
             request_bytes=CLAIM_BYTES,
             capacity_bytes=CLAIM_BYTES,
         )
         for v in vmi.spec.volumes
-        if v.persistent_volume_claim is not None
+        if v.claim is not None
     }
     return TemplateService(TemplateConfig()).launcher_pod(vmi, claims=claims)
 

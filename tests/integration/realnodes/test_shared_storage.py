@@ -222,7 +222,7 @@ def test_vmi_on_a_read_write_once_claim_is_not_migratable(
     DisksNotLiveMigratable naming the claim; its VMIM fails saying why, and the guest
     stays where it was."""
     k, ns = real_stack, real_namespace
-    _apply(k, ns, _claim("local", mode="ReadWriteOnce", storage_class=None))
+    _apply(k, ns, _claim("local", mode="ReadWriteOnce", storage_class="local-storage"))
     vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
            "metadata": {"name": "pinned"}, "spec": _template("local")["spec"]}  # fmt: skip
     _apply(k, ns, vmi)

@@ -38,7 +38,11 @@ def _claim(name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "256Mi"}}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "256Mi"}},
+            "storageClassName": "local-storage",  # node-local PVs (the default class is CSI's)
+        },
     }
 
 

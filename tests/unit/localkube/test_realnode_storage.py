@@ -1,4 +1,5 @@
-"""The real nodes' local storage: a default StorageClass that binds on first consumer and
+"""The real nodes' local storage: a StorageClass (not the default: the CSI stack's
+csi-local is) that binds on first consumer and
 static local PVs, each a directory of its node and pinned to that node; and a shared
 (ReadWriteMany) class whose PVs are one directory every node mounts."""
 
@@ -11,12 +12,12 @@ from localkube.realnode.storage import SHARED_STORAGE_CLASS, STORAGE_CLASS, Loca
 
 def test_each_node_gets_its_own_pinned_volumes(tmp_path: Path) -> None:
     """per_node PVs per node, each under that node's directory with nodeAffinity to it,
-    in the default WaitForFirstConsumer class; nothing is deleted when a claim goes."""
+    in the WaitForFirstConsumer local-storage class (not the default); nothing is deleted when a claim goes."""
     storage = LocalStorage(nodes=("node01", "node02"), nodes_dir=tmp_path, per_node=2, shared=0)
     sc, _shared_sc, *pvs = storage.manifests()
     assert sc["kind"] == "StorageClass" and sc["metadata"]["name"] == STORAGE_CLASS
     assert sc["volumeBindingMode"] == "WaitForFirstConsumer"
-    assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "false"
     assert len(pvs) == 4 and len({pv["metadata"]["name"] for pv in pvs}) == 4
     for pv in pvs:
         spec = pv["spec"]

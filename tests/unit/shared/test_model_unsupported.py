@@ -239,13 +239,13 @@ def test_vm_and_migration_specs_are_walked() -> None:
     vm = VirtualMachine.from_dict({
         "spec": {
             "instancetype": {"name": "u1.small", "inferFromVolume": "root"},
-            "dataVolumeTemplates": [],
+            "updateVolumesStrategy": "Migration",
             "template": {"spec": {"domain": {"devices": {"gpus": []}}}},
         }
     })  # fmt: skip
     paths = [e.path for e in unsupported_fields(vm)]
     assert paths == [
-        "spec.dataVolumeTemplates",
+        "spec.updateVolumesStrategy",
         "spec.instancetype.inferFromVolume",
         "spec.template.spec.domain.devices.gpus",
     ]

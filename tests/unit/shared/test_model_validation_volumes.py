@@ -140,10 +140,10 @@ RULES = [
         id="host-disk-in-kubelet",
     ),
     pytest.param(
-        {f"{VOLS}[3]": {"name": "data", "dataVolume": {"name": "dv"}}},
-        f"{VOLS}[3].dataVolume",
-        "DataVolumes need CDI's importer",
-        id="data-volume-refused",
+        {f"{VOLS}[3]": {"name": "data", "dataVolume": {"name": "Not_A_Name"}}},
+        f"{VOLS}[3].dataVolume.name",
+        "",
+        id="data-volume-bad-name",
     ),
     pytest.param(
         {f"{VOLS}[3]": {"name": "data", "ephemeral": {}}},
