@@ -16,6 +16,7 @@ import pytest
 from localkube.csi.service import DRIVER
 from localkube.csi.stack import SNAPSHOT_CLASS, STORAGE_CLASS
 from localkube.deploy import Kubectl
+from shared.model.quantity import parse_bytes
 
 pytestmark = pytest.mark.cluster
 IMAGE = "registry.local/kubevirt-py/virt-controller:dev"  # has python3
@@ -35,7 +36,7 @@ assert stat.S_ISBLK(os.stat(dev).st_mode), "not a block device"
 fd = os.open(dev, os.O_RDWR)
 os.pwrite(fd, b"block!", 0); os.fsync(fd)
 print("size", os.lseek(fd, 0, os.SEEK_END), "head", os.pread(fd, 6, 0).decode(), flush=True)
-for _ in range(600):  # expansion: the device grows under the running pod
+for _ in range(1500):  # expansion: the device grows under the running pod
     size = os.lseek(fd, 0, os.SEEK_END)
     if size >= want:
         print("grown", size, flush=True); sys.exit(0)
@@ -57,6 +58,10 @@ def _wait(probe: Callable[[], Any], timeout: float, what: str) -> Any:
 def _get(k: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
     out = k("get", kind, name, "-n", ns, "-o", "json", check=False)
     return json.loads(out) if out else {}
+
+
+def _size(capacity: dict[str, str]) -> int:
+    return parse_bytes(capacity["storage"])
 
 
 def _apply(k: Kubectl, ns: str, obj: dict[str, Any]) -> None:
@@ -137,7 +142,7 @@ def test_default_class_claim_is_provisioned_and_shared_by_both_nodes(
     assert claim["spec"]["storageClassName"] == STORAGE_CLASS
     pv = _get(k, "", "pv", claim["spec"]["volumeName"])
     assert pv["spec"]["csi"]["driver"] == DRIVER
-    assert pv["spec"]["capacity"]["storage"] == str(64 * MI)
+    assert parse_bytes(pv["spec"]["capacity"]["storage"]) == 64 * MI
     assert "wrote hello" in _run(k, ns, "w", claim="fs", code=WRITE, args=("hello",))
     assert "read hello" in _run(k, ns, "r", claim="fs", code=READ, node="node02")
 
@@ -159,11 +164,11 @@ def test_block_claim_is_a_block_device_that_grows_online(
     assert f"size {32 * MI}" in k("logs", "-n", ns, "dev")
     k("patch", "pvc", "blk", "-n", ns, "--type=merge",
       "-p", json.dumps({"spec": {"resources": {"requests": {"storage": "64Mi"}}}}))  # fmt: skip
-    logs = _finished(k, ns, "dev")
+    logs = _finished(k, ns, "dev")  # the kubelet picks the new size up at its next pod sync
     assert f"grown {64 * MI}" in logs
     pv = _get(k, "", "pv", claim["spec"]["volumeName"])
-    assert pv["spec"]["capacity"]["storage"] == str(64 * MI)
-    _wait(lambda: _get(k, ns, "pvc", "blk")["status"]["capacity"]["storage"] in ("64Mi", str(64 * MI)),
+    assert parse_bytes(pv["spec"]["capacity"]["storage"]) == 64 * MI
+    _wait(lambda: _size(_get(k, ns, "pvc", "blk")["status"]["capacity"]) == 64 * MI,
           60, "the claim's status capacity at 64Mi")  # fmt: skip
 
 
@@ -175,9 +180,9 @@ def test_filesystem_claim_expands(real_kubectl: Kubectl, real_namespace: str) ->
     claim = _bound(k, ns, "grow")
     k("patch", "pvc", "grow", "-n", ns, "--type=merge",
       "-p", json.dumps({"spec": {"resources": {"requests": {"storage": "128Mi"}}}}))  # fmt: skip
-    _wait(lambda: _get(k, "", "pv", claim["spec"]["volumeName"])["spec"]["capacity"]["storage"]
-          == str(128 * MI), 60, "the PV at 128Mi")  # fmt: skip
-    _wait(lambda: _get(k, ns, "pvc", "grow")["status"]["capacity"]["storage"] == str(128 * MI),
+    _wait(lambda: _size(_get(k, "", "pv", claim["spec"]["volumeName"])["spec"]["capacity"])
+          == 128 * MI, 60, "the PV at 128Mi")  # fmt: skip
+    _wait(lambda: _size(_get(k, ns, "pvc", "grow")["status"]["capacity"]) == 128 * MI,
           60, "the claim's status capacity at 128Mi")  # fmt: skip
 
 
