@@ -1,54 +1,24 @@
 """The driver's CSI services (Identity, Controller, Node) and the kubelet registration
-service, as grpc generic handlers over this package's messages.
-
-One table per service: method name → (request type, coroutine). A CsiError becomes the
-status code it carries; anything else is INTERNAL with its text (the sidecars retry).
-"""
+service: one table per service, method name → (request type, coroutine), served through
+localkube/csi/rpc.py."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-import grpc
 import structlog
 
 from localkube.csi import proto as p
 from localkube.csi.errors import Code, CsiError
 from localkube.csi.node import NodeVolumes
+from localkube.csi.rpc import handler
 from localkube.csi.store import Store, VolumeMeta, capacity_for, check_id
 
 log = structlog.get_logger()
 DRIVER = "csi.localkube.kubevirt-py.io"
 VERSION = "0.1.0"
-Table = dict[str, tuple[type[Any], Callable[[Any], Awaitable[Any]]]]
-
-
-def _handler(service: str, table: Table) -> Any:
-    def unary(request_type: type[Any], call: Callable[[Any], Awaitable[Any]], name: str) -> Any:
-        async def handle(request: Any, context: Any) -> Any:
-            try:
-                return await call(request)
-            except CsiError as exc:
-                log.info("csi_call_refused", method=name, code=exc.code, reason=exc.message)
-                await context.abort(getattr(grpc.StatusCode, exc.code.value), exc.message)
-            except Exception as exc:
-                log.exception("csi_call_failed", method=name)
-                await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-        return grpc.unary_unary_rpc_method_handler(
-            handle,
-            request_deserializer=request_type.decode,
-            response_serializer=lambda m: bytes(m.encode()),
-        )
-
-    methods = {name: unary(req, call, name) for name, (req, call) in table.items()}
-    return grpc.method_handlers_generic_handler(service, methods)
 
 
 def identity_handler(*, controller: bool) -> Any:
@@ -66,7 +36,7 @@ def identity_handler(*, controller: bool) -> Any:
     async def probe(_: p.Empty) -> p.ProbeResponse:
         return p.ProbeResponse()
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Identity",
         {
             "GetPluginInfo": (p.Empty, info),
@@ -181,7 +151,7 @@ def controller_handler(store: Store) -> Any:
             capacity_bytes=meta.capacity, node_expansion_required=meta.block
         )
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Controller",
         {
             "CreateVolume": (p.CreateVolumeRequest, create),
@@ -242,7 +212,7 @@ def node_handler(volumes: NodeVolumes, *, node_id: str) -> Any:
             usage = p.VolumeUsage(total=total, used=used, available=free, unit=1)
         return p.NodeGetVolumeStatsResponse(usage=(usage,))
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Node",
         {
             "NodePublishVolume": (p.NodePublishVolumeRequest, publish),
@@ -271,7 +241,7 @@ def registration_handler(*, endpoint: Path) -> Any:
             log.error("kubelet_refused_driver", error=req.error)
         return p.Empty()
 
-    return _handler(
+    return handler(
         p.REGISTRATION_SERVICE,
         {"GetInfo": (p.Empty, info), "NotifyRegistrationStatus": (p.RegistrationStatus, status)},
     )
