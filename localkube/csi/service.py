@@ -21,15 +21,28 @@ DRIVER = "csi.localkube.kubevirt-py.io"
 VERSION = "0.1.0"
 
 
+CONTROLLER_RPCS = (
+    p.ControllerRpc.CREATE_DELETE_VOLUME,
+    p.ControllerRpc.CREATE_DELETE_SNAPSHOT,
+    p.ControllerRpc.LIST_SNAPSHOTS,
+    p.ControllerRpc.CLONE_VOLUME,
+    p.ControllerRpc.EXPAND_VOLUME,
+)
+
+
+def _capabilities(rpcs: tuple[int, ...]) -> p.CapabilitiesResponse:
+    return p.CapabilitiesResponse(capabilities=tuple(p.RpcCap(rpc=p.TypeCap(type=r)) for r in rpcs))
+
+
 def identity_handler(*, controller: bool) -> Any:
     async def info(_: p.Empty) -> p.GetPluginInfoResponse:
         return p.GetPluginInfoResponse(name=DRIVER, vendor_version=VERSION)
 
     async def capabilities(_: p.Empty) -> p.GetPluginCapabilitiesResponse:
-        caps = [p.PluginCapability(volume_expansion=p.ExpansionCap(type=p.ExpansionType.ONLINE))]
+        caps = [p.PluginCapability(volume_expansion=p.TypeCap(type=p.ExpansionType.ONLINE))]
         if controller:
             caps.append(
-                p.PluginCapability(service=p.ServiceCap(type=p.ServiceType.CONTROLLER_SERVICE))
+                p.PluginCapability(service=p.TypeCap(type=p.ServiceType.CONTROLLER_SERVICE))
             )
         return p.GetPluginCapabilitiesResponse(capabilities=tuple(caps))
 
@@ -102,16 +115,8 @@ def controller_handler(store: Store) -> Any:
         log.info("volume_deleted", volume=req.volume_id)
         return p.Empty()
 
-    async def capabilities(_: p.Empty) -> p.ControllerGetCapabilitiesResponse:
-        rpcs = (
-            p.ControllerRpc.CREATE_DELETE_VOLUME,
-            p.ControllerRpc.CREATE_DELETE_SNAPSHOT,
-            p.ControllerRpc.LIST_SNAPSHOTS,
-            p.ControllerRpc.CLONE_VOLUME,
-            p.ControllerRpc.EXPAND_VOLUME,
-        )
-        caps = tuple(p.ControllerCap(rpc=p.ServiceCap(type=r)) for r in rpcs)
-        return p.ControllerGetCapabilitiesResponse(capabilities=caps)
+    async def capabilities(_: p.Empty) -> p.CapabilitiesResponse:
+        return _capabilities(CONTROLLER_RPCS)
 
     async def validate(
         req: p.ValidateVolumeCapabilitiesRequest,
@@ -187,10 +192,8 @@ def node_handler(volumes: NodeVolumes, *, node_id: str) -> Any:
         await volumes.unpublish(volume_id=req.volume_id, target=Path(req.target_path))
         return p.Empty()
 
-    async def capabilities(_: p.Empty) -> p.NodeGetCapabilitiesResponse:
-        rpcs = (p.NodeRpc.GET_VOLUME_STATS, p.NodeRpc.EXPAND_VOLUME)
-        caps = tuple(p.NodeCap(rpc=p.ServiceCap(type=r)) for r in rpcs)
-        return p.NodeGetCapabilitiesResponse(capabilities=caps)
+    async def capabilities(_: p.Empty) -> p.CapabilitiesResponse:
+        return _capabilities((p.NodeRpc.GET_VOLUME_STATS, p.NodeRpc.EXPAND_VOLUME))
 
     async def info(_: p.Empty) -> p.NodeGetInfoResponse:
         return p.NodeGetInfoResponse(node_id=node_id)

@@ -7,8 +7,6 @@ and csi-snapshotter, restored into new claims; expansion. Everything through kub
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from localkube.csi.service import DRIVER
 from localkube.csi.stack import SNAPSHOT_CLASS, STORAGE_CLASS
 from localkube.deploy import Kubectl
 from shared.model.quantity import parse_bytes
+from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
 IMAGE = "registry.local/kubevirt-py/virt-controller:dev"  # has python3
@@ -43,16 +42,6 @@ for _ in range(1500):  # expansion: the device grows under the running pod
     time.sleep(0.2)
 sys.exit("device stayed at %d bytes" % size)
 """
-
-
-def _wait(probe: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline, seen = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        seen = probe()
-        if seen:
-            return seen
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {seen!r}")
 
 
 def _get(k: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
