@@ -36,6 +36,12 @@ class DiskContext:
     claim_capacities: Mapping[str, int] = field(default_factory=dict)  # volume → bytes
     space_toleration: float = SPACE_TOLERATION
     incoming: bool = False  # a migration target: shared disks must exist, none is made
+    # where block-mode claims' devices are (podlayout.BLOCK_DEVICES_DIR)
+    block_devices: Path = Path(podlayout.BLOCK_DEVICES_DIR)
+
+    def block_device_of(self, volume: str) -> Path:
+        """Where a block-mode claim's device node is (the pod's volumeDevices)."""
+        return self.block_devices / podlayout.block_device(volume)
 
     def mount_of(self, volume: str) -> Path:
         """The directory a PVC or hostDisk volume is mounted at."""

@@ -41,6 +41,7 @@ class DiskPlan:
     serial: str | None = None
     shared: bool = False  # on storage the migration target opens too (not copied)
     cache: str | None = None
+    block: bool = False  # `source` is a block device: <disk type='block'>
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,11 +268,16 @@ def _graphics(devices: ET.Element, vnc_socket: Path | None) -> None:
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:
-    el = ET.SubElement(devices, "disk", type="file", device=str(disk.device))
+    el = ET.SubElement(
+        devices, "disk", type="block" if disk.block else "file", device=str(disk.device)
+    )
     driver = ET.SubElement(el, "driver", name="qemu", type=disk.format)
     if disk.cache:
         driver.set("cache", disk.cache)
-    ET.SubElement(el, "source", file=str(disk.source))
+    if disk.block:
+        ET.SubElement(el, "source", dev=str(disk.source))
+    else:
+        ET.SubElement(el, "source", file=str(disk.source))
     ET.SubElement(el, "target", dev=disk.target, bus=disk.bus)
     if disk.readonly:
         ET.SubElement(el, "readonly")

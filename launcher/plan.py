@@ -119,6 +119,7 @@ def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, i
         serial=disk.serial,
         shared=resolved.shared,
         cache=resolved.cache,
+        block=resolved.block,
     )
 
 

@@ -31,44 +31,39 @@ TEST_STATE_ROOT = Path("/var/lib/kubevirt-py")
 TEST_STATE_PREFIX = "test-"
 
 
-def build_control_plane(repo: Path = REPO) -> Path:
-    """Run scripts/build-control-plane; its bin dir, or ComponentFailed with its output."""
-    return _build_bin_dir(repo, "build-control-plane")
-
-
-def build_containerd(repo: Path = REPO) -> Path:
-    """Run scripts/build-containerd (real nodes' containerd 2); its bin dir."""
-    return _build_bin_dir(repo, "build-containerd")
-
-
-def _build_bin_dir(repo: Path, script_name: str) -> Path:
+def _build(repo: Path, script_name: str, what: str) -> str:
+    """Run scripts/<script_name>; its stdout, or ComponentFailed with its output's tail."""
     script = repo / "scripts" / script_name
     proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
-        raise ComponentFailed(script_name, f"{script} exited {proc.returncode}", tail)
-    return Path(proc.stdout.strip().splitlines()[-1])
+        raise ComponentFailed(what, f"{script} exited {proc.returncode}", tail)
+    return proc.stdout
+
+
+def build_control_plane(repo: Path = REPO) -> Path:
+    """Run scripts/build-control-plane; its bin dir, or ComponentFailed with its output."""
+    out = _build(repo, "build-control-plane", "control-plane build")
+    return Path(out.strip().splitlines()[-1])
+
+
+def build_containerd(repo: Path = REPO) -> Path:
+    """Run scripts/build-containerd (real nodes' containerd 2); its bin dir."""
+    out = _build(repo, "build-containerd", "containerd build")
+    return Path(out.strip().splitlines()[-1])
 
 
 def build_csi_sidecars(repo: Path = REPO) -> Path:
     """Run scripts/build-csi-sidecars; its output dir, or ComponentFailed with its output."""
-    script = repo / "scripts" / "build-csi-sidecars"
-    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
-        raise ComponentFailed("CSI sidecar build", f"{script} exited {proc.returncode}", tail)
-    return Path(proc.stdout.strip().splitlines()[-1])
+    out = _build(repo, "build-csi-sidecars", "CSI sidecar build")
+    return Path(out.strip().splitlines()[-1])
 
 
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
-    script = repo / "scripts" / "build-images"
-    proc = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-40:])
-        raise ComponentFailed("image build", f"{script} exited {proc.returncode}", tail)
+    out = _build(repo, "build-images", "image build")
     listing = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvpy-images-{os.getpid()}.list"
-    listing.write_text(proc.stdout)
+    listing.write_text(out)
     return read_image_list(listing)
 
 

@@ -109,6 +109,9 @@ MAX_CONTAINER_NAME = 63
 VMI_DISKS_SUBDIR = "vmi-disks"
 VMI_DISKS_DIR = f"{PRIVATE_DIR}/{VMI_DISKS_SUBDIR}"
 PVC_DISK_FILE = "disk.img"
+# Block-mode claims: the pod's volumeDevices put each claim's device node here (KubeVirt
+# puts them at /dev/<volume>; a directory of their own keeps volume names off /dev's).
+BLOCK_DEVICES_DIR = "/dev/vmi-disks"
 # Config volumes, under the private dir: `<kind dir>/<volume>` (KubeVirt's source dirs).
 CONFIG_MAP_SUBDIR = "config-map"
 SECRET_SUBDIR = "secret"
@@ -204,6 +207,11 @@ def image_volume_dir(volume: str | None) -> PurePosixPath:
 
 def vmi_disk_dir(volume: str) -> PurePosixPath:
     """Where a PVC or hostDisk volume is mounted, relative to VMI_DISKS_DIR."""
+    return PurePosixPath(volume)
+
+
+def block_device(volume: str) -> PurePosixPath:
+    """A block-mode claim's device node, relative to BLOCK_DEVICES_DIR."""
     return PurePosixPath(volume)
 
 

@@ -278,6 +278,8 @@ class TemplateService:
                 *sources.mounts,
             ],
         }
+        if sources.devices:  # block-mode claims (controller/services/volumes/pvc.py)
+            container["volumeDevices"] = list(sources.devices)
         if self.config.launcher_command:
             container["command"] = list(self.config.launcher_command)
         return container

@@ -34,3 +34,4 @@ class ResolvedDisk:
     created: tuple[Path, ...] = ()
     shared: bool = False
     cache: str | None = None
+    block: bool = False  # `path` is a block device (a block-mode claim), not a file

@@ -1,4 +1,6 @@
-"""persistentVolumeClaim (filesystem mode): `disk.img` in the claim's mount
+"""persistentVolumeClaim. Block mode: the claim's device node (the pod's volumeDevices at
+/dev/vmi-disks/<volume>) is the guest's disk as it is, raw, cache=none. Filesystem mode:
+`disk.img` in the claim's mount
 (vmi-disks/<volume>), made sparse to the claim's size when absent, as KubeVirt does; used
 raw. A readOnly claim stays read-only in the guest and is never written, not even to make
 its disk.
@@ -11,6 +13,7 @@ guest writes when the other node's QEMU takes over."""
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from launcher.disks import contained, direct_io, make_sparse
@@ -25,6 +28,11 @@ async def resolve(req: VolumeRequest, source: PersistentVolumeClaimSource) -> Re
     claim = source.claim_name
     mount = req.ctx.mount_of(req.name)
     readonly = bool(source.read_only)
+    device = req.ctx.block_device_of(req.name)
+    if _is_block(device):
+        return ResolvedDisk(
+            path=device, format="raw", readonly=readonly, shared=True, cache="none", block=True
+        )
     if not mount.is_dir():
         raise DiskFailure(f"{field}: claim {claim!r} is not mounted in the pod at {mount}")
     path = contained(str(mount / podlayout.PVC_DISK_FILE), (mount,), field=field)
@@ -55,3 +63,10 @@ def _disk(path: Path, *, readonly: bool, created: tuple[Path, ...] = ()) -> Reso
     return ResolvedDisk(
         path=path, format="raw", readonly=readonly, created=created, shared=True, cache=cache
     )
+
+
+def _is_block(path: Path) -> bool:
+    try:
+        return stat.S_ISBLK(path.stat().st_mode)
+    except OSError:
+        return False

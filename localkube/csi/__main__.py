@@ -16,13 +16,12 @@ import argparse
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Any
 
-import grpc
 import structlog
 
 from localkube.csi.expander import Expander
 from localkube.csi.node import NodeVolumes
+from localkube.csi.rpc import serving
 from localkube.csi.service import (
     DRIVER,
     controller_handler,
@@ -34,7 +33,6 @@ from localkube.csi.store import Store
 from shared.daemon import Shutdown, raise_on, stop_on_signals
 
 log = structlog.get_logger()
-GRACE = 5.0
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,26 +50,6 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--kubectl", type=Path, required=True)
     exp.add_argument("--kubeconfig", type=Path, required=True)
     return parser.parse_args(argv)
-
-
-@contextlib.asynccontextmanager
-async def serving(path: Path, *handlers: Any) -> Any:
-    """A gRPC server on the unix socket `path` for the block; socket removed after."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers(handlers)
-    if not server.add_insecure_port(f"unix://{path}"):
-        raise OSError(f"cannot listen on {path}")
-    await server.start()
-    log.info("csi_serving", socket=str(path))
-    try:
-        yield server
-    finally:
-        await server.stop(GRACE)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
 
 
 async def _until_stopped() -> None:

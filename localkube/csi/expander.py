@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 import structlog
 
 from localkube.csi import proto as p
+from localkube.csi.errors import CsiError
+from localkube.csi.rpc import call
 from localkube.csi.service import DRIVER
 from localkube.errors import CommandFailed
 from localkube.procs import run_cmd
@@ -113,7 +114,7 @@ class Expander:
                 resizes = pending_resizes(await self._get("pvc"), await self._get("pv"))
                 for resize in resizes:
                     await self.expand(resize)
-            except (CommandFailed, grpc.aio.AioRpcError, ValueError, KeyError) as exc:
+            except (CommandFailed, CsiError, ValueError, KeyError) as exc:
                 log.warning("expansion_pass_failed", error=str(exc)[:500])
             await asyncio.sleep(POLL)
 
@@ -121,13 +122,13 @@ class Expander:
         request = p.ControllerExpandVolumeRequest(
             volume_id=resize.volume_id, capacity_range=p.CapacityRange(required_bytes=resize.size)
         )
-        async with grpc.aio.insecure_channel(f"unix://{self.endpoint}") as channel:
-            call = channel.unary_unary(
-                f"/{p.CSI_PACKAGE}.Controller/ControllerExpandVolume",
-                request_serializer=lambda m: bytes(m.encode()),
-                response_deserializer=p.ControllerExpandVolumeResponse.decode,
-            )
-            reply: p.ControllerExpandVolumeResponse = await call(request, timeout=CALL_TIMEOUT)
+        reply = await call(
+            self.endpoint,
+            f"/{p.CSI_PACKAGE}.Controller/ControllerExpandVolume",
+            request,
+            p.ControllerExpandVolumeResponse,
+            timeout=CALL_TIMEOUT,
+        )
         pv_patch = {"spec": {"capacity": {"storage": str(reply.capacity_bytes)}}}
         await run_cmd(
             [*self.kubectl, "patch", "pv", resize.pv, "--type=merge", "-p", json.dumps(pv_patch)],

@@ -11,23 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Self
 
-from shared.deviceplugin.protowire import Kind, decode, encode, pb
+from shared.deviceplugin.protowire import Kind, MessageBase, pb
 
 CSI_PACKAGE = "csi.v1"
 REGISTRATION_SERVICE = "pluginregistration.Registration"
 
 
-class _Message:
-    __slots__ = ()
-
-    def encode(self) -> bytes:
-        return encode(self)  # type: ignore[arg-type]
-
-    @classmethod
-    def decode(cls, data: bytes) -> Self:
-        return decode(cls, data)
+_Message = MessageBase
 
 
 def _str(n: int) -> str:
@@ -89,21 +80,16 @@ class GetPluginInfoResponse(_Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ServiceCap(_Message):
-    type: int = _int(1)
+class TypeCap(_Message):
+    """{Type type = 1}: PluginCapability.Service/VolumeExpansion, the services' RPC."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExpansionCap(_Message):
     type: int = _int(1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PluginCapability(_Message):
-    service: ServiceCap | None = field(default=None, metadata=pb(1, Kind.MESSAGE, ServiceCap))
-    volume_expansion: ExpansionCap | None = field(
-        default=None, metadata=pb(2, Kind.MESSAGE, ExpansionCap)
-    )
+    service: TypeCap | None = field(default=None, metadata=pb(1, Kind.MESSAGE, TypeCap))
+    volume_expansion: TypeCap | None = field(default=None, metadata=pb(2, Kind.MESSAGE, TypeCap))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,14 +185,18 @@ class DeleteVolumeRequest(_Message):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerCap(_Message):
-    rpc: ServiceCap | None = field(default=None, metadata=pb(1, Kind.MESSAGE, ServiceCap))
+class RpcCap(_Message):
+    """ControllerServiceCapability / NodeServiceCapability: {RPC rpc = 1}."""
+
+    rpc: TypeCap | None = field(default=None, metadata=pb(1, Kind.MESSAGE, TypeCap))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerGetCapabilitiesResponse(_Message):
-    capabilities: tuple[ControllerCap, ...] = field(
-        default=(), metadata=pb(1, Kind.REPEATED_MESSAGE, ControllerCap)
+class CapabilitiesResponse(_Message):
+    """ControllerGetCapabilitiesResponse / NodeGetCapabilitiesResponse."""
+
+    capabilities: tuple[RpcCap, ...] = field(
+        default=(), metadata=pb(1, Kind.REPEATED_MESSAGE, RpcCap)
     )
 
 
@@ -332,18 +322,6 @@ class NodePublishVolumeRequest(_Message):
 class NodeUnpublishVolumeRequest(_Message):
     volume_id: str = _str(1)
     target_path: str = _str(2)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeCap(_Message):
-    rpc: ServiceCap | None = field(default=None, metadata=pb(1, Kind.MESSAGE, ServiceCap))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NodeGetCapabilitiesResponse(_Message):
-    capabilities: tuple[NodeCap, ...] = field(
-        default=(), metadata=pb(1, Kind.REPEATED_MESSAGE, NodeCap)
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,54 +1,37 @@
 """The driver's CSI services (Identity, Controller, Node) and the kubelet registration
-service, as grpc generic handlers over this package's messages.
-
-One table per service: method name → (request type, coroutine). A CsiError becomes the
-status code it carries; anything else is INTERNAL with its text (the sidecars retry).
-"""
+service: one table per service, method name → (request type, coroutine), served through
+localkube/csi/rpc.py."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
-import grpc
 import structlog
 
 from localkube.csi import proto as p
 from localkube.csi.errors import Code, CsiError
 from localkube.csi.node import NodeVolumes
+from localkube.csi.rpc import handler
 from localkube.csi.store import Store, VolumeMeta, capacity_for, check_id
 
 log = structlog.get_logger()
 DRIVER = "csi.localkube.kubevirt-py.io"
 VERSION = "0.1.0"
-Table = dict[str, tuple[type[Any], Callable[[Any], Awaitable[Any]]]]
 
 
-def _handler(service: str, table: Table) -> Any:
-    def unary(request_type: type[Any], call: Callable[[Any], Awaitable[Any]], name: str) -> Any:
-        async def handle(request: Any, context: Any) -> Any:
-            try:
-                return await call(request)
-            except CsiError as exc:
-                log.info("csi_call_refused", method=name, code=exc.code, reason=exc.message)
-                await context.abort(getattr(grpc.StatusCode, exc.code.value), exc.message)
-            except Exception as exc:
-                log.exception("csi_call_failed", method=name)
-                await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+CONTROLLER_RPCS = (
+    p.ControllerRpc.CREATE_DELETE_VOLUME,
+    p.ControllerRpc.CREATE_DELETE_SNAPSHOT,
+    p.ControllerRpc.LIST_SNAPSHOTS,
+    p.ControllerRpc.CLONE_VOLUME,
+    p.ControllerRpc.EXPAND_VOLUME,
+)
 
-        return grpc.unary_unary_rpc_method_handler(
-            handle,
-            request_deserializer=request_type.decode,
-            response_serializer=lambda m: bytes(m.encode()),
-        )
 
-    methods = {name: unary(req, call, name) for name, (req, call) in table.items()}
-    return grpc.method_handlers_generic_handler(service, methods)
+def _capabilities(rpcs: tuple[int, ...]) -> p.CapabilitiesResponse:
+    return p.CapabilitiesResponse(capabilities=tuple(p.RpcCap(rpc=p.TypeCap(type=r)) for r in rpcs))
 
 
 def identity_handler(*, controller: bool) -> Any:
@@ -56,17 +39,17 @@ def identity_handler(*, controller: bool) -> Any:
         return p.GetPluginInfoResponse(name=DRIVER, vendor_version=VERSION)
 
     async def capabilities(_: p.Empty) -> p.GetPluginCapabilitiesResponse:
-        caps = [p.PluginCapability(volume_expansion=p.ExpansionCap(type=p.ExpansionType.ONLINE))]
+        caps = [p.PluginCapability(volume_expansion=p.TypeCap(type=p.ExpansionType.ONLINE))]
         if controller:
             caps.append(
-                p.PluginCapability(service=p.ServiceCap(type=p.ServiceType.CONTROLLER_SERVICE))
+                p.PluginCapability(service=p.TypeCap(type=p.ServiceType.CONTROLLER_SERVICE))
             )
         return p.GetPluginCapabilitiesResponse(capabilities=tuple(caps))
 
     async def probe(_: p.Empty) -> p.ProbeResponse:
         return p.ProbeResponse()
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Identity",
         {
             "GetPluginInfo": (p.Empty, info),
@@ -132,16 +115,8 @@ def controller_handler(store: Store) -> Any:
         log.info("volume_deleted", volume=req.volume_id)
         return p.Empty()
 
-    async def capabilities(_: p.Empty) -> p.ControllerGetCapabilitiesResponse:
-        rpcs = (
-            p.ControllerRpc.CREATE_DELETE_VOLUME,
-            p.ControllerRpc.CREATE_DELETE_SNAPSHOT,
-            p.ControllerRpc.LIST_SNAPSHOTS,
-            p.ControllerRpc.CLONE_VOLUME,
-            p.ControllerRpc.EXPAND_VOLUME,
-        )
-        caps = tuple(p.ControllerCap(rpc=p.ServiceCap(type=r)) for r in rpcs)
-        return p.ControllerGetCapabilitiesResponse(capabilities=caps)
+    async def capabilities(_: p.Empty) -> p.CapabilitiesResponse:
+        return _capabilities(CONTROLLER_RPCS)
 
     async def validate(
         req: p.ValidateVolumeCapabilitiesRequest,
@@ -181,7 +156,7 @@ def controller_handler(store: Store) -> Any:
             capacity_bytes=meta.capacity, node_expansion_required=meta.block
         )
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Controller",
         {
             "CreateVolume": (p.CreateVolumeRequest, create),
@@ -217,10 +192,8 @@ def node_handler(volumes: NodeVolumes, *, node_id: str) -> Any:
         await volumes.unpublish(volume_id=req.volume_id, target=Path(req.target_path))
         return p.Empty()
 
-    async def capabilities(_: p.Empty) -> p.NodeGetCapabilitiesResponse:
-        rpcs = (p.NodeRpc.GET_VOLUME_STATS, p.NodeRpc.EXPAND_VOLUME)
-        caps = tuple(p.NodeCap(rpc=p.ServiceCap(type=r)) for r in rpcs)
-        return p.NodeGetCapabilitiesResponse(capabilities=caps)
+    async def capabilities(_: p.Empty) -> p.CapabilitiesResponse:
+        return _capabilities((p.NodeRpc.GET_VOLUME_STATS, p.NodeRpc.EXPAND_VOLUME))
 
     async def info(_: p.Empty) -> p.NodeGetInfoResponse:
         return p.NodeGetInfoResponse(node_id=node_id)
@@ -242,7 +215,7 @@ def node_handler(volumes: NodeVolumes, *, node_id: str) -> Any:
             usage = p.VolumeUsage(total=total, used=used, available=free, unit=1)
         return p.NodeGetVolumeStatsResponse(usage=(usage,))
 
-    return _handler(
+    return handler(
         f"{p.CSI_PACKAGE}.Node",
         {
             "NodePublishVolume": (p.NodePublishVolumeRequest, publish),
@@ -271,7 +244,7 @@ def registration_handler(*, endpoint: Path) -> Any:
             log.error("kubelet_refused_driver", error=req.error)
         return p.Empty()
 
-    return _handler(
+    return handler(
         p.REGISTRATION_SERVICE,
         {"GetInfo": (p.Empty, info), "NotifyRegistrationStatus": (p.RegistrationStatus, status)},
     )

@@ -19,8 +19,10 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from localkube.csi.errors import Code, CsiError
 from localkube.errors import CommandFailed
@@ -88,11 +90,7 @@ class Store:
         return self.volume_dir(meta.id) / ("disk.raw" if meta.block else "data")
 
     def volume(self, volume_id: str) -> VolumeMeta:
-        path = self.volume_dir(volume_id) / "meta.json"
-        try:
-            return VolumeMeta(**json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise CsiError(Code.NOT_FOUND, f"volume {volume_id} does not exist") from None
+        return _read(VolumeMeta, self.volume_dir(volume_id), what=f"volume {volume_id}")
 
     def volume_ids(self) -> list[str]:
         return sorted(p.parent.name for p in self.volumes.glob("*/meta.json"))
@@ -108,16 +106,8 @@ class Store:
                     Code.ALREADY_EXISTS, f"volume {want.id} exists with other parameters"
                 )
             return have
-        tmp = self.volumes / f".tmp-{want.id}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            data = tmp / ("disk.raw" if want.block else "data")
-            await self._fill(data, want)
-            (tmp / "meta.json").write_text(json.dumps(asdict(want)))
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        data = "disk.raw" if want.block else "data"
+        await _make(final, want, lambda tmp: self._fill(tmp / data, want))
         return want
 
     async def _fill(self, data: Path, want: VolumeMeta) -> None:
@@ -175,11 +165,7 @@ class Store:
         return self.snapshot_dir(meta.id) / ("disk.raw" if meta.block else "data")
 
     def snapshot(self, snapshot_id: str) -> SnapshotMeta:
-        path = self.snapshot_dir(snapshot_id) / "meta.json"
-        try:
-            return SnapshotMeta(**json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise CsiError(Code.NOT_FOUND, f"snapshot {snapshot_id} does not exist") from None
+        return _read(SnapshotMeta, self.snapshot_dir(snapshot_id), what=f"snapshot {snapshot_id}")
 
     def snapshots_of(self, volume_id: str = "", snapshot_id: str = "") -> list[SnapshotMeta]:
         found = [self.snapshot(p.parent.name) for p in self.snapshots.glob("*/meta.json")]
@@ -209,19 +195,37 @@ class Store:
             block=vol.block,
             created=time.time(),
         )
-        tmp = self.snapshots / f".tmp-{snapshot_id}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            await copy_sparse(self.data_path(vol), tmp / self.snapshot_data(meta).name)
-            (tmp / "meta.json").write_text(json.dumps(asdict(meta)))
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        data = self.snapshot_data(meta).name
+        await _make(final, meta, lambda tmp: copy_sparse(self.data_path(vol), tmp / data))
         return meta
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         shutil.rmtree(self.snapshot_dir(snapshot_id), ignore_errors=True)
+
+
+M = TypeVar("M", VolumeMeta, SnapshotMeta)
+
+
+def _read(cls: type[M], directory: Path, *, what: str) -> M:
+    try:
+        return cls(**json.loads((directory / "meta.json").read_text()))
+    except FileNotFoundError:
+        raise CsiError(Code.NOT_FOUND, f"{what} does not exist") from None
+
+
+async def _make(
+    final: Path, meta: VolumeMeta | SnapshotMeta, fill: Callable[[Path], Awaitable[None]]
+) -> None:
+    """`final` made whole or not at all: filled in a temporary sibling, then renamed."""
+    tmp = final.parent / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        await fill(tmp)
+        (tmp / "meta.json").write_text(json.dumps(asdict(meta)))
+        tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def copy_sparse(source: Path, dest: Path) -> None:

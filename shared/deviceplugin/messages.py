@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Self
 
-from shared.deviceplugin.protowire import Kind, decode, encode, pb
+from shared.deviceplugin.protowire import Kind, MessageBase, pb
 
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
@@ -25,17 +24,7 @@ class Health(StrEnum):
     UNHEALTHY = "Unhealthy"
 
 
-class _Message:
-    """encode()/decode() for the dataclasses below (their fields carry `pb` metadata)."""
-
-    __slots__ = ()
-
-    def encode(self) -> bytes:
-        return encode(self)  # type: ignore[arg-type]
-
-    @classmethod
-    def decode(cls, data: bytes) -> Self:
-        return decode(cls, data)
+_Message = MessageBase  # encode()/decode() for the dataclasses below
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from enum import Enum, auto
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from shared.deviceplugin.errors import DecodeError
 
@@ -46,6 +46,19 @@ class Message(Protocol):
     """A dataclass whose fields carry `pb` metadata."""
 
     __dataclass_fields__: dict[str, dataclasses.Field[Any]]
+
+
+class MessageBase:
+    """encode()/decode() for message dataclasses (their fields carry `pb` metadata)."""
+
+    __slots__ = ()
+
+    def encode(self) -> bytes:
+        return encode(self)  # type: ignore[arg-type]
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        return decode(cls, data)
 
 
 # -- encoding ------------------------------------------------------------------------------

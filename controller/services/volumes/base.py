@@ -16,6 +16,7 @@ class PodVolumes:
 
     volumes: tuple[dict[str, Any], ...] = ()
     mounts: tuple[dict[str, Any], ...] = ()
+    devices: tuple[dict[str, Any], ...] = ()  # the compute container's volumeDevices
     init_containers: tuple[dict[str, Any], ...] = ()
     launcher_args: tuple[str, ...] = ()
     service_account_name: str | None = None
@@ -27,6 +28,7 @@ class PodVolumes:
         return PodVolumes(
             volumes=tuple(v for p in parts for v in p.volumes),
             mounts=tuple(m for p in parts for m in p.mounts),
+            devices=tuple(d for p in parts for d in p.devices),
             init_containers=tuple(c for p in parts for c in p.init_containers),
             launcher_args=tuple(a for p in parts for a in p.launcher_args),
             service_account_name=next(

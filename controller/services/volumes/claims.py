@@ -4,7 +4,7 @@ A claim that does not exist stops the pod from being made, with a Synchronized=F
 condition naming it (reason FailedPvcNotFound; the VM shows ErrorPvcNotFound, as in
 KubeVirt), retried with backoff until it appears. A claim that exists but is not bound
 yet does not: with WaitForFirstConsumer it binds only once the pod is scheduled. A Lost
-claim, or a block-mode one (not offered yet), is refused with its own reason.
+claim is refused with its own reason; so is a volumeMode neither Filesystem nor Block.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
 
 GET_TIMEOUT = 10.0
+BLOCK_MODE = "Block"
+VOLUME_MODES = ("Filesystem", BLOCK_MODE)
 
 
 class ClaimReason(StrEnum):
@@ -80,6 +82,10 @@ class Claim:
             capacity=self.capacity,
             requests=self.requests,
         )
+
+    @property
+    def block(self) -> bool:
+        return self.volume_mode == BLOCK_MODE
 
     @property
     def disk_bytes(self) -> int | None:
@@ -172,16 +178,15 @@ async def check_datavolumes(client: KubeClient, vmi: VirtualMachineInstance) -> 
 
 
 def check_claim(claim: Claim, *, namespace: str) -> None:
-    """Refuse a Lost claim and a block-mode one (with why)."""
+    """Refuse a Lost claim and one of an unknown volumeMode (with why)."""
     where = f"PVC {namespace}/{claim.name}"
     if claim.phase == "Lost":
         raise SyncError(ClaimReason.LOST, f"{where} is Lost: its volume is gone")
-    if claim.volume_mode != "Filesystem":
+    if claim.volume_mode not in VOLUME_MODES:
         raise SyncError(
             ClaimReason.UNSUPPORTED,
-            f"{where} has volumeMode {claim.volume_mode}: only Filesystem claims "
-            "(a disk.img in the volume) are supported; the local storage offers no "
-            "block devices",
+            f"{where} has volumeMode {claim.volume_mode}: only Filesystem (a disk.img in "
+            "the volume) and Block (the device itself) claims are supported",
             requeue=False,
         )
 

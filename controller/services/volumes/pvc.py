@@ -1,7 +1,10 @@
-"""persistentVolumeClaim (filesystem mode): the claim as a pod volume mounted at
+"""persistentVolumeClaim. Filesystem mode: the claim as a pod volume mounted at
 `vmi-disks/<volume>`, where the launcher finds (or makes) `disk.img`; readOnly claims are
 mounted read-only. The size of a disk.img the launcher makes is the claim's, passed as
-`--claim-capacity <volume>=<bytes>` (KubeVirt reads it from the VMI's volumeStatus)."""
+`--claim-capacity <volume>=<bytes>` (KubeVirt reads it from the VMI's volumeStatus).
+Block mode: the claim's device in the compute container (`volumeDevices`) at
+`/dev/vmi-disks/<volume>`, which the launcher gives the guest as it is (`<disk
+type='block'>`); the kubelet and the runtime allow the container that device."""
 
 from __future__ import annotations
 
@@ -32,6 +35,12 @@ def render(volume: Volume, source: PersistentVolumeClaimSource, ctx: RenderConte
         claim_ref["readOnly"] = True
         mount["readOnly"] = True
     claim = ctx.claims.get(source.claim_name or "")
+    if claim is not None and claim.block:
+        device = f"{podlayout.BLOCK_DEVICES_DIR}/{podlayout.block_device(name)}"
+        return PodVolumes(
+            volumes=({"name": pod_volume, "persistentVolumeClaim": claim_ref},),
+            devices=({"name": pod_volume, "devicePath": device},),
+        )
     size = claim.disk_bytes if claim is not None else None
     args = (CLAIM_CAPACITY_ARG, f"{name}={size}") if size else ()
     return PodVolumes(

@@ -1,13 +1,16 @@
 """Each volume source resolves to its disk through its own module (launcher/volumes):
 PVCs and hostDisks in the directory the pod mounted for them (KubeVirt's layout), made
 sparse when absent and allowed, read-only claims never written; device names go past vdz;
-a start that fails part-way removes the disk files it made."""
+a start that fails part-way removes the disk files it made; a block-mode claim is its
+device."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import typing
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 
 from launcher import volumes
 from launcher.disks import DiskContext
+from launcher.domxml import DiskDevice, DiskPlan, disk_xml
 from launcher.errors import DiskFailure
 from launcher.plan import _disks, device_name
 from shared import podlayout
@@ -238,3 +242,21 @@ async def test_a_migration_target_opens_the_claims_disk_and_never_makes_one(
     resolved = await _resolve(ctx, _pvc())
     assert (resolved.path, resolved.created, resolved.shared) == (disk, (), True)
     assert disk.read_bytes()[:13] == b"KVPY-COUNT 3\n" and disk.stat().st_size == 512
+
+
+async def test_a_block_claim_is_its_device_given_raw(tmp_path: Path) -> None:
+    """A block-mode claim's device node at /dev/vmi-disks/<volume> (here a device node made
+    in a temporary dir) is the disk itself: raw, cache=none, shared, nothing made; its
+    domain XML is a <disk type='block'> with <source dev=...>."""
+    ctx = dataclasses.replace(_ctx(tmp_path), block_devices=tmp_path / "dev")
+    device = ctx.block_device_of("data")
+    device.parent.mkdir()
+    os.mknod(device, stat.S_IFBLK | 0o600, os.makedev(7, 200))
+    resolved = await _resolve(ctx, _pvc())
+    assert (resolved.path, resolved.format, resolved.block) == (device, "raw", True)
+    assert (resolved.cache, resolved.shared, resolved.created) == ("none", True, ())
+    plan = DiskPlan(alias="data", device=DiskDevice.DISK, bus="virtio", target="vdb",
+                    source=device, format="raw", block=True, cache="none")  # fmt: skip
+    xml = ET.fromstring(disk_xml(plan))
+    assert xml.get("type") == "block"
+    assert xml.find("source").attrib == {"dev": str(device)}  # type: ignore[union-attr]

@@ -1,7 +1,8 @@
 """Claims a VMI names are read before its launcher pod is made: a missing claim makes no
 pod and a Synchronized=False/FailedPvcNotFound condition naming it (the VM shows
-ErrorPvcNotFound); once it exists the pod is made with it and the condition goes; a Lost or
-block-mode claim is refused with its reason."""
+ErrorPvcNotFound); once it exists the pod is made with it and the condition goes; a Lost
+claim or one of an unknown volumeMode is refused with its reason; a block-mode claim is the
+compute container's device."""
 
 from __future__ import annotations
 
@@ -67,14 +68,15 @@ async def test_a_missing_claim_makes_no_pod_and_a_condition_naming_it() -> None:
     [
         pytest.param(_claim(phase="Lost"), "FailedPvcLost", "is Lost", True, id="lost"),
         pytest.param(
-            _claim(mode="Block"), "FailedPvcUnsupported", "volumeMode Block", False, id="block"
+            _claim(mode="Tape"), "FailedPvcUnsupported", "volumeMode Tape", False, id="mode"
         ),
     ],
 )
 async def test_unusable_claims_are_refused_with_why(
     claim: dict[str, Any], reason: str, text: str, requeue: bool
 ) -> None:
-    """A Lost claim or a block-mode one: no pod, a condition with its reason and why."""
+    """A Lost claim or one of an unknown volumeMode: no pod, a condition with its reason
+    and why."""
     rig = Rig()
     rig.api.seed(PVCS, claim)
     rig.seed_vmi(_vmi_with_claim())
@@ -140,3 +142,20 @@ async def test_the_handoff_describes_each_bound_claim_once(modes: list[str]) -> 
     rig.informers.vmis.store.upsert(KEY, vmi)
     await rig.ctl.sync(KEY)
     assert ("get", "persistentvolumeclaims") not in rig.api.calls[reads:]
+
+
+async def test_a_block_claim_is_the_compute_containers_device() -> None:
+    """A volumeMode Block claim is a pod volume given to the compute container as a device
+    at /dev/vmi-disks/<volume> (volumeDevices), not mounted, with no disk size to make."""
+    rig = Rig()
+    rig.api.seed(PVCS, _claim(mode="Block"))
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    (pod,) = [o for (plural, _), o in rig.api.objects.items() if plural == "pods"]
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "mypvc"}}
+    assert volume in pod["spec"]["volumes"]
+    compute = pod["spec"]["containers"][0]
+    assert compute["volumeDevices"] == [{"name": "data", "devicePath": "/dev/vmi-disks/data"}]
+    assert all(m["name"] != "data" for m in compute["volumeMounts"])
+    assert not any(a.startswith("data=") for a in compute["args"])
+    assert rig.stored_vmi().status.condition("Synchronized") is None

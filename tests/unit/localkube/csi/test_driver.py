@@ -5,16 +5,15 @@ bookkeeping, and the expansion loop's choice of claims."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import grpc
 import pytest
 
 from localkube.csi import proto as p
-from localkube.csi.__main__ import serving
-from localkube.csi.errors import CsiError
+from localkube.csi.errors import Code, CsiError
 from localkube.csi.expander import claim_status_patch, pending_resizes
 from localkube.csi.node import loops_of, mounted
+from localkube.csi.rpc import call, serving
 from localkube.csi.service import (
     DRIVER,
     content_source,
@@ -60,7 +59,8 @@ async def test_controller_over_grpc(tmp_path: Path) -> None:
     store.ensure()
     sock = tmp_path / "c.sock"
     handlers = (identity_handler(controller=True), controller_handler(store))
-    async with serving(sock, *handlers), grpc.aio.insecure_channel(f"unix://{sock}") as ch:
+    ch = sock
+    async with serving(sock, *handlers):
         info = await _call(ch, "Identity/GetPluginInfo", p.Empty(), p.GetPluginInfoResponse)
         assert info.name == DRIVER
         req = p.CreateVolumeRequest(
@@ -73,9 +73,9 @@ async def test_controller_over_grpc(tmp_path: Path) -> None:
             name="pvc-2", volume_capabilities=(BLOCK,),
             volume_content_source=p.ContentSource(volume=p.VolumeSource(volume_id="pvc-9")),
         )  # fmt: skip
-        with pytest.raises(grpc.aio.AioRpcError) as err:
+        with pytest.raises(CsiError) as err:
             await _call(ch, "Controller/CreateVolume", clone, p.CreateVolumeResponse)
-        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert err.value.code is Code.NOT_FOUND
         expand = p.ControllerExpandVolumeRequest(
             volume_id="pvc-1", capacity_range=p.CapacityRange(required_bytes=2 * MIB)
         )
@@ -88,14 +88,8 @@ async def test_controller_over_grpc(tmp_path: Path) -> None:
     assert not sock.exists()
 
 
-async def _call(channel: grpc.aio.Channel, method: str, request: object, reply: type[R]) -> R:
-    call = channel.unary_unary(
-        f"/{p.CSI_PACKAGE}.{method}",
-        request_serializer=lambda m: bytes(m.encode()),
-        response_deserializer=reply.decode,  # type: ignore[attr-defined]
-    )
-    result: Any = await call(request, timeout=10)
-    return result  # type: ignore[no-any-return]
+async def _call(sock: Path, method: str, request: object, reply: type[R]) -> R:
+    return await call(sock, f"/{p.CSI_PACKAGE}.{method}", request, reply, timeout=10)
 
 
 def test_mount_points_are_read_from_mountinfo() -> None:

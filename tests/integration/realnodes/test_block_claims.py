@@ -1,0 +1,68 @@
+"""Block-mode claims end to end on real nodes: a `volumeMode: Block` claim of the local
+cluster's CSI class is accepted, given to the launcher's compute container as a device
+(`volumeDevices` at /dev/vmi-disks/<volume>), attached as `<disk type='block'>`, and the
+guest reads and writes it: the tiny guest bumps a counter at the start of vdb each boot, so
+a second VMI on the same claim (on the other node) finds what the first wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_shared_storage import _libvirt, _template
+from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
+from tests.integration.realnodes.test_story import _wait
+
+pytestmark = pytest.mark.cluster
+
+
+def _vmi(name: str, node: str) -> dict[str, Any]:
+    vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": name}, "spec": _template("blk")["spec"]}  # fmt: skip
+    vmi["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return vmi
+
+
+def _domain_disks(cluster: Cluster, vmi: dict[str, Any]) -> dict[str, ET.Element]:
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    disks = ET.fromstring(done.stdout).iter("disk")
+    return {d.find("target").get("dev", ""): d for d in disks}  # type: ignore[union-attr]
+
+
+def test_guest_reads_and_writes_a_block_claim(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A 64Mi Block claim: the launcher pod has it as a volumeDevice, the domain has vdb as
+    a block disk on /dev/vmi-disks/data, the guest finds it empty and writes its counter;
+    a second VMI on the other node finds the counter and bumps it."""
+    k, ns = real_stack, real_namespace
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "blk"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block",
+                      "resources": {"requests": {"storage": "64Mi"}}}}  # fmt: skip
+    _apply(k, ns, claim)
+    _apply(k, ns, _vmi("first", "node01"))
+    first = _running(k, ns, "first")
+    pods = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    (compute,) = [c for p in pods for c in p["spec"]["containers"] if c["name"] == "compute"]
+    assert {"name": "data", "devicePath": "/dev/vmi-disks/data"} in compute["volumeDevices"]
+    vdb = _domain_disks(real_cluster, first)["vdb"]
+    assert vdb.get("type") == "block"
+    assert vdb.find("source").attrib == {"dev": "/dev/vmi-disks/data"}  # type: ignore[union-attr]
+    assert _disk_lines(real_cluster, first, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=0 wrote=1"]
+    k("delete", "vmi", "first", "-n", ns, "--wait=true", "--timeout=120s")
+    _wait(lambda: not _get(k, ns, "pvc", "blk").get("metadata", {}).get("deletionTimestamp")
+          and not json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"],
+          120, "the first launcher pod gone")  # fmt: skip
+    _apply(k, ns, _vmi("second", "node02"))
+    second = _running(k, ns, "second")
+    assert _disk_lines(real_cluster, second, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=1 wrote=2"]
