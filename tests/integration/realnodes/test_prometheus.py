@@ -242,7 +242,8 @@ def test_a_failed_migration_and_missing_handlers_alert_and_resolve(
 
 def test_prometheus_files_live_in_the_clusters_state_dir(prom: Api, real_cluster: Cluster) -> None:
     """Its config, rule file and targets are derived files in <state>/prometheus; the rule
-    file holds every rule of the PrometheusRule, alerts' `for` capped at 20 s."""
+    file holds every rule of the PrometheusRule, alerts' `for` capped at 20 s; the targets
+    of the Services the ServiceMonitor selects are the two daemons'."""
     root = Path(real_cluster.paths.root) / "prometheus"
     rules = yaml.safe_load((root / "kubevirt-py.rules.yaml").read_text())
     loaded = [r for g in rules["groups"] for r in g["rules"]]
@@ -251,5 +252,9 @@ def test_prometheus_files_live_in_the_clusters_state_dir(prom: Api, real_cluster
     ]
     assert {r["for"] for r in loaded if "for" in r} == {"20s"}
     targets = json.loads((root / "targets.json").read_text())
-    services = {t["labels"]["__meta_kubernetes_service_name"] for t in targets}
-    assert services == {"virt-controller-metrics", "virt-handler-metrics"}, targets
+    selected = {
+        t["labels"]["__meta_kubernetes_service_name"]
+        for t in targets  # every Service of the namespace, as discovery lists them
+        if t["labels"].get("__meta_kubernetes_service_label_kubevirt_io_metrics") == "true"
+    }
+    assert selected == {"virt-controller-metrics", "virt-handler-metrics"}, targets
