@@ -90,7 +90,7 @@ def test_the_nodes_run_containerd_2_and_the_kubelet_keeps_supporting_it(
     for node in nodes:
         name = node["metadata"]["name"]
         version = node["status"]["nodeInfo"]["containerRuntimeVersion"]
-        assert version.startswith("containerd://2."), (name, version)
+        assert version.removeprefix("containerd://").lstrip("v").startswith("2."), (name, version)
         metrics = k("get", "--raw", f"/api/v1/nodes/{name}/proxy/metrics")
         assert "kubelet_cri_losing_support{" not in metrics, name
 
