@@ -71,10 +71,28 @@ def _start(k: Kubectl, ns: str, names: list[str]) -> list[dict[str, Any]]:
 
 
 def _image_mounts(k: Kubectl, ns: str, pod: str) -> list[list[str]]:
-    """The launcher's mountinfo lines under the image-volumes dir, split."""
+    """The launcher's mountinfo lines under the image-volumes dir, split (the image's
+    /var/run is /run, so the mount points show without /var)."""
     text = k("exec", "-n", ns, pod, "-c", "compute", "--",
              podlayout.LAUNCHER_BUSYBOX, "cat", "/proc/self/mountinfo")  # fmt: skip
-    return [ln.split() for ln in text.splitlines() if podlayout.IMAGE_VOLUMES_DIR in ln]
+    under = podlayout.IMAGE_VOLUMES_DIR.removeprefix("/var") + "/"
+    return [f for ln in text.splitlines() if (f := ln.split())[4].startswith(under)]
+
+
+def test_the_nodes_run_containerd_2_and_the_kubelet_keeps_supporting_it(
+    real_stack: Kubectl,
+) -> None:
+    """Every node reports containerd 2 as its runtime, and no kubelet exposes
+    kubelet_cri_losing_support (set only for runtimes a coming release drops, as 1.x)."""
+    k = real_stack
+    nodes = json.loads(k("get", "nodes", "-o", "json"))["items"]
+    assert nodes
+    for node in nodes:
+        name = node["metadata"]["name"]
+        version = node["status"]["nodeInfo"]["containerRuntimeVersion"]
+        assert version.removeprefix("containerd://").lstrip("v").startswith("2."), (name, version)
+        metrics = k("get", "--raw", f"/api/v1/nodes/{name}/proxy/metrics")
+        assert "kubelet_cri_losing_support{" not in metrics, name
 
 
 def test_vms_from_one_image_read_it_in_place_without_a_copy(
