@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 import structlog
-from aiohttp import web
+from aiohttp import WSCloseCode, web
 
 from handler.errors import HandlerError
 from shared import podlayout
@@ -279,9 +279,13 @@ class _Actions:
             except (OSError, TimeoutError) as e:
                 if cancelling():
                     raise
-                raise _Failure(
-                    502, "guest_port_unreachable", f"cannot connect to guest port {port}: {e}"
-                ) from e
+                # Nothing listens there: the tunnel opens and closes without a byte, as a
+                # refused connection through a forwarded port does (the CLI names the port).
+                log.info("guest_port_unreachable", error=str(e))
+                await ws.prepare(request)
+                reason = f"cannot connect to guest port {port}"
+                await ws.close(code=WSCloseCode.TRY_AGAIN_LATER, message=reason.encode())
+                return ws
             return await self._serve(request, ws, reader, writer)
 
     def _websocket(self, request: web.Request, action: str) -> web.WebSocketResponse:

@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from handler import netwire
 from handler.actions import CONSOLE_SOCKET, EMPTY_DIRS, VNC_SOCKET, GetVmi, NotOnThisNode
+from handler.netns import launcher_process
+from shared import podnet
 from shared.kube import NotFound as KubeNotFound
 from shared.model import VirtualMachineInstance
-from shared.podlayout import LAUNCHER_SOCKET
+from shared.podlayout import LAUNCHER_SOCKET, PRIVATE_VOLUME
 from shared.wire.client import RpcClient, Timeouts
 from shared.wire.launcher_api import TIERS, ForwardPortArgs, Method
 
@@ -50,6 +53,12 @@ class LauncherTarget:
             raise NotOnThisNode(f"{namespace}/{name} has no pod IP (no masquerade interface)")
         args = ForwardPortArgs(port=port).to_wire()
         forwarded = await self._call(volumes, Method.FORWARD_PORT, args)
+        wiring = podnet.read(volumes / PRIVATE_VOLUME / podnet.NETWORK_FILE)
+        if wiring is not None and wiring.interfaces and not wiring.user_mode_reason:
+            # Wired by this handler: its NAT leads the pod's ports to the guest; a port the
+            # interface's `ports` leave out gets a rule of its own for the tunnel.
+            launcher = launcher_process(volumes / "sockets" / LAUNCHER_SOCKET)
+            await netwire.open_guest_port(launcher, port)
         return pod_ip, int(forwarded["port"])
 
     async def _call(self, volumes: Path, method: Method, args: dict[str, Any]) -> Any:

@@ -59,6 +59,19 @@ def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
     )
 
 
+async def open_guest_port(
+    launcher: Launcher, port: int, *, pod_if: str = podnet.POD_INTERFACE
+) -> None:
+    """A port-forward tunnel to a TCP port masquerade's listed `ports` leave out: one more
+    DNAT rule for it (as the user-mode path forwarded a port on demand; added once)."""
+    guest, table = podnet.MASQUERADE_GUEST, podnet.NFT_TABLE
+    chain = await netns.run(launcher.pid, "nft", "list", "chain", "ip", table, "prerouting")
+    if f"tcp dport {port} dnat" in chain:
+        return
+    rule = f'add rule ip {table} prerouting iifname "{pod_if}" tcp dport {port} dnat to {guest}\n'
+    await netns.run(launcher.pid, "nft", "-f", "-", stdin=rule)
+
+
 async def _links(pid: int) -> dict[str, dict[str, Any]]:
     return {link["ifname"]: link for link in await netns.ip_json(pid, "link", "show")}
 

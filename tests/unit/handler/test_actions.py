@@ -320,18 +320,31 @@ async def test_port_forward_bridges_a_tcp_connection_to_the_guest_port() -> None
         pytest.param("portforward/70000/tcp", 400, id="port-too-big"),
         pytest.param("portforward/ssh/tcp", 400, id="port-not-a-number"),
         pytest.param("portforward/22/udp", 400, id="udp"),
-        pytest.param("portforward/22/tcp", 502, id="nothing-listening"),
     ],
 )
 async def test_port_forward_refusals_come_before_the_upgrade(path: str, status: int) -> None:
-    """A bad port or protocol is a 400 naming it; a guest port nobody answers on is a 502;
-    either way before any websocket, and nothing is forwarded for a bad request."""
+    """A bad port or protocol is a 400 naming it, before any websocket, and nothing is
+    forwarded."""
     target = FakeTarget(guest_port=1)
     async with client_for(target) as client:
         with pytest.raises(aiohttp.WSServerHandshakeError) as info:
             await client.ws_connect(f"{VMI_PATH}/{path}", headers=AS_CONTROLLER)
     assert info.value.status == status
-    assert target.forwarded == ([22] if status == 502 else [])
+    assert target.forwarded == []
+
+
+async def test_port_forward_to_a_closed_guest_port_closes_without_a_byte() -> None:
+    """A guest port nobody answers on: the tunnel opens and closes at once without a byte,
+    its close reason naming the port (as a refused connection through a forward looks)."""
+    target = FakeTarget(guest_port=1)
+    async with (
+        client_for(target) as client,
+        client.ws_connect(f"{VMI_PATH}/portforward/22/tcp", headers=AS_CONTROLLER) as ws,
+    ):
+        msg = await ws.receive(timeout=10)
+    assert msg.type == aiohttp.WSMsgType.CLOSE
+    assert "guest port 22" in str(msg.extra)
+    assert target.forwarded == [22]
 
 
 async def test_freeze_passes_its_arguments_to_the_launcher() -> None:
