@@ -251,10 +251,13 @@ def test_prometheus_files_live_in_the_clusters_state_dir(prom: Api, real_cluster
         r.get("record") or r["alert"] for r in _rules()
     ]
     assert {r["for"] for r in loaded if "for" in r} == {"20s"}
-    targets = json.loads((root / "targets.json").read_text())
-    selected = {
-        t["labels"]["__meta_kubernetes_service_name"]
-        for t in targets  # every Service of the namespace, as discovery lists them
-        if t["labels"].get("__meta_kubernetes_service_label_kubevirt_io_metrics") == "true"
-    }
-    assert selected == {"virt-controller-metrics", "virt-handler-metrics"}, targets
+
+    def selected() -> set[str]:
+        return {
+            t["labels"]["__meta_kubernetes_service_name"]
+            for t in json.loads((root / "targets.json").read_text())  # every Service listed
+            if t["labels"].get("__meta_kubernetes_service_label_kubevirt_io_metrics") == "true"
+        }
+
+    want = {"virt-controller-metrics", "virt-handler-metrics"}
+    _wait(lambda: selected() == want, 60, "the daemons' Services in the discovery file", selected)
