@@ -59,13 +59,18 @@ def kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> str:
     return proc.stdout
 
 
+def install_crd_files(cluster: Cluster) -> None:
+    """Every CRD of manifests/base applied and established."""
+    for crd in sorted((REPO / "manifests" / "base").glob("crd-*.yaml")):
+        kubectl(cluster, "apply", "-f", str(crd))
+    kubectl(cluster, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+
+
 def install_kubevirt(cluster: Cluster) -> dict[str, str | None]:
     """CRDs from manifests/base (only them: not the daemons), established; every node
     labelled schedulable (no handler runs in these tests to do it). Returns the labels'
     previous values."""
-    for crd in sorted((REPO / "manifests" / "base").glob("crd-*.yaml")):
-        kubectl(cluster, "apply", "-f", str(crd))
-    kubectl(cluster, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+    install_crd_files(cluster)
     before = {node: schedulable_label(cluster, node) for node in cluster.config.nodes}
     for node in cluster.config.nodes:
         set_schedulable(cluster, node, "true")

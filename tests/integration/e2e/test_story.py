@@ -226,6 +226,12 @@ def _assert_rbac_covers_calls(kubectl: Kubectl, ns: str) -> None:
             # The front proxy's ConfigMap is readable by name only (a resourceNames rule).
             named = {"configmaps": "configmaps/extension-apiserver-authentication"}
             what = named.get(resource, resource)
+            # A subresource (kubevirts/status.kubevirt.io) is asked as one: `can-i` reads
+            # "a/b" as resource a, object b.
+            base, slash, rest = what.partition("/")
+            if slash and "." in rest and resource not in named:
+                sub, _, group = rest.partition(".")
+                what, where = f"{base}.{group}", [*where, f"--subresource={sub}"]
             allowed = kubectl("auth", "can-i", verb, what, "--as", user, *where, check=False)
             allowed = allowed.strip()
             assert allowed == "yes", f"{component} calls {verb} {url} but its RBAC says {allowed!r}"

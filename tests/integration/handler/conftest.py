@@ -26,6 +26,7 @@ from localkube.testing import dns_label
 from shared.kube import NODES, VMIS, ClientConfig, KubeClient, NotFound, Registry
 from shared.labels import SCHEDULABLE_LABEL
 from tests.integration.controller.harness import NAMESPACES, ControllerProcess
+from tests.integration.controller.harness import install_crd_files as install_kubevirt_crds
 from tests.integration.handler.cluster import (
     HandlerProcess,
     controller_args,
@@ -53,7 +54,9 @@ def notify_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def handler_cluster(kube_cluster: Cluster, notify_dir: Path) -> Cluster:
-    """The session cluster with the kubevirt.io CRDs served."""
+    """The session cluster with every CRD of manifests/base served (an earlier test that
+    deployed and removed kubevirt-py took them away; the controller lists every kind)."""
+    install_kubevirt_crds(kube_cluster)
 
     async def install() -> None:
         async with await KubeClient.connect(
