@@ -148,6 +148,7 @@ def _http_server(k: Kubectl, ns: str) -> str:
         "kind": "Pod",
         "metadata": {"name": "http-images"},
         "spec": {
+            "terminationGracePeriodSeconds": 1,  # busybox httpd ignores SIGTERM as PID 1
             "initContainers": [
                 {"name": "busybox", "image": LAUNCHER_IMAGE, "command": copy,
                  "volumeMounts": [{"name": "bin", "mountPath": "/bin-dir"}]},

@@ -152,7 +152,7 @@ def test_down_leaves_nothing(real_cluster: Cluster) -> None:
     interface, network namespace, cgroup or iptables rule."""
     config = private_cluster_config(
         build_control_plane(), session=0, kind=NodeKind.KUBELET, images=real_cluster.config.images
-    ).replace(nodes=("node01",), containerd_bin=real_cluster.config.containerd_bin, state_dir=real_cluster.paths.root.with_name("test-down-kubelet"),
+    ).replace(nodes=("node01",), containerd_bin=real_cluster.config.containerd_bin, csi_dir=real_cluster.config.csi_dir, state_dir=real_cluster.paths.root.with_name("test-down-kubelet"),
               nodes_dir=Path("/var/lib/kvtdown"))  # fmt: skip
     cluster = Cluster(config)
     try:
