@@ -46,7 +46,7 @@ class LocalStorage:
 
     nodes: Sequence[str]
     nodes_dir: Path
-    per_node: int = 6
+    per_node: int = 16  # a PV is Released, not reused, once its claim goes: the suite needs many
     capacity: str = "1Gi"
     shared: int = 4  # ReadWriteMany volumes every node mounts
 
