@@ -37,24 +37,34 @@ from tests.integration.realnodes.test_story import (
 )
 
 pytestmark = pytest.mark.cluster
-BANDWIDTH = "VIRT_HANDLER_MIGRATION_BANDWIDTH_MIB"
 
 
 def _rollout(k: Kubectl) -> None:
     k("rollout", "status", "-n", "kubevirt", "ds/virt-handler", "--timeout=240s")
 
 
-@pytest.fixture(scope="module")
-def slow_migrations(real_stack: Kubectl) -> Iterator[Kubectl]:
-    """Handlers limit each migration to 1 MiB/s; unlimited again afterwards."""
-    k = real_stack
-    k("set", "env", "-n", "kubevirt", "ds/virt-handler", f"{BANDWIDTH}=1")
-    _rollout(k)
+@contextlib.contextmanager
+def migrations_slowed(k: Kubectl) -> Iterator[Kubectl]:
+    """The KubeVirt CR limits each migration to 1 MiB/s (read live by the handlers, no
+    rollout); its migrations configuration as it was afterwards."""
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    before = kv["spec"].get("configuration", {}).get("migrations")
+    slow = {"spec": {"configuration": {"migrations": {"bandwidthPerMigration": "1Mi"}}}}
+    k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p", json.dumps(slow))
     try:
         yield k
     finally:
-        k("set", "env", "-n", "kubevirt", "ds/virt-handler", f"{BANDWIDTH}-")
-        _rollout(k)
+        op = {"op": "replace", "path": "/spec/configuration/migrations", "value": before}
+        if before is None:
+            op = {"op": "remove", "path": "/spec/configuration/migrations"}
+        k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=json", "-p", json.dumps([op]))
+
+
+@pytest.fixture(scope="module")
+def slow_migrations(real_stack: Kubectl) -> Iterator[Kubectl]:
+    """Migrations limited to 1 MiB/s for the module's tests; unlimited again afterwards."""
+    with migrations_slowed(real_stack) as k:
+        yield k
 
 
 def _ticks_past(cluster: Cluster, node: str, pod: str, tick: int) -> bool:

@@ -30,11 +30,11 @@ from localkube.promconfig import PrometheusOptions
 from localkube.prometheus import LocalPrometheus
 from tests.integration.realnodes.test_bad_image import apply_missing_image_demo
 from tests.integration.realnodes.test_migration_failures import (
-    BANDWIDTH,
     _migrating,
     _rollout,
     _target_qemu,
     _vmim,
+    migrations_slowed,
 )
 from tests.integration.realnodes.test_story import (
     REPO,
@@ -208,9 +208,7 @@ def test_a_failed_migration_and_missing_handlers_alert_and_resolve(
     node while the VMI runs: VirtHandlerDown fires, and OrphanedVirtualMachineInstances for
     the VMI's node; with the handlers back both resolve."""
     k, ns = real_stack, real_namespace
-    k("set", "env", "-n", "kubevirt", "ds/virt-handler", f"{BANDWIDTH}=1")
-    _rollout(k)
-    try:
+    with migrations_slowed(k):
         vmi = start_demo(k, ns)
         vmim = _migrating(k, real_cluster, ns)
         _kill_target(k, ns, vmim)
@@ -220,9 +218,6 @@ def test_a_failed_migration_and_missing_handlers_alert_and_resolve(
         _fires(prom, "KubeVirtVMIMigrationFailed", namespace=ns, vmi="demo", vmim=name)
         k("delete", "vmim", name, "-n", ns, "--wait=true", "--timeout=60s")
         _resolves(prom, "KubeVirtVMIMigrationFailed", namespace=ns, vmim=name)
-    finally:
-        k("set", "env", "-n", "kubevirt", "ds/virt-handler", f"{BANDWIDTH}-")
-        _rollout(k)
 
     node = _vmi(k, ns)["status"]["nodeName"]
     assert node == vmi["status"]["nodeName"]
