@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_metrics import Samples, _pod_ip, _until_scraped
 from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
@@ -322,13 +323,30 @@ def check_own_claims(k: Kubectl, ns: str, names: set[str]) -> dict[str, str]:
     return {n: d["dv"]["metadata"]["uid"] for n, d in disks.items()}
 
 
+def check_fleet_series(k: Kubectl, ns: str) -> None:
+    """A controller serves the pool's desired and ready replicas (2), its two Succeeded
+    DataVolumes, and the launcher pods it saw scheduled (docs/monitoring.md)."""
+    pool = {"namespace": ns, "name": "pool"}
+
+    def ready(s: Samples) -> bool:
+        return any(v == 2 for lb, v in s.get("kubevirt_vmpool_ready_replicas", [])
+                   if pool.items() <= lb.items())  # fmt: skip
+
+    samples = _until_scraped(_pod_ip(k, "virt-controller"), ready, "the pool's series")
+    assert (pool, 2.0) in [(lb, v) for lb, v in samples["kubevirt_vmpool_replicas"]]
+    dvs = {lb["phase"]: v for lb, v in samples["kubevirt_datavolumes"] if lb["namespace"] == ns}
+    assert dvs == {"Succeeded": 2.0}, dvs
+    assert samples.get("kubevirt_vmi_launcher_pods_scheduled_total"), sorted(samples)
+
+
 def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
     """A pool of 2 runs VMs pool-0 and pool-1, each with its own claim (DataVolume
     scratch-<n> from the pool's dataVolumeTemplate, owned by its VM); `kubectl scale
     vmpool` to 3 adds pool-2 with scratch-2, and to 1 removes pool-2 and pool-1
     (DescendingOrder) and their DataVolumes and claims with them (KubeVirt's default: no
     state preservation) while pool-0 keeps scratch-0; a template change (a new label on
-    the VMI template) restarts pool-0's VMI with the label, on the same claim."""
+    the VMI template) restarts pool-0's VMI with the label, on the same claim. The
+    controller's metrics show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
 
@@ -344,6 +362,7 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
 
     _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running", show, interval=2)
     first = check_own_claims(k, ns, {"pool-0", "pool-1"})
+    check_fleet_series(k, ns)
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
     _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running", show, interval=2)
     check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
