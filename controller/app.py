@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from controller import metrics_fleet
 from controller.config import Config, MigrationConfig
 from controller.datavolume.controller import DataVolumeController, WorkerImage
 from controller.deps import Deps
@@ -149,6 +150,7 @@ class Controller:
                 vmis=inf.vmis.store.list, vms=inf.vms.store.list, vmims=inf.migrations.store.list
             )
         )
+        metrics_fleet.register(registry, inf)
         registry.gauge(
             "kubevirt_virt_controller_leading_status",
             "Indication for an operating virt-controller.",

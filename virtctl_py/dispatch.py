@@ -14,17 +14,21 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from shared.kube import ApiError, Conflict, Forbidden, KubeClient, KubeError, NotFound
-from virtctl_py import kubeconfig, session, ssh, streams
-from virtctl_py.console import console
+from shared.kube.errors import ApiError, Conflict, Forbidden, KubeError, NotFound
+from virtctl_py import kubeconfig, session
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
 
-Verb = Callable[[KubeClient, Target, argparse.Namespace], Awaitable[str]]
+if TYPE_CHECKING:  # the verbs' modules load when they run: `version` never loads aiohttp
+    from shared.kube import KubeClient
+    from virtctl_py import ssh
+
+Verb = Callable[["KubeClient", Target, argparse.Namespace], Awaitable[str]]
 # verb → "module:function" under virtctl_py, imported when the verb runs (the model and the
-# action table load only for verbs that use them: `version` stays light).
+# action table load only for verbs that use them). `version` is one request without the
+# client (virtctl_py.version).
 VERBS: Mapping[str, str] = {
     "start": "commands:vm_state",
     "stop": "commands:vm_state",
@@ -40,7 +44,6 @@ VERBS: Mapping[str, str] = {
     "addvolume": "commands:volume",
     "removevolume": "commands:volume",
     "expose": "commands:expose",
-    "version": "version:version",
 }
 
 
@@ -52,6 +55,8 @@ def verb(name: str) -> Verb:
 
 
 async def _port_forward(target: Target, args: argparse.Namespace) -> str:
+    from virtctl_py import streams  # noqa: PLC0415
+
     where = streams.ForwardTarget.parse(args.target)
     if where.namespace:
         target = dataclasses.replace(target, namespace=where.namespace)
@@ -64,6 +69,8 @@ async def _port_forward(target: Target, args: argparse.Namespace) -> str:
 
 
 def _ssh_options(args: argparse.Namespace) -> ssh.SshOptions:
+    from virtctl_py import ssh, streams  # noqa: PLC0415
+
     return ssh.SshOptions(
         port=streams.port_number(str(args.port)),
         identity=args.identity_file,
@@ -73,6 +80,8 @@ def _ssh_options(args: argparse.Namespace) -> ssh.SshOptions:
 
 
 async def _ssh(target: Target, args: argparse.Namespace) -> str:
+    from virtctl_py import ssh  # noqa: PLC0415
+
     command = [args.remote_command] if args.remote_command else []
     remote = ssh.Remote.parse(args.destination)
     return await ssh.run_client(ssh.ssh_argv(target, remote, _ssh_options(args), command))
@@ -82,6 +91,8 @@ async def _scp(target: Target, args: argparse.Namespace) -> str:
     if len(args.paths) < 2:
         raise CliError("scp needs a SOURCE and a DESTINATION", code=Exit.USAGE)
     *sources, destination = args.paths
+    from virtctl_py import ssh  # noqa: PLC0415
+
     argv = ssh.scp_argv(target, sources, destination, _ssh_options(args), recursive=args.recursive)
     return await ssh.run_client(argv)
 
@@ -94,9 +105,17 @@ REMOTE_VERBS: Mapping[str, Callable[[Target, argparse.Namespace], Awaitable[str]
 
 
 async def run(args: argparse.Namespace, target: Target) -> str:
+    if args.command == "version":
+        from virtctl_py.version import version  # noqa: PLC0415
+
+        return await version(target)
     if args.command == "console":
+        from virtctl_py.console import console  # noqa: PLC0415
+
         return await console(target, args.name, timeout=args.timeout * 60)
     if args.command == "vnc":
+        from virtctl_py import streams  # noqa: PLC0415
+
         listen = streams.Listen(address=args.address, port=args.port)
         name = args.name.removeprefix("vmi/")
         return await streams.vnc(target, name, listen=listen, proxy_only=args.proxy_only)

@@ -17,13 +17,15 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from shared.kube import ClientConfig, KubeClient, Registry
-from shared.kube.ratelimit import RateLimit
 from virtctl_py import kubeconfig
 from virtctl_py.errors import CliError, Exit
+
+if TYPE_CHECKING:
+    from shared.kube import ClientConfig, KubeClient
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 NO_TIMEOUT = 3600.0  # kubectl's "0" (none): an hour still bounds every await
@@ -40,6 +42,10 @@ class Target:
     headers: tuple[tuple[str, str], ...] = ()
 
     def client_config(self) -> ClientConfig:
+        # The full client (aiohttp, metrics) loads only for verbs that connect with it.
+        from shared.kube import ClientConfig  # noqa: PLC0415
+        from shared.kube.ratelimit import RateLimit  # noqa: PLC0415
+
         return ClientConfig(
             kubeconfig=self.kubeconfig,
             context=self.context,
@@ -50,6 +56,8 @@ class Target:
         )
 
     async def connect(self) -> KubeClient:
+        from shared.kube import KubeClient, Registry  # noqa: PLC0415
+
         return await KubeClient.connect(self.client_config(), registry=Registry())
 
 

@@ -2,7 +2,8 @@
 to update to the current template, and the status (KubeVirt's pool controller).
 
     names     each VM is `<pool>-<index>`; scale-up takes the lowest free indexes;
-    per VM    dataVolumeTemplates are named `<name>-<index>` (and the volumes naming them),
+    per VM    dataVolumeTemplates are named `<name>-<index>` (and the dataVolume and
+              persistentVolumeClaim volumes naming them: each VM its own claim),
               and with nameGeneration the secret / configMap references get `-<index>` too;
     scale-in  proactive (default): the surplus is deleted in the sort policy's order
               (KubeVirt's default Random; AscendingOrder, DescendingOrder, Newest,
@@ -67,27 +68,27 @@ def template_hash(pool: Pool) -> str:
 
 def _suffix_volumes(volumes: list[dict[str, Any]], rename: Callable[[str, str], str]) -> None:
     for vol in volumes:
-        for kind, keys in _REFS.items():
+        for kind, (refs, fields) in _REFS.items():
             source = vol.get(kind)
             if not isinstance(source, dict):
                 continue
-            for key in keys:
+            for key in refs:
                 ref = source.get(key)
                 if isinstance(ref, dict) and isinstance(ref.get("name"), str):
                     ref["name"] = rename(kind, ref["name"])
-                elif key == "." and isinstance(source.get("name"), str):
-                    source["name"] = rename(kind, source["name"])
-            if kind == "secret" and isinstance(source.get("secretName"), str):
-                source["secretName"] = rename(kind, source["secretName"])
+            for key in fields:
+                if isinstance(source.get(key), str):
+                    source[key] = rename(kind, source[key])
 
 
-# Volume sources and where they name another object ("." : the source's own `name`).
-_REFS: Mapping[str, tuple[str, ...]] = {
-    "dataVolume": (".",),
-    "configMap": (".",),
-    "secret": (),
-    "cloudInitNoCloud": ("secretRef", "networkDataSecretRef"),
-    "cloudInitConfigDrive": ("secretRef", "networkDataSecretRef"),
+# Volume sources and where they name another object: (references {name: …}, string fields).
+_REFS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "dataVolume": ((), ("name",)),
+    "persistentVolumeClaim": ((), ("claimName",)),
+    "configMap": ((), ("name",)),
+    "secret": ((), ("secretName",)),
+    "cloudInitNoCloud": (("secretRef", "networkDataSecretRef"), ()),
+    "cloudInitConfigDrive": (("secretRef", "networkDataSecretRef"), ()),
 }
 
 
@@ -109,7 +110,7 @@ def vm_spec(pool: Pool, index: int) -> dict[str, Any]:
 
     def rename(kind: str, name: str) -> str:
         wanted = (
-            (kind == "dataVolume" and name in dv_names)
+            (kind in ("dataVolume", "persistentVolumeClaim") and name in dv_names)
             or (kind == "configMap" and config_maps)
             or (kind in ("secret", "cloudInitNoCloud", "cloudInitConfigDrive") and secrets)
         )

@@ -221,6 +221,12 @@ def main() -> None:
         help="kubelet mode: skip (i)/(j)/(k), the raw-libvirt floors (start and migration)",
     )
     parser.add_argument(
+        "--disk-rounds",
+        type=int,
+        default=3,
+        help="kubelet mode: (l) timed pairs of a 1 GiB vs the tiny containerDisk (0: skip)",
+    )
+    parser.add_argument(
         "--settle-timeout",
         type=float,
         default=300.0,

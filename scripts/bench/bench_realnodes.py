@@ -23,7 +23,9 @@ R/s. Printed:
 (j) the CPU per VMI by component, the floors' columns beside ours;
 (k) after (e), raw libvirt migrating the same guest over plain TCP between the two nodes
     (a libvirtd in each node's network namespace, floor_migration.py), beside the source
-    launcher's own migrate call through the proxy.
+    launcher's own migrate call through the proxy;
+(l) a VMI whose containerDisk is a 1 GiB image against one with the tiny disk, create ->
+    Running, one at a time (disk_size.py; the image built once and imported on both nodes).
 Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
 """
 
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import disk_size
 import libvirt
 import uvloop
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
@@ -207,6 +210,11 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> tuple
                 await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
                 if args.raw_floor:
                     await migration_floor(cluster, args, work)
+            if args.disk_rounds:
+                try:
+                    await disk_size.compare(cluster, kube, rounds=args.disk_rounds, timeout=300)
+                except Exception as exc:  # a report: the floors below still run
+                    print(f"(l) failed: {exc!r}")
             return in_pods, ours
         finally:
             await delete_all(kube)

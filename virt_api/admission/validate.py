@@ -15,6 +15,7 @@ finalizers) of objects admitted earlier must never be blocked.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -36,6 +37,7 @@ from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
+from shared.model.meta import ObjectMeta
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
 from shared.model.unsupported import unsupported_fields
@@ -110,7 +112,14 @@ def _validate_replicaset(
 
 
 def _validate_pool(pool: VirtualMachinePool, limits: ValidationLimits) -> list[FieldError]:
-    return validate_pool(pool, limits=limits)
+    """The pool's own rules, and its dataVolumeTemplates as a VM's (each VM gets them)."""
+    errors = validate_pool(pool, limits=limits)
+    template = pool.spec.virtual_machine_template
+    if template is not None:
+        vm = VirtualMachine(metadata=ObjectMeta(namespace=pool.namespace), spec=template.spec)
+        where = "spec.virtualMachineTemplate."
+        errors += [dataclasses.replace(e, path=where + e.path) for e in _template_errors(vm)]
+    return errors
 
 
 KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validator]] = {

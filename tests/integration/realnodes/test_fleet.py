@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_metrics import Samples, _pod_ip, _until_scraped
 from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
@@ -244,10 +245,17 @@ def test_a_failing_liveness_probe_restarts_the_vm(real_stack: Kubectl, fleet_ns:
     k("delete", "vm", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
 
 
+SCRATCH = {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "16Mi"}}}}
+
+
 def vm_pool(ns: str, replicas: int) -> dict[str, Any]:
-    """A pool of tiny guests (VMs pool-<n>, runStrategy Always), scaled in from the top."""
+    """A pool of tiny guests (VMs pool-<n>, runStrategy Always), scaled in from the top;
+    each VM has its own blank DataVolume `scratch-<n>` (a dataVolumeTemplate) as vdb."""
     template = replica_set(ns, 1)["spec"]["template"]
     template["metadata"]["labels"] = {"fleet": "pool"}
+    spec = template["spec"]
+    spec["domain"]["devices"]["disks"].append({"name": "scratch", "disk": {"bus": "virtio"}})
+    spec["volumes"].append({"name": "scratch", "dataVolume": {"name": "scratch"}})
     return {
         "apiVersion": "pool.kubevirt.io/v1beta1",
         "kind": "VirtualMachinePool",
@@ -260,7 +268,11 @@ def vm_pool(ns: str, replicas: int) -> dict[str, Any]:
             },
             "virtualMachineTemplate": {
                 "metadata": {"labels": {"fleet": "pool"}},
-                "spec": {"runStrategy": "Always", "template": template},
+                "spec": {
+                    "runStrategy": "Always",
+                    "dataVolumeTemplates": [{"metadata": {"name": "scratch"}, "spec": SCRATCH}],
+                    "template": template,
+                },
             },
         },
     }
@@ -283,24 +295,81 @@ def pool_vms(k: Kubectl, ns: str) -> list[str]:
                   if "deletionTimestamp" not in v["metadata"])  # fmt: skip
 
 
+def scratch(k: Kubectl, ns: str) -> dict[str, dict[str, Any]]:
+    """The scratch-<n> DataVolumes and claims: {name: {dv, claim}} (either may be missing)."""
+    found: dict[str, dict[str, Any]] = {}
+    for kind, key in (("dv", "dv"), ("pvc", "claim")):
+        for item in json.loads(k("get", kind, "-n", ns, "-o", "json"))["items"]:
+            name = item["metadata"]["name"]
+            if name.startswith("scratch-"):
+                found.setdefault(name, {})[key] = item
+    return found
+
+
+def check_own_claims(k: Kubectl, ns: str, names: set[str]) -> dict[str, str]:
+    """Every pool VM has its own Succeeded DataVolume scratch-<n>, controlled by VM
+    pool-<n>, its claim Bound, and its VMI's volume names it; exactly these exist.
+    Returns the DataVolumes' UIDs by name."""
+    vmis, disks = pool_vmis(k, ns), scratch(k, ns)
+    want = {name.replace("pool-", "scratch-") for name in names}
+    assert set(disks) == want, sorted(disks)
+    for name in names:
+        dv, claim = disks[name.replace("pool-", "scratch-")].values()
+        [owner] = [r for r in dv["metadata"]["ownerReferences"] if r.get("controller")]
+        assert (owner["kind"], owner["name"]) == ("VirtualMachine", name), owner
+        assert dv["status"]["phase"] == "Succeeded" and claim["status"]["phase"] == "Bound"
+        volumes = {v["name"]: v for v in vmis[name]["spec"]["volumes"]}
+        assert volumes["scratch"]["dataVolume"]["name"] == dv["metadata"]["name"]
+    return {n: d["dv"]["metadata"]["uid"] for n, d in disks.items()}
+
+
+def check_fleet_series(k: Kubectl, ns: str) -> None:
+    """A controller serves the pool's desired and ready replicas (2), its two Succeeded
+    DataVolumes, and the launcher pods it saw scheduled (docs/monitoring.md)."""
+    pool = {"namespace": ns, "name": "pool"}
+
+    def ready(s: Samples) -> bool:
+        return any(v == 2 for lb, v in s.get("kubevirt_vmpool_ready_replicas", [])
+                   if pool.items() <= lb.items())  # fmt: skip
+
+    samples = _until_scraped(_pod_ip(k, "virt-controller"), ready, "the pool's series")
+    assert (pool, 2.0) in [(lb, v) for lb, v in samples["kubevirt_vmpool_replicas"]]
+    dvs = {lb["phase"]: v for lb, v in samples["kubevirt_datavolumes"] if lb["namespace"] == ns}
+    assert dvs == {"Succeeded": 2.0}, dvs
+    assert samples.get("kubevirt_vmi_launcher_pods_scheduled_total"), sorted(samples)
+
+
 def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
-    """A pool of 2 runs VMs pool-0 and pool-1; `kubectl scale vmpool` to 3 adds pool-2 and
-    to 1 removes pool-2 and pool-1 (DescendingOrder); a template change (a new label on
-    the VMI template) restarts pool-0's VMI with the label."""
+    """A pool of 2 runs VMs pool-0 and pool-1, each with its own claim (DataVolume
+    scratch-<n> from the pool's dataVolumeTemplate, owned by its VM); `kubectl scale
+    vmpool` to 3 adds pool-2 with scratch-2, and to 1 removes pool-2 and pool-1
+    (DescendingOrder) and their DataVolumes and claims with them (KubeVirt's default: no
+    state preservation) while pool-0 keeps scratch-0; a template change (a new label on
+    the VMI template) restarts pool-0's VMI with the label, on the same claim. The
+    controller's metrics show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
 
     def running(names: set[str]) -> Any:
         return lambda: pool_vms(k, ns) == sorted(names) and set(pool_vmis(k, ns)) == names
 
-    _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running",
-          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    def show() -> Any:
+        return (
+            pool_vms(k, ns),
+            list(pool_vmis(k, ns)),
+            {n: d.get("dv", {}).get("status", {}).get("phase") for n, d in scratch(k, ns).items()},
+        )
+
+    _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running", show, interval=2)
+    first = check_own_claims(k, ns, {"pool-0", "pool-1"})
+    check_fleet_series(k, ns)
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
-    _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running",
-          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running", show, interval=2)
+    check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
-    _wait(running({"pool-0"}), 600, "only pool-0",
-          lambda: (pool_vms(k, ns), list(pool_vmis(k, ns))), interval=2)  # fmt: skip
+    _wait(lambda: running({"pool-0"})() and set(scratch(k, ns)) == {"scratch-0"}, 600,
+          "only pool-0 and scratch-0", show, interval=2)  # fmt: skip
+    assert check_own_claims(k, ns, {"pool-0"}) == {"scratch-0": first["scratch-0"]}
     before = pool_vmis(k, ns)["pool-0"]["metadata"]["uid"]
     patch = [{"op": "add", "path": "/spec/virtualMachineTemplate/spec/template/metadata/labels/rev",
               "value": "two"}]  # fmt: skip
@@ -312,6 +381,7 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
 
     _wait(rolled, 600, "pool-0 restarted with the new template",
           lambda: pool_vmis(k, ns).get("pool-0", {}).get("metadata"), interval=2)  # fmt: skip
+    assert check_own_claims(k, ns, {"pool-0"}) == {"scratch-0": first["scratch-0"]}
     status = json.loads(k("get", "vmpool", "pool", "-n", ns, "-o", "json"))["status"]
     assert status["replicas"] == 1 and status["labelSelector"] == "fleet=pool"
     k("delete", "vmpool", "pool", "-n", ns, "--wait=true", "--timeout=120s")

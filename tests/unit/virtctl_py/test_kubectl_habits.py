@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from virtctl_py import cli, commands, dispatch, kubeconfig, session
+from virtctl_py import console as console_module
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.kubeconfig import Overrides
 
@@ -212,7 +213,7 @@ def test_console_timeout_is_in_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
         waited.append(timeout)
         return ""
 
-    monkeypatch.setattr(dispatch, "console", fake_console)
+    monkeypatch.setattr(console_module, "console", fake_console)
     target = session.Target(kubeconfig=Path("/k"), context=None, namespace="ns")
     asyncio.run(dispatch.run(parse("console", "demo"), target))
     asyncio.run(dispatch.run(parse("console", "demo", "--timeout", "2"), target))

@@ -83,6 +83,24 @@ def test_vm_names_and_per_vm_references() -> None:
     assert body["metadata"]["ownerReferences"][0]["uid"] == POOL_UID
 
 
+def test_each_vm_gets_its_own_claim() -> None:
+    """A persistentVolumeClaim volume naming a dataVolumeTemplate is renamed with the
+    template (KubeVirt: each VM its own claim); one naming another claim is shared."""
+    raw = pool_dict()
+    volumes = raw["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]["volumes"]
+    volumes += [
+        {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "common"}},
+    ]
+    specs = [vm_spec(VirtualMachinePool.from_dict(raw), i) for i in (0, 1)]
+    for i, spec in enumerate(specs):
+        vols = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+        assert vols["claim"]["persistentVolumeClaim"]["claimName"] == f"data-{i}"
+        assert vols["data"]["dataVolume"]["name"] == f"data-{i}"
+        assert vols["shared"]["persistentVolumeClaim"]["claimName"] == "common"
+        assert [d["metadata"]["name"] for d in spec["dataVolumeTemplates"]] == [f"data-{i}"]
+
+
 def test_scale_out_takes_the_lowest_free_indexes() -> None:
     """With p-1 present, scaling to 3 creates p-0 and p-2."""
     p = pool(3)

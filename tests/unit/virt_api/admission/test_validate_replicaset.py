@@ -62,8 +62,8 @@ def test_refusals_name_the_field(change: str, path: str) -> None:
 
 
 def admissible_pool(**spec: Any) -> dict[str, Any]:
-    """The pool builder's pool without what kubevirt-py refuses (DataVolumes: no CDI), its
-    secret and configMap disks attached."""
+    """The pool builder's pool without its DataVolume (the builder's template has no
+    source), its secret and configMap disks attached."""
     raw = pool_dict(**spec)
     vm = raw["spec"]["virtualMachineTemplate"]["spec"]
     del vm["dataVolumeTemplates"]
@@ -82,3 +82,24 @@ def test_a_pool_template_is_checked_as_a_vm() -> None:
     got = [e.path for e in validate("VirtualMachinePool", raw)]
     assert any(p.startswith("spec.virtualMachineTemplate.spec.template.spec.domain") for p in got)
     assert "spec.maxUnavailable" in got
+
+
+def test_a_pool_with_per_vm_datavolumes_is_admitted() -> None:
+    """A pool whose VM template has a blank dataVolumeTemplate and a disk on it (each VM
+    its own claim) is admitted; the template's DataVolume without a source is refused
+    under spec.virtualMachineTemplate.spec.dataVolumeTemplates."""
+    raw = admissible_pool()
+    vm = raw["spec"]["virtualMachineTemplate"]["spec"]
+    storage = {"resources": {"requests": {"storage": "16Mi"}}}
+    vm["dataVolumeTemplates"] = [
+        {"metadata": {"name": "scratch"}, "spec": {"source": {"blank": {}}, "storage": storage}}
+    ]
+    vmi = vm["template"]["spec"]
+    vmi["volumes"].append({"name": "scratch", "dataVolume": {"name": "scratch"}})
+    vmi["domain"]["devices"]["disks"].append({"name": "scratch"})
+    assert [e.path for e in validate("VirtualMachinePool", raw)] == []
+    del vm["dataVolumeTemplates"][0]["spec"]["source"]
+    got = [e.path for e in validate("VirtualMachinePool", raw)]
+    assert any(
+        p.startswith("spec.virtualMachineTemplate.spec.dataVolumeTemplates[0]") for p in got
+    ), got
