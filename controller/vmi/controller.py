@@ -28,7 +28,8 @@ from controller.services.volumes import ClaimReason, read_claims
 from controller.services.volumes.claims import claim_names, claim_volume_status, unbound_claims
 from controller.transitions import vmi_condition
 from controller.vmi.hotplug import HotplugAttachments, hotplugged
-from controller.vmi.logic import VMIPlan, plan_vmi
+from controller.vmi.logic import plan_vmi
+from controller.vmi.plan import VMIPlan
 from shared.kube import (
     VMIS,
     Handlers,
