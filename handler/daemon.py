@@ -42,7 +42,8 @@ from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
-from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from handler.reconcile import Reconciler
+from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (

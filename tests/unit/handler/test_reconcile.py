@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from handler.launchers import LauncherState
-from handler.reconcile import ReconcileOptions
+from handler.reconcile_deps import ReconcileOptions
 from shared.model import ConditionStatus, VMIConditionType, VMIPhase
 from shared.wire.domain import DomainState
 from shared.wire.errors import CommandFailed, ErrorCode
