@@ -16,7 +16,7 @@ from controller.config import MigrationConfig
 from controller.deps import Deps
 from controller.drain.budget_logic import BudgetView, budget_body, budget_name
 from controller.informers import VMI_UID_INDEX
-from controller.reconcile import Reconciler
+from controller.reconcile import Reconciler, live
 from shared.eviction import budget_min_available
 from shared.kube import (
     PDBS,
@@ -50,10 +50,7 @@ class DisruptionBudgetController(Reconciler):
         expectations: Expectations | None = None,
     ) -> None:
         super().__init__(deps, queue)
-        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
-        self._config_of: Callable[[], MigrationConfig] = (
-            config if callable(config) else lambda: config
-        )
+        self._config_of = live(config)
         self._expectations = expectations or Expectations()
 
     def handlers(
