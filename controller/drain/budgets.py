@@ -57,16 +57,8 @@ class DisruptionBudgetController(Reconciler):
         self,
     ) -> tuple[Handlers[VirtualMachineInstance], Handlers[LauncherPod], Handlers[BudgetView]]:
         """Callbacks for the VMI, pod and budget informers."""
-        vmis: Handlers[VirtualMachineInstance] = Handlers(
-            on_add=lambda v: self.enqueue(v.key),
-            on_update=lambda old, new: self.enqueue(new.key),
-            on_delete=lambda v: self.enqueue(v.key),
-        )
-        pods: Handlers[LauncherPod] = Handlers(
-            on_add=lambda p: self.enqueue(p.vmi_key),
-            on_update=lambda old, new: self.enqueue(new.vmi_key),
-            on_delete=lambda p: self.enqueue(p.vmi_key),
-        )
+        vmis: Handlers[VirtualMachineInstance] = Handlers.each(lambda v: self.enqueue(v.key))
+        pods: Handlers[LauncherPod] = Handlers.each(lambda p: self.enqueue(p.vmi_key))
         budgets: Handlers[BudgetView] = Handlers(
             on_add=self._budget_added,
             on_update=lambda old, new: self.enqueue(new.vmi_key),
