@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Callable
 from typing import ClassVar, Generic, Protocol, TypeVar
 
 import structlog
@@ -83,6 +84,30 @@ async def delete_owned(
     return None
 
 
+def owner_handlers(
+    enqueue: Callable[[str], None],
+    *,
+    recent: Recent[OwnerT],
+    expectations: Expectations,
+    forget: Callable[[str], None] | None = None,
+) -> Handlers[OwnerT]:
+    """Callbacks for an owner's informer: any change queues the owner (an update also
+    lets `recent` drop a write the cache has caught up with); a deleted owner's
+    expectations and remembered writes are dropped, and `forget` called."""
+
+    def updated(old: OwnerT, new: OwnerT) -> None:
+        recent.observe(new)
+        enqueue(new.key)
+
+    def deleted(owner: OwnerT) -> None:
+        expectations.delete(owner.key)
+        recent.forget(owner.key)
+        if forget is not None:
+            forget(owner.key)
+
+    return Handlers(on_add=lambda o: enqueue(o.key), on_update=updated, on_delete=deleted)
+
+
 class FleetReconciler(Reconciler, Generic[OwnerT]):
     """A controller of owners (`model`, at `resource`) that create and delete the objects
     they own (`owned`): expectations, our recent owner writes, and the owner side of the
@@ -120,20 +145,9 @@ class FleetReconciler(Reconciler, Generic[OwnerT]):
 
     def owner_handlers(self) -> Handlers[OwnerT]:
         """Callbacks for the owners' informer."""
-        return Handlers(
-            on_add=lambda o: self.enqueue(o.key),
-            on_update=self._owner_updated,
-            on_delete=self._owner_deleted,
+        return owner_handlers(
+            self.enqueue, recent=self._recent, expectations=self.expectations, forget=self._forget
         )
-
-    def _owner_updated(self, old: OwnerT, new: OwnerT) -> None:
-        self._recent.observe(new)
-        self.enqueue(new.key)
-
-    def _owner_deleted(self, owner: OwnerT) -> None:
-        self.expectations.delete(owner.key)
-        self._recent.forget(owner.key)
-        self._forget(owner.key)
 
     def _owner(self, obj: KubeObject) -> str | None:
         """The key of the owner controlling `obj` (matched by name and UID), if any."""
