@@ -144,6 +144,10 @@ class Controller:
             registry,
             ready=self.ready,
         )
+        self._export_metrics(registry)
+
+    def _export_metrics(self, registry: Registry) -> None:
+        """The object gauges (from the caches) and whether this replica leads or is ready."""
         inf = self.informers
         registry.add(
             ObjectMetrics(

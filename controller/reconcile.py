@@ -40,6 +40,13 @@ log = structlog.get_logger("controller")
 
 
 M = TypeVar("M", bound=KubeObject)
+T = TypeVar("T")
+
+
+def live(value: T | Callable[[], T]) -> Callable[[], T]:
+    """`value` read at each use: a Callable as it is (the KubeVirt CR's live values,
+    controller/kubevirt), a fixed value wrapped."""
+    return value if callable(value) else lambda: value
 
 
 def refresher(

@@ -19,7 +19,7 @@ from typing import Self
 from handler.actions import ActionsConfig
 from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
-from handler.migration_proxy import ProxyConfig
+from handler.migration_tls import ProxyConfig
 from shared import podlayout
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")

@@ -42,7 +42,8 @@ from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
 from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
-from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from handler.reconcile import Reconciler
+from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -127,13 +128,7 @@ class Handler:
             InformerConfig(name="vmi", resync_period=self.config.timing.resync_period),
             decode=VirtualMachineInstance.from_dict,
         )
-        informer.add_handlers(
-            Handlers(
-                on_add=lambda v: self.queue.add(v.key),
-                on_update=lambda _old, new: self.queue.add(new.key),
-                on_delete=lambda v: self.queue.add(v.key),
-            )
-        )
+        informer.add_handlers(Handlers.each(lambda v: self.queue.add(v.key)))
         return informer
 
     def _limits_for(self, vmi: VirtualMachineInstance) -> MigrationLimits:
@@ -171,13 +166,8 @@ class Handler:
             InformerConfig(name="vmim", resync_period=self.config.timing.resync_period),
             decode=VirtualMachineInstanceMigration.from_dict,
         )
-        informer.add_handlers(
-            Handlers(
-                on_add=lambda m: self.vmim_queue.add(m.key),
-                on_update=lambda _old, new: self.vmim_queue.add(new.key),
-                on_delete=lambda m: self.vmim_queue.add(m.key),  # closes its proxy ports
-            )
-        )
+        # A deleted VMIM's key closes its proxy ports.
+        informer.add_handlers(Handlers.each(lambda m: self.vmim_queue.add(m.key)))
         self.vmim_informer = informer
         return MigrationTargets(
             node=self.config.node_name,

@@ -34,12 +34,12 @@ from handler.domains import DomainRecord
 from handler.errors import LauncherUnavailable, SyncError, SyncReason
 from handler.launchers import LauncherPort, pod_on_node
 from handler.migration_proxy import (
-    ProxyConfig,
     SourceProxy,
     decode_ports,
     migration_dir,
     on_node,
 )
+from handler.migration_tls import ProxyConfig
 from shared.clusterconfig import MigrationLimits
 from shared.model import MigrationAbortStatus, MigrationState, VirtualMachineInstance
 from shared.wire.errors import WireError

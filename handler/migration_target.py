@@ -37,7 +37,6 @@ from handler.launchers import launcher_socket, pod_on_node
 from handler.migration_proxy import (
     LIBVIRT_SOCKET,
     SOCKET_NAMES,
-    ProxyConfig,
     Stream,
     TargetProxy,
     encode_ports,
@@ -45,6 +44,7 @@ from handler.migration_proxy import (
     on_node,
     private_volume,
 )
+from handler.migration_tls import ProxyConfig
 from handler.podnet import PodNetworks
 from shared.kube import Informer, KubeError, StatusWriter, WorkQueue
 from shared.model import (

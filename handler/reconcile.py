@@ -13,126 +13,38 @@ controller fails VMIs whose launcher pod died too, and the first verdict stands.
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Protocol
 
 import structlog
 
 from handler import commands
-from handler.domains import DomainCache, DomainRecord
+from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
-from handler.hotplug import HotplugVolumes
 from handler.launchers import (
-    LauncherPort,
     LauncherState,
-    PoolPort,
     launcher_socket,
     pod_on_node,
 )
-from handler.migration_source import OutgoingMigrations, handed_over, source_state
+from handler.migration_source import handed_over, source_state
 from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
-from handler.podnet import PodNetworks
+from handler.reconcile_deps import Local, Pass, ReconcileOptions, ReconcilerDeps
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
-from shared.kube import DiscardRecorder, EventType, KubeError, NotFound, Recorder
+from shared.kube import EventType, KubeError, NotFound
 from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
-    Clock,
-    MigrationState,
     VirtualMachineInstance,
     VMIPhase,
     format_time,
-    utc_now,
 )
-from shared.model.volumestatus import VolumeStatus
 from shared.wire.domain import DomainStatus
 from shared.wire.launcher_api import Method
 
 log = structlog.get_logger("handler.reconcile")
 
 ACTIVE_PHASES = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
-Refresh = Callable[[], Awaitable[VirtualMachineInstance]]
-
-
-class Requeue(Protocol):
-    """The work queue, as the reconcile loop uses it."""
-
-    def add_after(self, key: str, delay: float) -> None: ...
-
-    def add_rate_limited(self, key: str) -> None: ...
-
-    def forget(self, key: str) -> None: ...
-
-
-class VMIStore(Protocol):
-    def get(self, key: str) -> VirtualMachineInstance | None: ...
-
-
-class StatusPort(Protocol):
-    """Writes status (shared.kube.StatusWriter) and re-reads a VMI after a conflict."""
-
-    async def write_status(
-        self, old: VirtualMachineInstance, new: VirtualMachineInstance, *, refresh: Refresh
-    ) -> VirtualMachineInstance: ...
-
-
-GetVMI = Callable[[str, str], Awaitable[VirtualMachineInstance]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReconcileOptions:
-    node: str
-    pods_dir: Path
-    acpi_interval: float = 3.0
-    launcher_missing_timeout: float = 30.0
-    guest_info_retry: float = 5.0
-    guest_interfaces_refresh: float = 30.0  # a settled guest's interfaces re-read
-
-
-@dataclass(slots=True)
-class _Local:
-    """What the handler remembers about one VMI between reconciles (lost on restart)."""
-
-    uid: str
-    pod_uid: str | None = None  # the launcher pod last found here (kept if activePods drops it)
-    stop: StopState | None = None
-    guest: GuestFacts | None = None  # while the guest agent is connected
-    launcher_deleted: bool = False
-    written: tuple[str | None, VirtualMachineInstance] | None = None
-
-
-@dataclass(slots=True)
-class _Pass:
-    """One reconcile pass over one VMI."""
-
-    vmi: VirtualMachineInstance
-    local: _Local
-    launcher: LauncherPort
-    error: SyncError | None = None
-    guest: GuestFacts | None = None
-    migration_state: MigrationState | None = None
-    volume_status: tuple[VolumeStatus, ...] | None = None
-    revisit: list[float] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReconcilerDeps:
-    store: VMIStore
-    domains: DomainCache
-    launchers: PoolPort
-    status: StatusPort
-    get_vmi: GetVMI
-    queue: Requeue
-    clock: Callable[[], float] = time.monotonic
-    wall: Clock = utc_now
-    outgoing: OutgoingMigrations = field(default_factory=OutgoingMigrations)
-    recorder: Recorder = field(default_factory=DiscardRecorder)
-    hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
-    podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
 
 
 class Reconciler:
@@ -141,7 +53,7 @@ class Reconciler:
     def __init__(self, deps: ReconcilerDeps, options: ReconcileOptions) -> None:
         self._d = deps
         self._o = options
-        self._locals: dict[str, _Local] = {}
+        self._locals: dict[str, Local] = {}
 
     async def process(self, key: str) -> None:
         """Reconcile `key`; a failure is logged and retried with the key's backoff."""
@@ -175,7 +87,7 @@ class Reconciler:
         if vmi.status.phase_or_unset not in ACTIVE_PHASES or socket is None:
             return  # the controller's part (Pending, Scheduling) or no launcher pod here yet
         launcher = self._d.launchers.ensure(uid=vmi.uid, key=key, socket=socket)
-        step = _Pass(vmi=vmi, local=local, launcher=launcher)
+        step = Pass(vmi=vmi, local=local, launcher=launcher)
         try:
             await self._drive(step)
         except SyncError as exc:
@@ -190,7 +102,7 @@ class Reconciler:
 
     # ---- acting on the launcher ------------------------------------------------------
 
-    async def _drive(self, step: _Pass) -> None:
+    async def _drive(self, step: Pass) -> None:
         record = self._d.domains.get(step.vmi.uid)
         if step.launcher.state is LauncherState.GONE and self._stopping(step.vmi, record):
             self._mark_missing(step.vmi)  # it stopped and exited before we saw the guest off
@@ -210,14 +122,14 @@ class Reconciler:
         await self._migrate_out(step)
         await self._hotplug(step)
 
-    async def _wire(self, step: _Pass) -> None:
+    async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
         pod_uid = step.local.pod_uid
         if self._d.podnet is not None and pod_uid is not None:
             socket = launcher_socket(self._o.pods_dir, pod_uid)
             await self._d.podnet.ensure(step.vmi, pod_uid=pod_uid, socket=socket)
 
-    async def _hotplug(self, step: _Pass) -> None:
+    async def _hotplug(self, step: Pass) -> None:
         """Hotplugged volumes of a Running VMI mounted and attached, removed ones detached."""
         hotplug, vmi, pod_uid = self._d.hotplug, step.vmi, step.local.pod_uid
         if hotplug is None or vmi.status.phase is not VMIPhase.RUNNING or pod_uid is None:
@@ -232,7 +144,7 @@ class Reconciler:
             message = f"Volume {name} was unplugged without the guest's consent: {why}"
             self._d.recorder.event(vmi, EventType.WARNING, "HotplugDetachForced", message)
 
-    async def _migrate_out(self, step: _Pass) -> None:
+    async def _migrate_out(self, step: Pass) -> None:
         """This node is the source of a migration: start, cancel or conclude it."""
         state = source_state(step.vmi, self._o.node)
         if state is None:
@@ -248,12 +160,12 @@ class Reconciler:
             node=self._o.node,
         )
 
-    async def _reply(self, step: _Pass, call: Awaitable[DomainStatus]) -> None:
+    async def _reply(self, step: Pass, call: Awaitable[DomainStatus]) -> None:
         since = self._d.domains.generation(step.vmi.uid)
         status = await call
         self._d.domains.apply_reply(status, since=since)
 
-    async def _fetch_domain(self, step: _Pass) -> None:
+    async def _fetch_domain(self, step: Pass) -> None:
         """Fill the cache after a restart; a launcher without a domain means it vanished."""
         try:
             await self._reply(step, commands.domain(step.launcher))
@@ -262,7 +174,7 @@ class Reconciler:
                 raise
             self._mark_missing(step.vmi)
 
-    async def _stop(self, step: _Pass, record: DomainRecord | None) -> None:
+    async def _stop(self, step: Pass, record: DomainRecord | None) -> None:
         vmi, local, now = step.vmi, step.local, self._d.clock()
         if local.stop is None:
             local.stop = StopState(asked_at=now)
@@ -294,7 +206,7 @@ class Reconciler:
             log.info("acpi_shutdown_sent", remaining=round(todo.remaining, 1))
             await self._reply(step, commands.domain(step.launcher, Method.SHUTDOWN))
 
-    async def _fetch_guest_info(self, step: _Pass) -> None:
+    async def _fetch_guest_info(self, step: Pass) -> None:
         record = self._d.domains.get(step.vmi.uid)
         local = step.local
         if record is None or record.is_off or not record.status.agent_connected:
@@ -316,7 +228,7 @@ class Reconciler:
         if record is None or not record.is_off:
             self._d.domains.mark_missing(uid=vmi.uid, namespace=vmi.namespace, name=vmi.name)
 
-    def _watch_missing_launcher(self, step: _Pass) -> None:
+    def _watch_missing_launcher(self, step: Pass) -> None:
         """A Running VMI whose launcher never shows up is re-checked until it times out."""
         if (
             step.launcher.state is LauncherState.WAITING
@@ -324,7 +236,7 @@ class Reconciler:
         ):
             step.revisit.append(self._o.launcher_missing_timeout)
 
-    async def _finish(self, vmi: VirtualMachineInstance, local: _Local) -> None:
+    async def _finish(self, vmi: VirtualMachineInstance, local: Local) -> None:
         """Once final: Delete on the launcher (it exits, its pod completes), then let go."""
         if local.launcher_deleted:
             return
@@ -346,7 +258,7 @@ class Reconciler:
             log.info("launcher_delete_failed", error=exc.message)
         self._release(vmi.uid, local)
 
-    def _release(self, uid: str, local: _Local) -> None:
+    def _release(self, uid: str, local: Local) -> None:
         local.launcher_deleted = True
         if self._d.hotplug is not None:
             self._d.hotplug.release(uid, local.pod_uid)
@@ -355,7 +267,7 @@ class Reconciler:
 
     # ---- status ----------------------------------------------------------------------
 
-    async def _write(self, step: _Pass) -> VirtualMachineInstance:
+    async def _write(self, step: Pass) -> VirtualMachineInstance:
         vmi = step.vmi
         record = self._d.domains.get(vmi.uid)
         stopping = self._stopping(vmi, record)
@@ -394,7 +306,7 @@ class Reconciler:
         return result
 
     def _failure(
-        self, step: _Pass, record: DomainRecord | None, *, stopping: bool
+        self, step: Pass, record: DomainRecord | None, *, stopping: bool
     ) -> Failure | None:
         view = LauncherView(
             state=step.launcher.state,
@@ -415,7 +327,7 @@ class Reconciler:
     def _stopping(vmi: VirtualMachineInstance, record: DomainRecord | None) -> bool:
         return vmi.metadata.is_deleting or (record is not None and record.status.graceful_shutdown)
 
-    def _socket_of(self, vmi: VirtualMachineInstance, local: _Local) -> Path | None:
+    def _socket_of(self, vmi: VirtualMachineInstance, local: Local) -> Path | None:
         """The launcher socket of the VMI's pod here. A pod that activePods stops naming
         while the VMI still runs here is still its launcher: its death is ours to see."""
         pod_uid = pod_on_node(vmi.status.active_pods, self._o.node)
@@ -433,12 +345,12 @@ class Reconciler:
         base_rv, result = local.written
         return result if vmi.metadata.resource_version == base_rv else vmi
 
-    def _local(self, key: str, uid: str) -> _Local:
+    def _local(self, key: str, uid: str) -> Local:
         local = self._locals.get(key)
         if local is None or local.uid != uid:
             if local is not None:
                 self._drop(local)
-            local = self._locals[key] = _Local(uid=uid)
+            local = self._locals[key] = Local(uid=uid)
         return local
 
     def _forget(self, key: str) -> None:
@@ -447,7 +359,7 @@ class Reconciler:
             self._drop(local)
             log.info("vmi_forgotten")
 
-    def _drop(self, local: _Local) -> None:
+    def _drop(self, local: Local) -> None:
         if self._d.hotplug is not None:
             self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)

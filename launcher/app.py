@@ -111,34 +111,8 @@ async def _serve(
     config: Config, *, daemon: LibvirtDaemon, virt: Virt, host: HostPaths, stop: asyncio.Event
 ) -> None:
     notifier = Notifier(config.notify_socket)
-    work_dir = config.private_dir / "disks"
-    work_dir.mkdir(parents=True, exist_ok=True)
-    manager = DomainManager(
-        virt=virt,
-        identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
-        disks=DiskContext(
-            work_dir=work_dir,
-            container_disks=config.container_disks_dir,
-            vmi_disks=config.vmi_disks_dir,
-            claim_capacities=config.claim_capacities,
-        ),
-        host=host,
-        virt_type=virt_type_of(config),
-        publish=notifier.publish,
-    )
-    migrations = Migrations(
-        manager=manager,
-        source=SourceMigrator(
-            virt=virt,
-            domain=config.domain_name,
-            publish=manager.set_migration,
-            shared_disks=lambda: manager.shared_disks,
-        ),
-        endpoint=EndpointConfig(
-            libvirt_root=daemon.paths.root,
-            short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
-        ),
-    )
+    manager = _manager(config, virt=virt, host=host, notifier=notifier)
+    migrations = _migrations(config, daemon=daemon, virt=virt, manager=manager)
     server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
     hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
     network_file = config.private_dir / podnet.NETWORK_FILE
@@ -168,6 +142,44 @@ async def _serve(
         pass
     finally:
         migrations.close()
+
+
+def _manager(config: Config, *, virt: Virt, host: HostPaths, notifier: Notifier) -> DomainManager:
+    """The domain manager of this pod's VMI (its disks' work dir made)."""
+    work_dir = config.private_dir / "disks"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return DomainManager(
+        virt=virt,
+        identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
+        disks=DiskContext(
+            work_dir=work_dir,
+            container_disks=config.container_disks_dir,
+            vmi_disks=config.vmi_disks_dir,
+            claim_capacities=config.claim_capacities,
+        ),
+        host=host,
+        virt_type=virt_type_of(config),
+        publish=notifier.publish,
+    )
+
+
+def _migrations(
+    config: Config, *, daemon: LibvirtDaemon, virt: Virt, manager: DomainManager
+) -> Migrations:
+    """Both migration roles of this launcher: the source's migrator, the target's endpoint."""
+    return Migrations(
+        manager=manager,
+        source=SourceMigrator(
+            virt=virt,
+            domain=config.domain_name,
+            publish=manager.set_migration,
+            shared_disks=lambda: manager.shared_disks,
+        ),
+        endpoint=EndpointConfig(
+            libvirt_root=daemon.paths.root,
+            short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
+        ),
+    )
 
 
 async def _announce_ready(init_sock: Path, final: Path) -> None:

@@ -18,9 +18,10 @@ import libvirt_qemu
 import libvirtaio
 import structlog
 
+from launcher.domstats import parse_stats
 from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
 from shared.wire.domain import DomainState
-from shared.wire.stats import BlockStats, DomainStats, NetStats, VcpuStats
+from shared.wire.stats import DomainStats
 
 log = structlog.get_logger("launcher.virt")
 T = TypeVar("T")
@@ -153,6 +154,10 @@ class Virt:
     async def _domain(self, name: str) -> Any:
         return await self._call(self._conn.lookupByName, name)
 
+    async def _on(self, name: str, method: str, *args: Any) -> Any:
+        """Call virDomain `method` of the domain `name` (looked up first) in the thread."""
+        return await self._call(getattr(await self._domain(name), method), *args)
+
     async def define(self, xml: str) -> None:
         await self._call(self._conn.defineXML, xml)
 
@@ -171,46 +176,40 @@ class Virt:
         await self._call(dom.createWithFlags, flags)
 
     async def suspend(self, name: str) -> None:
-        await self._call((await self._domain(name)).suspend)
+        await self._on(name, "suspend")
 
     async def resume(self, name: str) -> None:
-        await self._call((await self._domain(name)).resume)
+        await self._on(name, "resume")
 
     async def shutdown(self, name: str) -> None:
         """Ask the guest to power off through ACPI."""
-        dom = await self._domain(name)
-        await self._call(dom.shutdownFlags, libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
+        await self._on(name, "shutdownFlags", libvirt.VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN)
 
     async def reboot(self, name: str) -> None:
-        dom = await self._domain(name)
-        await self._call(dom.reboot, libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)
+        await self._on(name, "reboot", libvirt.VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)
 
     async def destroy(self, name: str) -> None:
-        await self._call((await self._domain(name)).destroy)
+        await self._on(name, "destroy")
 
     async def undefine(self, name: str) -> None:
-        dom = await self._domain(name)
-        await self._call(dom.undefineFlags, libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+        await self._on(name, "undefineFlags", libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
 
     async def xml(self, name: str) -> str:
-        dom = await self._domain(name)
-        return await self._call(dom.XMLDesc, 0)
+        return await self.domain_xml(name)
 
     async def attach_device(self, name: str, xml: str) -> None:
         """Hot-plug a device into the running domain (live only: a VMI runs once)."""
-        dom = await self._domain(name)
-        await self._call(dom.attachDeviceFlags, xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        await self._on(name, "attachDeviceFlags", xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
     async def detach_device(self, name: str, xml: str) -> None:
         """Ask for a device's removal; libvirt returns once the guest was asked (a guest
         may take longer, or ignore it: the caller checks the live XML)."""
-        dom = await self._domain(name)
-        await self._call(dom.detachDeviceFlags, xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        await self._on(name, "detachDeviceFlags", xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
     async def migratable_xml(self, name: str) -> str:
         """The live definition, stripped of what must not travel (libvirt's MIGRATABLE)."""
-        dom = await self._domain(name)
-        return await self._call(dom.XMLDesc, libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        xml: str = await self._on(name, "XMLDesc", libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+        return xml
 
     async def migrate(self, name: str, request: MigrationRequest) -> None:
         """Peer-to-peer live migration to another daemon; returns once it has finished."""
@@ -247,10 +246,10 @@ class Virt:
 
     async def set_max_downtime(self, name: str, milliseconds: int) -> None:
         """The pause QEMU may take at the switch-over (also while a migration runs)."""
-        await self._call((await self._domain(name)).migrateSetMaxDowntime, milliseconds, 0)
+        await self._on(name, "migrateSetMaxDowntime", milliseconds, 0)
 
     async def abort_job(self, name: str) -> None:
-        await self._call((await self._domain(name)).abortJob)
+        await self._on(name, "abortJob")
 
     async def job_stats(self, name: str, *, completed: bool = False) -> JobStats:
         """Progress of the running job, or the last completed one's figures."""
@@ -269,26 +268,26 @@ class Virt:
 
     async def fs_freeze(self, name: str) -> int:
         """Freeze the guest's filesystems through its agent; how many were frozen."""
-        frozen: int = await self._call((await self._domain(name)).fsFreeze, None, 0)
+        frozen: int = await self._on(name, "fsFreeze", None, 0)
         return frozen
 
     async def fs_thaw(self, name: str) -> int:
-        thawed: int = await self._call((await self._domain(name)).fsThaw, None, 0)
+        thawed: int = await self._on(name, "fsThaw", None, 0)
         return thawed
 
     async def reset(self, name: str) -> None:
         """A hard reset, as the reset button (no guest cooperation)."""
-        await self._call((await self._domain(name)).reset, 0)
+        await self._on(name, "reset", 0)
 
     async def domain_xml(self, name: str) -> str:
         """The running definition (live device names, aliases, generated MACs)."""
-        xml: str = await self._call((await self._domain(name)).XMLDesc, 0)
+        xml: str = await self._on(name, "XMLDesc", 0)
         return xml
 
     async def stats(self, name: str) -> DomainStats:
         dom = await self._domain(name)
         result = await self._call(self._conn.domainListGetStats, [dom], 0, 0)
-        return _parse_stats(result[0][1] if result else {})
+        return parse_stats(result[0][1] if result else {})
 
     async def monitor_command(self, name: str, command: str) -> str:
         """A QEMU human-monitor command (what QMP lacks, e.g. slirp's hostfwd_add); its
@@ -375,60 +374,3 @@ def _typed(exc: Any) -> Exception:
     if code in _AGENT_ERRORS:
         return AgentNotConnected(f"guest agent not connected: {message}")
     return LibvirtFailure(message, {"libvirtCode": code})
-
-
-def _parse_stats(raw: dict[str, Any]) -> DomainStats:
-    """libvirt's typed parameters (device names as libvirt knows them: vda, vnet0)."""
-
-    def num(key: str) -> int:
-        return int(raw.get(key, 0))
-
-    block = tuple(
-        BlockStats(
-            name=str(raw.get(f"block.{i}.name", i)),
-            read_bytes=num(f"block.{i}.rd.bytes"),
-            write_bytes=num(f"block.{i}.wr.bytes"),
-            read_requests=num(f"block.{i}.rd.reqs"),
-            write_requests=num(f"block.{i}.wr.reqs"),
-            read_time_ns=num(f"block.{i}.rd.times"),
-            write_time_ns=num(f"block.{i}.wr.times"),
-            flush_requests=num(f"block.{i}.fl.reqs"),
-            flush_time_ns=num(f"block.{i}.fl.times"),
-        )
-        for i in range(num("block.count"))
-    )
-    # Interfaces without a host device (QEMU user networking) have no name and no counters.
-    net = tuple(
-        NetStats(
-            name=str(raw[f"net.{i}.name"]),
-            rx_bytes=num(f"net.{i}.rx.bytes"),
-            tx_bytes=num(f"net.{i}.tx.bytes"),
-            rx_packets=num(f"net.{i}.rx.pkts"),
-            tx_packets=num(f"net.{i}.tx.pkts"),
-            rx_errors=num(f"net.{i}.rx.errs"),
-            tx_errors=num(f"net.{i}.tx.errs"),
-            rx_dropped=num(f"net.{i}.rx.drop"),
-            tx_dropped=num(f"net.{i}.tx.drop"),
-        )
-        for i in range(num("net.count"))
-        if f"net.{i}.name" in raw
-    )
-    vcpu = tuple(
-        VcpuStats(id=i, state=num(f"vcpu.{i}.state"), time_ns=num(f"vcpu.{i}.time"))
-        for i in range(num("vcpu.maximum") or num("vcpu.current"))
-        if f"vcpu.{i}.state" in raw
-    )
-    return DomainStats(
-        cpu_time_ns=num("cpu.time"),
-        cpu_user_ns=num("cpu.user"),
-        cpu_system_ns=num("cpu.system"),
-        vcpus=num("vcpu.current"),
-        memory_actual_kib=num("balloon.current"),
-        memory_rss_kib=num("balloon.rss"),
-        memory_available_kib=num("balloon.available"),
-        memory_usable_kib=num("balloon.usable"),
-        memory_unused_kib=num("balloon.unused"),
-        block=block,
-        net=net,
-        vcpu=vcpu,
-    )

@@ -183,16 +183,7 @@ def revision_body(vm: VirtualMachine, obj: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": revision_name(vm, obj),
             "namespace": vm.namespace,
-            "ownerReferences": [
-                {
-                    "apiVersion": "kubevirt.io/v1",
-                    "kind": VirtualMachine.KIND,
-                    "name": vm.name,
-                    "uid": vm.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [vm.controller_reference().to_dict()],
         },
         "data": copy_json(obj),
         "revision": 1,

@@ -9,6 +9,7 @@ in both (`create vm --volume-containerdisk`, `console --timeout` in minutes).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 # KubeVirt's runStrategies (shared.model.RunStrategy; a test keeps the two equal): spelled
 # out so that parsing the command line loads no model.
@@ -90,6 +91,19 @@ def build() -> argparse.ArgumentParser:
     _port_forward(verb("port-forward", "forward local ports to a VMI's guest ports"))
     _ssh(verb("ssh", "ssh into a VMI (the system's ssh through port-forward)"), scp=False)
     _ssh(verb("scp", "copy files to or from a VMI (the system's scp)"), scp=True)
+    _guest_queries(verb)
+    _volumes(verb)
+    _create(verb("create", "emit a manifest"), common)
+    _expose(verb("expose", "create a Service for a VM or VMI"))
+    verb("version", "client and server versions")
+    verb("completion", "print a shell completion script").add_argument(
+        "shell", choices=["bash", "zsh"]
+    )
+    return parser
+
+
+def _guest_queries(verb: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """guestosinfo, userlist, fslist: what the guest agent reports."""
     for name, text in (
         ("guestosinfo", "guest OS info from the guest agent"),
         ("userlist", "users logged in to the guest"),
@@ -101,14 +115,6 @@ def build() -> argparse.ArgumentParser:
             "-o", "--output", choices=["table", "json", "yaml"],
             default="json" if name == "guestosinfo" else "table",
         )  # fmt: skip
-    _volumes(verb)
-    _create(verb("create", "emit a manifest"), common)
-    _expose(verb("expose", "create a Service for a VM or VMI"))
-    verb("version", "client and server versions")
-    verb("completion", "print a shell completion script").add_argument(
-        "shell", choices=["bash", "zsh"]
-    )
-    return parser
 
 
 def _lifecycle(verb: object) -> None:

@@ -95,27 +95,7 @@ def vm_manifest(flags: VMFlags) -> dict[str, Any]:
             "create vm needs --volume-containerdisk, --volume-pvc or --kernel-image",
             code=Exit.USAGE,
         )
-    domain: dict[str, Any] = {
-        "devices": {"disks": disks, "interfaces": [{"name": "default", "masquerade": {}}]}
-    }
-    memory = flags.memory or (None if flags.instancetype else DEFAULT_MEMORY)
-    if memory:
-        domain["memory"] = {"guest": memory}
-        domain["resources"] = {"requests": {"memory": memory}}
-    cpus = flags.cpus or (None if flags.instancetype else 1)
-    if cpus:
-        domain["cpu"] = {"cores": cpus}
-    if flags.kernel_image:
-        domain["firmware"] = {
-            "kernelBoot": {
-                "kernelArgs": flags.kernel_args,
-                "container": {
-                    "image": flags.kernel_image,
-                    "kernelPath": "/boot/vmlinuz",
-                    "initrdPath": "/boot/initrd.img",
-                },
-            }
-        }
+    domain = _domain(flags, disks)
     metadata: dict[str, Any] = {"name": flags.name}
     if flags.namespace:
         metadata["namespace"] = flags.namespace
@@ -139,6 +119,33 @@ def vm_manifest(flags: VMFlags) -> dict[str, Any]:
         "metadata": metadata,
         "spec": spec,
     }
+
+
+def _domain(flags: VMFlags, disks: list[dict[str, Any]]) -> dict[str, Any]:
+    """spec.template.spec.domain: the disks, one masquerade interface, and memory, CPUs and
+    kernel boot as flagged (memory and CPUs left to an instancetype when one is named)."""
+    domain: dict[str, Any] = {
+        "devices": {"disks": disks, "interfaces": [{"name": "default", "masquerade": {}}]}
+    }
+    memory = flags.memory or (None if flags.instancetype else DEFAULT_MEMORY)
+    if memory:
+        domain["memory"] = {"guest": memory}
+        domain["resources"] = {"requests": {"memory": memory}}
+    cpus = flags.cpus or (None if flags.instancetype else 1)
+    if cpus:
+        domain["cpu"] = {"cores": cpus}
+    if flags.kernel_image:
+        domain["firmware"] = {
+            "kernelBoot": {
+                "kernelArgs": flags.kernel_args,
+                "container": {
+                    "image": flags.kernel_image,
+                    "kernelPath": "/boot/vmlinuz",
+                    "initrdPath": "/boot/initrd.img",
+                },
+            }
+        }
+    return domain
 
 
 def service_manifest(

@@ -92,14 +92,7 @@ def claim_body(dv: DataVolume, want: Target) -> dict[str, Any]:
 
 
 def owner_ref(dv: DataVolume) -> dict[str, Any]:
-    return {
-        "apiVersion": CDI_API_VERSION,
-        "kind": DataVolume.KIND,
-        "name": dv.name,
-        "uid": dv.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return dv.controller_reference(api_version=CDI_API_VERSION).to_dict()
 
 
 def worker_name(dv: DataVolume) -> str:

@@ -16,7 +16,7 @@ from controller.config import MigrationConfig
 from controller.deps import Deps
 from controller.drain.budget_logic import BudgetView, budget_body, budget_name
 from controller.informers import VMI_UID_INDEX
-from controller.reconcile import Reconciler
+from controller.reconcile import Reconciler, live
 from shared.eviction import budget_min_available
 from shared.kube import (
     PDBS,
@@ -50,26 +50,15 @@ class DisruptionBudgetController(Reconciler):
         expectations: Expectations | None = None,
     ) -> None:
         super().__init__(deps, queue)
-        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
-        self._config_of: Callable[[], MigrationConfig] = (
-            config if callable(config) else lambda: config
-        )
+        self._config_of = live(config)
         self._expectations = expectations or Expectations()
 
     def handlers(
         self,
     ) -> tuple[Handlers[VirtualMachineInstance], Handlers[LauncherPod], Handlers[BudgetView]]:
         """Callbacks for the VMI, pod and budget informers."""
-        vmis: Handlers[VirtualMachineInstance] = Handlers(
-            on_add=lambda v: self.enqueue(v.key),
-            on_update=lambda old, new: self.enqueue(new.key),
-            on_delete=lambda v: self.enqueue(v.key),
-        )
-        pods: Handlers[LauncherPod] = Handlers(
-            on_add=lambda p: self.enqueue(p.vmi_key),
-            on_update=lambda old, new: self.enqueue(new.vmi_key),
-            on_delete=lambda p: self.enqueue(p.vmi_key),
-        )
+        vmis: Handlers[VirtualMachineInstance] = Handlers.each(lambda v: self.enqueue(v.key))
+        pods: Handlers[LauncherPod] = Handlers.each(lambda p: self.enqueue(p.vmi_key))
         budgets: Handlers[BudgetView] = Handlers(
             on_add=self._budget_added,
             on_update=lambda old, new: self.enqueue(new.vmi_key),

@@ -21,7 +21,7 @@ from controller.deps import Deps
 from controller.drain.evacuation_logic import evacuation_migration, plan_evacuation
 from controller.informers import VMI_KEY_INDEX
 from controller.migration.logic import Capacity
-from controller.reconcile import Reconciler, refresher
+from controller.reconcile import Reconciler, live, refresher
 from shared.kube import (
     VMIMS,
     VMIS,
@@ -51,10 +51,7 @@ class EvacuationController(Reconciler):
         config: MigrationConfig | Callable[[], MigrationConfig],
     ) -> None:
         super().__init__(deps, queue)
-        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
-        self._config_of: Callable[[], MigrationConfig] = (
-            config if callable(config) else lambda: config
-        )
+        self._config_of = live(config)
         # VMI key → (source node, monotonic time) of VMIMs created but not yet cached.
         self._created: dict[str, tuple[str, float]] = {}
 

@@ -26,7 +26,7 @@ from controller.migration.logic import (
 )
 from controller.migration.policy import PolicyStamp
 from controller.recent import Recent
-from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
+from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
 from shared.kube import (
     VMIMS,
@@ -71,14 +71,8 @@ class MigrationController(Reconciler):
         self._pods = pods
         self._writer = writer
         self._recent: Recent[Migration] = Recent()
-        # A Callable: built at each use (the KubeVirt CR's live values; controller/kubevirt).
-        self._templates_of: Callable[[], TemplateService] = (
-            templates if callable(templates) else lambda: templates
-        )
-        # A Callable: read at each sync (the KubeVirt CR's live values; controller/kubevirt).
-        self._config_of: Callable[[], MigrationConfig] = (
-            config if callable(config) else lambda: config
-        )
+        self._templates_of = live(templates)
+        self._config_of = live(config)
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
 

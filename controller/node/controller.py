@@ -16,7 +16,7 @@ from controller.deps import Deps
 from controller.informers import NODE_INDEX, VMI_UID_INDEX
 from controller.node.logic import NodeView, plan_node
 from controller.reconcile import Reconciler, refresher
-from controller.vmi.logic import FailureReason, failed
+from controller.vmi.plan import FailureReason, failed
 from shared.kube import NODES, VMIS, Handlers, NotFound, WorkQueue
 from shared.labels import SCHEDULABLE_LABEL
 from shared.launcherpod import LauncherPod

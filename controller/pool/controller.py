@@ -15,10 +15,8 @@ from typing import Any
 
 import structlog
 
-from controller.deps import Deps
-from controller.owned import WRITE_TIMEOUT, delete_owned, owner_key
+from controller.owned import WRITE_TIMEOUT, FleetReconciler
 from controller.pool.logic import (
-    InvalidPool,
     Pool,
     PoolPlan,
     check_pool,
@@ -28,8 +26,6 @@ from controller.pool.logic import (
     updated_vm,
     vm_body,
 )
-from controller.recent import Recent
-from controller.reconcile import Reconciler, refresher
 from controller.replicaset.logic import ScaleError
 from shared.kube import (
     OWNER_INDEX,
@@ -40,12 +36,10 @@ from shared.kube import (
     ApiError,
     Conflict,
     EventType,
-    Expectations,
     Handlers,
     NotFound,
-    StatusWriter,
+    Store,
     TransportError,
-    WorkQueue,
 )
 from shared.model import VirtualMachine
 
@@ -55,48 +49,29 @@ VM = VirtualMachine
 Write = Coroutine[Any, Any, str | None]
 
 
-class PoolController(Reconciler):
+class PoolController(FleetReconciler[Pool]):
     """Reconciles VirtualMachinePools against their VMs."""
 
     kind = "vmpool"
+    model = Pool
+    resource = VMPOOLS
+    owned = VMS
+    invalid_event = "pool_invalid"
 
-    def __init__(
-        self,
-        deps: Deps,
-        *,
-        queue: WorkQueue,
-        expectations: Expectations,
-        writer: StatusWriter[Pool],
-    ) -> None:
-        super().__init__(deps, queue)
-        self.expectations = expectations
-        self._writer = writer
-        self._recent: Recent[Pool] = Recent()
+    def _owners(self) -> Store[Pool]:
+        return self._informers.pools.store
+
+    def _check(self, owner: Pool) -> None:
+        check_pool(owner)
 
     def handlers(self) -> tuple[Handlers[Pool], Handlers[VM]]:
         """Callbacks for the pool and VM informers."""
-        pools: Handlers[Pool] = Handlers(
-            on_add=lambda p: self.enqueue(p.key),
-            on_update=self._pool_updated,
-            on_delete=self._pool_deleted,
-        )
         vms: Handlers[VM] = Handlers(
             on_add=self._vm_added,
             on_update=lambda old, new: self._vm_updated(new),
-            on_delete=self._vm_deleted,
+            on_delete=self._owned_deleted,
         )
-        return pools, vms
-
-    def _pool_updated(self, old: Pool, new: Pool) -> None:
-        self._recent.observe(new)
-        self.enqueue(new.key)
-
-    def _pool_deleted(self, pool: Pool) -> None:
-        self.expectations.delete(pool.key)
-        self._recent.forget(pool.key)
-
-    def _owner(self, vm: VM) -> str | None:
-        return owner_key(vm, kind=Pool.KIND, owners=self._informers.pools.store)
+        return self.owner_handlers(), vms
 
     def _vm_added(self, vm: VM) -> None:
         key = self._owner(vm)
@@ -105,26 +80,14 @@ class PoolController(Reconciler):
         self.enqueue(key)
 
     def _vm_updated(self, vm: VM) -> None:
-        key = self._owner(vm)
-        if key is not None and vm.metadata.is_deleting:
-            self.expectations.deletion_observed(key, vm.uid)
-        self.enqueue(key)
-
-    def _vm_deleted(self, vm: VM) -> None:
-        key = self._owner(vm)
-        if key is not None:
-            self.expectations.deletion_observed(key, vm.uid)
-        self.enqueue(key)
+        if vm.metadata.is_deleting:
+            self._owned_deleted(vm)
+        else:
+            self.enqueue(self._owner(vm))
 
     async def sync(self, key: str) -> None:
-        pool = self._recent.latest(self._informers.pools.store.get(key))
+        pool = self._current(key)
         if pool is None:
-            self.expectations.delete(key)
-            return
-        try:
-            check_pool(pool)
-        except InvalidPool as e:
-            log.warning("pool_invalid", error=str(e))
             return
         vms = owned(pool, self._informers.vms.store.by_index(OWNER_INDEX, pool.uid))
         error: ScaleError | None = None
@@ -139,7 +102,7 @@ class PoolController(Reconciler):
             self.expectations.expect_deletions(pool.key, [vm.uid for vm in plan.delete])
         if plan.create:
             self.expectations.expect_creations(pool.key, len(plan.create))
-        writes: list[Write] = [self._delete(pool, vm) for vm in plan.delete]
+        writes: list[Write] = [self._delete_owned(pool, vm) for vm in plan.delete]
         writes += [self._create(pool, i) for i in plan.create]
         writes += [self._update(pool, vm, restart=plan.restart) for vm in plan.update]
         async with asyncio.TaskGroup() as tg:
@@ -167,16 +130,6 @@ class PoolController(Reconciler):
         self._recorder.event(pool, EventType.NORMAL, "SuccessfulCreate", f"Created VM {name}")
         return None
 
-    async def _delete(self, pool: Pool, vm: VM) -> str | None:
-        return await delete_owned(
-            self._client,
-            VMS,
-            vm,
-            owner=pool,
-            expectations=self.expectations,
-            recorder=self._recorder,
-        )
-
     async def _update(self, pool: Pool, vm: VM, *, restart: bool) -> str | None:
         """Rewrite the VM to the template; a proactive update restarts its VMI too."""
         try:
@@ -194,13 +147,5 @@ class PoolController(Reconciler):
 
     async def _write_status(self, pool: Pool, vms: Sequence[VM], error: ScaleError | None) -> None:
         status = pool_status(pool, vms, error=error, now=self._clock())
-        if status == pool.status:
-            return
-        new = dataclasses.replace(pool, status=status)
-        try:
-            refresh = refresher(self._client, VMPOOLS, Pool, pool.key)
-            written = await self._writer.write_status(pool, new, refresh=refresh)
-        except NotFound:
-            return
-        if written is not pool:
-            self._recent.remember(written)
+        if status != pool.status:
+            await self._write_owner(pool, dataclasses.replace(pool, status=status))

@@ -136,16 +136,7 @@ def vm_body(pool: Pool, index: int) -> dict[str, Any]:
             "namespace": pool.namespace,
             "labels": labels,
             "annotations": dict(meta.annotations),
-            "ownerReferences": [
-                {
-                    "apiVersion": POOL_API_VERSION,
-                    "kind": Pool.KIND,
-                    "name": pool.name,
-                    "uid": pool.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [pool.controller_reference(api_version=POOL_API_VERSION).to_dict()],
         },
         "spec": vm_spec(pool, index),
     }

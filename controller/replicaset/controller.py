@@ -20,15 +20,12 @@ import structlog
 
 from controller.config import TimingConfig
 from controller.deps import Deps
-from controller.owned import WRITE_TIMEOUT, delete_owned, owner_key
-from controller.recent import Recent
-from controller.reconcile import Reconciler, refresher
+from controller.owned import WRITE_TIMEOUT, FleetReconciler
 from controller.replicaset.logic import (
     PAUSED_EVENT,
     RESUMED_EVENT,
     Claim,
     Failures,
-    InvalidSpec,
     ReplicaSet,
     ScaleError,
     check_spec,
@@ -51,6 +48,7 @@ from shared.kube import (
     Handlers,
     NotFound,
     StatusWriter,
+    Store,
     TransportError,
     WorkQueue,
 )
@@ -61,10 +59,14 @@ log = structlog.get_logger("controller.replicaset")
 VMI = VirtualMachineInstance
 
 
-class ReplicaSetController(Reconciler):
+class ReplicaSetController(FleetReconciler[ReplicaSet]):
     """Reconciles VirtualMachineInstanceReplicaSets against their VMIs."""
 
     kind = "vmirs"
+    model = ReplicaSet
+    resource = VMIRSS
+    owned = VMIS
+    invalid_event = "replicaset_invalid"
 
     def __init__(
         self,
@@ -75,39 +77,27 @@ class ReplicaSetController(Reconciler):
         writer: StatusWriter[ReplicaSet],
         timing: TimingConfig,
     ) -> None:
-        super().__init__(deps, queue)
-        self.expectations = expectations
-        self._writer = writer
-        self._recent: Recent[ReplicaSet] = Recent()
+        super().__init__(deps, queue=queue, expectations=expectations, writer=writer)
         self._backoff = Backoff(base=timing.start_backoff_base, cap=timing.start_backoff_max)
         self._failures: dict[str, Failures] = {}
 
     # ---- event handlers -----------------------------------------------------------------
 
+    def _owners(self) -> Store[ReplicaSet]:
+        return self._informers.replicasets.store
+
+    def _check(self, owner: ReplicaSet) -> None:
+        check_spec(owner)
+
+    def _forget(self, key: str) -> None:
+        self._failures.pop(key, None)
+
     def handlers(self) -> tuple[Handlers[ReplicaSet], Handlers[VMI]]:
         """Callbacks for the replica set and VMI informers."""
-        rs: Handlers[ReplicaSet] = Handlers(
-            on_add=lambda r: self.enqueue(r.key),
-            on_update=self._rs_updated,
-            on_delete=self._rs_deleted,
-        )
         vmi: Handlers[VMI] = Handlers(
-            on_add=self._vmi_added, on_update=self._vmi_updated, on_delete=self._vmi_deleted
+            on_add=self._vmi_added, on_update=self._vmi_updated, on_delete=self._owned_deleted
         )
-        return rs, vmi
-
-    def _rs_updated(self, old: ReplicaSet, new: ReplicaSet) -> None:
-        self._recent.observe(new)
-        self.enqueue(new.key)
-
-    def _rs_deleted(self, rs: ReplicaSet) -> None:
-        self.expectations.delete(rs.key)
-        self._recent.forget(rs.key)
-        self._failures.pop(rs.key, None)
-
-    def _owner(self, vmi: VMI) -> str | None:
-        """The key of the set controlling `vmi` (matched by name and UID), if any."""
-        return owner_key(vmi, kind=ReplicaSet.KIND, owners=self._informers.replicasets.store)
+        return self.owner_handlers(), vmi
 
     def _wake_selecting(self, vmi: VMI) -> None:
         """An orphan changed: every set whose selector matches it may adopt it."""
@@ -118,7 +108,7 @@ class ReplicaSetController(Reconciler):
 
     def _vmi_added(self, vmi: VMI) -> None:
         if vmi.metadata.is_deleting:
-            self._vmi_deleted(vmi)
+            self._owned_deleted(vmi)
             return
         key = self._owner(vmi)
         if key is not None:
@@ -129,7 +119,7 @@ class ReplicaSetController(Reconciler):
 
     def _vmi_updated(self, old: VMI, new: VMI) -> None:
         if new.metadata.is_deleting:
-            self._vmi_deleted(new)
+            self._owned_deleted(new)
             return
         old_key, key = self._owner(old), self._owner(new)
         if old_key != key:
@@ -141,24 +131,11 @@ class ReplicaSetController(Reconciler):
         ):
             self._wake_selecting(new)
 
-    def _vmi_deleted(self, vmi: VMI) -> None:
-        key = self._owner(vmi)
-        if key is not None:
-            self.expectations.deletion_observed(key, vmi.uid)
-            self.enqueue(key)
-
     # ---- reconcile ----------------------------------------------------------------------
 
     async def sync(self, key: str) -> None:
-        rs = self._recent.latest(self._informers.replicasets.store.get(key))
+        rs = self._current(key)
         if rs is None:
-            self.expectations.delete(key)
-            self._failures.pop(key, None)
-            return
-        try:
-            check_spec(rs)
-        except InvalidSpec as e:
-            log.warning("replicaset_invalid", error=str(e))
             return
         vmis = self._informers.vmis.store.by_index(NAMESPACE_INDEX, rs.namespace)
         claimed = claim(rs, (self._vmi_recent.latest(v) or v for v in vmis))
@@ -224,19 +201,9 @@ class ReplicaSetController(Reconciler):
             return None
         self.expectations.expect_deletions(rs.key, [v.uid for v in doomed])
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(self._delete_one(rs, vmi)) for vmi in doomed]
+            tasks = [tg.create_task(self._delete_owned(rs, vmi)) for vmi in doomed]
         errors = [e for t in tasks if (e := t.result()) is not None]
         return ScaleError(reason="FailedDelete", message=errors[0]) if errors else None
-
-    async def _delete_one(self, rs: ReplicaSet, vmi: VMI) -> str | None:
-        return await delete_owned(
-            self._client,
-            VMIS,
-            vmi,
-            owner=rs,
-            expectations=self.expectations,
-            recorder=self._recorder,
-        )
 
     # ---- adoption -----------------------------------------------------------------------
 
@@ -291,15 +258,9 @@ class ReplicaSetController(Reconciler):
             self._failures.pop(rs.key, None)
         if status == rs.status:
             return
-        new = dataclasses.replace(rs, status=status)
-        try:
-            refresh = refresher(self._client, VMIRSS, ReplicaSet, rs.key)
-            written = await self._writer.write_status(rs, new, refresh=refresh)
-        except NotFound:
+        written = await self._write_owner(rs, dataclasses.replace(rs, status=status))
+        if written is None:
             return
-        if written is rs:
-            return
-        self._recent.remember(written)
         was_paused = rs.status.condition("ReplicaPaused") is not None
         if bool(rs.spec.paused) != was_paused:
             reason, message = (

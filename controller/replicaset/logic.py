@@ -56,14 +56,7 @@ class InvalidSpec(ValueError):
 
 def owner_reference(rs: ReplicaSet) -> OwnerReference:
     """The controller reference a member carries."""
-    return OwnerReference(
-        api_version=API_VERSION,
-        kind=ReplicaSet.KIND,
-        name=rs.name,
-        uid=rs.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
+    return rs.controller_reference()
 
 
 def check_spec(rs: ReplicaSet) -> None:

@@ -342,11 +342,4 @@ class TemplateService:
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "name": vmi.name,
-        "uid": vmi.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return vmi.controller_reference().to_dict()

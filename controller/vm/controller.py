@@ -16,6 +16,7 @@ import structlog
 from controller.config import TimingConfig
 from controller.deps import Deps
 from controller.errors import SyncError
+from controller.owned import owner_handlers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
 from controller.vm.datavolumes import (
@@ -88,10 +89,8 @@ class VMController(Reconciler):
 
     def handlers(self) -> tuple[Handlers[VirtualMachine], Handlers[VirtualMachineInstance]]:
         """Callbacks for the VM and VMI informers."""
-        vm_handlers: Handlers[VirtualMachine] = Handlers(
-            on_add=lambda vm: self.enqueue(vm.key),
-            on_update=self._vm_updated,
-            on_delete=self._vm_deleted,
+        vm_handlers: Handlers[VirtualMachine] = owner_handlers(
+            self.enqueue, recent=self._recent, expectations=self._expectations
         )
         vmi_handlers: Handlers[VirtualMachineInstance] = Handlers(
             on_add=self._vmi_added,
@@ -99,14 +98,6 @@ class VMController(Reconciler):
             on_delete=self._vmi_deleted,
         )
         return vm_handlers, vmi_handlers
-
-    def _vm_updated(self, old: VirtualMachine, new: VirtualMachine) -> None:
-        self._recent.observe(new)
-        self.enqueue(new.key)
-
-    def _vm_deleted(self, vm: VirtualMachine) -> None:
-        self._expectations.delete(vm.key)
-        self._recent.forget(vm.key)
 
     def _vmi_added(self, vmi: VirtualMachineInstance) -> None:
         key = owner_key(vmi)

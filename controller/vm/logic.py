@@ -394,11 +394,4 @@ def vmi_from_template(
 
 def owner_ref(vm: VirtualMachine) -> dict[str, Any]:
     """The controller reference to the VM, on what it makes (its VMI, its DataVolumes)."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": VirtualMachine.KIND,
-        "name": vm.name,
-        "uid": vm.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return vm.controller_reference().to_dict()

@@ -7,7 +7,8 @@ pod gets `START_GRACE` to start. After that it is deleted and another launcher p
 (the next attempt, annotated with its number) takes its place, as for pods the kubelet
 refused at admission; the fifth launcher pod that could not start fails the VMI with the
 reason. A pod deleted for a later attempt is superseded: it no longer counts as the VMI's
-launcher while it terminates.
+launcher while it terminates. Here too: the plans for a VMI whose launcher pods were
+refused (`plan_after_rejection`) or are blocked (`plan_blocked`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from controller.transitions import vmi_condition, with_phases
+from controller.vmi.plan import FailureReason, VMIPlan, failed, parse_or
 from shared.launcherpod import LauncherPod, PodPhase
-from shared.model import parse_time
+from shared.model import (
+    ConditionStatus,
+    VirtualMachineInstance,
+    VMIConditionType,
+    VMIPhase,
+    VMIStatus,
+    parse_time,
+)
 
 START_GRACE = 20.0
+# Launcher pods refused by kubelets (never ran) are replaced, as a ReplicaSet replaces its
+# failed pods, after 2, 4, 8, 16 s; the fifth refusal fails the VMI.
+MAX_REJECTED_PODS = 5
+REJECTION_BACKOFF = 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,3 +67,55 @@ def blocked_start(
     attempts = max(next_attempt(rejected), pod.attempt) + 1
     wait = START_GRACE - waited if waited < START_GRACE else None
     return BlockedStart(message=message, wait=wait, attempts=attempts)
+
+
+def plan_after_rejection(
+    vmi: VirtualMachineInstance, rejected: Sequence[LauncherPod], *, now: datetime
+) -> VMIPlan:
+    """Every launcher pod so far was refused by a kubelet: another one after a backoff
+    (Synchronized=False, PodRejected, says why), or Failed at the fifth refusal."""
+    last = rejected[-1]
+    attempt = next_attempt(rejected)
+    if attempt >= MAX_REJECTED_PODS:
+        message = f"{last.describe_failure()} ({len(rejected)} launcher pods refused by kubelets)"
+        return VMIPlan(status=failed(vmi.status, FailureReason.POD_FAILED, message, now))
+    status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
+    status = _another_follows(status, last.describe_failure(), now)
+    backoff = REJECTION_BACKOFF * 2 ** (len(rejected) - 1)
+    waited = (now - parse_or(last.created, now)).total_seconds()
+    if waited < backoff:
+        return VMIPlan(status=status, requeue_after=backoff - waited)
+    return VMIPlan(status=status, create_pod=True, pod_attempt=attempt)
+
+
+def plan_blocked(
+    vmi: VirtualMachineInstance,
+    scheduling: VMIStatus,
+    doomed: tuple[LauncherPod, ...],
+    blocked: BlockedStart,
+    *,
+    now: datetime,
+) -> VMIPlan:
+    """A launcher pod its kubelet cannot start for a device: waited for a grace, then
+    replaced by the next attempt (Synchronized=False, PodRejected), or the VMI Failed with
+    the reason once MAX_REJECTED_PODS launcher pods could not start."""
+    if blocked.wait is not None:
+        return VMIPlan(status=scheduling, delete_pods=doomed[1:], requeue_after=blocked.wait)
+    if blocked.attempts >= MAX_REJECTED_PODS:
+        message = f"{blocked.message} ({blocked.attempts} launcher pods could not start)"
+        status = failed(vmi.status, FailureReason.POD_FAILED, message, now)
+        return VMIPlan(status=status, delete_pods=doomed)
+    status = _another_follows(scheduling, blocked.message, now)
+    return VMIPlan(status=status, delete_pods=doomed, create_pod=True, pod_attempt=blocked.attempts)
+
+
+def _another_follows(status: VMIStatus, why: str, now: datetime) -> VMIStatus:
+    """Synchronized=False, PodRejected: why the launcher pod never ran; another follows."""
+    return vmi_condition(
+        status,
+        VMIConditionType.SYNCHRONIZED,
+        ConditionStatus.FALSE,
+        reason=FailureReason.POD_REJECTED,
+        message=f"{why}; another launcher pod follows",
+        now=now,
+    )

@@ -22,13 +22,14 @@ from controller.config import TimingConfig
 from controller.deps import Deps
 from controller.errors import SyncError
 from controller.informers import VMI_UID_INDEX
-from controller.reconcile import PodWriter, Reconciler, apply_metadata, refresher
+from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
 from controller.services.volumes import ClaimReason, read_claims
 from controller.services.volumes.claims import claim_names, claim_volume_status, unbound_claims
 from controller.transitions import vmi_condition
 from controller.vmi.hotplug import HotplugAttachments, hotplugged
-from controller.vmi.logic import VMIPlan, plan_vmi
+from controller.vmi.logic import plan_vmi
+from controller.vmi.plan import VMIPlan
 from shared.kube import (
     VMIS,
     Handlers,
@@ -80,10 +81,7 @@ class VMIController(Reconciler):
         self._hotplugs = hotplugs
         self._pods = pods
         self._writer = writer
-        # A Callable: built at each use (the KubeVirt CR's live values; controller/kubevirt).
-        self._templates_of: Callable[[], TemplateService] = (
-            templates if callable(templates) else lambda: templates
-        )
+        self._templates_of = live(templates)
         self._timing = timing
 
     async def prepare(self, namespace: str | None) -> None:

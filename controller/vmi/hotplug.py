@@ -134,23 +134,23 @@ def attachment_pod(
             "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "containers": [
-                {
-                    "name": podlayout.ATTACHMENT_CONTAINER,
-                    "image": config.launcher_image,
-                    "imagePullPolicy": config.image_pull_policy,
-                    "command": [podlayout.LAUNCHER_BUSYBOX, "sleep", SLEEP_FOREVER],
-                    "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}},
-                    "volumeMounts": [
-                        {
-                            "name": "hotplug-disk",
-                            "mountPath": f"{podlayout.ATTACHMENT_MOUNT_DIR}/{name}",
-                        }
-                    ],
-                }
-            ],
+            "containers": [_attachment_container(name, config)],
             "volumes": [{"name": "hotplug-disk", **render(source)}],
         },
+    }
+
+
+def _attachment_container(volume: str, config: TemplateConfig) -> dict[str, Any]:
+    """A container that only sleeps with the volume mounted (busybox from the launcher image)."""
+    return {
+        "name": podlayout.ATTACHMENT_CONTAINER,
+        "image": config.launcher_image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": [podlayout.LAUNCHER_BUSYBOX, "sleep", SLEEP_FOREVER],
+        "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}},
+        "volumeMounts": [
+            {"name": "hotplug-disk", "mountPath": f"{podlayout.ATTACHMENT_MOUNT_DIR}/{volume}"}
+        ],
     }
 
 

@@ -24,13 +24,17 @@ Deletion and final phases delete the pods, and the finalizer goes once they are 
 from __future__ import annotations
 
 import dataclasses
-import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 
 from controller.transitions import vmi_condition, with_phases
-from controller.vmi.blocked import BlockedStart, blocked_start, next_attempt, superseded
+from controller.vmi.blocked import (
+    blocked_start,
+    plan_after_rejection,
+    plan_blocked,
+    superseded,
+)
+from controller.vmi.plan import FailureReason, VMIPlan, failed, parse_or
 from controller.vmi.probes import with_probe_readiness
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
@@ -48,46 +52,11 @@ from shared.model import (
     VMIConditionType,
     VMIPhase,
     VMIStatus,
-    parse_time,
 )
 from shared.model.validation import validate_vmi
 
 PRE_HANDOFF = frozenset({VMIPhase.UNSET, VMIPhase.PENDING, VMIPhase.SCHEDULING})
-# Launcher pods refused by kubelets (never ran) are replaced, as a ReplicaSet replaces its
-# failed pods, after 2, 4, 8, 16 s; the fifth refusal fails the VMI.
-MAX_REJECTED_PODS = 5
-REJECTION_BACKOFF = 2.0
 POST_HANDOFF = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
-
-
-class FailureReason(enum.StrEnum):
-    """status.reason (and the Synchronized condition's reason) of VMIs the controller fails."""
-
-    INVALID_SPEC = "InvalidSpec"
-    POD_FAILED = "PodFailed"
-    POD_TERMINATING = "PodTerminating"
-    POD_NOT_EXISTS = "PodNotExists"
-    UNSCHEDULABLE = "Unschedulable"
-    POD_REJECTED = "PodRejected"  # not a failure yet: another launcher pod follows
-    NODE_UNRESPONSIVE = "NodeUnresponsive"
-    LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the handler writes it too
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VMIPlan:
-    """What one sync of one VMI does: pod writes, then metadata and status writes."""
-
-    status: VMIStatus
-    create_pod: bool = False
-    # Which launcher pod of the VMI to create (0: the first; n: after n kubelet refusals),
-    # so its name differs from the refused ones', and a retried create stays idempotent.
-    pod_attempt: int = 0
-    delete_pods: tuple[LauncherPod, ...] = ()
-    # Label changes: value None removes the label.
-    labels: Mapping[str, str | None] = field(default_factory=dict)
-    # True: the finalizer must be present; False: absent; None: leave it.
-    finalizer: bool | None = None
-    requeue_after: float | None = None
 
 
 def plan_vmi(
@@ -115,20 +84,6 @@ def plan_vmi(
             return VMIPlan(status=launcher_died(vmi.status, dead, now), finalizer=True)
         return _plan_post_handoff(vmi, pods, now=now)
     return VMIPlan(status=vmi.status)
-
-
-def failed(status: VMIStatus, reason: FailureReason, message: str, now: datetime) -> VMIStatus:
-    """`status` moved to Failed with the reason in status.reason and a Synchronized condition."""
-    status = with_phases(status, [VMIPhase.FAILED], now)
-    status = vmi_condition(
-        status,
-        VMIConditionType.SYNCHRONIZED,
-        ConditionStatus.FALSE,
-        reason=reason,
-        message=message,
-        now=now,
-    )
-    return dataclasses.replace(status, reason=str(reason))
 
 
 def describe_field_errors(errors: Sequence[FieldError]) -> str:
@@ -186,7 +141,7 @@ def _plan_pre_handoff(
         scheduling = scheduling.without_condition(VMIConditionType.SYNCHRONIZED)
     scheduling = with_image_pull(scheduling, vmi, pod.image_pull, now=now)
     if (blocked := blocked_start(pod, rejected, now=now)) is not None:
-        return _plan_blocked(vmi, scheduling, (pod, *extra), blocked, now=now)
+        return plan_blocked(vmi, scheduling, (pod, *extra), blocked, now=now)
     if pod.running_on_node:
         return _plan_handoff(scheduling, pod, extra, vmi=vmi, now=now)
     return VMIPlan(status=scheduling, delete_pods=extra)
@@ -198,65 +153,13 @@ def _plan_no_pod(
     """No launcher pod that may still run: the first (once the spec is validated), or
     the next after kubelets refused the earlier ones."""
     if rejected:
-        return _plan_after_rejection(vmi, rejected, now=now)
+        return plan_after_rejection(vmi, rejected, now=now)
     # Validated once, before its pod exists (a VMI's spec does not change after that).
     errors = validate_vmi(vmi)
     if errors:
         message = describe_field_errors(errors)
         return VMIPlan(status=failed(vmi.status, FailureReason.INVALID_SPEC, message, now))
     return _plan_without_pod(vmi, now)
-
-
-def _plan_after_rejection(
-    vmi: VirtualMachineInstance, rejected: Sequence[LauncherPod], *, now: datetime
-) -> VMIPlan:
-    """Every launcher pod so far was refused by a kubelet: another one after a backoff
-    (Synchronized=False, PodRejected, says why), or Failed at the fifth refusal."""
-    last = rejected[-1]
-    attempt = next_attempt(rejected)
-    if attempt >= MAX_REJECTED_PODS:
-        message = f"{last.describe_failure()} ({len(rejected)} launcher pods refused by kubelets)"
-        return VMIPlan(status=failed(vmi.status, FailureReason.POD_FAILED, message, now))
-    status = with_phases(vmi.status, [VMIPhase.PENDING, VMIPhase.SCHEDULING], now)
-    status = _another_follows(status, last.describe_failure(), now)
-    backoff = REJECTION_BACKOFF * 2 ** (len(rejected) - 1)
-    waited = (now - _parse_or(last.created, now)).total_seconds()
-    if waited < backoff:
-        return VMIPlan(status=status, requeue_after=backoff - waited)
-    return VMIPlan(status=status, create_pod=True, pod_attempt=attempt)
-
-
-def _plan_blocked(
-    vmi: VirtualMachineInstance,
-    scheduling: VMIStatus,
-    doomed: tuple[LauncherPod, ...],
-    blocked: BlockedStart,
-    *,
-    now: datetime,
-) -> VMIPlan:
-    """A launcher pod its kubelet cannot start for a device: waited for a grace, then
-    replaced by the next attempt (Synchronized=False, PodRejected), or the VMI Failed with
-    the reason once MAX_REJECTED_PODS launcher pods could not start."""
-    if blocked.wait is not None:
-        return VMIPlan(status=scheduling, delete_pods=doomed[1:], requeue_after=blocked.wait)
-    if blocked.attempts >= MAX_REJECTED_PODS:
-        message = f"{blocked.message} ({blocked.attempts} launcher pods could not start)"
-        status = failed(vmi.status, FailureReason.POD_FAILED, message, now)
-        return VMIPlan(status=status, delete_pods=doomed)
-    status = _another_follows(scheduling, blocked.message, now)
-    return VMIPlan(status=status, delete_pods=doomed, create_pod=True, pod_attempt=blocked.attempts)
-
-
-def _another_follows(status: VMIStatus, why: str, now: datetime) -> VMIStatus:
-    """Synchronized=False, PodRejected: why the launcher pod never ran; another follows."""
-    return vmi_condition(
-        status,
-        VMIConditionType.SYNCHRONIZED,
-        ConditionStatus.FALSE,
-        reason=FailureReason.POD_REJECTED,
-        message=f"{why}; another launcher pod follows",
-        now=now,
-    )
 
 
 def _synchronized_reason(status: VMIStatus) -> str | None:
@@ -345,7 +248,7 @@ def _plan_unschedulable(
 ) -> VMIPlan:
     """Mirror PodScheduled=False onto the VMI; fail it once the timeout has passed."""
     message = pod.unschedulable or ""
-    since = _parse_or(pod.unschedulable_since or pod.created, now)
+    since = parse_or(pod.unschedulable_since or pod.created, now)
     waited = (now - since).total_seconds()
     if waited >= timeout:
         text = f"launcher pod {pod.name} could not be scheduled: {message}"
@@ -458,12 +361,3 @@ def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod
     if all(w.name in current and current[w.name].ip_address == w.ip_address for w in wanted):
         return status
     return dataclasses.replace(status, interfaces=wanted)
-
-
-def _parse_or(text: str | None, default: datetime) -> datetime:
-    if not text:
-        return default
-    try:
-        return parse_time(text)
-    except ValueError:
-        return default

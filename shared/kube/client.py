@@ -33,11 +33,11 @@ from shared.kube.errors import TransportError, error_from_status
 from shared.kube.metrics import Registry
 from shared.kube.ratelimit import CONTROLLER_RATE_LIMIT, MonotonicClock, RateLimit, TokenBucket
 from shared.kube.resources import Resource, with_kind
+from shared.kube.restmetrics import RestMetrics
 from shared.kube.transport import AioTransport, Query, Stream, Transport
 from shared.tasks import cancelling
 
 ERROR_CODE = "<error>"
-RATE_LIMITER_BUCKETS = tuple(0.001 * 2**i for i in range(10))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +69,6 @@ class _Op:
     query: Query = ()
 
 
-class _RestMetrics:
-    def __init__(self, registry: Registry) -> None:
-        self.requests = registry.counter(
-            "kubevirt_rest_client_requests_total",
-            "Number of HTTP requests, partitioned by status code, method, and host.",
-            ("code", "method", "host", "resource", "verb"),
-        )
-        self.latency = registry.histogram(
-            "kubevirt_rest_client_request_latency_seconds",
-            "Request latency in seconds. Broken down by verb and URL.",
-            ("verb", "url"),
-        )
-        self.limiter = registry.histogram(
-            "kubevirt_rest_client_rate_limiter_duration_seconds",
-            "Client side rate limiter latency in seconds. Broken down by verb and URL.",
-            ("verb", "url"),
-            buckets=RATE_LIMITER_BUCKETS,
-        )
-
-
 class KubeClient:
     """Raw-dict CRUD + watch on any `Resource`, with typed errors and metrics."""
 
@@ -105,7 +85,7 @@ class KubeClient:
         self._config = config
         self._clock = clock
         self._limiter = limiter or TokenBucket(config.rate_limit, clock=clock)
-        self._m = _RestMetrics(registry)
+        self._m = RestMetrics(registry)
 
     @classmethod
     async def connect(cls, config: ClientConfig, *, registry: Registry) -> KubeClient:

@@ -69,6 +69,11 @@ class Handlers(Generic[T]):
     on_update: Callable[[T, T], None] | None = None
     on_delete: Callable[[T], None] | None = None
 
+    @classmethod
+    def each(cls, call: Callable[[T], None]) -> Handlers[T]:
+        """`call` on every change: the added, the updated (new) and the deleted object."""
+        return cls(on_add=call, on_update=lambda _old, new: call(new), on_delete=call)
+
 
 def raw(obj: dict[str, Any]) -> dict[str, Any]:
     """The identity decoder: cache raw dicts (Pods, Nodes)."""

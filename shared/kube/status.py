@@ -28,14 +28,14 @@ import dataclasses
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import structlog
 
-from shared.kube.api_types import PatchType
 from shared.kube.errors import Conflict
 from shared.kube.mergepatch import merge_apply, merge_diff
 from shared.kube.metrics import Registry
+from shared.kube.ports import Patches
 from shared.kube.resources import Resource
 from shared.model import KubeObject, ObjectMeta
 from shared.model._codec import copy_json
@@ -52,21 +52,6 @@ CONFLICT = "conflict"
 OWNED_METADATA = ("labels", "annotations", "finalizers")
 
 
-class StatusClient(Protocol):
-    """The client call the writer needs (KubeClient satisfies it)."""
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any] | list[dict[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str | None = None,
-    ) -> dict[str, Any]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class StatusWriterConfig:
     """How many attempts (first write + conflict retries) before Conflict escapes; 1 hands
@@ -80,7 +65,7 @@ class StatusWriter(Generic[M]):
 
     def __init__(
         self,
-        client: StatusClient,
+        client: Patches,
         resource: Resource,
         *,
         model: type[M],

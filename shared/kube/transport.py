@@ -157,7 +157,7 @@ class AioTransport:
             timeouts = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         resp = await self._call(method, path, query, data, content_type, timeouts)
         try:
-            with _transport_errors(method, path):
+            with transport_errors(method, path):
                 payload = await resp.read()
         finally:
             resp.release()
@@ -192,7 +192,7 @@ class AioTransport:
         # Paths arrive with their segments already escaped (Resource.path): keep "%" as is.
         text = self._host + quote(path, safe="/:@%")
         url = URL(f"{text}?{urlencode(query)}" if query else text, encoded=True)
-        with _transport_errors(method, path):
+        with transport_errors(method, path):
             token = await self._auth.header()
             if token:
                 headers["Authorization"] = token
@@ -211,7 +211,7 @@ class AioTransport:
 
 
 @contextlib.contextmanager
-def _transport_errors(method: str, path: str) -> Iterator[None]:
+def transport_errors(method: str, path: str) -> Iterator[None]:
     """aiohttp's errors and timeouts as TransportError (a cancellation stays one)."""
     try:
         yield

@@ -15,7 +15,7 @@ from multidict import CIMultiDict
 from shared.kube.client import ClientConfig
 from shared.kube.connection import load_connection
 from shared.kube.errors import TransportError
-from shared.tasks import cancelling
+from shared.kube.transport import transport_errors
 
 PLAIN_PROTOCOL = "plain.kubevirt.io"
 
@@ -32,25 +32,20 @@ async def open_websocket(
         headers["Authorization"] = token
     tls = conn.ssl_context() if conn.host.startswith("https:") else False
     async with aiohttp.ClientSession() as session:
-        try:
-            async with asyncio.timeout(timeout):
-                ws = await session.ws_connect(
-                    conn.host + path,
-                    protocols=(protocol,),
-                    headers=headers,
-                    ssl=tls,
-                    server_hostname=conn.tls_server_name,
-                    proxy=conn.proxy,
-                    heartbeat=30,
-                )
-        except aiohttp.WSServerHandshakeError as e:
-            raise TransportError(f"websocket {path}: {e.status} {e.message}") from e
-        except aiohttp.ClientError as e:
-            raise TransportError(f"websocket {path}: {e!r}") from e
-        except TimeoutError as e:
-            if cancelling():
-                raise
-            raise TransportError(f"websocket {path}: timed out") from e
+        with transport_errors("websocket", path):
+            try:
+                async with asyncio.timeout(timeout):
+                    ws = await session.ws_connect(
+                        conn.host + path,
+                        protocols=(protocol,),
+                        headers=headers,
+                        ssl=tls,
+                        server_hostname=conn.tls_server_name,
+                        proxy=conn.proxy,
+                        heartbeat=30,
+                    )
+            except aiohttp.WSServerHandshakeError as e:
+                raise TransportError(f"websocket {path}: {e.status} {e.message}") from e
         try:
             yield ws
         finally:

@@ -91,10 +91,10 @@ class ObjectMeta(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VMICondition(Model):
-    """A VMI condition; unknown types and reasons load as plain strings."""
+class _Condition(Model):
+    """What VMI and VM conditions share; each narrows `type` to its own enum."""
 
-    type: VMIConditionType | str | None = None
+    type: str | None = None
     status: ConditionStatus | None = None
     reason: ConditionReason | str | None = None
     message: str | None = None
@@ -108,20 +108,17 @@ class VMICondition(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VMCondition(Model):
+class VMICondition(_Condition):
+    """A VMI condition; unknown types and reasons load as plain strings."""
+
+    type: VMIConditionType | str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VMCondition(_Condition):
     """A VM condition; unknown types and reasons load as plain strings."""
 
     type: VMConditionType | str | None = None
-    status: ConditionStatus | None = None
-    reason: ConditionReason | str | None = None
-    message: str | None = None
-    last_probe_time: str | None = None
-    last_transition_time: str | None = None
-
-    @property
-    def is_true(self) -> bool:
-        """status == "True"."""
-        return self.status == ConditionStatus.TRUE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

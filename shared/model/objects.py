@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Self
 
 from shared.apigroup import API_VERSION
 from shared.model._codec import Model
-from shared.model.meta import ObjectMeta
+from shared.model.meta import ObjectMeta, OwnerReference
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,3 +45,15 @@ class KubeObject(Model):
     def uid(self) -> str:
         """metadata.uid ("" when unset)."""
         return self.metadata.uid or ""
+
+    def controller_reference(self, *, api_version: str = API_VERSION) -> OwnerReference:
+        """The ownerReference naming this object the controller of what it makes
+        (blockOwnerDeletion set, as KubeVirt's and Kubernetes' controllers do)."""
+        return OwnerReference(
+            api_version=api_version,
+            kind=self.KIND,
+            name=self.name,
+            uid=self.uid,
+            controller=True,
+            block_owner_deletion=True,
+        )

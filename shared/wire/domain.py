@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from shared.wire.errors import InvalidArgument
+
+E = TypeVar("E", bound=StrEnum)
 
 
 class DomainState(StrEnum):
@@ -36,6 +38,21 @@ def _str(args: Mapping[str, Any], key: str, *, default: str | None = None) -> st
     value = args.get(key, default)
     if not isinstance(value, str):
         raise InvalidArgument(key, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _enum(enum: type[E], args: Mapping[str, Any], key: str, *, what: str) -> E:
+    value = _str(args, key)
+    try:
+        return enum(value)
+    except ValueError:
+        raise InvalidArgument(key, f"unknown {what} {value!r}") from None
+
+
+def _map(args: Mapping[str, Any], key: str, *, default: Any = None) -> Mapping[str, Any]:
+    value = args.get(key, default)
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(key, "expected a map")
     return value
 
 
@@ -77,14 +94,8 @@ class DomainStatus:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Self:
-        state = _str(data, "state")
-        try:
-            parsed = DomainState(state)
-        except ValueError:
-            raise InvalidArgument("state", f"unknown domain state {state!r}") from None
-        migration = data.get("migration", {})
-        if not isinstance(migration, Mapping):
-            raise InvalidArgument("migration", "expected a map")
+        parsed = _enum(DomainState, data, "state", what="domain state")
+        migration = _map(data, "migration", default={})
         return cls(
             name=_str(data, "name"),
             namespace=_str(data, "namespace"),
@@ -112,16 +123,8 @@ class DomainEvent:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Self:
-        kind = _str(data, "type")
-        try:
-            parsed = EventType(kind)
-        except ValueError:
-            raise InvalidArgument("type", f"unknown event type {kind!r}") from None
-        domain = data.get("domain")
-        if not isinstance(domain, Mapping):
-            raise InvalidArgument("domain", "expected a map")
         return cls(
-            type=parsed,
-            domain=DomainStatus.from_wire(domain),
+            type=_enum(EventType, data, "type", what="event type"),
+            domain=DomainStatus.from_wire(_map(data, "domain")),
             reason=_str(data, "reason", default=""),
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Self
 
 from virt_api.admission.defaults import Defaults
+from virt_api.env import PrefixedEnv
 from virt_api.errors import ConfigError
 from virt_api.subresources.tls import CertDir
 
@@ -44,19 +45,15 @@ class AdmissionConfig:
         CERT_DIR, HOST, PORT and MACHINE_TYPE, each prefixed with VIRT_CONTROLLER_ADMISSION_.
         """
 
-        def env(name: str, default: str) -> str:
-            return environ.get(ENV_PREFIX + name) or default
+        prefixed = PrefixedEnv(environ, ENV_PREFIX)
+        env = prefixed.get
 
         serving = CertDir(Path(env("CERT_DIR", str(DEFAULT_CERT_DIR))))
         if serving.missing(ca=False):
             return None
-        try:
-            port = int(env("PORT", str(DEFAULT_PORT)))
-        except ValueError as e:
-            raise ConfigError(f"{ENV_PREFIX}PORT is not a number") from e
         return cls(
             serving=serving,
             host=env("HOST", "0.0.0.0"),
-            port=port,
+            port=prefixed.port(DEFAULT_PORT, error=ConfigError),
             defaults=Defaults(machine_type=env("MACHINE_TYPE", Defaults().machine_type)),
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from virt_api.env import PrefixedEnv
 from virt_api.subresources.errors import SetupError
 from virt_api.subresources.tls import CertDir
 
@@ -48,8 +49,8 @@ class SubresourceConfig:
         prefixed with VIRT_CONTROLLER_SUBRESOURCES_.
         """
 
-        def env(name: str, default: str) -> str:
-            return environ.get(ENV_PREFIX + name) or default
+        prefixed = PrefixedEnv(environ, ENV_PREFIX)
+        env = prefixed.get
 
         serving = CertDir(Path(env("CERT_DIR", str(DEFAULT_SERVING_DIR))))
         if serving.missing(ca=False):
@@ -57,14 +58,10 @@ class SubresourceConfig:
         client = CertDir(Path(env("HANDLER_CLIENT_CERT_DIR", str(DEFAULT_HANDLER_CLIENT_DIR))))
         if missing := client.missing(ca=True):
             raise SetupError(f"handler client certificate incomplete: missing {missing}")
-        try:
-            port = int(env("PORT", str(DEFAULT_PORT)))
-        except ValueError as e:
-            raise SetupError(f"{ENV_PREFIX}PORT is not a number") from e
         return cls(
             serving=serving,
             handler_client=client,
             host=env("HOST", "0.0.0.0"),
-            port=port,
+            port=prefixed.port(DEFAULT_PORT, error=SetupError),
             handler_server_name=env("HANDLER_SERVER_NAME", DEFAULT_HANDLER_SERVER_NAME),
         )

@@ -38,21 +38,26 @@ def _mounted(volume: Volume, kind_subdir: str, source: dict[str, Any]) -> PodVol
     return PodVolumes(volumes=({"name": pod_volume, **source},), mounts=(mount,))
 
 
+def _object_ref(key: str, name: str | None, *, optional: bool | None) -> dict[str, Any]:
+    """A configMap or secret volume source: the object's name under `key`, and `optional`
+    when the VMI sets it."""
+    ref: dict[str, Any] = {key: name or ""}
+    if optional is not None:
+        ref["optional"] = optional
+    return ref
+
+
 def render_config_map(volume: Volume, source: ConfigMapSource, ctx: RenderContext) -> PodVolumes:
     """The ConfigMap as a pod volume."""
     del ctx
-    ref: dict[str, Any] = {"name": source.name or ""}
-    if source.optional is not None:
-        ref["optional"] = source.optional
+    ref = _object_ref("name", source.name, optional=source.optional)
     return _mounted(volume, podlayout.CONFIG_MAP_SUBDIR, {"configMap": ref})
 
 
 def render_secret(volume: Volume, source: SecretSource, ctx: RenderContext) -> PodVolumes:
     """The Secret as a pod volume."""
     del ctx
-    ref: dict[str, Any] = {"secretName": source.secret_name or ""}
-    if source.optional is not None:
-        ref["optional"] = source.optional
+    ref = _object_ref("secretName", source.secret_name, optional=source.optional)
     return _mounted(volume, podlayout.SECRET_SUBDIR, {"secret": ref})
 
 

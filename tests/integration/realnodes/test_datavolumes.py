@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -140,8 +141,12 @@ def test_vm_from_datavolume_template_imports_boots_and_keeps_data(
     assert _get(k, ns, "vm", "dvvm")["status"]["printableStatus"] == "Running"
 
 
-def _http_server(k: Kubectl, ns: str) -> str:
-    """A pod serving the guest's disk.qcow2 and notes.txt (busybox httpd); its URL."""
+@pytest.fixture
+def http_server(real_stack: Kubectl, real_namespace: str) -> Iterator[str]:
+    """A bare pod serving the guest's disk.qcow2 and notes.txt (busybox httpd); its URL.
+    Deleted, and waited for, at teardown: a bare pod left terminating on a node would
+    hold a later `kubectl drain` of it (drain refuses unmanaged pods without --force)."""
+    k, ns = real_stack, real_namespace
     copy = ["/bin/busybox", "cp", "/bin/busybox", "/bin-dir/busybox"]
     pod = {
         "apiVersion": "v1",
@@ -172,18 +177,19 @@ def _http_server(k: Kubectl, ns: str) -> str:
         return status.get("podIP") if status.get("phase") == "Running" else None
 
     address = _wait(ip, 180, "HTTP server pod Running", lambda: _get(k, ns, "pod", "http-images"))
-    return f"http://{address}:8080"
+    yield f"http://{address}:8080"
+    k("delete", "pod", "http-images", "-n", ns, "--wait=true", "--timeout=60s")
 
 
 def test_http_and_clone_datavolumes_succeed_and_boot(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, http_server: str
 ) -> None:
     """An http DataVolume imports the qcow2 an in-cluster HTTP server serves; a pvc
     DataVolume in the same (CSI) StorageClass is cloned by the driver (the claim's
     dataSource), one into the hand-made local-storage class is copied by a pod
     (CloneScheduled → Succeeded); a VMI on each boots and finds the disk."""
     k, ns = real_stack, real_namespace
-    base = _http_server(k, ns)
+    base = http_server
     _apply(k, ns, _dv("golden", {"http": {"url": f"{base}/disk.qcow2"}}))
     golden = _final(k, ns, "golden")
     assert golden["status"]["phase"] == "Succeeded", _ready_message(golden)
@@ -209,7 +215,7 @@ def test_http_and_clone_datavolumes_succeed_and_boot(
 
 
 def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, http_server: str
 ) -> None:
     """An upload DataVolume is refused at admission (not served yet). A missing image, a
     404, a claim too small for the image and a non-disk file (over http) each end
@@ -221,7 +227,7 @@ def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
     with pytest.raises(LocalKubeError, match=r"spec\.source\.upload: not supported yet"):
         k("apply", "-f", "-", stdin=json.dumps(upload))
     assert _get(k, ns, "dv", "upload") == {}
-    base = _http_server(k, ns)
+    base = http_server
     cases = {
         "no-image": (
             {"registry": {"url": "docker://registry.local/kubevirt-py/no-such-image:v1"}},

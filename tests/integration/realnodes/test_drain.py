@@ -94,9 +94,7 @@ def _running_on(k: Kubectl, ns: str, name: str, node: str) -> dict[str, Any]:
 
 def _drain(k: Kubectl, node: str) -> subprocess.CompletedProcess[str]:
     argv = [str(k.binary), "--kubeconfig", str(k.kubeconfig), "drain", node,
-            # --force: a bare pod an earlier test left terminating must not hold the drain.
-            "--ignore-daemonsets", "--delete-emptydir-data", "--force",
-            "--timeout=420s"]  # fmt: skip
+            "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=420s"]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=480, check=False)
 
 

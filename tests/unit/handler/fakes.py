@@ -1,8 +1,8 @@
 """Fakes behind the handler's Protocols: launchers, the pool, the work queue, the API.
 
-`FakeApi` is a small in-memory API server (list + watch with resourceVersions, status
-PUT with optimistic concurrency, merge patches of metadata and Nodes); the launcher
-integration tests run the real daemon against it too.
+`FakeApi` is the shared in-memory API server (tests/unit/shared/kube/fakes.py: status PUT
+and merge patches with optimistic concurrency) with VMI list + watch from an event log
+and Node patches added.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ from typing import Any
 import yaml
 
 from handler.launchers import LauncherState
-from shared.kube import Conflict, ListResult, NotFound, PatchType, Resource, WatchEvent
+from shared.kube import VMIS, Conflict, ListResult, WatchEvent
 from shared.kube.api_types import WatchEventType
 from shared.kube.mergepatch import merge_apply
+from shared.kube.resources import object_key
 from shared.model import VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainState, DomainStatus
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
 from shared.wire.stats import BlockStats, DomainStats, NetStats, VcpuStats
+from tests.unit.shared.kube.fakes import FakeApi as ObjectApi
 
 REPO = Path(__file__).resolve().parents[3]
 NODE = "node01"
@@ -242,11 +244,6 @@ class FakeQueue:
         self.forgotten.append(key)
 
 
-def _key(obj: Mapping[str, Any]) -> str:
-    meta = obj["metadata"]
-    return f"{meta['namespace']}/{meta['name']}"
-
-
 def _matches(selector: str, obj: Mapping[str, Any]) -> bool:
     labels = obj["metadata"].get("labels") or {}
     for term in filter(None, selector.split(",")):
@@ -256,46 +253,49 @@ def _matches(selector: str, obj: Mapping[str, Any]) -> bool:
     return True
 
 
-class FakeApi:
-    """An in-memory API server for VMIs and Nodes (what `HandlerApi` needs)."""
+class FakeApi(ObjectApi):
+    """The shared in-memory API server with what `HandlerApi` adds: VMI list + watch from
+    an event log, Node patches, and counts of VMI status writes and conflicts."""
 
     def __init__(self, *, wall: Callable[[], datetime] = utc_now) -> None:
+        super().__init__()
         self.wall = wall
-        self.vmis: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.node_patches: list[Mapping[str, Any]] = []
-        self.writes: Counter[str] = Counter()  # VMI key → status writes
+        self.status_writes: Counter[str] = Counter()  # VMI key → status writes
         self.history: dict[str, list[dict[str, Any]]] = {}  # VMI key → statuses written
         self.conflicts = 0
-        self._rv = 0
         self._log: list[tuple[int, WatchEvent]] = []
         self._changed = asyncio.Event()
+
+    @property
+    def vmis(self) -> dict[str, dict[str, Any]]:
+        """The stored VMIs by key (a view: write through `put_vmi`)."""
+        return {key: obj for (plural, key), obj in self.objects.items() if plural == VMIS.plural}
 
     # ---- what tests do (as the controller would) --------------------------------------
 
     def put_vmi(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace a VMI (a write by someone else)."""
         stored = copy.deepcopy(dict(obj))
-        key = _key(stored)
-        kind = WatchEventType.MODIFIED if key in self.vmis else WatchEventType.ADDED
-        self._commit(key, stored, kind)
-        return copy.deepcopy(stored)
+        stored.setdefault("apiVersion", "kubevirt.io/v1")
+        stored.setdefault("kind", "VirtualMachineInstance")
+        kind = WatchEventType.MODIFIED if object_key(stored) in self.vmis else WatchEventType.ADDED
+        self._emit(kind, self.seed(VMIS, stored))
+        return copy.deepcopy(self.stored(VMIS, object_key(stored)))
 
     def delete_vmi(self, key: str, *, finalized: bool = False) -> None:
         """Delete: with finalizers pending it only gets a deletionTimestamp."""
-        obj = self.vmis[key]
+        obj = self.stored(VMIS, key)
         if finalized:
-            del self.vmis[key]
-            self._rv += 1
-            obj["metadata"]["resourceVersion"] = str(self._rv)
-            self._emit(WatchEventType.DELETED, obj)
+            del self.objects[(VMIS.plural, key)]
+            self._emit(WatchEventType.DELETED, self._bump(obj))
             return
-        obj = copy.deepcopy(obj)
         obj["metadata"]["deletionTimestamp"] = format_time(self.wall())
-        self._commit(key, obj, WatchEventType.MODIFIED)
+        self._emit(WatchEventType.MODIFIED, self._bump(obj))
 
     def vmi(self, key: str) -> VirtualMachineInstance:
-        return VirtualMachineInstance.from_dict(copy.deepcopy(self.vmis[key]))
+        return VirtualMachineInstance.from_dict(copy.deepcopy(self.stored(VMIS, key)))
 
     # ---- HandlerApi ---------------------------------------------------------------------
 
@@ -311,70 +311,31 @@ class FakeApi:
         return _Source(self, "kubevirt.io/never=listed")
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
-        key = f"{namespace}/{name}"
-        if key not in self.vmis:
-            raise NotFound(404, "NotFound", key)
-        return self.vmi(key)
+        return VirtualMachineInstance.from_dict(await self.get(VMIS, name, namespace=namespace))
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
         self.node_patches.append(copy.deepcopy(dict(patch)))
         self.nodes[name] = merge_apply(self.nodes.get(name, {}), patch)
 
-    async def update_status(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
-        key = _key(body)
-        current = self._current(key, body)
-        new = copy.deepcopy(current)
-        new["status"] = copy.deepcopy(body.get("status") or {})
-        self.writes[key] += 1
-        self.history.setdefault(key, []).append(copy.deepcopy(new["status"]))
-        self._commit(key, new, WatchEventType.MODIFIED)
-        return copy.deepcopy(new)
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any] | list[dict[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        assert isinstance(patch, Mapping)
-        key = f"{namespace}/{name}"
-        current = self._current(key, {"metadata": patch.get("metadata", {})})
-        if subresource == "status":  # the status subresource ignores metadata changes
-            new = copy.deepcopy(current)
-            new["status"] = merge_apply(current.get("status") or {}, patch.get("status") or {})
-            self.writes[key] += 1
-            self.history.setdefault(key, []).append(copy.deepcopy(new["status"]))
-        else:
-            new = merge_apply(current, patch)
-        self._commit(key, new, WatchEventType.MODIFIED)
-        return copy.deepcopy(new)
-
     # ---- plumbing -----------------------------------------------------------------------
 
-    def _current(self, key: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        if key not in self.vmis:
-            raise NotFound(404, "NotFound", key)
-        current = self.vmis[key]
-        rv = (body.get("metadata") or {}).get("resourceVersion")
-        if rv is not None and rv != current["metadata"]["resourceVersion"]:
+    def _check_write(self, key: tuple[str, str], rv: str | None) -> dict[str, Any]:
+        try:
+            return super()._check_write(key, rv)
+        except Conflict:
             self.conflicts += 1
-            raise Conflict(409, "Conflict", f"{key}: resourceVersion {rv} is stale")
-        return current
+            raise
 
-    def _commit(self, key: str, obj: dict[str, Any], kind: WatchEventType) -> None:
-        self._rv += 1
-        obj["metadata"]["resourceVersion"] = str(self._rv)
-        obj.setdefault("apiVersion", "kubevirt.io/v1")
-        obj.setdefault("kind", "VirtualMachineInstance")
-        self.vmis[key] = obj
-        self._emit(kind, obj)
+    def _written(self, obj: dict[str, Any], *, status: bool) -> None:
+        if status:
+            key = object_key(obj)
+            self.status_writes[key] += 1
+            self.history.setdefault(key, []).append(copy.deepcopy(obj.get("status") or {}))
+        self._emit(WatchEventType.MODIFIED, obj)
 
     def _emit(self, kind: WatchEventType, obj: dict[str, Any]) -> None:
-        self._log.append((self._rv, WatchEvent(kind, copy.deepcopy(obj))))
+        rv = int(obj["metadata"]["resourceVersion"])
+        self._log.append((rv, WatchEvent(kind, copy.deepcopy(obj))))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -388,7 +349,7 @@ class _Source:
 
     async def list(self) -> ListResult:
         items = [copy.deepcopy(o) for o in self._api.vmis.values() if _matches(self._selector, o)]
-        return ListResult(items, str(self._api._rv))
+        return ListResult(items, str(self._api.rv))
 
     async def watch(
         self, *, resource_version: str, timeout_seconds: int

@@ -8,7 +8,8 @@ from typing import Any
 
 from handler.domains import DomainCache
 from handler.podnet import PodNetworks
-from handler.reconcile import ReconcileOptions, Reconciler, ReconcilerDeps
+from handler.reconcile import Reconciler
+from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from shared.kube import VMIS, Registry, StatusWriter, Store
 from shared.model import VirtualMachineInstance
 from shared.wire.domain import DomainEvent, DomainStatus, EventType

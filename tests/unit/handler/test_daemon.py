@@ -104,7 +104,7 @@ async def test_vmi_runs_and_node_metrics_and_probes_follow(tmp_path: Path) -> No
         assert 'kubevirt_workqueue_adds_total{name="virt-handler-vmi"}' in body
         assert (await _get(handler.http.bound_port, "/readyz"))[0] == 200
         assert (await _get(handler.http.bound_port, "/healthz"))[0] == 200
-    assert api.writes[key] == 1
+    assert api.status_writes[key] == 1
     node = api.nodes[NODE]["metadata"]
     assert node["labels"][SCHEDULABLE_LABEL] == "false"  # said on the way out
     assert HEARTBEAT_ANNOTATION in node["annotations"]
@@ -128,7 +128,7 @@ async def test_pushed_domain_events_reach_the_status(tmp_path: Path) -> None:
             await client.call(NOTIFY_METHOD, event.to_wire(), tier=Tier.SHORT)
         await until(lambda: api.vmi(key).status.phase is VMIPhase.SUCCEEDED, "Succeeded")
         await until(lambda: Method.DELETE in fake.calls, "launcher deleted")
-    assert api.writes[key] == 2
+    assert api.status_writes[key] == 2
 
 
 async def test_deleted_vmi_is_shut_down_with_acpi(tmp_path: Path) -> None:

@@ -78,16 +78,16 @@ async def test_launcher_death_is_seen_even_after_active_pods_dropped_its_pod() -
     raw = copy.deepcopy(rig.api.vmis[key])
     raw["status"]["activePods"] = {}
     rig.put(raw)
-    writes = rig.api.writes[key]
+    writes = rig.api.status_writes[key]
     rig.launcher(key).state = GONE
     vmi = await rig.process(key)
     assert (vmi.status.phase, vmi.status.reason) == (VMIPhase.FAILED, "LauncherDied")
     ready = vmi.status.condition("Ready")
     assert ready is not None and "virt-launcher of pod pod-1 died" in (ready.message or "")
-    assert rig.api.writes[key] == writes + 1
+    assert rig.api.status_writes[key] == writes + 1
     rig.informer_sync()
     await rig.process(key)
-    assert rig.api.writes[key] == writes + 1
+    assert rig.api.status_writes[key] == writes + 1
 
 
 async def test_a_failure_the_controller_wrote_first_is_never_overwritten() -> None:
@@ -99,16 +99,16 @@ async def test_a_failure_the_controller_wrote_first_is_never_overwritten() -> No
     raw = copy.deepcopy(rig.api.vmis[key])
     raw["status"].update(phase="Failed", reason="LauncherDied")
     by_controller = rig.api.put_vmi(raw)  # the handler's informer has not seen it yet
-    writes = rig.api.writes[key]
+    writes = rig.api.status_writes[key]
     launcher = rig.launcher(key)
     launcher.state = GONE
     await rig.process(key)
-    assert rig.api.writes[key] == writes
+    assert rig.api.status_writes[key] == writes
     assert rig.api.vmis[key]["status"] == by_controller["status"]
     assert rig.queue.rate_limited == [key]
     rig.informer_sync()
     await rig.process(key)
-    assert rig.api.writes[key] == writes
+    assert rig.api.status_writes[key] == writes
     assert rig.api.vmis[key]["metadata"]["uid"] in rig.pool.released
 
 
@@ -135,8 +135,8 @@ async def test_a_launcher_gone_after_the_migration_hand_off_fails_nothing() -> N
     )
     raw["status"]["migrationState"] = state.to_dict()
     rig.put(raw)
-    writes = rig.api.writes[key]
+    writes = rig.api.status_writes[key]
     rig.launcher(key).state = GONE
     vmi = await rig.process(key)
     assert vmi.status.phase is VMIPhase.RUNNING
-    assert rig.api.writes[key] == writes
+    assert rig.api.status_writes[key] == writes

@@ -46,11 +46,11 @@ def test_interval_has_jitter(rand: float, delay: float) -> None:
 class FlakyApi(FakeApi):
     def __init__(self) -> None:
         super().__init__()
-        self.fail_next = True
+        self.fail_node_patch = True
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
-        if self.fail_next:
-            self.fail_next = False
+        if self.fail_node_patch:
+            self.fail_node_patch = False
             raise ServerError(500, "InternalError", "etcd leader changed")
         await super().patch_node(name, patch)
 

@@ -17,15 +17,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from handler.migration_proxy import (
-    HANDLER_CN,
     SOCKET_NAMES,
-    ProxyConfig,
     SourceProxy,
     Stream,
     TargetProxy,
     decode_ports,
     encode_ports,
 )
+from handler.migration_tls import HANDLER_CN, ProxyConfig
 from shared.wire.unixpath import short_path
 from tests.unit.handler import certs
 

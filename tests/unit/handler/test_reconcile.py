@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from handler.launchers import LauncherState
-from handler.reconcile import ReconcileOptions
+from handler.reconcile_deps import ReconcileOptions
 from shared.model import ConditionStatus, VMIConditionType, VMIPhase
 from shared.wire.domain import DomainState
 from shared.wire.errors import CommandFailed, ErrorCode
@@ -40,7 +40,7 @@ async def test_scheduled_vmi_reaches_running_in_one_write() -> None:
     launcher = rig.launcher(key)
     vmi = await rig.process(key)
     assert launcher.calls == [Method.SYNC]
-    assert rig.api.writes[key] == 1
+    assert rig.api.status_writes[key] == 1
     assert vmi.status.phase is VMIPhase.RUNNING
     assert [t.phase for t in vmi.status.phase_transition_timestamps] == ["Running"]
     assert cond(rig, key, VMIConditionType.READY) == (ConditionStatus.TRUE, None)
@@ -59,7 +59,7 @@ async def test_reconcile_after_own_write_is_a_no_op_even_when_the_informer_lags(
     rig.informer_sync()
     await rig.process(key)
     assert launcher.calls == [Method.SYNC]
-    assert rig.api.writes[key] == 1
+    assert rig.api.status_writes[key] == 1
     assert rig.api.conflicts == 0
 
 
@@ -83,7 +83,7 @@ async def test_agent_connection_adds_condition_guest_os_info_and_interfaces_in_o
     assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
     await rig.process(key)
     assert launcher.count(Method.GET_INTERFACES) == 1
-    assert rig.api.writes[key] == 2
+    assert rig.api.status_writes[key] == 2
 
 
 async def test_settled_guest_interfaces_are_reread_each_refresh_interval() -> None:
@@ -118,7 +118,7 @@ async def test_waiting_launcher_is_left_alone() -> None:
     launcher = rig.launcher(key, state=LauncherState.WAITING)
     vmi = await rig.process(key)
     assert launcher.calls == []
-    assert rig.api.writes[key] == 0
+    assert rig.api.status_writes[key] == 0
     assert vmi.status.phase is VMIPhase.SCHEDULED
 
 
@@ -267,14 +267,14 @@ async def test_restarted_handler_refills_its_cache_without_writing() -> None:
     """After a restart, a Running VMI's domain is read back; the status is already right."""
     rig = Rig()
     key = await running(rig)
-    writes = rig.api.writes[key]
+    writes = rig.api.status_writes[key]
     rig.domains.forget(rig.api.vmi(key).uid)
     rig.reconciler = rig.fresh_reconciler()
     launcher = rig.launcher(key)
     launcher.calls.clear()
     await rig.process(key)
     assert launcher.calls == [Method.GET_DOMAIN]
-    assert rig.api.writes[key] == writes
+    assert rig.api.status_writes[key] == writes
 
 
 async def test_running_vmi_whose_launcher_lost_its_domain_fails() -> None:
@@ -342,4 +342,4 @@ async def test_vmis_of_other_nodes_or_phases_are_not_touched() -> None:
     await rig.process(pending)
     await rig.process(elsewhere)
     assert rig.pool.launchers == {}
-    assert sum(rig.api.writes.values()) == 0
+    assert sum(rig.api.status_writes.values()) == 0

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from controller.config import TemplateConfig
 from controller.services.template import TemplateService
-from controller.vmi.blocked import START_GRACE, next_attempt
-from controller.vmi.logic import MAX_REJECTED_PODS, FailureReason, VMIPlan, plan_vmi
+from controller.vmi.blocked import MAX_REJECTED_PODS, START_GRACE, next_attempt
+from controller.vmi.logic import plan_vmi
+from controller.vmi.plan import FailureReason, VMIPlan
 from shared.labels import LAUNCHER_ATTEMPT_ANNOTATION
 from shared.launcherpod import LauncherPod, decode_pod
 from shared.model import VirtualMachineInstance, VMIPhase

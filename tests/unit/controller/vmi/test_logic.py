@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.vmi.logic import FailureReason, VMIPlan, plan_vmi
+from controller.vmi.logic import plan_vmi
+from controller.vmi.plan import FailureReason, VMIPlan
 from shared.launcherpod import LauncherPod, PodPhase, decode_pod
 from shared.model import MigrationState, VirtualMachineInstance, VMIPhase
 from tests.unit.controller.builders import (

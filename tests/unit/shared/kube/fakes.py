@@ -144,7 +144,9 @@ class FakeApi:
         key = (resource.plural, object_key(body))
         if key in self.objects:
             raise AlreadyExists(409, "AlreadyExists", f"{key[1]} exists")
-        return self.seed(resource, body)
+        created = self.seed(resource, body)
+        self._written(created, status=False)
+        return created
 
     async def update(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         self.calls.append(("update", resource.plural))
@@ -154,7 +156,8 @@ class FakeApi:
         if "status" in current:
             new["status"] = current["status"]
         self.objects[key] = self._bump(new)
-        return copy.deepcopy(self.objects[key])
+        self._written(new, status=False)
+        return copy.deepcopy(new)
 
     async def update_status(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         self.calls.append(("update_status", resource.plural))
@@ -162,6 +165,7 @@ class FakeApi:
         current = self._check_write(key, body["metadata"].get("resourceVersion"))
         current["status"] = copy.deepcopy(body.get("status") or {})
         self._bump(current)
+        self._written(current, status=True)
         return copy.deepcopy(current)
 
     async def patch(
@@ -179,9 +183,17 @@ class FakeApi:
         key = self._key(resource, name, namespace)
         rv = (patch.get("metadata") or {}).get("resourceVersion")
         current = self._check_write(key, rv)
-        merged = merge_apply(current, patch)
+        if subresource == "status":  # the status subresource ignores metadata changes
+            merged = copy.deepcopy(current)
+            merged["status"] = merge_apply(current.get("status") or {}, patch.get("status") or {})
+        else:
+            merged = merge_apply(current, patch)
         self.objects[key] = self._bump(merged)
+        self._written(merged, status=subresource == "status")
         return copy.deepcopy(merged)
+
+    def _written(self, obj: dict[str, Any], *, status: bool) -> None:
+        """Called after each write with the stored object (`status`: a status write)."""
 
     def writes(self) -> list[str]:
         return [verb for verb, _ in self.calls if verb != "get"]

@@ -340,3 +340,15 @@ async def test_wait_for_sync_times_out_when_never_listed() -> None:
     informer, _ = make(src)
     with pytest.raises(TimeoutError):
         await wait_for_sync(informer, timeout=0.01)
+
+
+def test_handlers_each_calls_on_every_change() -> None:
+    """Handlers.each calls one function with the added, the new updated and the deleted
+    object."""
+    seen: list[str] = []
+    handlers: Handlers[str] = Handlers.each(seen.append)
+    assert handlers.on_add and handlers.on_update and handlers.on_delete
+    handlers.on_add("a")
+    handlers.on_update("old", "b")
+    handlers.on_delete("c")
+    assert seen == ["a", "b", "c"]
