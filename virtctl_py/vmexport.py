@@ -22,6 +22,7 @@ import ssl
 import sys
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -153,6 +154,16 @@ def _link(vme: VirtualMachineExport, volume: str | None, fmt: ExportFormat) -> t
     return url, link.cert or ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One download: where (through the local port), with what token, trusting what."""
+
+    url: str
+    token: str
+    tls: ssl.SSLContext | bool
+    server_name: str
+
+
 async def _fetch(
     kube: KubeClient, target: Target, vme: VirtualMachineExport, args: argparse.Namespace
 ) -> int:
@@ -161,14 +172,15 @@ async def _fetch(
     token = await _token(kube, vme)
     pod, port = await _exporter(kube, vme)
     tls: ssl.SSLContext | bool = False if args.insecure else ssl.create_default_context(cadata=cert)
-    host = urlsplit(url).hostname or ""
     async with forward_pod(target, pod=pod, port=port, local_port=args.local_port) as local:
         parts = urlsplit(url)
-        local_url = urlunsplit(parts._replace(netloc=f"127.0.0.1:{local}"))
-        return await _save(
-            local_url, headers={TOKEN_HEADER: token}, tls=tls, server_name=host,
-            output=Path(args.output), gzip=fmt is ExportFormat.GZIP,
-        )  # fmt: skip
+        request = Request(
+            url=urlunsplit(parts._replace(netloc=f"127.0.0.1:{local}")),
+            token=token,
+            tls=tls,
+            server_name=parts.hostname or "",
+        )
+        return await _save(request, output=Path(args.output), gzip=fmt is ExportFormat.GZIP)
 
 
 async def _token(kube: KubeClient, vme: VirtualMachineExport) -> str:
@@ -206,22 +218,12 @@ def _container_port(pod: Mapping[str, Any], wanted: Any) -> int:
     raise CliError(f"the exporter pod has no port named {wanted!r}")
 
 
-async def _save(
-    url: str,
-    *,
-    headers: Mapping[str, str],
-    tls: ssl.SSLContext | bool,
-    server_name: str,
-    output: Path,
-    gzip: bool,
-) -> int:
-    """GET `url` into `output` (through a temporary file), verified; the bytes written."""
+async def _save(request: Request, *, output: Path, gzip: bool) -> int:
+    """GET the request into `output` (through a temporary file), verified; the bytes written."""
     partial = output.with_name(output.name + ".partial")
     check = zlib.decompressobj(31) if gzip else None
     try:
-        written, expected = await _stream(
-            url, headers=headers, tls=tls, server_name=server_name, partial=partial, check=check
-        )
+        written, expected = await _stream(request, partial=partial, check=check)
         _verify(written, expected=expected, check=check, output=output)
     except zlib.error as e:
         partial.unlink(missing_ok=True)
@@ -236,20 +238,15 @@ async def _save(
     return written
 
 
-async def _stream(
-    url: str,
-    *,
-    headers: Mapping[str, str],
-    tls: ssl.SSLContext | bool,
-    server_name: str,
-    partial: Path,
-    check: Any,
-) -> tuple[int, int | None]:
+async def _stream(request: Request, *, partial: Path, check: Any) -> tuple[int, int | None]:
     timeout = aiohttp.ClientTimeout(sock_connect=30, sock_read=READ_TIMEOUT)
+    headers = {TOKEN_HEADER: request.token}
     written = 0
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
-        session.get(url, headers=dict(headers), ssl=tls, server_hostname=server_name) as resp,
+        session.get(
+            request.url, headers=headers, ssl=request.tls, server_hostname=request.server_name
+        ) as resp,
     ):
         if resp.status != 200:
             text = (await resp.text())[:200].strip()

@@ -10,7 +10,6 @@ key comes back every second; a Ready one comes back when its TTL ends.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 from collections.abc import Mapping
@@ -20,24 +19,20 @@ from typing import Any
 import structlog
 
 from controller.deps import Deps
-from controller.errors import SyncError
 from controller.export import bodies
 from controller.export.certs import make_certs
 from controller.export.logic import TOKEN_MISSING, Blocked, World, expiry, plan_export
 from controller.export.source import Source, read_source
+from controller.objectio import ObjectIO
 from controller.reconcile import Reconciler, refresher
 from shared.kube import (
     PODS,
     SERVICES,
-    AlreadyExists,
-    ApiError,
-    DeleteOptions,
     EventType,
     Handlers,
     NotFound,
     Resource,
     StatusWriter,
-    TransportError,
     WorkQueue,
 )
 from shared.kube.resources import SECRETS, VMEXPORTS
@@ -78,13 +73,15 @@ class ExportController(Reconciler):
         super().__init__(deps, queue)
         self._writer = writer
         self._exporter = exporter
+        self._io = ObjectIO(deps.client, deps.recorder, timeout=IO_TIMEOUT)
 
     def handlers(self) -> Handlers[VirtualMachineExport]:
-        """Callbacks for the export informer."""
-        return Handlers(
-            on_add=lambda vme: self.enqueue(vme.key),
-            on_update=lambda old, new: self.enqueue(new.key),
-        )
+        """Callbacks for the export informer: every add and update queues the export."""
+
+        def queue(*versions: VirtualMachineExport) -> None:
+            self.enqueue(versions[-1].key)
+
+        return Handlers(on_add=queue, on_update=queue)
 
     async def sync(self, key: str) -> None:
         vme = self._informers.exports.store.get(key)
@@ -118,19 +115,20 @@ class ExportController(Reconciler):
         """The token Secret's name; made here when spec.tokenSecretRef is unset."""
         ref = vme.spec.token_secret_ref
         name = ref or default_token_secret(vme.name)
-        if await self._get(SECRETS, name, vme.namespace) is not None:
+        if await self._io.get(SECRETS, name, vme.namespace) is not None:
             return name, None
         if ref:
             message = f"the token Secret {ref} (spec.tokenSecretRef) does not exist yet"
             return name, Blocked(reason=TOKEN_MISSING, message=message)
-        await self._create(SECRETS, bodies.token_secret(vme, name), vme, what="token secret")
+        body = bodies.token_secret(vme, name)
+        await self._io.create(SECRETS, body, owner=vme, what="token secret")
         return name, None
 
     async def _service(self, vme: VirtualMachineExport) -> str:
         body = bodies.service(vme)
         name = str(body["metadata"]["name"])
-        if await self._get(SERVICES, name, vme.namespace) is None:
-            await self._create(SERVICES, body, vme, what="service")
+        if await self._io.get(SERVICES, name, vme.namespace) is None:
+            await self._io.create(SERVICES, body, owner=vme, what="service")
         return name
 
     async def _start(
@@ -145,7 +143,7 @@ class ExportController(Reconciler):
                 valid=max(left, timedelta(0)) + CERT_MARGIN,
             )
             body = bodies.cert_secret(vme, certs)
-            await self._create(SECRETS, body, vme, what="certificate secret")
+            await self._io.create(SECRETS, body, owner=vme, what="certificate secret")
         pod = bodies.exporter_pod(
             vme,
             source.claims,
@@ -153,44 +151,17 @@ class ExportController(Reconciler):
             image=self._exporter.image,
             pull_policy=self._exporter.pull_policy,
         )
-        await self._create(PODS, pod, vme, what="exporter pod")
+        await self._io.create(PODS, pod, owner=vme, what="exporter pod")
 
     async def _owned(
         self, resource: Resource, name: str, vme: VirtualMachineExport
     ) -> dict[str, Any] | None:
-        raw = await self._get(resource, name, vme.namespace)
+        raw = await self._io.get(resource, name, vme.namespace)
         return raw if raw is not None and bodies.is_owned(raw, vme) else None
-
-    async def _get(self, resource: Resource, name: str, namespace: str) -> dict[str, Any] | None:
-        try:
-            async with asyncio.timeout(IO_TIMEOUT):
-                return await self._client.get(resource, name, namespace=namespace)
-        except NotFound:
-            return None
-
-    async def _create(
-        self, resource: Resource, body: Mapping[str, Any], vme: VirtualMachineExport, *, what: str
-    ) -> None:
-        name = body["metadata"]["name"]
-        try:
-            async with asyncio.timeout(IO_TIMEOUT):
-                await self._client.create(resource, body, namespace=vme.namespace)
-        except AlreadyExists:
-            return
-        except (ApiError, TransportError) as e:
-            self._recorder.event(vme, EventType.WARNING, "FailedCreate", f"{what} {name}: {e}")
-            raise SyncError("FailedCreate", f"{what} {name}: {e}") from e
-        log.info("export_created", what=what, name=name)
-        self._recorder.event(vme, EventType.NORMAL, "Created", f"Created {what} {name}")
 
     async def _delete_pod(self, vme: VirtualMachineExport, *, why: Any) -> None:
         name = export_names(vme.name)[0]
-        try:
-            async with asyncio.timeout(IO_TIMEOUT):
-                await self._client.delete(
-                    PODS, name, namespace=vme.namespace, options=DeleteOptions()
-                )
-        except NotFound:
+        if not await self._io.delete(PODS, name, vme.namespace):
             return
         reason = getattr(why, "reason", None) or "Stopped"
         log.info("export_pod_deleted", pod=name, reason=reason)
