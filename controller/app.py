@@ -22,6 +22,7 @@ from controller.datavolume.controller import DataVolumeController, WorkerImage
 from controller.deps import Deps
 from controller.drain.budgets import DisruptionBudgetController
 from controller.drain.evacuation import EvacuationController
+from controller.export.controller import ExportController, ExporterImage
 from controller.informers import Informers, SourceWrapper, build_informers
 from controller.kubevirt.controller import KubeVirtController
 from controller.kubevirt.live import cluster_defaults, migration_config, template_config
@@ -62,6 +63,7 @@ from shared.kube import (
     serving_tls,
     wait_for_sync,
 )
+from shared.kube.resources import VMEXPORTS
 from shared.model import (
     Clock,
     VirtualMachine,
@@ -71,6 +73,7 @@ from shared.model import (
     utc_now,
 )
 from shared.model.datavolume import DataVolume
+from shared.model.export import VirtualMachineExport
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
 
@@ -94,6 +97,7 @@ class Loops:
     replicaset: ReplicaSetController
     pool: PoolController
     datavolume: DataVolumeController
+    export: ExportController
 
 
 class Controller:
@@ -203,6 +207,7 @@ class Controller:
             tg.create_task(
                 loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
             )
+            tg.create_task(loops.export.queue.run_workers(workers.export, loops.export.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -239,6 +244,7 @@ class Controller:
         inf.datavolumes.add_handlers(loops.datavolume.handlers())
         inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
+        inf.exports.add_handlers(loops.export.handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -332,6 +338,15 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             queue=_queue("datavolume", registry),
             writer=StatusWriter(client, DATAVOLUMES, model=DataVolume, registry=registry),
             worker=WorkerImage(
+                image=config.template.launcher_image,
+                pull_policy=config.template.image_pull_policy,
+            ),
+        ),
+        export=ExportController(
+            deps,
+            queue=_queue("export", registry),
+            writer=StatusWriter(client, VMEXPORTS, model=VirtualMachineExport, registry=registry),
+            exporter=ExporterImage(
                 image=config.template.launcher_image,
                 pull_policy=config.template.image_pull_policy,
             ),

@@ -115,6 +115,7 @@ class WorkerCounts:
     replicaset: int = 3
     pool: int = 3
     datavolume: int = 3
+    export: int = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,6 +39,7 @@ from shared.kube import (
     Store,
     object_key,
 )
+from shared.kube.resources import VMEXPORTS
 from shared.kube.store import IndexFunc, by_namespace, by_owner_uid
 from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
@@ -50,6 +51,7 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
 )
 from shared.model.datavolume import DataVolume
+from shared.model.export import VirtualMachineExport
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
@@ -185,6 +187,8 @@ class Informers:
     pools: Informer[VirtualMachinePool]
     # CDI's DataVolumes (controller/datavolume/).
     datavolumes: Informer[DataVolume]
+    # export.kubevirt.io VirtualMachineExports (controller/export/).
+    exports: Informer[VirtualMachineExport]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -200,6 +204,7 @@ class Informers:
             self.replicasets,
             self.pools,
             self.datavolumes,
+            self.exports,
         )
 
 
@@ -277,6 +282,13 @@ def build_informers(
         ),
         pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
         datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
+        exports=make(
+            "exports",
+            VMEXPORTS,
+            scope,
+            lambda raw: VirtualMachineExport.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
     )
 
 

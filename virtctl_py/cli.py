@@ -95,6 +95,7 @@ def build() -> argparse.ArgumentParser:
     _volumes(verb)
     _create(verb("create", "emit a manifest"), common)
     _expose(verb("expose", "create a Service for a VM or VMI"))
+    _vmexport(verb("vmexport", "export a VM's or a claim's disks (create, delete, download)"))
     verb("version", "client and server versions")
     verb("completion", "print a shell completion script").add_argument(
         "shell", choices=["bash", "zsh"]
@@ -232,3 +233,25 @@ def _expose(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--target-port", type=int)
     p.add_argument("--type", default="ClusterIP", choices=["ClusterIP", "NodePort", "LoadBalancer"])
+
+
+def _vmexport(p: argparse.ArgumentParser) -> None:
+    """KubeVirt's virtctl vmexport flags (virtctl_py/vmexport.py)."""
+    p.add_argument("action", choices=["create", "delete", "download"])
+    p.add_argument("name", help="the VirtualMachineExport")
+    p.add_argument("--vm", help="export this (stopped) VM's claims")
+    p.add_argument("--pvc", help="export this claim")
+    p.add_argument("--snapshot", help="(not supported yet)")
+    p.add_argument("--ttl", help="spec.ttlDuration, e.g. 1h (KubeVirt's default: 2h)")
+    p.add_argument("--output", help="download: the file to write")
+    p.add_argument("--volume", help="download: the volume (needed when there are several)")
+    p.add_argument("--format", choices=["gzip", "raw"], default="gzip", help="download format")
+    p.add_argument(
+        "--port-forward", action="store_true",
+        help="accepted for KubeVirt's virtctl; downloads always go through a port-forward",
+    )  # fmt: skip
+    p.add_argument("--local-port", type=int, default=0, help="local port (0: any free one)")
+    p.add_argument("--insecure", action="store_true", help="do not verify the exporter's cert")
+    p.add_argument("--keep-vme", action="store_true", help="keep an export download created")
+    p.add_argument("--delete-vme", action="store_true", help="delete the export after download")
+    p.add_argument("--readiness-timeout", type=float, default=300, help="seconds to wait for Ready")

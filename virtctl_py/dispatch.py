@@ -44,6 +44,7 @@ VERBS: Mapping[str, str] = {
     "addvolume": "commands:volume",
     "removevolume": "commands:volume",
     "expose": "commands:expose",
+    "vmexport": "vmexport:vmexport",
 }
 
 

@@ -93,6 +93,10 @@ STORAGECLASSES = Resource(
 )
 CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
 DATAVOLUMES = Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+VMEXPORTS = Resource(
+    "export.kubevirt.io", "v1beta1", "virtualmachineexports", "VirtualMachineExport"
+)
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

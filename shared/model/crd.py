@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from shared.apigroup import GROUP, VERSION
+from shared.model.export import EXPORT_GROUP, EXPORT_VERSION, VirtualMachineExport
 from shared.model.instancetype import (
     INSTANCETYPE_GROUP,
     INSTANCETYPE_KINDS,
@@ -131,6 +132,22 @@ POOL_KINDS: tuple[CRDInfo, ...] = (
         scale=_SCALE,
         group=POOL_GROUP,
         version=POOL_VERSION,
+    ),
+)
+
+# export.kubevirt.io (controller/export/): KubeVirt's printer columns.
+EXPORT_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineExport,
+        singular="virtualmachineexport",
+        short_names=("vmexport", "vmexports"),
+        columns=(
+            _col("SourceKind", ".spec.source.kind"),
+            _col("SourceName", ".spec.source.name"),
+            _col("Phase", ".status.phase"),
+        ),
+        group=EXPORT_GROUP,
+        version=EXPORT_VERSION,
     ),
 )
 
@@ -265,7 +282,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in (*KINDS, *POOL_KINDS):
+    for info in (*KINDS, *POOL_KINDS, *EXPORT_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

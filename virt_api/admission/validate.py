@@ -35,6 +35,7 @@ from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
+from shared.model.export import VirtualMachineExport, export_errors
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
 from shared.model.meta import ObjectMeta
@@ -91,6 +92,11 @@ def _validate_datavolume(dv: DataVolume, _: ValidationLimits) -> list[FieldError
     return datavolume_errors(dv)
 
 
+def _validate_export(vme: VirtualMachineExport, _: ValidationLimits) -> list[FieldError]:
+    """A VirtualMachineExport: a source kind kubevirt-py exports, a name, a ttlDuration."""
+    return export_errors(vme)
+
+
 def _validate_migration(
     migration: VirtualMachineInstanceMigration, _: ValidationLimits
 ) -> list[FieldError]:
@@ -132,6 +138,7 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     VirtualMachinePool.KIND: (VirtualMachinePool, _validate_pool),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
     DataVolume.KIND: (DataVolume, _validate_datavolume),
+    VirtualMachineExport.KIND: (VirtualMachineExport, _validate_export),
 }
 
 

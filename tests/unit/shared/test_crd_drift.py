@@ -25,12 +25,15 @@ import yaml
 from shared import model
 from shared.model import KubeObject, Model
 from shared.model._codec import wire_key
-from shared.model.crd import KINDS, POOL_KINDS, CRDInfo, render
+from shared.model.crd import EXPORT_KINDS, KINDS, POOL_KINDS, CRDInfo, render
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "manifests" / "base"
 KIND_IDS = [pytest.param(info, id=info.cls.KIND) for info in KINDS]
-ALL_IDS = [*KIND_IDS, *(pytest.param(info, id=info.cls.KIND) for info in POOL_KINDS)]
+ALL_IDS = [
+    *KIND_IDS,
+    *(pytest.param(info, id=info.cls.KIND) for info in (*POOL_KINDS, *EXPORT_KINDS)),
+]
 
 
 def _strip_none(tp: Any) -> Any:

@@ -62,6 +62,7 @@ def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
         "virtualmachinepools",
         *(cls.PLURAL for cls in INSTANCETYPE_KINDS),
         "datavolumes",
+        "virtualmachineexports",
     }
     assert len(KINDS) == len(resources)
     kustomization = (BASE / "kustomization.yaml").read_text()

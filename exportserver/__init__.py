@@ -1,0 +1,1 @@
+"""virt-exportserver-py: the exporter pod's HTTPS server (KubeVirt's virt-exportserver)."""

@@ -1,0 +1,5 @@
+"""`python -m exportserver`."""
+
+from exportserver.main import main
+
+main()
