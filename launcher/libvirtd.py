@@ -91,6 +91,19 @@ namespaces = [ ]
 NO_CGROUPS = "cgroup_controllers = [ ]\n"
 
 
+def qemu_conf(*, session: bool, cgroups: bool) -> str:
+    """The daemon's qemu.conf. A session daemon runs QEMU as itself: naming root there
+    makes libvirt chown its state dirs to root, which the user may not."""
+    text = QEMU_CONF
+    if session:
+        text = "".join(line + "\n" for line in text.splitlines() if not _names_user(line))
+    return text + ("" if cgroups else NO_CGROUPS)
+
+
+def _names_user(line: str) -> bool:
+    return line.startswith(("user =", "group ="))
+
+
 class Isolation(StrEnum):
     """How the daemon gets libvirt's fixed system paths to itself (see the module doc)."""
 
@@ -258,7 +271,7 @@ class LibvirtDaemon:
             f'host_uuid = "{uuid.uuid4()}"\n'
             'log_outputs = "3:stderr"\n'
         )
-        paths.qemu_conf.write_text(QEMU_CONF + ("" if cgroups else NO_CGROUPS))
+        paths.qemu_conf.write_text(qemu_conf(session=paths.session, cgroups=cgroups))
         if self._run_as is not None:
             _chown_tree(paths.root, self._run_as)
         log.info("libvirtd_prepared", isolation=str(paths.isolation), cgroups=cgroups)
