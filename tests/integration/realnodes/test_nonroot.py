@@ -17,6 +17,7 @@ import yaml
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
+from tests.integration.realnodes.conftest import pods
 from tests.integration.realnodes.test_story import REPO, _launcher_pid, _serial, _wait
 
 pytestmark = pytest.mark.cluster
@@ -103,11 +104,9 @@ def test_launchers_run_libvirtd_and_qemu_as_the_qemu_user(
     fds = [Path(f"/proc/{qemu}/fd/{fd}") for fd in Path(f"/proc/{qemu}/fd").iterdir()]
     assert any(str(fd.readlink()) == "/dev/net/tun" for fd in fds if fd.is_symlink())
 
-    (pod,) = json.loads(
-        k("get", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi['metadata']['uid']}",
-          "-o", "json")  # fmt: skip
-    )["items"]
-    assert pod["spec"]["securityContext"]["fsGroup"] == LAUNCHER_GID
-    compute = pod["spec"]["containers"][0]["securityContext"]
+    (pod,) = pods(k, ns, f"kubevirt.io/created-by={vmi['metadata']['uid']}")
+    spec: Any = pod["spec"]
+    assert spec["securityContext"]["fsGroup"] == LAUNCHER_GID
+    compute = spec["containers"][0]["securityContext"]
     assert compute["runAsNonRoot"] and compute["runAsUser"] == LAUNCHER_UID
     k("delete", "vmi", "nonroot", "-n", ns, "--wait=false")

@@ -149,9 +149,9 @@ def test_a_non_root_launcher_runs_a_session_daemon() -> None:
 
 def test_session_keeps_every_libvirt_dir_under_the_private_dir(tmp_path: Path) -> None:
     """Session mode: HOME and the XDG dirs point under the private dir, where qemu.conf,
-    QEMU's pid files and the capability cache are (libvirt's per-user layout); the URI
-    names the session driver on the private socket; no unshare, no setpriv as that user;
-qemu.conf names no user (libvirt would chown its state dirs to it)."""
+        QEMU's pid files and the capability cache are (libvirt's per-user layout); the URI
+        names the session driver on the private socket; no unshare, no setpriv as that user;
+    qemu.conf names no user (libvirt would chown its state dirs to it)."""
     daemon = _daemon(tmp_path, Isolation.SESSION)
     daemon.prepare(capabilities_seed=None, cgroups=False)
     private = tmp_path / "private"
