@@ -60,27 +60,42 @@ def _running(k: Kubectl, name: str, ns: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _handler_pid(node: str) -> int | None:
-    """The virt-handler process serving `node` (the nodes share this PID namespace)."""
-    want = f"--node-name={node}".encode()
+def _node_of(pod: dict[str, Any]) -> str:
+    spec: Any = pod["spec"]
+    return str(spec.get("nodeName", ""))
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = obj["metadata"]
+    return meta
+
+
+def _handler_pod(k: Kubectl, node: str) -> dict[str, Any]:
+    (pod,) = [p for p in pods(k, "kubevirt", "kubevirt.io=virt-handler") if _node_of(p) == node]
+    return pod
+
+
+def _handler_pid(k: Kubectl, node: str) -> int | None:
+    """This cluster's virt-handler process on `node`: found by its pod's cgroup, as other
+    clusters on this machine have handlers named for a node01 too."""
+    uid = str(_meta(_handler_pod(k, node))["uid"])
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if want in argv and any(b"virt-handler" in a for a in argv[:2]):
+            if not any(b"virt-handler" in a for a in argv[:2]):
+                continue
+            cgroups = (entry / "cgroup").read_text()
+            if any(m in cgroups for m in marks):
                 return int(entry.name)
     return None
 
 
 def _handler_ready(k: Kubectl, node: str) -> bool:
-    for pod in pods(k, "kubevirt", "kubevirt.io=virt-handler"):
-        spec: Any = pod["spec"]
-        status: Any = pod.get("status", {})
-        if spec.get("nodeName") == node:
-            conds = status.get("conditions", [])
-            return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-    return False
+    status: Any = _handler_pod(k, node).get("status", {})
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
 
 
 def _one_qemu(domain: str) -> list[int]:
@@ -114,7 +129,7 @@ def test_handler_killed_mid_migration_then_qemu_killed(
     under_way = ("Scheduled", "PreparingTarget", "TargetReady", "Running", *FINAL)
     seen = _wait(lambda: (p := _phase(k, "vmim", "chaos-mig-1", ns)) in under_way and p,
                  240, "the migration under way", interval=0.05)  # fmt: skip
-    pid = _handler_pid(source)
+    pid = _handler_pid(k, source)
     assert pid is not None, f"no virt-handler process for {source}"
     os.kill(pid, signal.SIGKILL)
 
@@ -129,11 +144,6 @@ def test_handler_killed_mid_migration_then_qemu_killed(
     os.kill(qemu[0], signal.SIGKILL)
     status = _failed_with_reason(k, "chaos-mig", ns)
     print(f"CHAOS qemu-killed: VMI Failed, {status['reason']}")
-
-
-def _node_of(pod: dict[str, Any]) -> str:
-    spec: Any = pod["spec"]
-    return str(spec.get("nodeName", ""))
 
 
 async def _bounce_kubelet(cluster: Cluster, node: str) -> None:
