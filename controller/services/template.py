@@ -183,7 +183,7 @@ class TemplateService:
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
         if not self.config.launcher_as_root:
-            pod["spec"]["securityContext"] = pod_security_context()
+            pod["spec"]["securityContext"] = pod_security_context(seccomp=not _passt(vmi))
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -281,7 +281,7 @@ class TemplateService:
             ],
         }
         if not self.config.launcher_as_root:
-            container["securityContext"] = compute_security_context()
+            container["securityContext"] = compute_security_context(seccomp=not _passt(vmi))
         if sources.devices:  # block-mode claims (controller/services/volumes/pvc.py)
             container["volumeDevices"] = list(sources.devices)
         if self.config.launcher_command:
@@ -345,28 +345,38 @@ class TemplateService:
         return {"requests": requests, "limits": limits}
 
 
-def pod_security_context() -> dict[str, Any]:
+RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _passt(vmi: VirtualMachineInstance) -> bool:
+    """An interface bound by passt, which sandboxes itself in user namespaces: the runtime's
+    default seccomp profile refuses unshare(CLONE_NEWUSER) without CAP_SYS_ADMIN."""
+    return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
+
+
+def pod_security_context(*, seccomp: bool = True) -> dict[str, Any]:
     """A non-root launcher pod's: volumes group-owned by the qemu group (the kubelet's
     fsGroup), and DHCP's port 67 open to the unprivileged launcher (a namespaced, safe
     sysctl) so its responder binds it without capabilities."""
     return {
         "fsGroup": LAUNCHER_GID,
         "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
-        "seccompProfile": {"type": "RuntimeDefault"},
+        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
     }
 
 
-def compute_security_context() -> dict[str, Any]:
+def compute_security_context(*, seccomp: bool = True) -> dict[str, Any]:
     """The compute container as the qemu user with no capabilities (KubeVirt's non-root
     launcher): libvirtd in session mode and QEMU need none, as virt-handler wires the
-    pod's network and hands the container's device nodes to the user."""
+    pod's network and hands the container's device nodes to the user. `seccomp` False
+    (passt): no profile named, the runtime's default for the pod (unconfined here)."""
     return {
         "runAsUser": LAUNCHER_UID,
         "runAsGroup": LAUNCHER_GID,
         "runAsNonRoot": True,
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
+        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from controller.config import Config, TemplateConfig
 from controller.services.template import TemplateService
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
-from tests.unit.controller.builders import make_migration, make_vmi
+from tests.unit.controller.builders import make_migration, make_vmi, vmi_dict
 
 
 def test_the_compute_container_runs_as_the_qemu_user_without_capabilities() -> None:
@@ -42,3 +42,15 @@ def test_the_root_switch_leaves_the_pod_as_it_was() -> None:
     assert "securityContext" not in pod["spec"]
     assert "securityContext" not in pod["spec"]["containers"][0]
     assert not Config.from_args([], environ={}).template.launcher_as_root
+
+
+def test_a_passt_bound_vmi_gets_no_seccomp_profile() -> None:
+    """passt sandboxes itself in user namespaces, which RuntimeDefault refuses without
+    CAP_SYS_ADMIN: such a pod names no profile; it still runs as 107."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "passtBinding": {}}]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
+    ctx = pod["spec"]["containers"][0]["securityContext"]
+    assert "seccompProfile" not in ctx and "seccompProfile" not in pod["spec"]["securityContext"]
+    assert ctx["runAsUser"] == LAUNCHER_UID
