@@ -156,8 +156,9 @@ class DaemonPaths:
         return self.system_root / SYSTEM_DIRS[sub].lstrip("/")
 
     def environment(self) -> dict[str, str]:
-        """The daemon's environment: in session mode, HOME and XDG dirs under the root."""
-        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
+        """The daemon's environment: ours, and in session mode HOME and the XDG dirs under
+        the root."""
+        env = dict(os.environ)
         if self.isolation is Isolation.SESSION:
             env["HOME"] = str(self.root / "home")
             env.update({var: str(self.root / sub) for var, sub in XDG_DIRS.items()})

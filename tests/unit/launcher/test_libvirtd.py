@@ -187,7 +187,7 @@ def test_system_daemons_keep_the_system_uri(tmp_path: Path) -> None:
     for isolation in (Isolation.CONTAINER, Isolation.MOUNT_NAMESPACE):
         paths = DaemonPaths(root=tmp_path, isolation=isolation)
         assert paths.uri.startswith("qemu+unix:///system?socket=")
-        assert "HOME" not in paths.environment()
+        assert paths.environment() == dict(os.environ)
 
 
 def test_migration_endpoints_name_the_daemons_driver(tmp_path: Path) -> None:
