@@ -191,7 +191,11 @@ def test_kubelet_bounced_during_vm_start_then_launcher_pod_deleted_mid_boot(
         vmi = _get(k, "vmi", "chaos-boot", ns)
         if vmi.get("status", {}).get("phase") not in ("Scheduled", "Running"):
             return None
-        return vmi if "KUBEVIRT-PY-GUEST-BOOTED" not in _serial(real_cluster, vmi) else None
+        try:
+            console = _serial(real_cluster, vmi)
+        except (KeyError, ValueError):  # no launcher pod on its node in the status yet
+            return None
+        return vmi if "KUBEVIRT-PY-GUEST-BOOTED" not in console else None
 
     vmi = _wait(booting, 240, "chaos-boot's guest booting", interval=0.05)
     k("delete", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi['metadata']['uid']}",
