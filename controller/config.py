@@ -59,6 +59,9 @@ class TemplateConfig:
     # CPU request per vCPU when the VMI sets none (KubeVirt's cpuAllocationRatio of 10).
     cpu_request_millis_per_vcpu: int = 100
     overhead: OverheadConfig = field(default_factory=OverheadConfig)
+    # KubeVirt's default: the compute container runs as the qemu user (107), libvirt in
+    # session mode (docs/nonroot.md). True: as root, libvirtd in system mode (the switch).
+    launcher_as_root: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +172,7 @@ class Config:
             log_format=ns.launcher_log_format,
             container_disk_delivery=_delivery(ns.container_disk_delivery),
             cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
+            launcher_as_root=_flag(ns.launcher_as_root),
         )
         migration = MigrationConfig(
             parallel_per_cluster=int(ns.parallel_migrations),
@@ -245,6 +249,12 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
         "read-only into launcher pods",
     ),
     ("launcher-log-format", "json", "launcher --log-format"),
+    (
+        "launcher-as-root",
+        "false",
+        "run launchers' compute container as root (libvirtd in system mode) instead of "
+        "the non-root qemu user 107 (docs/nonroot.md)",
+    ),
     (
         "container-disk-delivery",
         ContainerDiskDelivery.IMAGE_VOLUME.value,

@@ -38,6 +38,7 @@ import structlog
 
 from handler.migration_tls import ProxyConfig, peer_cn
 from shared import podlayout
+from shared.launcherpod import LAUNCHER_GID
 from shared.tasks import cancelling
 from shared.wire.unixpath import bind_private, short_path
 
@@ -288,8 +289,9 @@ class SourceProxy:
             ) -> None:
                 await self._accept(s, r, w)
 
-            # 0600 in a 0700 directory, whatever the umask: only root (QEMU) connects.
-            sock = bind_private(self.directory / name)
+            # 0660 in a 0710 directory, whatever the umask: only the launcher's libvirtd
+            # and QEMU (its group; root in a root launcher) connect.
+            sock = bind_private(self.directory / name, group=LAUNCHER_GID)
             self._servers.append(await asyncio.start_unix_server(accept, sock=sock))
         log.info("migration_proxy_source_open", migration=self.migration_uid, target=self._host)
 

@@ -25,6 +25,7 @@ longer ours to work (taken over, failed, aborted, its VMIM gone).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -47,6 +48,7 @@ from handler.migration_proxy import (
 from handler.migration_tls import ProxyConfig
 from handler.podnet import PodNetworks
 from shared.kube import Informer, KubeError, StatusWriter, WorkQueue
+from shared.launcherpod import LAUNCHER_GID
 from shared.model import (
     Clock,
     MigrationPhase,
@@ -157,8 +159,12 @@ class MigrationTargets:
         directory = on_node(self._pods_dir, pod_uid, in_pod)
         sockets = {s: directory / name for s, name in SOCKET_NAMES.items()}
         sockets[Stream.LIBVIRT] = private_volume(self._pods_dir, pod_uid) / LIBVIRT_SOCKET
-        # The destination QEMU binds the memory and NBD sockets here.
-        sockets[Stream.MEMORY].parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        # The destination QEMU binds the memory and NBD sockets here (as the launcher's
+        # group when it is not root).
+        mig_dir = sockets[Stream.MEMORY].parent
+        mig_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chown(mig_dir, -1, LAUNCHER_GID)
+        mig_dir.chmod(0o770)
         proxy = TargetProxy(
             self._proxy,
             migration_uid=state.migration_uid,

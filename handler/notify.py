@@ -2,7 +2,7 @@
 
 It speaks the same protocol as the launcher's command socket (shared.wire), with one
 method, `domain_event`. The socket lives on a hostPath that every launcher pod of this
-node mounts at the same place.
+node mounts at the same place; non-root launchers reach it as its group (LAUNCHER_GID).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from handler.domains import DomainCache
+from shared.launcherpod import LAUNCHER_GID
 from shared.wire.domain import DomainEvent
 from shared.wire.launcher_api import NOTIFY_METHOD
 from shared.wire.server import RpcServer, ServerInfo
@@ -40,7 +41,7 @@ class NotifyServer:
         self._path.parent.mkdir(parents=True, exist_ok=True)
         try:
             log.info("notify_server_starting", socket=str(self._path))
-            await self._server.serve(self._path, started=started)
+            await self._server.serve(self._path, started=started, group=LAUNCHER_GID)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 self._path.unlink()

@@ -10,11 +10,12 @@ binding has no such fallback, its VMI's Synchronized condition says why.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import structlog
 
-from handler import netwire
+from handler import netwire, podowner
 from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, WiringError, launcher_process
 from handler.netwire import Target
@@ -68,6 +69,8 @@ class PodNetworks:
         if path.exists() or not path.parent.is_dir():
             return  # done, or no kubelet pod layout here (the launcher then runs user-mode)
         target = pod_target(vmi)
+        with contextlib.suppress(CannotWire):  # a non-root launcher's device nodes: its own
+            podowner.hand_over(launcher_process(socket), host_disks=podowner.host_disk_files(vmi))
         if target is None:
             podnet.write(path, PodWiring())
             return

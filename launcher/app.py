@@ -22,7 +22,7 @@ from launcher.disks import DiskContext
 from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
 from launcher.manager import DomainManager, Identity
-from launcher.migration import EndpointConfig, Migrations, SourceMigrator
+from launcher.migration import LINK_ROOT, EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
@@ -71,7 +71,8 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
     )
     partition = Partition(f"kvpy-{config.uid.replace('-', '')[:20]}-{os.getpid()}")
     try:
-        cgroups = partition.create()
+        # A session daemon (non-root launcher) uses no cgroups of its own.
+        cgroups = not daemon.paths.session and partition.create()
         daemon.prepare(capabilities_seed=config.capabilities_seed, cgroups=cgroups)
         await daemon.start()
         virt = await Virt.open(daemon.paths.uri)
@@ -104,6 +105,17 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path)
         vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
         network_file=private_dir / podnet.NETWORK_FILE,
+    )
+
+
+def _endpoint_config(config: Config, paths: DaemonPaths) -> EndpointConfig:
+    """Where a migration target publishes itself; a non-root launcher may not write the
+    node-wide link dir (only a one-host migration without the handlers' proxy uses it)."""
+    return EndpointConfig(
+        libvirt_root=paths.root,
+        short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
+        link_root=config.private_dir / "mig-links" if paths.session else LINK_ROOT,
+        session=paths.session,
     )
 
 
@@ -174,11 +186,9 @@ def _migrations(
             domain=config.domain_name,
             publish=manager.set_migration,
             shared_disks=lambda: manager.shared_disks,
+            session=daemon.paths.session,
         ),
-        endpoint=EndpointConfig(
-            libvirt_root=daemon.paths.root,
-            short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
-        ),
+        endpoint=_endpoint_config(config, daemon.paths),
     )
 
 

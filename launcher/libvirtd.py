@@ -10,6 +10,13 @@ be the daemon's own. Two ways to get there (``Isolation``):
 - CONTAINER, without CAP_SYS_ADMIN (a real container: ``unshare --mount`` is refused,
   and the container already has a filesystem of its own): libvirtd uses the system paths
   as they are; its qemu.conf is written where it reads it (/etc/libvirt).
+- SESSION, when the launcher is not root (a launcher pod's compute container runs as
+  ``shared.launcherpod.LAUNCHER_UID``, KubeVirt's qemu user 107): libvirtd in session
+  mode, every path of it under the private dir through ``HOME`` and the XDG variables;
+  QEMU runs as the same user and opens only what was made for it (virt-handler's tap and
+  device ownership, the kubelet's fsGroup on volumes). No cgroups in session mode.
+  ``run_as`` starts such a daemon from root (the node's capability seed, made as the
+  launchers that read it run).
 
 Either way the daemon gets its config through ``-f``, a distinct host UUID, its socket and
 the guest's console/agent sockets and serial log under the private dir (where the handler
@@ -47,6 +54,20 @@ BINDS: tuple[tuple[str, str], ...] = (
     ("etc", "/etc/libvirt"),
 )
 SYSTEM_DIRS = dict(BINDS)
+# Session mode: libvirt's per-user dirs (XDG_RUNTIME_DIR/libvirt, …) under the root.
+XDG_DIRS = {
+    "XDG_RUNTIME_DIR": "xdg/runtime",
+    "XDG_CACHE_HOME": "xdg/cache",
+    "XDG_CONFIG_HOME": "xdg/config",
+    "XDG_DATA_HOME": "xdg/data",
+}
+SESSION_DIRS = {
+    "run": "xdg/runtime/libvirt",
+    "cache": "xdg/cache/libvirt",
+    "etc": "xdg/config/libvirt",
+    "lib": "xdg/data/libvirt",
+    "log": "log",
+}
 CAP_SYS_ADMIN = 21
 # sun_path is 108 bytes; QEMU binds the guest's console and agent sockets.
 MAX_SOCKET_PATH = 107
@@ -70,11 +91,25 @@ namespaces = [ ]
 NO_CGROUPS = "cgroup_controllers = [ ]\n"
 
 
+def qemu_conf(*, session: bool, cgroups: bool) -> str:
+    """The daemon's qemu.conf. A session daemon runs QEMU as itself: naming root there
+    makes libvirt chown its state dirs to root, which the user may not."""
+    text = QEMU_CONF
+    if session:
+        text = "".join(line + "\n" for line in text.splitlines() if not _names_user(line))
+    return text + ("" if cgroups else NO_CGROUPS)
+
+
+def _names_user(line: str) -> bool:
+    return line.startswith(("user =", "group ="))
+
+
 class Isolation(StrEnum):
     """How the daemon gets libvirt's fixed system paths to itself (see the module doc)."""
 
     MOUNT_NAMESPACE = "mount-namespace"
     CONTAINER = "container"
+    SESSION = "session"
 
 
 def has_cap_sys_admin(proc_status: str) -> bool:
@@ -89,8 +124,13 @@ def _own_status() -> str:
     return Path("/proc/self/status").read_text()
 
 
-def choose_isolation(read_status: Callable[[], str] = _own_status) -> Isolation:
-    """A mount namespace of our own when we may make one; else the container's."""
+def choose_isolation(
+    read_status: Callable[[], str] = _own_status, *, euid: int | None = None
+) -> Isolation:
+    """Session mode when not root; a mount namespace of our own when we may make one;
+    else the container's."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return Isolation.SESSION
     if has_cap_sys_admin(read_status()):
         return Isolation.MOUNT_NAMESPACE
     return Isolation.CONTAINER
@@ -107,10 +147,22 @@ class DaemonPaths:
     system_root: Path = Path("/")  # where the container's system dirs are (tests move it)
 
     def system(self, sub: str) -> Path:
-        """libvirt's system dir `sub` (run, lib, cache, log, etc) as this launcher sees it."""
+        """libvirt's system dir `sub` (run, lib, cache, log, etc) as this launcher sees it
+        (in session mode: the per-user dir libvirt uses instead)."""
+        if self.isolation is Isolation.SESSION:
+            return self.root / SESSION_DIRS[sub]
         if self.isolation is Isolation.MOUNT_NAMESPACE:
             return self.root / sub
         return self.system_root / SYSTEM_DIRS[sub].lstrip("/")
+
+    def environment(self) -> dict[str, str]:
+        """The daemon's environment: ours, and in session mode HOME and the XDG dirs under
+        the root."""
+        env = dict(os.environ)
+        if self.isolation is Isolation.SESSION:
+            env["HOME"] = str(self.root / "home")
+            env.update({var: str(self.root / sub) for var, sub in XDG_DIRS.items()})
+        return env
 
     @property
     def guest_dir(self) -> Path:
@@ -120,7 +172,7 @@ class DaemonPaths:
     @property
     def guest_dir_for_qemu(self) -> Path:
         """The same dir as QEMU sees it: short inside the namespace, where /run/libvirt
-        is root/run; the private path itself in a container."""
+        is root/run; the private path itself in a container or session."""
         if self.isolation is Isolation.MOUNT_NAMESPACE:
             return Path(SYSTEM_DIRS["run"]) / "kvpy"
         return self.guest_dir
@@ -134,8 +186,12 @@ class DaemonPaths:
         return self.root / podlayout.LIBVIRT_SOCKET
 
     @property
+    def session(self) -> bool:
+        return self.isolation is Isolation.SESSION
+
+    @property
     def uri(self) -> str:
-        return f"qemu+unix:///system?socket={self.socket}"
+        return f"qemu+unix:///{driver_path(session=self.session)}?socket={self.socket}"
 
     @property
     def pidfile(self) -> Path:
@@ -155,11 +211,20 @@ class DaemonPaths:
 
     @property
     def qemu_pids(self) -> Path:
+        if self.session:
+            return self.system("run") / "qemu" / "run"
         return self.system("run") / "qemu"
 
     @property
     def capabilities(self) -> Path:
+        if self.session:
+            return self.system("cache") / "qemu" / "cache" / "capabilities"
         return self.system("cache") / "qemu" / "capabilities"
+
+
+def driver_path(*, session: bool) -> str:
+    """The QEMU driver URI's path: a session daemon refuses qemu:///system and back."""
+    return "session" if session else "system"
 
 
 class LibvirtDaemon:
@@ -172,8 +237,10 @@ class LibvirtDaemon:
         libvirtd: Path,
         tini: Path,
         emulator: Path = Path("/usr/bin/qemu-system-x86_64"),
+        run_as: int | None = None,
     ) -> None:
         self.paths = paths
+        self._run_as = run_as  # uid (and gid) to start a session daemon as, from root
         self._libvirtd = libvirtd
         self._tini = tini
         self._emulator = emulator
@@ -194,6 +261,8 @@ class LibvirtDaemon:
             paths.system(sub).mkdir(parents=True, exist_ok=True)
         for directory in (paths.socket.parent, paths.guest_dir, paths.serial_log.parent):
             directory.mkdir(parents=True, exist_ok=True)
+        if paths.session:
+            (paths.root / "home").mkdir(exist_ok=True)
         socket = paths.guest_dir_for_qemu / podlayout.CONSOLE_SOCKET_NAME
         if len(str(socket)) > MAX_SOCKET_PATH:
             raise StartupError(f"{socket}: too long for a Unix socket; use a shorter private dir")
@@ -203,11 +272,16 @@ class LibvirtDaemon:
             f'host_uuid = "{uuid.uuid4()}"\n'
             'log_outputs = "3:stderr"\n'
         )
-        paths.qemu_conf.write_text(QEMU_CONF + ("" if cgroups else NO_CGROUPS))
+        paths.qemu_conf.write_text(qemu_conf(session=paths.session, cgroups=cgroups))
+        if self._run_as is not None:
+            _chown_tree(paths.root, self._run_as)
         log.info("libvirtd_prepared", isolation=str(paths.isolation), cgroups=cgroups)
         self._seeded = {}
         if capabilities_seed and capabilities_seed.is_dir():
-            shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
+            try:
+                shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
+            except (OSError, shutil.Error) as e:  # a seed only makes the start faster
+                log.warning("qemu_capabilities_seed_unreadable", error=str(e))
             self._seeded = _mtimes(self.paths.capabilities)
 
     def capabilities_reused(self) -> bool:
@@ -226,7 +300,7 @@ class LibvirtDaemon:
             self._process = await asyncio.create_subprocess_exec(
                 *self._argv(),
                 stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
-                start_new_session=True,
+                start_new_session=True, env=self.paths.environment(),
             )  # fmt: skip
         try:
             async with asyncio.timeout(timeout):
@@ -240,7 +314,11 @@ class LibvirtDaemon:
 
     def _argv(self) -> list[str]:
         daemon = [str(self._libvirtd), "-f", str(self.paths.config), "-p", str(self.paths.pidfile)]
-        if self.paths.isolation is Isolation.CONTAINER:
+        if self.paths.isolation is Isolation.SESSION and self._run_as is not None:
+            ids = str(self._run_as)
+            user = ["setpriv", "--reuid", ids, "--regid", ids, "--clear-groups"]
+            return [*user, str(self._tini), "-s", "--", *daemon]
+        if self.paths.isolation is not Isolation.MOUNT_NAMESPACE:
             return [str(self._tini), "-s", "--", *daemon]
         binds = [str(part) for sub, target in BINDS for part in (self.paths.root / sub, target)]
         return [
@@ -329,6 +407,14 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """root and everything under it owned by uid:uid (the session daemon's own)."""
+    os.chown(root, uid, uid)
+    for parent, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.chown(Path(parent) / name, uid, uid, follow_symlinks=False)
 
 
 def _mtimes(directory: Path) -> dict[str, int]:

@@ -29,6 +29,7 @@ import structlog
 
 from launcher import migxml
 from launcher.errors import LibvirtFailure, MigrationFailure
+from launcher.libvirtd import driver_path
 from launcher.virt import JobStats, MigrationRequest
 from shared import podlayout
 from shared.model import format_time, utc_now
@@ -66,6 +67,7 @@ class Endpoint:
     """The conventions under a target's address (a directory both sides can reach)."""
 
     address: Path
+    session: bool = False  # the daemons run in session mode (non-root launchers)
 
     @property
     def libvirt_socket(self) -> Path:
@@ -73,7 +75,8 @@ class Endpoint:
 
     @property
     def libvirt_uri(self) -> str:
-        return f"qemu+unix:///system?socket={self.libvirt_socket}"
+        path = driver_path(session=self.session)
+        return f"qemu+unix:///{path}?socket={self.libvirt_socket}"
 
     @property
     def memory_socket(self) -> Path:
@@ -96,14 +99,16 @@ class Endpoint:
         return self.address / "mig-domain.xml"
 
 
-def open_endpoint(libvirt_root: Path, *, short_id: str, xml: str, link_root: Path) -> Endpoint:
+def open_endpoint(
+    libvirt_root: Path, *, short_id: str, xml: str, link_root: Path, session: bool = False
+) -> Endpoint:
     """Publish this (target) launcher's endpoint: the short link and the domain XML."""
     link_root.mkdir(parents=True, exist_ok=True)
     link = link_root / short_id
     with contextlib.suppress(FileNotFoundError):
         link.unlink()
     link.symlink_to(f"/proc/{os.getpid()}/root{libvirt_root.resolve()}")
-    endpoint = Endpoint(address=link)
+    endpoint = Endpoint(address=link, session=session)
     for stale in (endpoint.memory_socket, endpoint.disks_socket):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
@@ -142,8 +147,10 @@ class SourceMigrator:
         downtime: DowntimePolicy | None = None,
         progress_interval: float = PROGRESS_INTERVAL,
         shared_disks: Callable[[], Collection[str]] = frozenset,
+        session: bool = False,
     ) -> None:
         self._virt = virt
+        self._session = session
         self._shared_disks = shared_disks
         self._domain = domain
         self._publish = publish
@@ -207,7 +214,7 @@ class SourceMigrator:
         if self.info.abort_requested:
             self._finish(failure="aborted before it started", aborted=True)
             return
-        endpoint = Endpoint(address=Path(args.address))
+        endpoint = Endpoint(address=Path(args.address), session=self._session)
         request = await self._request(endpoint, args)
         self._set(replace(self.info, phase=MigrationPhase.RUNNING))
         log.info(
@@ -349,7 +356,8 @@ class ManagerPort(Protocol):
 class EndpointConfig:
     libvirt_root: Path  # the private daemon's root (sock/, run/ under it)
     short_id: str
-    link_root: Path = LINK_ROOT
+    link_root: Path = LINK_ROOT  # a non-root launcher's is under its private dir
+    session: bool = False
 
 
 class Migrations:
@@ -368,7 +376,11 @@ class Migrations:
         close_endpoint(self.endpoint)
         cfg = self._config
         self.endpoint = open_endpoint(
-            cfg.libvirt_root, short_id=cfg.short_id, xml=xml, link_root=cfg.link_root
+            cfg.libvirt_root,
+            short_id=cfg.short_id,
+            xml=xml,
+            link_root=cfg.link_root,
+            session=cfg.session,
         )
         ep = self.endpoint
         log.info("migration_target_prepared", address=str(ep.address))

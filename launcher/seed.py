@@ -21,20 +21,28 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
+from launcher.libvirtd import DaemonPaths, Isolation, LibvirtDaemon, choose_isolation
 from launcher.virt import Virt
 from shared import logs, podlayout
 
 log = structlog.get_logger("launcher.seed")
 
 
-async def produce(out: Path, *, libvirtd: Path, tini: Path) -> int:
-    """Probe in a scratch dir and replace `out`'s files with the cache; how many files."""
+async def produce(out: Path, *, libvirtd: Path, tini: Path, run_as: int | None = None) -> int:
+    """Probe in a scratch dir and replace `out`'s files with the cache; how many files.
+
+    `run_as` (from root): probe with a session daemon of that user, as non-root
+    launchers run theirs (libvirt judges a cache by what its user may open)."""
+    as_user = run_as is not None and os.geteuid() == 0
+    isolation = Isolation.SESSION if as_user else choose_isolation()
     with tempfile.TemporaryDirectory(prefix="kvseed", dir="/tmp") as work:
+        if as_user:
+            os.chmod(work, 0o755)  # the daemon's user reaches its root under it
         daemon = LibvirtDaemon(
-            paths=DaemonPaths(root=Path(work) / "libvirt", isolation=choose_isolation()),
+            paths=DaemonPaths(root=Path(work) / "libvirt", isolation=isolation),
             libvirtd=libvirtd,
             tini=tini,
+            run_as=run_as if as_user else None,
         )
         daemon.prepare(capabilities_seed=None, cgroups=False)
         await daemon.start()
@@ -58,6 +66,7 @@ def replace_files(source: Path, out: Path) -> int:
     for name in sorted(names):
         tmp = out / f".{name}.{os.getpid()}"
         shutil.copy2(source / name, tmp)
+        tmp.chmod(0o644)  # libvirt writes 0600; launchers of any user read the seed
         tmp.replace(out / name)
     for stale in out.iterdir():
         if stale.is_file() and stale.name not in names:
@@ -70,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path(podlayout.QEMU_CAPABILITIES_SEED_DIR))
     p.add_argument("--libvirtd", type=Path, default=Path("/usr/sbin/libvirtd"))
     p.add_argument("--tini", type=Path, default=Path("/usr/bin/tini"))
+    p.add_argument(
+        "--run-as", type=int, default=None, help="probe as this uid (a session daemon), from root"
+    )
     p.add_argument("--log-format", choices=["json", "console"], default="json")
     return p
 
@@ -78,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     ns = _parser().parse_args(argv)
     logs.configure(ns.log_format)
     try:
-        files = uvloop.run(produce(ns.out, libvirtd=ns.libvirtd, tini=ns.tini))
+        files = uvloop.run(produce(ns.out, libvirtd=ns.libvirtd, tini=ns.tini, run_as=ns.run_as))
     except Exception as e:  # a seed only makes starts faster: never keep the handler down
         log.warning("qemu_capabilities_not_seeded", error=repr(e))
     else:

@@ -22,6 +22,11 @@ from shared.labels import (
 )
 
 COMPUTE_CONTAINER = "compute"
+# The compute container's user and group (KubeVirt's qemu, 107; the launcher image has
+# it): libvirtd runs in session mode and QEMU as this user. virt-handler gives it what it
+# opens (the tap, device nodes, hotplugged disks); the pod's fsGroup its volumes.
+LAUNCHER_UID = 107
+LAUNCHER_GID = 107
 # The kubelet's waiting reasons for an image it cannot get (kubelet/images/types.go).
 IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}

@@ -52,7 +52,7 @@ from shared.labels import (
     TUN_RESOURCE,
     VM_LABEL,
 )
-from shared.launcherpod import COMPUTE_CONTAINER
+from shared.launcherpod import COMPUTE_CONTAINER, LAUNCHER_GID, LAUNCHER_UID
 from shared.model import (
     ConditionReason,
     VirtualMachineInstance,
@@ -182,6 +182,8 @@ class TemplateService:
             },
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
+        if not self.config.launcher_as_root:
+            pod["spec"]["securityContext"] = pod_security_context(seccomp=not _passt(vmi))
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -278,6 +280,8 @@ class TemplateService:
                 *sources.mounts,
             ],
         }
+        if not self.config.launcher_as_root:
+            container["securityContext"] = compute_security_context(seccomp=not _passt(vmi))
         if sources.devices:  # block-mode claims (controller/services/volumes/pvc.py)
             container["volumeDevices"] = list(sources.devices)
         if self.config.launcher_command:
@@ -339,6 +343,41 @@ class TemplateService:
         if cpu_lim is not None:
             limits["cpu"] = str(cpu_lim)
         return {"requests": requests, "limits": limits}
+
+
+RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _passt(vmi: VirtualMachineInstance) -> bool:
+    """An interface bound by passt, which sandboxes itself in user namespaces: the runtime's
+    default seccomp profile refuses unshare(CLONE_NEWUSER) without CAP_SYS_ADMIN."""
+    return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
+
+
+def pod_security_context(*, seccomp: bool = True) -> dict[str, Any]:
+    """A non-root launcher pod's: volumes group-owned by the qemu group (the kubelet's
+    fsGroup), and DHCP's port 67 open to the unprivileged launcher (a namespaced, safe
+    sysctl) so its responder binds it without capabilities."""
+    return {
+        "fsGroup": LAUNCHER_GID,
+        "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
+        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
+    }
+
+
+def compute_security_context(*, seccomp: bool = True) -> dict[str, Any]:
+    """The compute container as the qemu user with no capabilities (KubeVirt's non-root
+    launcher): libvirtd in session mode and QEMU need none, as virt-handler wires the
+    pod's network and hands the container's device nodes to the user. `seccomp` False
+    (passt): no profile named, the runtime's default for the pod (unconfined here)."""
+    return {
+        "runAsUser": LAUNCHER_UID,
+        "runAsGroup": LAUNCHER_GID,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
+    }
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """persistentVolumeClaim (filesystem mode), hotplugged: the claim's `disk.img` as its
 attachment pod's kubelet mount holds it on this node, made sparse to the claim's capacity
-when absent (as a claim booted with gets it from the launcher).
+when absent (as a claim booted with gets it from the launcher), and owned by the
+launchers' user (shared.launcherpod.LAUNCHER_UID).
 
 The kubelet mounts a pod's claim under `pods/<uid>/volumes/<plugin>/<pv name>` (plus
 `/mount` for CSI drivers). An attachment pod has the claim as its only volume, so the
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from handler.errors import HandlerError
 from shared import podlayout
+from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
 from shared.model.volumes import PersistentVolumeClaimSource
@@ -61,7 +63,20 @@ def disk_source(
         _make_sparse(disk, _capacity(entry, claim))
     if not disk.is_file():
         raise ClaimNotMounted(f"claim {claim!r}: {podlayout.PVC_DISK_FILE} is no file")
+    _hand_over(disk)
     return disk
+
+
+def _hand_over(disk: Path) -> None:
+    """The disk file owned by the launchers' user, read-writable by it (KubeVirt's handler
+    does the same): a non-root QEMU opens it through the hotplug bind mount."""
+    if os.geteuid() != 0:
+        return
+    st = disk.stat()
+    if (st.st_uid, st.st_gid) != (LAUNCHER_UID, LAUNCHER_GID):
+        os.chown(disk, LAUNCHER_UID, LAUNCHER_GID)
+    if st.st_mode & 0o660 != 0o660:
+        disk.chmod(st.st_mode | 0o660)
 
 
 def _capacity(entry: VolumeStatus, claim: str) -> int:

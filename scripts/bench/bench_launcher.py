@@ -6,6 +6,7 @@
     private libvirtd started exactly as the launcher starts its own;
 (c) PSS of the launcher stack (launcher + tini + libvirtd; QEMU excluded) with one VM up.
 Prints figures and ratios against the targets; exits 0 either way (a report, not a test).
+Stopped by SIGTERM, SIGINT or SIGHUP it tears down what it started (scripts/bench/scratch.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -27,6 +27,9 @@ import uvloop
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+
+from scratch import Scratch
+from scratch import main as run_stoppable
 
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon
 from shared.wire.client import RpcClient, Tier
@@ -83,8 +86,8 @@ async def rpc_round_trips(path: Path, n: int) -> list[float]:
     return times
 
 
-def bench_round_trip(launcher: Launcher, n: int) -> None:
-    sock = Path(tempfile.mkdtemp(prefix="kvb")) / "echo.sock"
+def bench_round_trip(launcher: Launcher, n: int, scratch: Scratch) -> None:
+    sock = scratch.dir("kve") / "echo.sock"
     echo = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(sock)], stdout=subprocess.PIPE)
     assert echo.stdout is not None
     echo.stdout.readline()
@@ -96,6 +99,7 @@ def bench_round_trip(launcher: Launcher, n: int) -> None:
         rpc = uvloop.run(rpc_round_trips(launcher.socket, n))
     finally:
         echo.kill()
+        echo.wait()
     p50_ratio = statistics.median(rpc) / statistics.median(raw)
     print(f"(a) round trip, {n} sequential pings")
     print(
@@ -161,12 +165,12 @@ def _without_partition(xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def bench_sync(rounds: int) -> None:
+def bench_sync(rounds: int, scratch: Scratch) -> None:
     ours, raw = [], []
     for _ in range(rounds):
-        elapsed, xml = boot_with_launcher(Path(tempfile.mkdtemp(prefix="kvb", dir="/tmp")))
+        elapsed, xml = boot_with_launcher(scratch.dir("kvb"))
         ours.append(elapsed)
-        raw.append(uvloop.run(boot_raw(Path(tempfile.mkdtemp(prefix="kvr", dir="/tmp")), xml)))
+        raw.append(uvloop.run(boot_raw(scratch.dir("kvr"), xml)))
     ratio = statistics.median(ours) / statistics.median(raw)
     print(f"(b) Sync -> running, median of {rounds}")
     print(f"    raw define+create {statistics.median(raw) * 1e3:7.1f} ms")
@@ -209,16 +213,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"kubevirt-py launcher benchmark ({os.cpu_count()} cores, TCG guest)")
-    root = Path(tempfile.mkdtemp(prefix="kvb", dir="/tmp"))
-    launcher = Launcher(root=root, vmi=tiny_vmi(name="pss"))
+    run_stoppable(lambda scratch: bench(args, scratch))
+
+
+def bench(args: argparse.Namespace, scratch: Scratch) -> None:
+    launcher = Launcher(root=scratch.dir("kvb"), vmi=tiny_vmi(name="pss"))
     launcher.start()
     try:
         uvloop.run(call(launcher, Method.SYNC, {"vmi": launcher.vmi}))
-        bench_round_trip(launcher, args.pings)
+        bench_round_trip(launcher, args.pings, scratch)
         bench_pss(launcher)
     finally:
         launcher.terminate()
-    bench_sync(args.rounds)
+    bench_sync(args.rounds, scratch)
 
 
 if __name__ == "__main__":

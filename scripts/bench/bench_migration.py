@@ -7,6 +7,7 @@ streams, destination-XML rule and max-downtime limit), so both paths use the sam
 daemons in the same run.
 Prints total time (median of rounds) and libvirt's guest downtime for both, and the ratio
 against the targets (total ≤ 1.5x raw, downtime ≤ 100 ms). A report, not a test: exits 0.
+Stopped by SIGTERM, SIGINT or SIGHUP it tears down what it started (scripts/bench/scratch.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +25,9 @@ import uvloop
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+
+from scratch import Scratch
+from scratch import main as run_stoppable
 
 from launcher.migration import LINK_ROOT, DowntimePolicy, Endpoint
 from launcher.migxml import destination_xml, writable_disks
@@ -88,10 +91,10 @@ def _ticking(launcher: Launcher) -> bool:
     return "KUBEVIRT-PY-TICK 2" in launcher.serial()
 
 
-async def run(rounds: int) -> None:
+async def run(rounds: int, scratch: Scratch) -> None:
     vmi = tiny_vmi(name="bench")
-    a = Launcher(root=Path(tempfile.mkdtemp(prefix="kvm", dir="/tmp")), vmi=vmi)
-    b = Launcher(root=Path(tempfile.mkdtemp(prefix="kvm", dir="/tmp")), vmi=vmi)
+    a = Launcher(root=scratch.dir("kvm"), vmi=vmi)
+    b = Launcher(root=scratch.dir("kvm"), vmi=vmi)
     a.start()
     b.start()
     try:
@@ -133,7 +136,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(f"kubevirt-py migration benchmark ({os.cpu_count()} cores, TCG guest, 128 MiB)")
-    uvloop.run(run(args.rounds))
+    run_stoppable(lambda scratch: uvloop.run(run(args.rounds, scratch)))
 
 
 if __name__ == "__main__":

@@ -102,9 +102,12 @@ class RpcServer:
             "limits": self._limits.to_wire(),
         }
 
-    async def serve(self, path: Path, *, started: asyncio.Event | None = None) -> None:
-        """Listen on ``path`` (0600, in a 0700 directory) and serve until cancelled."""
-        sock = bind_private(path)
+    async def serve(
+        self, path: Path, *, started: asyncio.Event | None = None, group: int | None = None
+    ) -> None:
+        """Listen on ``path`` (0600, in a 0700 directory; 0660 and 0710 when ``group`` may
+        connect too) and serve until cancelled."""
+        sock = bind_private(path, group=group)
         try:
             async with asyncio.TaskGroup() as tg:
 

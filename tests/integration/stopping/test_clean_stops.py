@@ -1,11 +1,15 @@
 """Tooling stopped by a signal tears down what it started (localkube.stopping): `scripts/cluster
 up`, a pytest session and `scripts/bench-handler` under `timeout`, each run as a user would
 in a subprocess and signalled once its cluster runs, leave no process, mount, network
-namespace, link, cgroup, state or node directory of that cluster behind."""
+namespace, link, cgroup, state or node directory of that cluster behind; `scripts/bench-launcher`
+and `scripts/bench-migration` (no cluster: launchers, libvirtds and QEMUs of their own) leave
+no process and no scratch directory."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,3 +151,60 @@ def test_bench_handler_killed_by_timeout_leaves_nothing(bin_dir: Path) -> None:
     assert fp.started, "the benchmark had not started its cluster within the 30 s"
     time.sleep(AFTER_TIMEOUT)
     assert fp.remaining() == []
+
+
+def _naming(root: Path) -> list[int]:
+    """Processes whose command line names a path under `root`."""
+    mark = os.fsencode(str(root)) + b"/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("script", "running", "sig"),
+    [
+        ("bench-launcher", "libvirtd", signal.SIGTERM),
+        ("bench-migration", "qemu-system", signal.SIGINT),
+    ],
+    ids=["bench-launcher-sigterm", "bench-migration-sigint"],
+)
+def test_process_benches_stopped_under_timeout_leave_nothing(
+    script: str, running: str, sig: signal.Signals
+) -> None:
+    """`timeout 600 scripts/bench-launcher` (and bench-migration), stopped through
+    `timeout` (which passes the signal on, as when it expires) once the benchmark's
+    launchers run libvirtd (a guest's QEMU for the migration one): the benchmark exits
+    128+signal, and within 30 s no process names its scratch dir (launchers, libvirtds,
+    QEMUs, floor daemons) and the dir is gone."""
+    scratch = Path(f"/tmp/kvst-{uuid.uuid4().hex[:6]}")
+    env = {**os.environ, "KVPY_BENCH_SCRATCH": str(scratch)}
+    proc = subprocess.Popen(["timeout", "600", str(REPO / "scripts" / script)], env=env)
+    try:
+
+        def started() -> bool:
+            for pid in _naming(scratch):
+                with contextlib.suppress(OSError):
+                    if running.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        return True
+            return False
+
+        _poll(f"{running} under {scratch}", started, proc)
+        code = _stop(proc, sig)
+        assert code == 128 + sig, f"exit {code}"
+        deadline = time.monotonic() + AFTER_TIMEOUT
+        while _naming(scratch) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _naming(scratch) == []
+        assert not scratch.exists(), sorted(str(p) for p in scratch.rglob("*"))[:20]
+    finally:
+        for pid in _naming(scratch):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)

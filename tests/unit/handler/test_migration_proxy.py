@@ -25,6 +25,7 @@ from handler.migration_proxy import (
     encode_ports,
 )
 from handler.migration_tls import HANDLER_CN, ProxyConfig
+from shared.launcherpod import LAUNCHER_GID
 from shared.wire.unixpath import short_path
 from tests.unit.handler import certs
 
@@ -155,8 +156,8 @@ async def test_teardown_closes_the_ports_and_removes_the_source_sockets(rig: Rig
 
 
 async def test_source_sockets_are_private_whatever_the_umask(rig: Rig) -> None:
-    """The source end's sockets are 0600 in a 0700 directory (only QEMU, as root, connects),
-    even when they are made again under umask 0."""
+    """The source end's sockets are 0660 in a 0710 directory of the launchers' group (only
+    the launcher's libvirtd and QEMU connect), even when made again under umask 0."""
     old = os.umask(0)
     try:
         rig.source.close()
@@ -165,5 +166,6 @@ async def test_source_sockets_are_private_whatever_the_umask(rig: Rig) -> None:
         os.umask(old)
     for name in SOCKET_NAMES.values():
         path = rig.source.directory / name
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o710
+        assert path.stat().st_gid == path.parent.stat().st_gid == LAUNCHER_GID

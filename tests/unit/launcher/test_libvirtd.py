@@ -17,6 +17,7 @@ from launcher.libvirtd import (
     choose_isolation,
     has_cap_sys_admin,
 )
+from launcher.migration import Endpoint
 from launcher.seed import replace_files
 from shared import podlayout
 
@@ -38,7 +39,7 @@ RUNTIME_DEFAULT = "00000000a80425fb"
 def test_isolation_follows_cap_sys_admin(eff: str, isolation: Isolation) -> None:
     """CapEff bit 21 decides: with it a mount namespace of our own, without it the
     container's (unshare --mount would be refused)."""
-    assert choose_isolation(lambda: STATUS.format(eff=eff)) is isolation
+    assert choose_isolation(lambda: STATUS.format(eff=eff), euid=0) is isolation
 
 
 def test_no_cap_eff_line_means_no_capability() -> None:
@@ -138,3 +139,60 @@ def test_the_seed_is_replaced_file_by_file_and_stale_files_go(tmp_path: Path) ->
     assert sorted(p.name for p in out.iterdir()) == ["a.xml"]
     assert (out / "a.xml").read_text() == "new"
     assert replace_files(tmp_path / "missing", out) == 0 and not list(out.iterdir())
+
+
+def test_a_non_root_launcher_runs_a_session_daemon() -> None:
+    """Any uid but 0 means session mode, whatever the capabilities say: a session daemon
+    needs none, and a system one cannot run without root."""
+    assert choose_isolation(lambda: STATUS.format(eff=ALL_CAPS), euid=107) is Isolation.SESSION
+
+
+def test_session_keeps_every_libvirt_dir_under_the_private_dir(tmp_path: Path) -> None:
+    """Session mode: HOME and the XDG dirs point under the private dir, where qemu.conf,
+        QEMU's pid files and the capability cache are (libvirt's per-user layout); the URI
+        names the session driver on the private socket; no unshare, no setpriv as that user;
+    qemu.conf names no user (libvirt would chown its state dirs to it)."""
+    daemon = _daemon(tmp_path, Isolation.SESSION)
+    daemon.prepare(capabilities_seed=None, cgroups=False)
+    private = tmp_path / "private"
+    env = daemon.paths.environment()
+    assert env["HOME"] == str(private / "home")
+    assert env["XDG_CONFIG_HOME"] == str(private / "xdg/config")
+    conf = (private / "xdg/config/libvirt/qemu.conf").read_text()
+    assert "user =" not in conf and "group =" not in conf and "cgroup_controllers" in conf
+    assert daemon.paths.qemu_pids == private / "xdg/runtime/libvirt/qemu/run"
+    assert daemon.paths.capabilities == private / "xdg/cache/libvirt/qemu/cache/capabilities"
+    assert daemon.paths.guest_dir_for_qemu == private / "run" / "kvpy"
+    assert daemon.paths.uri == f"qemu+unix:///session?socket={daemon.paths.socket}"
+    assert daemon._argv()[:3] == ["/tini", "-s", "--"]
+    assert not (tmp_path / "sys").exists()
+
+
+def test_a_session_daemon_started_from_root_runs_as_its_user(tmp_path: Path) -> None:
+    """`run_as` (the node's capability seed): the daemon's tree is handed to that user and
+    setpriv starts it as that uid and gid with no other groups."""
+    paths = DaemonPaths(root=tmp_path / "private", isolation=Isolation.SESSION)
+    daemon = LibvirtDaemon(
+        paths=paths, libvirtd=Path("/usr/sbin/libvirtd"), tini=Path("/tini"), run_as=107
+    )
+    daemon.prepare(capabilities_seed=None, cgroups=False)
+    assert daemon._argv()[:6] == ["setpriv", "--reuid", "107", "--regid", "107", "--clear-groups"]
+    if os.geteuid() == 0:
+        owners = {(p.stat().st_uid, p.stat().st_gid) for p in paths.root.rglob("*")}
+        assert owners == {(107, 107)}
+
+
+def test_system_daemons_keep_the_system_uri(tmp_path: Path) -> None:
+    """Root launchers (either isolation) talk to qemu:///system, as before."""
+    for isolation in (Isolation.CONTAINER, Isolation.MOUNT_NAMESPACE):
+        paths = DaemonPaths(root=tmp_path, isolation=isolation)
+        assert paths.uri.startswith("qemu+unix:///system?socket=")
+        assert paths.environment() == dict(os.environ)
+
+
+def test_migration_endpoints_name_the_daemons_driver(tmp_path: Path) -> None:
+    """A non-root launcher migrates to qemu:///session (a session daemon refuses
+    qemu:///system), a root one to qemu:///system, on the endpoint's socket."""
+    session = Endpoint(address=tmp_path, session=True).libvirt_uri
+    assert session == f"qemu+unix:///session?socket={tmp_path}/sock/libvirt-sock"
+    assert Endpoint(address=tmp_path).libvirt_uri.startswith("qemu+unix:///system?")
