@@ -37,7 +37,7 @@ from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
 from controller.services.volumes import Claim
-from shared import podlayout
+from shared import multus, podlayout
 from shared.labels import (
     APP_LABEL,
     CREATED_BY_LABEL,
@@ -182,6 +182,8 @@ class TemplateService:
             },
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
+        if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
+            pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod

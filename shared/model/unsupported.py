@@ -100,6 +100,7 @@ from shared.model.volumes import (
     EmptyDiskSource,
     HostDiskSource,
     LocalObjectReference,
+    MultusNetwork,
     Network,
     ObjectFieldSelector,
     PersistentVolumeClaimSource,
@@ -191,7 +192,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     DownwardAPIVolumeFile: frozenset(),
     ObjectFieldSelector: frozenset(),
     ResourceFieldSelector: frozenset(),
-    Network: frozenset({"multus"}),
+    Network: frozenset(),
+    MultusNetwork: frozenset(),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
     VMSpec: frozenset(
         {"updateVolumesStrategy"}
