@@ -184,6 +184,8 @@ class TemplateService:
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
+        if any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces):
+            _allow_passt_ping(pod["spec"])
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -352,3 +354,11 @@ def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def _allow_passt_ping(spec: dict[str, Any]) -> None:
+    """passt answers the guest's ICMP echo with ping sockets: every group of the pod may
+    open them (`net.ipv4.ping_group_range`, a namespaced sysctl Kubernetes deems safe)."""
+    security = spec.setdefault("securityContext", {})
+    sysctls = security.setdefault("sysctls", [])
+    sysctls.append({"name": "net.ipv4.ping_group_range", "value": "0 2147483647"})

@@ -277,9 +277,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
     PodNetwork: frozenset({"vmNetworkCIDR"}),
-    # libvirt 9.0 (Debian 12, the launcher's) has no `<backend type='passt'/>`: the
-    # launcher renders it, but no domain with it starts there (docs/network.md).
-    Interface: frozenset({"passtBinding"}),
 }
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).
