@@ -185,7 +185,7 @@ class TemplateService:
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
         if any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces):
-            _allow_passt_ping(pod["spec"])
+            _allow_passt(pod["spec"])
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -356,9 +356,14 @@ def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
     }
 
 
-def _allow_passt_ping(spec: dict[str, Any]) -> None:
-    """passt answers the guest's ICMP echo with ping sockets: every group of the pod may
-    open them (`net.ipv4.ping_group_range`, a namespaced sysctl Kubernetes deems safe)."""
+def _allow_passt(spec: dict[str, Any]) -> None:
+    """passt (the launcher's, dropping to an unprivileged user) binds the forwarded ports,
+    low ones too, and answers the guest's ICMP echo with ping sockets: both allowed in the
+    pod's network namespace by sysctls Kubernetes deems safe (KubeVirt sets the same)."""
     security = spec.setdefault("securityContext", {})
-    sysctls = security.setdefault("sysctls", [])
-    sysctls.append({"name": "net.ipv4.ping_group_range", "value": "0 2147483647"})
+    security.setdefault("sysctls", []).extend(
+        [
+            {"name": "net.ipv4.ping_group_range", "value": "0 2147483647"},
+            {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"},
+        ]
+    )
