@@ -75,6 +75,20 @@ def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface]) -> None:
             ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=value)
 
 
+def aliases_by_mac(dom: ET.Element) -> dict[str, str]:
+    """MAC → interface name of the passt devices in a domain XML's qemu:commandline."""
+    found = {}
+    for arg in dom.iter(f"{{{QEMU_NS}}}arg"):
+        value = arg.get("value") or ""
+        if not value.startswith("virtio-net-pci,"):
+            continue
+        opts = dict(kv.partition("=")[::2] for kv in value.split(",")[1:])
+        netdev, mac = opts.get("netdev", ""), opts.get("mac", "")
+        if netdev.startswith("passt-") and mac:
+            found[mac.lower()] = netdev.removeprefix("passt-")
+    return found
+
+
 class Passt:
     """The passt processes of this launcher's domain (children of the launcher)."""
 

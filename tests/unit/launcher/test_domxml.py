@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.devstats import device_names
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -177,7 +178,9 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
         alias="default", socket=tmp_path / "passt-default.sock", mac="02:00:00:00:00:01",
         forwards=(("tcp", ()), ("udp", ())),
     )  # fmt: skip
-    listed = dataclasses.replace(every, alias="listed", forwards=(("tcp", (80, 22)),))
+    listed = dataclasses.replace(
+        every, alias="listed", mac="02:00:00:00:00:03", forwards=(("tcp", (80, 22)),)
+    )
     xml = build(dataclasses.replace(PLAN, interfaces=(), passt=(every, listed)))
     dom = ET.fromstring(xml)
     assert dom.findall("devices/interface") == []
@@ -195,6 +198,9 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
         "all",
     ]
     assert passt_argv(listed, pidfile=Path("/p"))[-2:] == ["--tcp-ports", "22,80"]
+    names = device_names(xml)  # the guest agent's view maps back to the interfaces
+    assert names.macs == {"02:00:00:00:00:01": "default", "02:00:00:00:00:03": "listed"}
+    assert names.user_nics == {"default", "listed"}
     path = tmp_path / "domain.xml"
     path.write_text(xml)
     result = subprocess.run(
