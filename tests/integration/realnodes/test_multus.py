@@ -85,7 +85,7 @@ def _attached(k: Kubectl, ns: str, vmi: dict[str, Any], network: str) -> dict[st
 
 def _interface_ip(k: Kubectl, ns: str, name: str, iface: str, subnet: str) -> str:
     """status.interfaces[iface].ipAddress once the guest agent reports one in `subnet`."""
-    net = ipaddress.ip_network(subnet)
+    net = ipaddress.ip_network(subnet, strict=False)
 
     def probe() -> str | None:
         vmi = json.loads(k("get", "vmi", name, "-n", ns, "-o", "json"))
