@@ -54,9 +54,11 @@ def guest_mac(uid: str, alias: str) -> str:
     return ":".join(f"{b:02x}" for b in (b"\x02" + digest))
 
 
-def argv(iface: PasstInterface, *, pidfile: Path) -> list[str]:
-    """passt in the foreground on the interface's socket, forwarding what it lists."""
-    args = ["passt", "--foreground", "--socket", str(iface.socket), "--pid", str(pidfile)]
+def argv(iface: PasstInterface) -> list[str]:
+    """passt in the foreground on the interface's socket, forwarding what it lists (no PID
+    file: passt writes it after dropping to an unprivileged user, and the launcher holds
+    the process anyway)."""
+    args = ["passt", "--foreground", "--socket", str(iface.socket)]
     flags = {"tcp": "--tcp-ports", "udp": "--udp-ports"}
     for proto, ports in iface.forwards:  # passt forwards nothing it is not told to
         args += [flags[proto], ",".join(str(p) for p in sorted(set(ports))) if ports else "all"]
@@ -101,11 +103,11 @@ class Passt:
             if iface.alias in self._procs and self._procs[iface.alias].returncode is None:
                 continue
             iface.socket.unlink(missing_ok=True)
-            pidfile, logfile = iface.socket.with_suffix(".pid"), iface.socket.with_suffix(".log")
+            logfile = iface.socket.with_suffix(".log")
             try:
                 with logfile.open("wb") as out:
                     proc = await asyncio.create_subprocess_exec(
-                        *argv(iface, pidfile=pidfile),
+                        *argv(iface),
                         stdin=asyncio.subprocess.DEVNULL,
                         stdout=out,
                         stderr=out,

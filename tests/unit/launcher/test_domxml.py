@@ -191,13 +191,13 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
         "-device",
         "virtio-net-pci,netdev=passt-default,id=passt-default,mac=02:00:00:00:00:01,romfile=",
     ]
-    assert passt_argv(every, pidfile=Path("/p"))[-4:] == [
+    assert passt_argv(every)[-4:] == [
         "--tcp-ports",
         "all",
         "--udp-ports",
         "all",
     ]
-    assert passt_argv(listed, pidfile=Path("/p"))[-2:] == ["--tcp-ports", "22,80"]
+    assert passt_argv(listed)[-2:] == ["--tcp-ports", "22,80"]
     names = device_names(xml)  # the guest agent's view maps back to the interfaces
     assert names.macs == {"02:00:00:00:00:01": "default", "02:00:00:00:00:03": "listed"}
     assert names.user_nics == {"default", "listed"}
