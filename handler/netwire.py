@@ -35,6 +35,7 @@ class Target:
     udp_ports: tuple[int, ...] = ()
     listed: bool = False  # interfaces[].ports given: only those reach the guest
     mac: str | None = None  # interfaces[].macAddress
+    pod_interface: str = podnet.POD_INTERFACE  # eth0, or the multus interface (pod<hash>)
 
 
 def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
@@ -156,21 +157,27 @@ def _random_mac() -> str:
 
 
 async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
-    """The pod's address and MAC handed to the guest; the pod interface joins the bridge."""
-    pid, pod_if = launcher.pid, podnet.POD_INTERFACE
-    link = await _pod_link(pid, pod_if)
-    address, prefix = _inet(link)
+    """The pod interface's address and MAC handed to the guest; the interface joins the
+    bridge. A secondary (multus) interface without an address is bridged at layer 2 only."""
+    pid, pod_if = launcher.pid, target.pod_interface
+    found = await netns.ip_json(pid, "-4", "addr", "show", "dev", pod_if)
+    inet = _inet(found[0]) if found and found[0].get("addr_info") else None
+    if inet is None and pod_if == podnet.POD_INTERFACE:
+        raise WiringError(f"the pod interface {pod_if} has no IPv4 address to hand over")
     gateway, routes = guest_routes(await netns.ip_json(pid, "-4", "route", "show"), pod_if=pod_if)
     (info,) = await netns.ip_json(pid, "link", "show", "dev", pod_if)
     mtu, pod_mac = int(info.get("mtu", 1500)), str(info["address"])
     br, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
     await _bridge_and_tap(launcher, bridge=br, tap=tap, mtu=mtu)
-    await netns.run(pid, "ip", "addr", "del", f"{address}/{prefix}", "dev", pod_if)
+    if inet is not None:
+        await netns.run(pid, "ip", "addr", "del", f"{inet[0]}/{inet[1]}", "dev", pod_if)
     await netns.run(pid, "ip", "link", "set", pod_if, "down")
     await netns.run(pid, "ip", "link", "set", pod_if, "address", _random_mac())
     await netns.run(pid, "ip", "link", "set", pod_if, "master", br, "up")
     await netns.run(pid, "ip", "addr", "replace", f"{podnet.BRIDGE_DHCP_SERVER}/32", "dev", br)
-    log.info("pod_address_moved_to_guest", address=address, mac=target.mac or pod_mac)
+    address, prefix = inet if inet is not None else ("", 0)
+    log.info("pod_address_moved_to_guest", pod_interface=pod_if, address=address,
+             mac=target.mac or pod_mac)  # fmt: skip
     return WiredInterface(
         name=target.name,
         binding=Binding.BRIDGE,

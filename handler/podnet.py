@@ -17,9 +17,9 @@ import structlog
 
 from handler import netwire, podowner
 from handler.errors import SyncError, SyncReason
-from handler.netns import CannotWire, WiringError, launcher_process
+from handler.netns import CannotWire, Launcher, WiringError, launcher_process
 from handler.netwire import Target
-from shared import podlayout, podnet
+from shared import multus, podlayout, podnet
 from shared.model import VirtualMachineInstance
 from shared.podnet import Binding, PodWiring
 
@@ -45,10 +45,35 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
             tcp = tuple(p.port for p in ports if (p.protocol or "TCP").upper() == "TCP")
             udp = tuple(p.port for p in ports if (p.protocol or "").upper() == "UDP")
             return Target(
-                index=index, name=name, binding=Binding.MASQUERADE, tcp_ports=tcp,
-                udp_ports=udp, listed=bool(ports), mac=mac,
-            )  # fmt: skip
+                index=index,
+                name=name,
+                binding=Binding.MASQUERADE,
+                tcp_ports=tcp,
+                udp_ports=udp,
+                listed=bool(ports),
+                mac=mac,
+            )
     return None
+
+
+def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
+    """The VMI's interfaces on multus networks (bridge binding), each on the pod interface
+    multus made for it (shared/multus.py)."""
+    found = []
+    for index, iface in enumerate(vmi.spec.domain.devices.interfaces):
+        net = vmi.spec.network(iface.name or "")
+        if net is None or net.multus is None or iface.bridge is None or not net.name:
+            continue
+        found.append(
+            Target(
+                index=index,
+                name=iface.name or "",
+                binding=Binding.BRIDGE,
+                mac=iface.mac_address,
+                pod_interface=multus.pod_interface(net.name),
+            )
+        )
+    return tuple(found)
 
 
 def contract_path(pods_dir: Path, pod_uid: str) -> Path:
@@ -68,31 +93,41 @@ class PodNetworks:
         path = contract_path(self._pods_dir, pod_uid)
         if path.exists() or not path.parent.is_dir():
             return  # done, or no kubelet pod layout here (the launcher then runs user-mode)
-        target = pod_target(vmi)
         with contextlib.suppress(CannotWire):  # a non-root launcher's device nodes: its own
             podowner.hand_over(launcher_process(socket), host_disks=podowner.host_disk_files(vmi))
-        if target is None:
-            podnet.write(path, PodWiring())
-            return
+        target, secondary = pod_target(vmi), secondary_targets(vmi)
+        targets = (*((target,) if target is not None else ()), *secondary)
         try:
-            launcher = launcher_process(socket)
-            wire = netwire.bridge if target.binding is Binding.BRIDGE else netwire.masquerade
-            wired = await wire(launcher, target)
+            launcher = launcher_process(socket) if targets else None
+            wired = [await _wire(launcher, t) for t in targets if launcher is not None]
         except CannotWire as e:
-            if target.binding is Binding.BRIDGE:
+            if target is None or target.binding is Binding.BRIDGE or secondary:
+                name = (target or secondary[0]).name
                 raise SyncError(
                     SyncReason.SYNC_FAILED,
-                    f"interface {target.name}: this node cannot wire a bridge binding: {e}",
+                    f"interface {name}: this node cannot wire a bridge binding: {e}",
                 ) from e
             log.warning("pod_network_user_mode", interface=target.name, reason=str(e))
             podnet.write(path, PodWiring(user_mode_reason=str(e)))
             return
-        except WiringError as e:
-            raise SyncError(
-                SyncReason.SYNC_FAILED, f"interface {target.name}: wiring the pod network: {e}"
-            ) from e
-        podnet.write(path, PodWiring(interfaces=(wired,)))
-        log.info(
-            "pod_network_wired", interface=target.name, binding=str(target.binding),
-            tap=wired.tap, guest_ip=wired.guest_ip,
-        )  # fmt: skip
+        podnet.write(path, PodWiring(interfaces=tuple(wired)))
+        for w in wired:
+            log.info(
+                "pod_network_wired",
+                interface=w.name,
+                binding=str(w.binding),
+                tap=w.tap,
+                guest_ip=w.guest_ip,
+            )
+
+
+async def _wire(launcher: Launcher, target: Target) -> podnet.WiredInterface:
+    wire = netwire.bridge if target.binding is Binding.BRIDGE else netwire.masquerade
+    try:
+        return await wire(launcher, target)
+    except CannotWire:
+        raise
+    except WiringError as e:
+        raise SyncError(
+            SyncReason.SYNC_FAILED, f"interface {target.name}: wiring the pod network: {e}"
+        ) from e

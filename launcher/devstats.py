@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.passt import aliases_by_mac as passt_aliases
 from shared.wire.stats import DomainStats, NetStats
 
 ALIAS_PREFIX = "ua-"
@@ -71,6 +72,9 @@ def device_names(xml: str) -> DeviceNames:
             macs[str(mac.get("address")).lower()] = alias
         if iface.get("type") == "user":
             user.add(alias)
+    passt = passt_aliases(root)  # no libvirt interface: counters from the guest agent too
+    macs.update(passt)
+    user.update(passt.values())
     return DeviceNames(disks=disks, nics=nics, macs=macs, user_nics=frozenset(user))
 
 

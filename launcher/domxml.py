@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from launcher import passt
+from launcher.passt import PasstInterface
+
 KUBEVIRT_NS = "http://kubevirt.io"
 
 
@@ -51,9 +54,6 @@ class InterfacePlan:
     model: str
     mac: str | None = None
     tap: str | None = None  # precreated by virt-handler: opened as is (managed='no')
-    passt: bool = False  # user backend passt (the pod's address, ports forwarded)
-    # passt's forwarded ports per protocol ("tcp", "udp"); an empty tuple: every port
-    forwards: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +116,7 @@ class DomainPlan:
     # host-model for KVM.
     cpu_model: str | None = None
     rng: bool = False
+    passt: tuple[PasstInterface, ...] = ()  # started by the launcher (launcher/passt.py)
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
     smbios_uuid: str | None = None
     smbios_serial: str | None = None
@@ -149,6 +150,7 @@ def build(plan: DomainPlan) -> str:
     _text(dom, "on_reboot", "restart")
     _text(dom, "on_crash", "destroy")
     _devices(dom, plan)
+    passt.commandline(dom, plan.passt)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
 
@@ -294,12 +296,6 @@ def _interface(devices: ET.Element, iface: InterfacePlan) -> None:
         ET.SubElement(el, "mac", address=iface.mac)
     if iface.tap:
         ET.SubElement(el, "target", dev=iface.tap, managed="no")
-    if iface.passt:
-        ET.SubElement(el, "backend", type="passt")
-        for proto, ports in iface.forwards:
-            forward = ET.SubElement(el, "portForward", proto=proto)
-            for port in ports:
-                ET.SubElement(forward, "range", start=str(port))
     ET.SubElement(el, "model", type=iface.model)
     ET.SubElement(el, "rom", enabled="no")
     ET.SubElement(el, "alias", name=f"ua-{iface.alias}")

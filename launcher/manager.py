@@ -20,6 +20,7 @@ from launcher.disks import DiskContext
 from launcher.domxml import DomainPlan
 from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.freeze import Freezer
+from launcher.passt import Passt
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import JobStats, LifecycleEvent, reason_name
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
@@ -106,6 +107,7 @@ class DomainManager:
         self._virt_type = virt_type
         self._publish = publish
         self._flags = _Flags()
+        self._passt = Passt()
         self._sync_lock = asyncio.Lock()
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
@@ -177,6 +179,7 @@ class DomainManager:
     async def _define_and_start(self, vmi: VirtualMachineInstance) -> None:
         plan = await plan_domain(vmi, ctx=self._disks, host=self._host, virt_type=self._virt_type)
         self._built(plan)
+        await self._passt.start(plan.passt)  # listening before QEMU connects
         await self._virt.define(self.xml)
         self._flags.defined = True
         paused = vmi.spec.start_strategy == StartStrategy.PAUSED
@@ -281,6 +284,7 @@ class DomainManager:
             if found[0] not in (DomainState.SHUTOFF, DomainState.CRASHED):
                 await self._virt.destroy(self._id.domain)
             await self._virt.undefine(self._id.domain)
+        await self._passt.stop()
         self._flags.deleted.set()
 
     async def stats(self) -> DomainStats:

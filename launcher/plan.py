@@ -23,6 +23,7 @@ from launcher.domxml import (
     Topology,
 )
 from launcher.errors import InvalidSpec
+from launcher.passt import PasstInterface, guest_mac
 from shared import podnet
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
@@ -143,6 +144,8 @@ def _interfaces(
         interfaces = (Interface(name="default", masquerade=InterfaceMasquerade()),)
     plans = []
     for iface in interfaces:
+        if iface.passt_binding is not None:
+            continue  # QEMU reaches the launcher's passt (passt_interfaces)
         name = iface.name or ""
         wired = wiring.interface(name) if wiring is not None else None
         backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER
@@ -153,11 +156,25 @@ def _interfaces(
                 model=iface.model or "virtio",
                 mac=iface.mac_address or (wired.mac if wired is not None else None),
                 tap=wired.tap if wired is not None else None,
-                passt=iface.passt_binding is not None,
-                forwards=_passt_forwards(iface) if iface.passt_binding is not None else (),
             )
         )
     return tuple(plans)
+
+
+def passt_interfaces(
+    vmi: VirtualMachineInstance, *, socket_dir: Path
+) -> tuple[PasstInterface, ...]:
+    """The passt-bound interfaces: a socket each in `socket_dir` (QEMU's own directory)."""
+    return tuple(
+        PasstInterface(
+            alias=i.name or "",
+            socket=socket_dir / f"passt-{i.name}.sock",
+            mac=i.mac_address or guest_mac(vmi.metadata.uid or "", i.name or ""),
+            forwards=_passt_forwards(i),
+        )
+        for i in vmi.spec.domain.devices.interfaces
+        if i.passt_binding is not None
+    )
 
 
 def _passt_forwards(iface: Interface) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -207,6 +224,7 @@ async def plan_domain(
         kernel=_kernel(vmi, ctx),
         disks=await _disks(vmi, ctx),
         interfaces=_interfaces(vmi, _wiring(host)),
+        passt=passt_interfaces(vmi, socket_dir=host.console_socket.parent),
         serial_log=host.serial_log,
         console_socket=host.console_socket,
         agent_socket=host.agent_socket,

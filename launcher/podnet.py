@@ -33,11 +33,12 @@ async def serve(path: Path, *, hostname: str, poll: float = 0.2) -> None:
         resolv = RESOLV_CONF.read_text()
     except OSError:
         resolv = ""
-    if not wiring.interfaces:
+    leased = [w for w in wiring.interfaces if w.guest_ip]  # a layer-2-only one has none
+    if not leased:
         return
     try:
         async with asyncio.TaskGroup() as tg:
-            for wired in wiring.interfaces:
+            for wired in leased:
                 lease = dhcp.lease_of(wired, resolv=resolv, hostname=hostname)
                 tg.create_task(dhcp.serve(lease, wired.bridge), name=f"dhcp-{wired.name}")
     except* OSError as group:  # the guest gets no address; said loudly, the VM still runs

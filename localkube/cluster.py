@@ -41,6 +41,7 @@ from localkube.procs import (
     spawn_detached,
     stop_process,
 )
+from localkube.realnode import multus
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 from localkube.realnode.storage import LocalStorage
@@ -144,6 +145,12 @@ class Cluster:
             manifest=self.paths.root / "local-storage.json",
         )
         await self.csi(fleet).up()
+        if self.config.multus_dir is not None:
+            await multus.apply(
+                kubectl=self.config.bin_dir / "kubectl",
+                kubeconfig=self.kubeconfig,
+                manifest=self.paths.root / "multus.json",
+            )
 
     def csi(self, fleet: Fleet | None = None) -> CsiStack:
         """The CSI driver, its sidecars and classes (real nodes only)."""

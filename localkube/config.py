@@ -57,6 +57,8 @@ class ClusterConfig:
     images: tuple[tuple[str, Path], ...] = ()
     # scripts/build-csi-sidecars' output (sidecar binaries, crd/); real nodes need it
     csi_dir: Path | None = None
+    # scripts/build-multus' output (the thin plugin); real nodes run multus when set
+    multus_dir: Path | None = None
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -65,6 +67,7 @@ class ClusterConfig:
         kube_bin = bin_dir or Path(env.get("KUBEVIRT_PY_KUBE_BIN", ""))
         image_list = env.get("KUBEVIRT_PY_IMAGE_LIST")
         csi_dir = env.get("KUBEVIRT_PY_CSI_DIR")
+        multus_dir = env.get("KUBEVIRT_PY_MULTUS_DIR")
         return cls(
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
@@ -74,6 +77,7 @@ class ClusterConfig:
             node_kind=NodeKind(env.get("KUBEVIRT_PY_NODE_KIND", NodeKind.KUBELET)),
             images=read_image_list(Path(image_list)) if image_list else (),
             csi_dir=Path(csi_dir) if csi_dir else None,
+            multus_dir=Path(multus_dir) if multus_dir else None,
         )
 
     def replace(self, **changes: object) -> ClusterConfig:

@@ -59,6 +59,12 @@ def build_csi_sidecars(repo: Path = REPO) -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
+def build_multus(repo: Path = REPO) -> Path:
+    """Run scripts/build-multus (real nodes' multus thin plugin); its output dir."""
+    out = _build(repo, "build-multus", "multus build")
+    return Path(out.strip().splitlines()[-1])
+
+
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
     out = _build(repo, "build-images", "image build")
@@ -75,6 +81,7 @@ def private_cluster_config(
     images: tuple[tuple[str, Path], ...] = (),
     containerd_bin: Path = Path(),
     csi_dir: Path | None = None,
+    multus_dir: Path | None = None,
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
     may run one cluster of each node kind."""
@@ -88,6 +95,7 @@ def private_cluster_config(
         images=images,
         containerd_bin=containerd_bin,
         csi_dir=csi_dir,
+        multus_dir=multus_dir,
     )
 
 
@@ -130,9 +138,11 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     images = build_images() if real else ()
     containerd = build_containerd() if real else Path()
     csi_dir = build_csi_sidecars() if real else None
+    multus_dir = build_multus() if real else None
     config = private_cluster_config(
-        bin_dir, kind=kind, images=images, containerd_bin=containerd, csi_dir=csi_dir
-    )
+        bin_dir, kind=kind, images=images, containerd_bin=containerd, csi_dir=csi_dir,
+        multus_dir=multus_dir,
+    )  # fmt: skip
     cluster = Cluster(config)
     if _running_healthy(cluster):
         yield cluster

@@ -37,7 +37,7 @@ from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
 from controller.services.volumes import Claim
-from shared import podlayout
+from shared import multus, podlayout
 from shared.labels import (
     APP_LABEL,
     CREATED_BY_LABEL,
@@ -184,6 +184,10 @@ class TemplateService:
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
         if not self.config.launcher_as_root:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=not _passt(vmi))
+        if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
+            pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
+        if any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces):
+            _allow_passt(pod["spec"])
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -382,3 +386,17 @@ def compute_security_context(*, seccomp: bool = True) -> dict[str, Any]:
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
     return vmi.controller_reference().to_dict()
+
+
+def _allow_passt(spec: dict[str, Any]) -> None:
+    """passt (the launcher's, dropping to an unprivileged user) binds the forwarded ports,
+    low ones too, and answers the guest's ICMP echo with ping sockets: both allowed in the
+    pod's network namespace by sysctls Kubernetes deems safe (KubeVirt sets the same)."""
+    security = spec.setdefault("securityContext", {})
+    sysctls = security.setdefault("sysctls", [])
+    for name, value in (
+        ("net.ipv4.ping_group_range", "0 2147483647"),
+        ("net.ipv4.ip_unprivileged_port_start", "0"),
+    ):
+        if all(s["name"] != name for s in sysctls):  # the non-root context may have set it
+            sysctls.append({"name": name, "value": value})

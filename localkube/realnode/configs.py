@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -67,10 +68,12 @@ class NodeLayout:
         return self.dir / "sysctl"
 
 
-def containerd_toml(node: NodeLayout, *, shim: Path) -> str:
+def containerd_toml(node: NodeLayout, *, shim: Path, cni_bin: tuple[Path, ...] = ()) -> str:
     """containerd 2's configuration (format version 3: the CRI plugin split into
     ``cri.v1.images`` and ``cri.v1.runtime``; 2.4 reads it as is); ``shim``: the runc shim
-    built with it. NRI is off: its socket would be one host path for every node."""
+    built with it; ``cni_bin``: more CNI plugin directories (multus). NRI is off: its socket
+    would be one host path for every node."""
+    bin_dirs = ", ".join(f'"{d}"' for d in (CNI_BIN_DIR, *map(str, cni_bin)))
     d = node.containerd_dir
     images, runtime = (
         'plugins."io.containerd.cri.v1.images"',
@@ -113,13 +116,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         BinaryName = "{RUNC}"
         SystemdCgroup = false
   [{runtime}.cni]
-    bin_dirs = ["{CNI_BIN_DIR}"]
+    bin_dirs = [{bin_dirs}]
     conf_dir = "{node.cni_conf_dir}"
 """
 
 
 def cni_conflist(node: NodeLayout) -> str:
     """A bridge in the node's namespace, addresses from the node's pod range; no masquerade."""
+    return json.dumps(cluster_network(node), indent=2)
+
+
+def cluster_network(node: NodeLayout) -> dict[str, Any]:
+    """The cluster network's conflist (multus delegates ``eth0`` to it when installed)."""
     ipam = {
         "type": "host-local",
         "ranges": [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]],
@@ -134,7 +142,7 @@ def cni_conflist(node: NodeLayout) -> str:
         "hairpinMode": True,
         "ipam": ipam,
     }
-    return json.dumps({"cniVersion": "1.0.0", "name": "kubevirt-py", "plugins": [bridge]}, indent=2)
+    return {"cniVersion": "1.0.0", "name": "kubevirt-py", "plugins": [bridge]}
 
 
 def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:

@@ -14,6 +14,7 @@ import structlog
 
 from localkube.config import ClusterConfig
 from localkube.pki import CertSpec, Pki, write_kubeconfig
+from localkube.realnode import multus
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.namespaces import (
     NodeNamespaces,
@@ -36,10 +37,12 @@ def load_plan(config: ClusterConfig) -> NetPlan:
 
 
 def extra_certs() -> list[CertSpec]:
-    """kube-proxy's identity (bound to system:node-proxier by default) and kube-apiserver's
-    client certificate for the kubelets' logs/exec endpoints."""
+    """kube-proxy's identity (bound to system:node-proxier by default), multus' (bound by
+    localkube/realnode/multus.py) and kube-apiserver's client certificate for the kubelets'
+    logs/exec endpoints."""
     return [
         CertSpec(name=KUBE_PROXY_USER, cn="system:kube-proxy"),
+        CertSpec(name=multus.USER, cn=f"system:{multus.USER}"),
         CertSpec(name=KUBELET_CLIENT, cn="kube-apiserver-kubelet-client", orgs=("system:masters",)),
     ]
 
@@ -97,22 +100,34 @@ class Fleet:
             run=paths.run,
             marker=self._marker,
             images=self.config.images,
+            multus_dir=self.config.multus_dir,
+            multus_kubeconfig=paths.kubeconfig(multus.USER),
         )
         return RealNode(ns=ns, inputs=inputs)
 
     def write_kubeconfigs(self, port: int) -> None:
         """Nodes and kube-proxy dial kube-apiserver on the gateway, from their namespaces."""
         server, paths = self.server(port), self.config.paths
-        for user in [KUBE_PROXY_USER, *(f"node-{n}" for n in self.config.nodes)]:
+        for user in [KUBE_PROXY_USER, multus.USER, *(f"node-{n}" for n in self.config.nodes)]:
             write_kubeconfig(paths.kubeconfig(user), server=server, pki=self.pki, user=user)
 
     async def prepare_network(self) -> None:
         await ensure_bridge(bridge=self.plan.bridge, gateway=self.plan.gateway)
+        if self.config.multus_dir is not None:
+            await multus.ensure_host_bridge(self.plan.secondary_bridge)
 
     async def start_runtimes(self) -> None:
         async with asyncio.TaskGroup() as tg:
             for name in self.config.nodes:
                 tg.create_task(self.node(name).start_runtime())
+        if self.config.multus_dir is None:
+            return
+        for i, name in enumerate(self.config.nodes, start=1):
+            await multus.ensure_link(
+                netns=self.plan.netns(name),
+                host_veth=self.plan.secondary_veth(i),
+                host_bridge=self.plan.secondary_bridge,
+            )
 
     def start_kubelets(self) -> None:
         for name in self.config.nodes:
@@ -123,6 +138,7 @@ class Fleet:
             for name in self.config.nodes:
                 tg.create_task(self.node(name).stop())
         await remove_bridge(self.plan.bridge)
+        await remove_bridge(self.plan.secondary_bridge)
         log.info("real_nodes_down", bridge=self.plan.bridge)
 
     def kubelet_log(self, node: str) -> Path:

@@ -6,7 +6,9 @@ test session's can run side by side). Inside a block:
 
 - ``.0.0/24``   the node network: the host's bridge is ``.0.1`` (kube-apiserver listens
   there), node *i* is ``.0.(10+i)``;
-- ``.i.0/24``   node *i*'s pod range (i = 1..14), its CNI bridge gateway ``.i.1``;
+- ``.i.0/24``   node *i*'s pod range (i = 1..13), its CNI bridge gateway ``.i.1``;
+- ``.14.0/24``  the secondary (multus) network: a second host bridge joins every node's
+  ``sec0`` link, layer 2 only (localkube/realnode/multus.py);
 - ``.15.0/24``  the Service range; ``.15.1`` is the ``kubernetes`` Service.
 
 Nothing here is routed or masqueraded out of the machine: the node namespaces have no
@@ -22,7 +24,8 @@ from pathlib import Path
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 BLOCKS = 32
-MAX_NODES = 14
+MAX_NODES = 13
+SECONDARY_THIRD = 14  # the secondary network's /24 inside the block
 
 
 class NetPlanError(Exception):
@@ -66,6 +69,19 @@ class NetPlan:
     @property
     def bridge(self) -> str:
         return f"kvbr{self.block}"
+
+    @property
+    def secondary_bridge(self) -> str:
+        """The host bridge of the secondary network (no address: layer 2 between nodes)."""
+        return f"kvsb{self.block}"
+
+    def secondary_addr(self, host: int) -> str:
+        """Address ``host`` (1..254) of the secondary network's /24."""
+        return self._addr(SECONDARY_THIRD, host)
+
+    def secondary_veth(self, index: int) -> str:
+        """The host end of node *i*'s secondary link (the node end is ``sec0``)."""
+        return f"kv{self.block}s{self._check(index)}"
 
     def node_ip(self, index: int) -> str:
         return self._addr(0, 10 + self._check(index))

@@ -29,7 +29,7 @@ from localkube.procs import (
     spawn_detached,
     stop_process,
 )
-from localkube.realnode import configs
+from localkube.realnode import configs, multus
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.namespaces import NodeNamespaces
 
@@ -51,6 +51,8 @@ class NodeInputs:
     run: Path
     marker: tuple[str, str]
     images: tuple[tuple[str, Path], ...]
+    multus_dir: Path | None = None  # scripts/build-multus: multus is the primary CNI plugin
+    multus_kubeconfig: Path | None = None
 
 
 class RealNode:
@@ -109,8 +111,21 @@ class RealNode:
         cfg.mkdir(parents=True, exist_ok=True)
         node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
         shim = self.inputs.containerd_bin / "containerd-shim-runc-v2"
-        (cfg / "containerd.toml").write_text(configs.containerd_toml(node, shim=shim))
+        multus_dir, multus_conf = self.inputs.multus_dir, node.cni_conf_dir / multus.CONF_NAME
+        cni_bin = (multus_dir,) if multus_dir is not None else ()
+        (cfg / "containerd.toml").write_text(
+            configs.containerd_toml(node, shim=shim, cni_bin=cni_bin)
+        )
         (node.cni_conf_dir / "10-kubevirt-py.conflist").write_text(configs.cni_conflist(node))
+        if multus_dir is not None and self.inputs.multus_kubeconfig is not None:
+            delegate = configs.cluster_network(node)
+            multus_conf.write_text(
+                multus.conf(
+                    delegate=delegate, kubeconfig=self.inputs.multus_kubeconfig, node_dir=node.dir
+                )
+            )
+        else:
+            multus_conf.unlink(missing_ok=True)
         (cfg / "kubelet.yaml").write_text(configs.kubelet_yaml(node, ca_file=self.inputs.ca_file))
         (cfg / "kube-proxy.yaml").write_text(
             configs.kube_proxy_yaml(node, kubeconfig=self.inputs.proxy_kubeconfig)

@@ -22,6 +22,7 @@ from shared.model._validate_config import (
     validate_config_volume,
     validate_service_accounts,
 )
+from shared.model._validate_multus import validate_multus
 from shared.model.domain import Interface
 from shared.model.enums import HostDiskType
 from shared.model.quantity import format_bytes
@@ -238,6 +239,7 @@ def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
             errs.add(npath, f"must set exactly one network source, e.g. pod{found}")
         if net.name and spec.domain.devices.interface(net.name) is None:
             errs.add(f"{npath}.name", f"network {net.name!r} has no interface", net.name)
+        validate_multus(errs, npath, net)
         if net.pod is None:
             continue
         if pod_at is not None:

@@ -27,7 +27,7 @@ UNTYPED_VOLUME_SOURCES = (
 HOTPLUG_BUSES = ("scsi", "virtio")
 DEFAULT_HOTPLUG_BUS = "scsi"
 # Network sources the model keeps untyped.
-UNTYPED_NETWORK_SOURCES = ("multus",)
+UNTYPED_NETWORK_SOURCES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,14 +260,25 @@ class PodNetwork(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MultusNetwork(Model):
+    """networks[].multus: a NetworkAttachmentDefinition (`name` or `namespace/name`) the
+    launcher pod is attached to through the `k8s.v1.cni.cncf.io/networks` annotation."""
+
+    network_name: str | None = None
+    default: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Network(Model):
-    """spec.networks[]: exactly one source (pod here; multus stays in `extra`)."""
+    """spec.networks[]: exactly one source (pod or multus)."""
 
     name: str | None = None
     pod: PodNetwork | None = None
+    multus: MultusNetwork | None = None
 
     def sources(self) -> tuple[str, ...]:
         """Wire names of every network source set (typed or not)."""
         found = ["pod"] if self.pod is not None else []
+        found += ["multus"] if self.multus is not None else []
         found += [key for key in UNTYPED_NETWORK_SOURCES if self.extra.get(key) is not None]
         return tuple(found)

@@ -27,6 +27,7 @@ from controller.services.template import TemplateService
 from controller.services.volumes import Claim
 from launcher import domxml, firmware
 from launcher.disks import DiskContext
+from launcher.passt import QEMU_NS
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from shared import podlayout
 from shared.expansion import expand_spec
@@ -261,7 +262,16 @@ def _devices(vmi: VirtualMachineInstance, dom: ET.Element, _: dict[str, Any]) ->
             yield f"disk {disk.name} is not on bus {disk.effective_bus}"
         if (el.get("device") == "cdrom") != disk.is_cdrom:
             yield f"disk {disk.name}: cdrom does not follow the spec"
-    interfaces = vmi.spec.domain.devices.interfaces
+    everything = vmi.spec.domain.devices.interfaces
+    interfaces = tuple(i for i in everything if i.passt_binding is None)
+    passt = [i.name for i in everything if i.passt_binding is not None]
+    streams = [
+        v.split(",id=")[1].split(",")[0].removeprefix("passt-")
+        for a in dom.iter(f"{{{QEMU_NS}}}arg")
+        if (v := a.get("value") or "").startswith("stream,")
+    ]
+    if streams != passt:
+        yield f"passt interfaces {passt} but QEMU streams for {streams}"
     nics = dom.findall("devices/interface")
     if interfaces and len(nics) != len(interfaces):
         yield f"{len(nics)} interfaces in the XML for {len(interfaces)} in the spec"

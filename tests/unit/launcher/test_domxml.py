@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.devstats import device_names
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -20,6 +21,8 @@ from launcher.domxml import (
     Topology,
     build,
 )
+from launcher.passt import QEMU_NS, PasstInterface
+from launcher.passt import argv as passt_argv
 
 GOLDEN = Path(__file__).parent / "golden" / "tiny-domain.xml"
 
@@ -166,23 +169,38 @@ def test_a_wired_interface_opens_the_handlers_tap() -> None:
     assert iface.find("mac").get("address") == "0a:58:c6:12:01:05"  # type: ignore[union-attr]
 
 
-def test_passt_binding_is_a_user_interface_on_passt(tmp_path: Path) -> None:
-    """passtBinding renders a user interface with the passt backend: every TCP and UDP port
-    forwarded (no range), or only the listed ones; libvirt's schema accepts both."""
-    every = InterfacePlan(
-        alias="default", backend=NetBackend.USER, model="virtio", passt=True,
+def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: Path) -> None:
+    """passtBinding is no libvirt interface (libvirt 9.0 has no passt backend): QEMU gets a
+    `-netdev stream` to passt's socket and a virtio-net device with the guest's MAC through
+    libvirt's qemu:commandline, which libvirt's schema accepts; passt forwards every port
+    of a protocol, the listed ones, or none of a protocol not listed."""
+    every = PasstInterface(
+        alias="default", socket=tmp_path / "passt-default.sock", mac="02:00:00:00:00:01",
         forwards=(("tcp", ()), ("udp", ())),
     )  # fmt: skip
-    listed = dataclasses.replace(every, alias="listed", forwards=(("tcp", (80, 22)),))
-    xml = build(dataclasses.replace(PLAN, interfaces=(every, listed)))
-    first, second = ET.fromstring(xml).findall("devices/interface")
-    assert first.get("type") == "user"
-    assert first.find("backend").get("type") == "passt"  # type: ignore[union-attr]
-    assert [(f.get("proto"), f.findall("range")) for f in first.findall("portForward")] == [
-        ("tcp", []), ("udp", []),
-    ]  # fmt: skip
-    (tcp,) = second.findall("portForward")
-    assert [r.get("start") for r in tcp.findall("range")] == ["80", "22"]
+    listed = dataclasses.replace(
+        every, alias="listed", mac="02:00:00:00:00:03", forwards=(("tcp", (80, 22)),)
+    )
+    xml = build(dataclasses.replace(PLAN, interfaces=(), passt=(every, listed)))
+    dom = ET.fromstring(xml)
+    assert dom.findall("devices/interface") == []
+    args = [a.get("value") for a in dom.iter(f"{{{QEMU_NS}}}arg")]
+    assert args[:4] == [
+        "-netdev",
+        f"stream,id=passt-default,server=off,addr.type=unix,addr.path={every.socket}",
+        "-device",
+        "virtio-net-pci,netdev=passt-default,id=passt-default,mac=02:00:00:00:00:01,romfile=",
+    ]
+    assert passt_argv(every)[-4:] == [
+        "--tcp-ports",
+        "all",
+        "--udp-ports",
+        "all",
+    ]
+    assert passt_argv(listed)[-2:] == ["--tcp-ports", "22,80"]
+    names = device_names(xml)  # the guest agent's view maps back to the interfaces
+    assert names.macs == {"02:00:00:00:00:01": "default", "02:00:00:00:00:03": "listed"}
+    assert names.user_nics == {"default", "listed"}
     path = tmp_path / "domain.xml"
     path.write_text(xml)
     result = subprocess.run(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localkube.realnode import configs
+from localkube.realnode import configs, multus
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.netplan import BLOCKS, NetPlan, NetPlanError
 
@@ -37,7 +37,8 @@ def test_every_address_is_inside_the_benchmark_range(block: int) -> None:
     ranges of one block do not overlap."""
     plan = NetPlan(block=block)
     nets = [ipaddress.ip_network(plan.node_cidr), ipaddress.ip_network(plan.service_cidr)]
-    nets += [ipaddress.ip_network(plan.pod_cidr(i)) for i in (1, 2, 14)]
+    nets += [ipaddress.ip_network(plan.pod_cidr(i)) for i in (1, 2, 13)]
+    nets.append(ipaddress.ip_network(f"{plan.secondary_addr(0)}/24"))
     for net in nets:
         assert net.subnet_of(SUPERNET)  # type: ignore[arg-type]
     for a in nets:
@@ -53,13 +54,15 @@ def test_blocks_are_disjoint_and_names_fit_interfaces() -> None:
     a, b = NetPlan(block=0), NetPlan(block=1)
     assert not ipaddress.ip_network(a.cluster_cidr).overlaps(ipaddress.ip_network(b.cluster_cidr))
     last = NetPlan(block=BLOCKS - 1)
-    assert len(last.bridge) <= 15 and len(last.host_veth(14)) <= 15
+    assert len(last.bridge) <= 15 and len(last.host_veth(13)) <= 15
+    assert len(last.secondary_bridge) <= 15 and len(last.secondary_veth(13)) <= 15
 
 
 def test_node_index_out_of_range_is_refused() -> None:
-    """A 15th node has no pod range: a clear error, not an overlapping range."""
-    with pytest.raises(NetPlanError, match="node index 15"):
-        NetPlan(block=0).pod_cidr(15)
+    """A 14th node has no pod range (.14.0/24 is the secondary network's): a clear error,
+    not an overlapping range."""
+    with pytest.raises(NetPlanError, match="node index 14"):
+        NetPlan(block=0).pod_cidr(14)
 
 
 def test_pick_skips_blocks_in_use_and_keeps_its_choice(tmp_path: Path) -> None:
@@ -121,3 +124,24 @@ def test_kube_proxy_leaves_host_wide_sysctls_alone(tmp_path: Path) -> None:
     assert cfg["conntrack"]["maxPerCore"] == 0 and cfg["conntrack"]["min"] == 0
     assert cfg["clusterCIDR"] == node.cluster_cidr and cfg["mode"] == "iptables"
     assert cfg["iptables"]["localhostNodePorts"] is False
+
+
+def test_multus_is_the_primary_plugin_delegating_to_the_cluster_network(tmp_path: Path) -> None:
+    """With multus built, containerd finds its binary beside Debian's plugins, and multus'
+    configuration delegates eth0 to the unchanged cluster conflist, running the other
+    plugins from Debian's directory with its own kubeconfig; the NAD CRD is k8s.cni.cncf.io/v1."""
+    node = _layout(tmp_path)
+    toml = configs.containerd_toml(node, shim=Path("/s"), cni_bin=(Path("/m/out"),))
+    assert 'bin_dirs = ["/usr/lib/cni", "/m/out"]' in toml
+    conf = json.loads(
+        multus.conf(
+            delegate=configs.cluster_network(node), kubeconfig=Path("/k"), node_dir=node.dir
+        )
+    )
+    assert conf["type"] == "multus" and conf["kubeconfig"] == "/k"
+    assert conf["binDir"] == "/usr/lib/cni"
+    assert conf["delegates"] == [json.loads(configs.cni_conflist(node))]
+    crd = multus.crd()
+    assert crd["spec"]["group"] == "k8s.cni.cncf.io"
+    assert crd["spec"]["names"]["kind"] == "NetworkAttachmentDefinition"
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]

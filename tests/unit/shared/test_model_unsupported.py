@@ -107,11 +107,6 @@ REFUSED = [
         id="sriov",
     ),
     pytest.param(
-        {"spec.networks[0]": {"name": "default", "multus": {"networkName": "n"}}},
-        "spec.networks[0].multus",
-        id="multus",
-    ),
-    pytest.param(
         {"spec.domain.devices.interfaces[0].bootOrder": 1},
         "spec.domain.devices.interfaces[0].bootOrder",
         id="interface-boot-order",

@@ -154,6 +154,33 @@ RULES = [
         id="masquerade-off-pod-network",
     ),
     pytest.param(
+        {
+            f"{IFACES}[1]": {"name": "second", "bridge": {}},
+            "spec.networks[1]": {"name": "second", "multus": {"networkName": "a/b/c"}},
+        },
+        "spec.networks[1].multus.networkName",
+        "NetworkAttachmentDefinition name or namespace/name",
+        id="multus-bad-network-name",
+    ),
+    pytest.param(
+        {
+            f"{IFACES}[1]": {"name": "second", "bridge": {}},
+            "spec.networks[1]": {"name": "second", "multus": {}},
+        },
+        "spec.networks[1].multus.networkName",
+        "is required",
+        id="multus-no-network-name",
+    ),
+    pytest.param(
+        {
+            f"{IFACES}[1]": {"name": "second", "bridge": {}},
+            "spec.networks[1]": {"name": "second", "multus": {"networkName": "x", "default": True}},
+        },
+        "spec.networks[1].multus.default",
+        "multus default network",
+        id="multus-default-refused",
+    ),
+    pytest.param(
         {"spec.networks[0].pod.vmNetworkCIDR": "10.0.2.0/33"},
         "spec.networks[0].pod.vmNetworkCIDR",
         "not a valid IPv4 CIDR",

@@ -1,0 +1,144 @@
+"""The passt binding (KubeVirt's core `passtBinding`), run by the launcher itself.
+
+passt (Debian's package) is a user-mode network stack: the guest gets the pod's address,
+MAC-level frames reach passt over a UNIX socket and leave as ordinary sockets of the pod,
+and the pod's TCP/UDP ports (`interfaces[].ports`, or every port) are forwarded to the
+guest. libvirt 9.0 (Debian 12, the launcher's) has no `<backend type='passt'/>`, so the
+launcher starts passt in its own network namespace (the pod's; no privileges needed beyond
+binding the forwarded ports) and hands QEMU 7.2 the socket as `-netdev stream` with a
+`virtio-net-pci` device, through libvirt's `qemu:commandline` (the domain is "tainted:
+custom-argv" in libvirt's log; it is not live-migratable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from launcher.errors import LibvirtFailure
+
+log = structlog.get_logger("launcher.passt")
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PasstInterface:
+    """One passt-bound interface: its socket, the guest's MAC and what is forwarded."""
+
+    alias: str
+    socket: Path
+    mac: str
+    # ("tcp"|"udp", ports); an empty tuple of ports: every port
+    forwards: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def netdev(self) -> str:
+        return f"passt-{self.alias}"
+
+
+def guest_mac(uid: str, alias: str) -> str:
+    """A stable, locally administered MAC for a passt interface without `macAddress`."""
+    digest = hashlib.sha256(f"{uid}/{alias}".encode()).digest()[:5]
+    return ":".join(f"{b:02x}" for b in (b"\x02" + digest))
+
+
+def argv(iface: PasstInterface) -> list[str]:
+    """passt in the foreground on the interface's socket, forwarding what it lists (no PID
+    file: passt writes it after dropping to an unprivileged user, and the launcher holds
+    the process anyway)."""
+    args = ["passt", "--foreground", "--socket", str(iface.socket)]
+    flags = {"tcp": "--tcp-ports", "udp": "--udp-ports"}
+    for proto, ports in iface.forwards:  # passt forwards nothing it is not told to
+        args += [flags[proto], ",".join(str(p) for p in sorted(set(ports))) if ports else "all"]
+    return args
+
+
+def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface]) -> None:
+    """QEMU's `-netdev stream` to each passt socket and its virtio-net device."""
+    if not ifaces:
+        return
+    cmd = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
+    for i in ifaces:
+        netdev = f"stream,id={i.netdev},server=off,addr.type=unix,addr.path={i.socket}"
+        device = f"virtio-net-pci,netdev={i.netdev},id={i.netdev},mac={i.mac},romfile="
+        for value in ("-netdev", netdev, "-device", device):
+            ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=value)
+
+
+def aliases_by_mac(dom: ET.Element) -> dict[str, str]:
+    """MAC → interface name of the passt devices in a domain XML's qemu:commandline."""
+    found = {}
+    for arg in dom.iter(f"{{{QEMU_NS}}}arg"):
+        value = arg.get("value") or ""
+        if not value.startswith("virtio-net-pci,"):
+            continue
+        opts = dict(kv.partition("=")[::2] for kv in value.split(",")[1:])
+        netdev, mac = opts.get("netdev", ""), opts.get("mac", "")
+        if netdev.startswith("passt-") and mac:
+            found[mac.lower()] = netdev.removeprefix("passt-")
+    return found
+
+
+class Passt:
+    """The passt processes of this launcher's domain (children of the launcher)."""
+
+    def __init__(self) -> None:
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+
+    async def start(self, ifaces: Sequence[PasstInterface]) -> None:
+        """Each interface's passt running and listening on its socket (before QEMU)."""
+        for iface in ifaces:
+            if iface.alias in self._procs and self._procs[iface.alias].returncode is None:
+                continue
+            iface.socket.unlink(missing_ok=True)
+            logfile = iface.socket.with_suffix(".log")
+            try:
+                with logfile.open("wb") as out:
+                    proc = await asyncio.create_subprocess_exec(
+                        *argv(iface),
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=out,
+                    )
+            except FileNotFoundError as e:
+                raise LibvirtFailure(f"interface {iface.alias}: passt is not installed") from e
+            self._procs[iface.alias] = proc
+            await self._listening(iface, proc)
+            log.info("passt_started", interface=iface.alias, pid=proc.pid, uid=os.getuid())
+
+    async def _listening(self, iface: PasstInterface, proc: asyncio.subprocess.Process) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + START_TIMEOUT
+        while not iface.socket.exists():
+            if proc.returncode is not None or loop.time() > deadline:
+                err = ""
+                with contextlib.suppress(OSError):
+                    err = iface.socket.with_suffix(".log").read_text(errors="replace")
+                lines = [x for x in err.splitlines() if x.strip() and "syslog" not in x]
+                why = "; ".join(lines[-3:]) or f"no socket within {START_TIMEOUT}s"
+                raise LibvirtFailure(f"interface {iface.alias}: passt did not start: {why}")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        """Terminate every passt (the guest's NICs lose their wire)."""
+        for alias, proc in list(self._procs.items()):
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), STOP_TIMEOUT)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+            del self._procs[alias]

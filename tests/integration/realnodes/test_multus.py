@@ -1,0 +1,136 @@
+"""Multus secondary networks on real nodes: multus-cni's thin plugin is each node's primary
+CNI plugin, the launcher pod asks it for the VMI's `networks[].multus` networks through the
+`k8s.v1.cni.cncf.io/networks` annotation, virt-handler bridges each secondary pod interface
+into the guest and the launcher serves it DHCP. Two VMs on different nodes talk over a
+bridge-plugin network joined across the nodes, and KubeVirt's vmi-multus-ptp and
+vmi-multus-multiple-net examples run with a `ptp` NetworkAttachmentDefinition."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from localkube.realnode import multus as testbed_multus
+from shared import multus
+from tests.integration.realnodes.test_network import _guest_says, _running_vmi, _vmi_manifest
+from tests.integration.realnodes.test_story import REPO, _pod_uid, _wait
+
+pytestmark = pytest.mark.cluster
+EXAMPLES = REPO / "examples" / "kubevirt"
+
+
+def _nad(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name},
+        "spec": {"config": json.dumps({"cniVersion": "1.0.0", "name": name, **config})},
+    }
+
+
+def _bridge_nad(name: str, address: str) -> dict[str, Any]:
+    """The `bridge` plugin on the nodes' kvsec0 (joined across nodes), one static address."""
+    return _nad(name, {
+        "type": "bridge", "bridge": testbed_multus.NODE_BRIDGE, "isGateway": False,
+        "ipMasq": False, "ipam": {"type": "static", "addresses": [{"address": address}]},
+    })  # fmt: skip
+
+
+def _ptp_nad(subnet: str) -> dict[str, Any]:
+    """KubeVirt's tests' ptp-conf, on an address range of the test cluster's block."""
+    return _nad("ptp-conf", {
+        "type": "ptp", "ipMasq": False, "ipam": {"type": "host-local", "subnet": subnet},
+    })  # fmt: skip
+
+
+def _secondary_vmi(name: str, nad: str, *, node: str, kernel_args: str = "") -> dict[str, Any]:
+    """The test guest with the pod network (masquerade) and `nad` bridge-bound as `sec`."""
+    vmi = _vmi_manifest(name, binding="masquerade", kernel_args=kernel_args)
+    spec = vmi["spec"]
+    spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    spec["domain"]["devices"]["interfaces"].append({"name": "sec", "bridge": {}})
+    spec["networks"].append({"name": "sec", "multus": {"networkName": nad}})
+    return vmi
+
+
+def _apply(k: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                      "items": list(objs)}))  # fmt: skip
+
+
+def _launcher_pod(k: Kubectl, ns: str, vmi: dict[str, Any]) -> dict[str, Any]:
+    _, uid = _pod_uid(vmi)
+    items = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    (pod,) = [p for p in items if p["metadata"]["uid"] == uid]
+    return pod  # type: ignore[no-any-return]
+
+
+def _attached(k: Kubectl, ns: str, vmi: dict[str, Any], network: str) -> dict[str, Any]:
+    """The launcher pod asked multus for `network` on KubeVirt's pod<hash> interface, and
+    multus' network-status annotation reports that interface."""
+    annotations = _launcher_pod(k, ns, vmi)["metadata"]["annotations"]
+    asked = json.loads(annotations[multus.NETWORKS_ANNOTATION])
+    pod_if = multus.pod_interface(network)
+    assert [a["interface"] for a in asked] == [pod_if], asked
+    status = json.loads(annotations[multus.NETWORK_STATUS_ANNOTATION])
+    (found,) = [s for s in status if s.get("interface") == pod_if]
+    return found  # type: ignore[no-any-return]
+
+
+def _interface_ip(k: Kubectl, ns: str, name: str, iface: str, subnet: str) -> str:
+    """status.interfaces[iface].ipAddress once the guest agent reports one in `subnet`."""
+    net = ipaddress.ip_network(subnet, strict=False)
+
+    def probe() -> str | None:
+        vmi = json.loads(k("get", "vmi", name, "-n", ns, "-o", "json"))
+        for i in vmi["status"].get("interfaces", []):
+            ip = i.get("ipAddress")
+            if i.get("name") == iface and ip and ipaddress.ip_address(ip) in net:
+                return str(ip)
+        return None
+
+    found: str = _wait(probe, 180, f"{name}'s {iface} address in status.interfaces",
+                       lambda: k("get", "vmi", name, "-n", ns, "-o", "jsonpath={.status}"))  # fmt: skip
+    return found
+
+
+def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """Two VMs pinned to different nodes, each with the pod network and a bridge-bound
+    multus network (the `bridge` plugin on the link joining the nodes): each launcher pod
+    got its pod<hash> interface from multus, the guests took their secondary addresses by
+    DHCP on eth1, one pings the other across the nodes, and status.interfaces reports the
+    secondary address. KubeVirt's vmi-multus-ptp and vmi-multus-multiple-net examples (a
+    `ptp` network) run, and status.interfaces lists their secondary interfaces with an
+    address of the ptp range."""
+    k, ns, plan = real_stack, real_namespace, real_cluster.fleet().plan
+    a_ip, b_ip = plan.secondary_addr(10), plan.secondary_addr(11)
+    ptp_subnet = f"{plan.secondary_addr(128)}/25"
+    _apply(k, ns, _bridge_nad("sec-a", f"{a_ip}/25"), _bridge_nad("sec-b", f"{b_ip}/25"),
+           _ptp_nad(ptp_subnet))  # fmt: skip
+    examples = [
+        yaml.safe_load((EXAMPLES / f"{n}.yaml").read_text())
+        for n in ("vmi-multus-ptp", "vmi-multus-multiple-net")
+    ]
+    _apply(k, ns,
+           _secondary_vmi("sec-a", "sec-a", node="node01", kernel_args=f"kvpy.ping={b_ip}"),
+           _secondary_vmi("sec-b", "sec-b", node="node02"), *examples)  # fmt: skip
+    a, b = _running_vmi(k, ns, "sec-a"), _running_vmi(k, ns, "sec-b")
+    assert (_pod_uid(a)[0], _pod_uid(b)[0]) == ("node01", "node02")
+    for vmi in (a, b):
+        assert _attached(k, ns, vmi, "sec")["name"].endswith("sec-a" if vmi is a else "sec-b")
+    serial = _guest_says(real_cluster, a, "KUBEVIRT-PY-DHCP eth1", "KUBEVIRT-PY-PING-")
+    assert f"KUBEVIRT-PY-DHCP eth1 {a_ip}/25" in serial, serial[-1500:]
+    assert f"KUBEVIRT-PY-PING-OK {b_ip}" in serial, serial[-1500:]
+    assert _interface_ip(k, ns, "sec-b", "sec", f"{b_ip}/25") == b_ip
+    for example in ("vmi-multus-ptp", "vmi-multus-multiple-net"):
+        vmi = _running_vmi(k, ns, example)
+        assert "ptp-conf" in _attached(k, ns, vmi, "ptp")["name"]
+        _interface_ip(k, ns, example, "ptp", ptp_subnet)

@@ -1,0 +1,85 @@
+"""The passt binding: the launcher's passt processes (started before QEMU, listening on
+their sockets, stopped with the domain), the plan's passt interfaces, the launcher pod's
+sysctls and the VMI's LiveMigratable condition."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.config import TemplateConfig
+from controller.services.template import TemplateService
+from handler.status import live_migratable
+from launcher.errors import LibvirtFailure
+from launcher.passt import Passt, PasstInterface, guest_mac
+from launcher.plan import passt_interfaces
+from shared.model import VirtualMachineInstance
+from tests.unit.controller.builders import make_vmi, vmi_dict
+from tests.unit.controller.services.test_template import IMAGE
+
+# Stands in for passt: binds --socket (as passt does once set up), then waits.
+FAKE = """#!{python}
+import socket, sys, time
+args = sys.argv[1:]
+if "--fail" in " ".join(args):
+    print("Failed to bind any port for '-t 7', exiting", file=sys.stderr); sys.exit(1)
+s = socket.socket(socket.AF_UNIX); s.bind(args[args.index("--socket") + 1]); s.listen()
+time.sleep(60)
+"""
+
+
+def _passt_vmi() -> dict[str, Any]:
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "passtBinding": {}, "ports": [{"port": 7}]}
+    ]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    return raw
+
+
+@pytest.fixture
+def fake_passt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "passt").write_text(FAKE.format(python=sys.executable))
+    (bin_dir / "passt").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+async def test_passt_listens_before_qemu_and_stops_with_the_domain(
+    tmp_path: Path, fake_passt: None
+) -> None:
+    """start returns once passt's socket exists; a second start keeps the running one;
+    stop ends it. A passt that exits says why, naming the interface."""
+    iface = PasstInterface(alias="default", socket=tmp_path / "p.sock", mac=guest_mac("u", "d"))
+    passt = Passt()
+    await passt.start([iface])
+    assert iface.socket.exists()
+    await passt.start([iface])
+    await passt.stop()
+    bad = PasstInterface(alias="bad", socket=tmp_path / "--fail.sock", mac="02:00:00:00:00:02")
+    with pytest.raises(LibvirtFailure, match="interface bad: passt did not start: Failed to bind"):
+        await Passt().start([bad])
+
+
+def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
+    """The plan gives each passt interface a socket beside QEMU's and a stable MAC; the
+    launcher pod may bind low ports and open ping sockets; the VMI is not live-migratable."""
+    vmi = VirtualMachineInstance.from_dict(_passt_vmi())
+    (iface,) = passt_interfaces(vmi, socket_dir=tmp_path)
+    assert iface.socket == tmp_path / "passt-default.sock"
+    assert iface.mac == guest_mac(vmi.metadata.uid or "", "default")
+    assert iface.forwards == (("tcp", (7,)),)
+    pod = TemplateService(TemplateConfig(launcher_image=IMAGE)).launcher_pod(
+        make_vmi(raw=_passt_vmi())
+    )
+    sysctls = {s["name"]: s["value"] for s in pod["spec"]["securityContext"]["sysctls"]}
+    assert sysctls == {
+        "net.ipv4.ping_group_range": "0 2147483647",
+        "net.ipv4.ip_unprivileged_port_start": "0",
+    }
+    assert live_migratable(vmi).status == "False"
