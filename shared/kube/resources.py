@@ -93,6 +93,27 @@ STORAGECLASSES = Resource(
 )
 CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
 DATAVOLUMES = Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
+# snapshot.kubevirt.io (controller/snapshot/) and the CSI VolumeSnapshots under them.
+VMSNAPSHOTS = Resource(
+    "snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots", "VirtualMachineSnapshot"
+)
+VMSNAPSHOTCONTENTS = Resource(
+    "snapshot.kubevirt.io",
+    "v1beta1",
+    "virtualmachinesnapshotcontents",
+    "VirtualMachineSnapshotContent",
+)
+VMRESTORES = Resource(
+    "snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores", "VirtualMachineRestore"
+)
+VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+VOLUMESNAPSHOTCLASSES = Resource(
+    "snapshot.storage.k8s.io",
+    "v1",
+    "volumesnapshotclasses",
+    "VolumeSnapshotClass",
+    namespaced=False,
+)
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,13 @@ from shared.model.migrationpolicy import POLICY_GROUP, POLICY_VERSION, Migration
 from shared.model.objects import KubeObject
 from shared.model.pool import POOL_GROUP, POOL_VERSION, VirtualMachinePool
 from shared.model.replicaset import VirtualMachineInstanceReplicaSet
+from shared.model.snapshot import (
+    SNAPSHOT_GROUP,
+    SNAPSHOT_VERSION,
+    VirtualMachineRestore,
+    VirtualMachineSnapshot,
+    VirtualMachineSnapshotContent,
+)
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 
@@ -131,6 +138,49 @@ POOL_KINDS: tuple[CRDInfo, ...] = (
         scale=_SCALE,
         group=POOL_GROUP,
         version=POOL_VERSION,
+    ),
+)
+_PHASE = _col("Phase", ".status.phase")
+_SNAP = {"group": SNAPSHOT_GROUP, "version": SNAPSHOT_VERSION}
+# snapshot.kubevirt.io/v1beta1 (shared/model/snapshot.py), KubeVirt's printer columns.
+SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineSnapshot,
+        singular="virtualmachinesnapshot",
+        short_names=("vmsnapshot", "vmsnapshots"),
+        columns=(
+            _col("SourceKind", ".spec.source.kind"),
+            _col("SourceName", ".spec.source.name"),
+            _PHASE,
+            _col("ReadyToUse", ".status.readyToUse", "boolean"),
+            _col("CreationTime", ".status.creationTime", "date"),
+            _col("Error", ".status.error.message"),
+        ),
+        **_SNAP,
+    ),
+    CRDInfo(
+        cls=VirtualMachineSnapshotContent,
+        singular="virtualmachinesnapshotcontent",
+        short_names=("vmsnapshotcontent", "vmsnapshotcontents"),
+        columns=(
+            _col("ReadyToUse", ".status.readyToUse", "boolean"),
+            _col("CreationTime", ".status.creationTime", "date"),
+            _col("Error", ".status.error.message"),
+        ),
+        **_SNAP,
+    ),
+    CRDInfo(
+        cls=VirtualMachineRestore,
+        singular="virtualmachinerestore",
+        short_names=("vmrestore", "vmrestores"),
+        columns=(
+            _col("TargetKind", ".spec.target.kind"),
+            _col("TargetName", ".spec.target.name"),
+            _col("Complete", ".status.complete", "boolean"),
+            _col("RestoreTime", ".status.restoreTime", "date"),
+            _col("Error", ".status.conditions[?(@.type=='Ready')].message"),
+        ),
+        **_SNAP,
     ),
 )
 
@@ -265,7 +315,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in (*KINDS, *POOL_KINDS):
+    for info in (*KINDS, *POOL_KINDS, *SNAPSHOT_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)
