@@ -32,6 +32,7 @@ from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
+from controller.snapshot.controller import SnapshotController
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
@@ -45,6 +46,7 @@ from shared.kube import (
     VMIS,
     VMPOOLS,
     VMS,
+    VMSNAPSHOTS,
     EventRecorder,
     Expectations,
     HealthConfig,
@@ -72,6 +74,7 @@ from shared.model import (
 from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineSnapshot
 
 log = structlog.get_logger("controller")
 
@@ -93,6 +96,7 @@ class Loops:
     replicaset: ReplicaSetController
     pool: PoolController
     datavolume: DataVolumeController
+    snapshot: SnapshotController
 
 
 class Controller:
@@ -197,6 +201,7 @@ class Controller:
             tg.create_task(
                 loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
             )
+            tg.create_task(loops.snapshot.queue.run_workers(2, loops.snapshot.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -233,6 +238,7 @@ class Controller:
         inf.datavolumes.add_handlers(loops.datavolume.handlers())
         inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
+        inf.snapshots.add_handlers(loops.snapshot.handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -328,6 +334,13 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             worker=WorkerImage(
                 image=config.template.launcher_image,
                 pull_policy=config.template.image_pull_policy,
+            ),
+        ),
+        snapshot=SnapshotController(
+            deps,
+            queue=_queue("vmsnapshot", registry),
+            writer=StatusWriter(
+                client, VMSNAPSHOTS, model=VirtualMachineSnapshot, registry=registry
             ),
         ),
     )

@@ -28,7 +28,9 @@ from shared.kube import (
     VMIRSS,
     VMIS,
     VMPOOLS,
+    VMRESTORES,
     VMS,
+    VMSNAPSHOTS,
     Informer,
     InformerConfig,
     KubeClient,
@@ -53,6 +55,7 @@ from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -185,6 +188,9 @@ class Informers:
     pools: Informer[VirtualMachinePool]
     # CDI's DataVolumes (controller/datavolume/).
     datavolumes: Informer[DataVolume]
+    # snapshot.kubevirt.io (controller/snapshot/).
+    snapshots: Informer[VirtualMachineSnapshot]
+    restores: Informer[VirtualMachineRestore]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -200,6 +206,8 @@ class Informers:
             self.replicasets,
             self.pools,
             self.datavolumes,
+            self.snapshots,
+            self.restores,
         )
 
 
@@ -277,6 +285,20 @@ def build_informers(
         ),
         pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
         datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
+        snapshots=make(
+            "vmsnapshots",
+            VMSNAPSHOTS,
+            scope,
+            lambda raw: VirtualMachineSnapshot.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        restores=make(
+            "vmrestores",
+            VMRESTORES,
+            scope,
+            lambda raw: VirtualMachineRestore.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
     )
 
 
