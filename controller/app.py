@@ -33,6 +33,7 @@ from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
 from controller.snapshot.controller import SnapshotController
+from controller.snapshot.restore import RestoreController
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
@@ -45,6 +46,7 @@ from shared.kube import (
     VMIRSS,
     VMIS,
     VMPOOLS,
+    VMRESTORES,
     VMS,
     VMSNAPSHOTS,
     EventRecorder,
@@ -74,7 +76,7 @@ from shared.model import (
 from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
-from shared.model.snapshot import VirtualMachineSnapshot
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 
 log = structlog.get_logger("controller")
 
@@ -97,6 +99,7 @@ class Loops:
     pool: PoolController
     datavolume: DataVolumeController
     snapshot: SnapshotController
+    restore: RestoreController
 
 
 class Controller:
@@ -202,6 +205,7 @@ class Controller:
                 loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
             )
             tg.create_task(loops.snapshot.queue.run_workers(2, loops.snapshot.process))
+            tg.create_task(loops.restore.queue.run_workers(2, loops.restore.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -239,6 +243,7 @@ class Controller:
         inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
         inf.snapshots.add_handlers(loops.snapshot.handlers())
+        inf.restores.add_handlers(loops.restore.handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -342,6 +347,11 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             writer=StatusWriter(
                 client, VMSNAPSHOTS, model=VirtualMachineSnapshot, registry=registry
             ),
+        ),
+        restore=RestoreController(
+            deps,
+            queue=_queue("vmrestore", registry),
+            writer=StatusWriter(client, VMRESTORES, model=VirtualMachineRestore, registry=registry),
         ),
     )
 
