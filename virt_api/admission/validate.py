@@ -9,6 +9,7 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - the instancetype.kubevirt.io objects themselves: their values and fields;
 - the KubeVirt CR's configuration (shared.clusterconfig), naming the field.
 - CDI's DataVolumes: one source kubevirt-py imports and a size (the fields named).
+- snapshot.kubevirt.io snapshots and restores (virt_api/admission/snapshots.py).
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -38,6 +39,7 @@ from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -45,6 +47,7 @@ from shared.model.validation import (
     validate_vm,
     validate_vmi,
 )
+from virt_api.admission.snapshots import validate_restore, validate_snapshot
 
 _DEFAULT_LIMITS = ValidationLimits()
 _Validator = Callable[[Any, ValidationLimits], list[FieldError]]
@@ -123,6 +126,8 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     VirtualMachinePool.KIND: (VirtualMachinePool, _validate_pool),
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
     DataVolume.KIND: (DataVolume, _validate_datavolume),
+    VirtualMachineSnapshot.KIND: (VirtualMachineSnapshot, validate_snapshot),
+    VirtualMachineRestore.KIND: (VirtualMachineRestore, validate_restore),
 }
 
 
