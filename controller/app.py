@@ -32,6 +32,7 @@ from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
+from controller.snapshot.clone import CloneController
 from controller.snapshot.controller import SnapshotController
 from controller.snapshot.restore import RestoreController
 from controller.vm.controller import VMController
@@ -42,6 +43,7 @@ from shared.clusterconfig import LiveConfig
 from shared.kube import (
     DATAVOLUMES,
     KUBEVIRTS,
+    VMCLONES,
     VMIMS,
     VMIRSS,
     VMIS,
@@ -73,6 +75,7 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
     utc_now,
 )
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
@@ -100,6 +103,7 @@ class Loops:
     datavolume: DataVolumeController
     snapshot: SnapshotController
     restore: RestoreController
+    clone: CloneController
 
 
 class Controller:
@@ -206,6 +210,7 @@ class Controller:
             )
             tg.create_task(loops.snapshot.queue.run_workers(2, loops.snapshot.process))
             tg.create_task(loops.restore.queue.run_workers(2, loops.restore.process))
+            tg.create_task(loops.clone.queue.run_workers(2, loops.clone.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -244,6 +249,7 @@ class Controller:
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
         inf.snapshots.add_handlers(loops.snapshot.handlers())
         inf.restores.add_handlers(loops.restore.handlers())
+        inf.clones.add_handlers(loops.clone.handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -352,6 +358,11 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             deps,
             queue=_queue("vmrestore", registry),
             writer=StatusWriter(client, VMRESTORES, model=VirtualMachineRestore, registry=registry),
+        ),
+        clone=CloneController(
+            deps,
+            queue=_queue("vmclone", registry),
+            writer=StatusWriter(client, VMCLONES, model=VirtualMachineClone, registry=registry),
         ),
     )
 

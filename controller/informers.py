@@ -24,6 +24,7 @@ from shared.kube import (
     OWNER_INDEX,
     PDBS,
     PODS,
+    VMCLONES,
     VMIMS,
     VMIRSS,
     VMIS,
@@ -51,6 +52,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
@@ -191,6 +193,7 @@ class Informers:
     # snapshot.kubevirt.io (controller/snapshot/).
     snapshots: Informer[VirtualMachineSnapshot]
     restores: Informer[VirtualMachineRestore]
+    clones: Informer[VirtualMachineClone]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -208,6 +211,7 @@ class Informers:
             self.datavolumes,
             self.snapshots,
             self.restores,
+            self.clones,
         )
 
 
@@ -297,6 +301,13 @@ def build_informers(
             VMRESTORES,
             scope,
             lambda raw: VirtualMachineRestore.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        clones=make(
+            "vmclones",
+            VMCLONES,
+            scope,
+            lambda raw: VirtualMachineClone.from_dict(strip_managed_fields(raw)),
             {},
         ),
     )

@@ -78,7 +78,7 @@ class SnapshotKube:
         return made
 
     async def delete(self, resource: Resource, name: str, namespace: str) -> None:
-        """Delete (foreground children through GC); gone already is fine."""
+        """Delete (what it owns goes by garbage collection); gone already is fine."""
         try:
             async with asyncio.timeout(IO_TIMEOUT):
                 await self._client.delete(resource, name, namespace=namespace)

@@ -106,6 +106,7 @@ VMSNAPSHOTCONTENTS = Resource(
 VMRESTORES = Resource(
     "snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores", "VirtualMachineRestore"
 )
+VMCLONES = Resource("clone.kubevirt.io", "v1beta1", "virtualmachineclones", "VirtualMachineClone")
 VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
 VOLUMESNAPSHOTCLASSES = Resource(
     "snapshot.storage.k8s.io",

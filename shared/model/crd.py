@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from shared.apigroup import GROUP, VERSION
+from shared.model.clone import CLONE_GROUP, CLONE_VERSION, VirtualMachineClone
 from shared.model.instancetype import (
     INSTANCETYPE_GROUP,
     INSTANCETYPE_KINDS,
@@ -184,6 +185,21 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
     ),
 )
 
+CLONE_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineClone,
+        singular="virtualmachineclone",
+        short_names=("vmclone", "vmclones"),
+        columns=(
+            _PHASE,
+            _col("SourceVirtualMachine", ".spec.source.name"),
+            _col("TargetVirtualMachine", ".spec.target.name"),
+        ),
+        group=CLONE_GROUP,
+        version=CLONE_VERSION,
+    ),
+)
+
 
 def kind_schema(cls: type[Any], **parts: dict[str, Any]) -> dict[str, Any]:
     """A kind's openAPIV3Schema: its docstring's first line, apiVersion, kind, metadata and
@@ -315,7 +331,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in (*KINDS, *POOL_KINDS, *SNAPSHOT_KINDS):
+    for info in (*KINDS, *POOL_KINDS, *SNAPSHOT_KINDS, *CLONE_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

@@ -3,6 +3,8 @@ refusals naming the field, at the earliest layer.
 
 - VirtualMachineSnapshot: the source is a kubevirt.io VirtualMachine with a name, and it
   exists (on CREATE); failureDeadline is a Go duration; the spec never changes.
+- VirtualMachineClone: the source is a VirtualMachine or VirtualMachineSnapshot that
+  exists (on CREATE), the target a VirtualMachine; MAC addresses; patches as below.
 - VirtualMachineRestore: the target is a kubevirt.io VirtualMachine with a name; the
   snapshot is named, exists and is readyToUse (on CREATE); a running target is refused
   unless targetReadinessPolicy says to stop it or wait (StopTarget, WaitGracePeriod,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -22,7 +25,9 @@ from shared.kube import VMIS, VMS, VMSNAPSHOTS, Resource
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.ports import Gets
 from shared.model import FieldError
+from shared.model.clone import SNAPSHOT_KIND, VirtualMachineClone
 from shared.model.snapshot import (
+    VM_KIND,
     TargetReadinessPolicy,
     VirtualMachineRestore,
     VirtualMachineSnapshot,
@@ -30,7 +35,8 @@ from shared.model.snapshot import (
 from shared.model.validation import ValidationLimits
 
 PATCH_OPS = ("add", "replace", "remove")
-SNAPSHOT_KINDS = (VirtualMachineSnapshot.KIND, VirtualMachineRestore.KIND)
+SNAPSHOT_KINDS = (VirtualMachineSnapshot.KIND, VirtualMachineRestore.KIND, VirtualMachineClone.KIND)
+_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 
 
 class ObjectLookup(Protocol):
@@ -105,6 +111,36 @@ def validate_restore(restore: VirtualMachineRestore, _: ValidationLimits) -> lis
     return errors
 
 
+def validate_clone(clone: VirtualMachineClone, _: ValidationLimits) -> list[FieldError]:
+    """A VM or snapshot source with a name, a VM target, MAC addresses, patches."""
+    errors = []
+    source = clone.spec.source
+    if source is None or source.kind not in (VM_KIND, SNAPSHOT_KIND) or not source.name:
+        errors.append(
+            FieldError(
+                path="spec.source",
+                message="a VirtualMachine or VirtualMachineSnapshot with a name is required",
+            )
+        )
+    target = clone.spec.target
+    if target is not None and (not target.is_vm() or not target.name):
+        errors.append(FieldError(path="spec.target", message="a VirtualMachine with a name"))
+    for name, mac in clone.spec.new_mac_addresses.items():
+        if not _MAC.fullmatch(mac):
+            errors.append(
+                FieldError(
+                    path=f"spec.newMacAddresses.{name}",
+                    message="a MAC address such as 02:00:00:00:00:01",
+                    value=mac,
+                )
+            )
+    for i, text in enumerate(clone.spec.patches):
+        why = _patch_problem(text)
+        if why:
+            errors.append(FieldError(path=f"spec.patches[{i}]", message=why, value=text))
+    return errors
+
+
 def _patch_problem(text: object) -> str:
     if not isinstance(text, str):
         return "a JSON patch string"
@@ -142,6 +178,8 @@ async def lookup_errors(
         if isinstance(name, str) and name and await lookup(VMS, namespace, name) is None:
             return [_missing("spec.source.name", "VirtualMachine", name, namespace)]
         return []
+    if kind == VirtualMachineClone.KIND:
+        return await _clone_source_errors(spec, namespace, lookup)
     if kind != VirtualMachineRestore.KIND:
         return []
     errors = []
@@ -183,6 +221,17 @@ async def lookup_errors(
             )
         )
     return errors
+
+
+async def _clone_source_errors(
+    spec: Mapping[str, Any], namespace: str, lookup: ObjectLookup
+) -> list[FieldError]:
+    source = spec.get("source") or {}
+    name, kind = source.get("name"), source.get("kind")
+    resource = VMSNAPSHOTS if kind == SNAPSHOT_KIND else VMS
+    if isinstance(name, str) and name and await lookup(resource, namespace, name) is None:
+        return [_missing("spec.source.name", str(kind), name, namespace)]
+    return []
 
 
 def _missing(path: str, kind: str, name: str, namespace: str) -> FieldError:

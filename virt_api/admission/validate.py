@@ -33,6 +33,7 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
 from shared.model.instancetype import INSTANCETYPE_KINDS, InstancetypeObject
@@ -47,7 +48,7 @@ from shared.model.validation import (
     validate_vm,
     validate_vmi,
 )
-from virt_api.admission.snapshots import validate_restore, validate_snapshot
+from virt_api.admission.snapshots import validate_clone, validate_restore, validate_snapshot
 
 _DEFAULT_LIMITS = ValidationLimits()
 _Validator = Callable[[Any, ValidationLimits], list[FieldError]]
@@ -128,6 +129,7 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     DataVolume.KIND: (DataVolume, _validate_datavolume),
     VirtualMachineSnapshot.KIND: (VirtualMachineSnapshot, validate_snapshot),
     VirtualMachineRestore.KIND: (VirtualMachineRestore, validate_restore),
+    VirtualMachineClone.KIND: (VirtualMachineClone, validate_clone),
 }
 
 

@@ -20,6 +20,7 @@ from shared.kube import (
     VOLUMESNAPSHOTCLASSES,
     VOLUMESNAPSHOTS,
     KubeClient,
+    NotFound,
     QueueConfig,
     Registry,
     Resource,
@@ -54,6 +55,14 @@ class SnapApi(FakeApi):
         self.actions.append(subresource)
         if subresource == "freeze" and self.hang_freeze:
             await asyncio.sleep(3600)
+        return {}
+
+    async def delete(
+        self, resource: Resource, name: str, *, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        self.calls.append(("delete", resource.plural))
+        if self.objects.pop(self._key(resource, name, namespace), None) is None:
+            raise NotFound(404, "NotFound", f"{name} not found")
         return {}
 
     async def create(

@@ -133,3 +133,35 @@ def test_the_spec_is_immutable() -> None:
         "spec": "cannot be changed once created"
     }
     assert spec_changed("VirtualMachineSnapshot", old, old) == []
+
+
+def test_clone_fields_refused_by_name() -> None:
+    """A Pod source, a target without a name, a bad MAC, a bad patch."""
+    clone = {
+        "apiVersion": "clone.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClone",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {
+            "source": {"kind": "Pod", "name": "p"},
+            "target": {"kind": "VirtualMachine"},
+            "newMacAddresses": {"default": "nope"},
+            "patches": ["{}"],
+        },
+    }
+    assert set(paths(validate("VirtualMachineClone", clone))) == {
+        "spec.source",
+        "spec.target",
+        "spec.newMacAddresses.default",
+        "spec.patches[0]",
+    }
+    clone["spec"] = {"source": dict(VM_REF), "newMacAddresses": {"default": "02:00:00:00:00:09"}}
+    assert validate("VirtualMachineClone", clone) == []
+
+
+async def test_a_clone_of_a_missing_vm_is_refused() -> None:
+    """spec.source.name names a VM that does not exist."""
+    clone = {"spec": {"source": dict(VM_REF)}}
+    errors = await lookup_errors(
+        "VirtualMachineClone", clone, namespace="ns", lookup=world(vm=False)
+    )
+    assert "does not exist" in paths(errors)["spec.source.name"]
