@@ -56,7 +56,6 @@ from shared.kube import (
 from shared.model import VirtualMachine, VirtualMachineInstance, VMIPhase
 from shared.model.enums import VMIConditionType
 from shared.model.snapshot import (
-    Indication,
     VirtualMachineSnapshot,
     VirtualMachineSnapshotContent,
 )
@@ -108,7 +107,7 @@ class SnapshotController(Reconciler):
         vm, vmi = self._source(snap)
         online = _online(vmi)
         if snap.phase.is_final():
-            if online.frozen and Indication.GUEST_AGENT in snap.status.indications:
+            if online.frozen:  # frozen for us, then a restart before the thaw
                 await self._thaw(snap, vmi)
             return
         now = self._clock()
@@ -163,7 +162,7 @@ class SnapshotController(Reconciler):
                     for b in missing
                 },
             }
-        elif online.frozen and Indication.GUEST_AGENT in snap.status.indications:
+        elif online.frozen:
             await self._thaw(snap, vmi)  # a restart while frozen: the VolumeSnapshots exist
         status = snapshot_status(
             snap, vm=vm, online=online, plan=plan, states=states, error=error, now=self._clock()

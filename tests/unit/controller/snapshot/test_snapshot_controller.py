@@ -7,6 +7,7 @@ a missing VM or a claim without a VolumeSnapshotClass fails naming them; a secon
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -236,3 +237,20 @@ async def test_a_passed_deadline_fails() -> None:
     status = refresh(api, ctl).status
     assert status.phase == "Failed"
     assert "failureDeadline (1s)" in (status.error.message or "") if status.error else False
+
+
+async def test_a_restart_while_frozen_thaws() -> None:
+    """The controller died between the VolumeSnapshots and the thaw (no status written):
+    the next sync finds the guest frozen and everything made, and thaws it."""
+    api, ctl, _ = rig()
+    await ctl.sync("ns/snap")
+    api.stored(VMSNAPSHOTS, "ns/snap").pop("status")
+    refresh(api, ctl)
+    vmi = ctl._informers.vmis.store.get("ns/vm1")
+    assert vmi is not None
+    frozen = dataclasses.replace(
+        vmi, status=dataclasses.replace(vmi.status, fs_freeze_status="frozen")
+    )
+    ctl._informers.vmis.store.upsert(vmi.key, frozen)
+    await ctl.sync("ns/snap")
+    assert api.actions == ["freeze", "create-volumesnapshot", "unfreeze", "unfreeze"]
