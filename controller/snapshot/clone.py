@@ -18,8 +18,8 @@ from datetime import datetime
 
 import structlog
 
-from controller.deps import Deps
-from controller.reconcile import Reconciler, refresher
+from controller.reconcile import refresher
+from controller.snapshot.base import PolledReconciler
 from controller.snapshot.clone_logic import (
     clone_patches,
     restore_name,
@@ -27,7 +27,6 @@ from controller.snapshot.clone_logic import (
     target_name,
     volume_policy,
 )
-from controller.snapshot.kube import SnapshotKube
 from controller.snapshot.logic import conditions_for, owner_ref
 from controller.snapshot.restore import FAILED_REASON
 from controller.snapshot.restore_logic import RESTORE_ANNOTATION
@@ -36,10 +35,7 @@ from shared.kube import (
     VMRESTORES,
     VMSNAPSHOTS,
     EventType,
-    Handlers,
     NotFound,
-    StatusWriter,
-    WorkQueue,
 )
 from shared.model import format_time
 from shared.model.clone import SNAPSHOT_KIND, ClonePhase, VirtualMachineClone
@@ -52,37 +48,15 @@ from shared.model.snapshot import (
 
 log = structlog.get_logger("controller.snapshot")
 
-POLL_SECONDS = 1.0
-
 
 class CloneFailed(Exception):
     """The clone cannot be done (its snapshot or restore failed, its source is gone)."""
 
 
-class CloneController(Reconciler):
+class CloneController(PolledReconciler[VirtualMachineClone]):
     """Reconciles VirtualMachineClones."""
 
     kind = "vmclone"
-
-    def __init__(
-        self,
-        deps: Deps,
-        *,
-        queue: WorkQueue,
-        writer: StatusWriter[VirtualMachineClone],
-        poll: float = POLL_SECONDS,
-    ) -> None:
-        super().__init__(deps, queue)
-        self._writer = writer
-        self._poll = poll
-        self._kube = SnapshotKube(deps.client)
-
-    def handlers(self) -> Handlers[VirtualMachineClone]:
-        """Callbacks for the clone informer."""
-        return Handlers(
-            on_add=lambda c: self.enqueue(c.key),
-            on_update=lambda old, new: self.enqueue(new.key),
-        )
 
     async def sync(self, key: str) -> None:
         clone = self._informers.clones.store.get(key)

@@ -20,9 +20,8 @@ from typing import Any
 
 import structlog
 
-from controller.deps import Deps
-from controller.reconcile import Reconciler, refresher
-from controller.snapshot.kube import SnapshotKube
+from controller.reconcile import refresher
+from controller.snapshot.base import PolledReconciler
 from controller.snapshot.logic import conditions_for
 from controller.snapshot.restore_logic import (
     CLAIM_RESTORE_ANNOTATION,
@@ -40,10 +39,7 @@ from shared.kube import (
     VMRESTORES,
     VMS,
     EventType,
-    Handlers,
     NotFound,
-    StatusWriter,
-    WorkQueue,
 )
 from shared.model import VirtualMachine, format_time, parse_time
 from shared.model.snapshot import (
@@ -56,7 +52,6 @@ from shared.model.snapshot import (
 
 log = structlog.get_logger("controller.snapshot")
 
-POLL_SECONDS = 1.0
 GRACE_PERIOD = timedelta(minutes=5)  # KubeVirt's DefaultGracePeriod
 FAILED_REASON = "Operation failed"  # conditions_for's reason of the Failed phase
 
@@ -69,30 +64,10 @@ class RestoreFailed(Exception):
     """The restore cannot be done: Ready False with the reason, not retried."""
 
 
-class RestoreController(Reconciler):
+class RestoreController(PolledReconciler[VirtualMachineRestore]):
     """Reconciles VirtualMachineRestores."""
 
     kind = "vmrestore"
-
-    def __init__(
-        self,
-        deps: Deps,
-        *,
-        queue: WorkQueue,
-        writer: StatusWriter[VirtualMachineRestore],
-        poll: float = POLL_SECONDS,
-    ) -> None:
-        super().__init__(deps, queue)
-        self._writer = writer
-        self._poll = poll
-        self._kube = SnapshotKube(deps.client)
-
-    def handlers(self) -> Handlers[VirtualMachineRestore]:
-        """Callbacks for the restore informer."""
-        return Handlers(
-            on_add=lambda r: self.enqueue(r.key),
-            on_update=lambda old, new: self.enqueue(new.key),
-        )
 
     async def sync(self, key: str) -> None:
         restore = self._informers.restores.store.get(key)

@@ -35,23 +35,24 @@ THAWED = re.compile(r"after ([0-9.]+)s")
 
 
 def wait(probe: Callable[[], Any], what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        seen = probe()
-        if seen:
+    """Poll `probe` every `interval` until it answers (TIMEOUT at most)."""
+    for _ in range(int(TIMEOUT / interval)):
+        if seen := probe():
             return seen
         time.sleep(interval)
     raise SystemExit(f"timed out waiting for {what}")
 
 
 def get(k: Kubectl, kind: str, name: str) -> dict[str, Any]:
-    out = k("get", kind, name, "-n", NAMESPACE, "-o", "json", check=False)
-    return json.loads(out) if out else {}
+    """The object in the bench's namespace ({} when missing)."""
+    found: dict[str, Any] = json.loads(
+        k("get", kind, name, "-n", NAMESPACE, "-o", "json", check=False) or "{}"
+    )
+    return found
 
 
 def apply(k: Kubectl, obj: dict[str, Any]) -> None:
-    obj["metadata"]["namespace"] = NAMESPACE
-    k("apply", "-f", "-", stdin=json.dumps(obj))
+    k("apply", "-n", NAMESPACE, "-f", "-", stdin=json.dumps(obj))
 
 
 def guest(k: Kubectl) -> None:

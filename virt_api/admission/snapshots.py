@@ -28,6 +28,7 @@ from shared.model import FieldError
 from shared.model.clone import SNAPSHOT_KIND, VirtualMachineClone
 from shared.model.snapshot import (
     VM_KIND,
+    LocalObjectRef,
     TargetReadinessPolicy,
     VirtualMachineRestore,
     VirtualMachineSnapshot,
@@ -60,20 +61,19 @@ def object_lookup(client: Gets, *, timeout: float) -> ObjectLookup:
     return lookup
 
 
+def _vm_ref_errors(ref: LocalObjectRef, path: str, what: str) -> list[FieldError]:
+    errors = []
+    if not ref.is_vm():
+        message = f"only a kubevirt.io VirtualMachine can be {what}"
+        errors.append(FieldError(path=f"{path}.kind", message=message, value=ref.kind))
+    if not ref.name:
+        errors.append(FieldError(path=f"{path}.name", message="required"))
+    return errors
+
+
 def validate_snapshot(snap: VirtualMachineSnapshot, _: ValidationLimits) -> list[FieldError]:
     """The source and failureDeadline."""
-    errors = []
-    source = snap.spec.source
-    if not source.is_vm():
-        errors.append(
-            FieldError(
-                path="spec.source.kind",
-                message="only a kubevirt.io VirtualMachine can be snapshotted",
-                value=source.kind,
-            )
-        )
-    if not source.name:
-        errors.append(FieldError(path="spec.source.name", message="required"))
+    errors = _vm_ref_errors(snap.spec.source, "spec.source", "snapshotted")
     deadline = snap.spec.failure_deadline
     if deadline is not None:
         try:
@@ -85,18 +85,7 @@ def validate_snapshot(snap: VirtualMachineSnapshot, _: ValidationLimits) -> list
 
 def validate_restore(restore: VirtualMachineRestore, _: ValidationLimits) -> list[FieldError]:
     """The target, the snapshot's name, the patches; no volumeRestoreOverrides."""
-    errors = []
-    target = restore.spec.target
-    if not target.is_vm():
-        errors.append(
-            FieldError(
-                path="spec.target.kind",
-                message="only a kubevirt.io VirtualMachine can be restored",
-                value=target.kind,
-            )
-        )
-    if not target.name:
-        errors.append(FieldError(path="spec.target.name", message="required"))
+    errors = _vm_ref_errors(restore.spec.target, "spec.target", "restored")
     if not restore.spec.virtual_machine_snapshot_name:
         errors.append(FieldError(path="spec.virtualMachineSnapshotName", message="required"))
     if restore.spec.extra.get("volumeRestoreOverrides"):

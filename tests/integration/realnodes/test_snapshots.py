@@ -21,6 +21,7 @@ from localkube.deploy import Kubectl
 from localkube.errors import LocalKubeError
 from tests.integration.realnodes.test_datavolumes import _guest_spec
 from tests.integration.realnodes.test_storage import _apply, _get, _running
+from tests.integration.realnodes.test_storage import _claim as _storage_claim
 from tests.integration.realnodes.test_story import _condition, _reasons, _serial, _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
@@ -45,16 +46,10 @@ def _vm(name: str, claim: str) -> dict[str, Any]:
 
 
 def _claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "64Mi"}},
-            "storageClassName": "csi-local",
-        },
-    }
+    claim = _storage_claim(name)
+    claim["spec"]["storageClassName"] = "csi-local"  # the CSI class, with snapshots
+    claim["spec"]["resources"]["requests"]["storage"] = "64Mi"
+    return claim
 
 
 def _obj(kind: str, name: str, spec: dict[str, Any], api: str = SNAP_API) -> dict[str, Any]:
