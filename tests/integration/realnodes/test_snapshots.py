@@ -91,6 +91,28 @@ def _boot(
     return vmi, _counter(cluster, vmi)
 
 
+def _online_snapshot(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    """Snapshot of the running src: frozen, VolumeSnapshot created, thawed, readyToUse;
+    its one volume backup."""
+    _apply(k, ns, _obj("VirtualMachineSnapshot", name, {"source": {**VM_REF, "name": "src"}}))
+    snap = _until(k, ns, "vmsnapshot", name, lambda s: s.get("phase") in ("Succeeded", "Failed"),
+                  f"snapshot {name} final")  # fmt: skip
+    status = snap["status"]
+    assert status["phase"] == "Succeeded" and status["readyToUse"] is True, status
+    assert status["indications"] == ["Online", "GuestAgent"], status
+    assert status["snapshotVolumes"]["includedVolumes"] == ["data"], status
+    uid = snap["metadata"]["uid"]
+    _wait(lambda: {"GuestFrozen", "GuestThawed"} <= _reasons(k, ns, uid), 60,
+          "the snapshot's GuestFrozen and GuestThawed events", lambda: _reasons(k, ns, uid))  # fmt: skip
+    content = _get(k, ns, "vmsnapshotcontent", status["virtualMachineSnapshotContentName"])
+    (backup,) = content["spec"]["volumeBackups"]
+    vs = _get(k, ns, "volumesnapshot", backup["volumeSnapshotName"])
+    assert vs["status"]["readyToUse"] is True, vs.get("status")
+    _wait(lambda: "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"], 60,
+          "the guest thawed (status.fsFreezeStatus gone)")  # fmt: skip
+    return backup  # type: ignore[no-any-return]
+
+
 def test_snapshot_restore_and_clone_story(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
@@ -110,20 +132,7 @@ def test_snapshot_restore_and_clone_story(
     _wait(lambda: _condition(_get(k, ns, "vmi", "src"), "AgentConnected") == "True",
           120, "the guest agent connected")  # fmt: skip
 
-    # Online snapshot: frozen, VolumeSnapshot created, thawed, readyToUse.
-    _apply(k, ns, _obj("VirtualMachineSnapshot", "snap-a", {"source": {**VM_REF, "name": "src"}}))
-    snap = _until(k, ns, "vmsnapshot", "snap-a", lambda s: s.get("phase") in ("Succeeded", "Failed"),
-                  "snapshot snap-a final")  # fmt: skip
-    status = snap["status"]
-    assert status["phase"] == "Succeeded" and status["readyToUse"] is True, status
-    assert status["indications"] == ["Online", "GuestAgent"], status
-    assert status["snapshotVolumes"]["includedVolumes"] == ["data"], status
-    assert {"GuestFrozen", "GuestThawed"} <= _reasons(k, ns, snap["metadata"]["uid"])
-    content = _get(k, ns, "vmsnapshotcontent", status["virtualMachineSnapshotContentName"])
-    (backup,) = content["spec"]["volumeBackups"]
-    vs = _get(k, ns, "volumesnapshot", backup["volumeSnapshotName"])
-    assert vs["status"]["readyToUse"] is True, vs.get("status")
-    assert "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"]
+    backup = _online_snapshot(k, ns, "snap-a")
 
     # B: the next boot bumps the counter; then stopped.
     assert _virtctl(cluster.kubeconfig, ns, "restart", "src").returncode == 0
