@@ -138,14 +138,7 @@ class SnapshotController(Reconciler):
         vmi: VirtualMachineInstance | None,
         online: Online,
     ) -> Any:
-        content = await self._kube.content(snap)
-        plan = VolumePlan()
-        if content is None or vm is not None:
-            plan = await self._plan(vm) if vm is not None else plan
-        if content is None and not plan.error and vm is not None:
-            content = await self._kube.create_content(content_body(snap, vm, plan))
-        if content is not None and (vm is None or not plan.backups):
-            plan = _plan_from_content(content, snap)
+        content, plan = await self._content(snap, vm)
         states = await self._kube.volume_snapshots(
             snap.namespace, [volume_snapshot_name(snap.uid, b.volume) for b in plan.backups]
         )
@@ -154,6 +147,8 @@ class SnapshotController(Reconciler):
         ]
         error = ""
         if missing and content is not None and not plan.error:
+            missing, error = await self._with_classes(vm, missing)
+        if missing and content is not None and not error:
             error = await self._snapshot_volumes(snap, vmi, online, content, missing)
             states = {
                 **states,
@@ -172,6 +167,35 @@ class SnapshotController(Reconciler):
                 content, states, status.ready_to_use is True, self._clock()
             )
         return status
+
+    async def _content(
+        self, snap: VirtualMachineSnapshot, vm: VirtualMachine | None
+    ) -> tuple[VirtualMachineSnapshotContent | None, VolumePlan]:
+        """The content (made from the VM when missing) and the volumes it lists; once made,
+        the content, not the VM as it is now, says what the snapshot holds."""
+        content = await self._kube.content(snap)
+        if content is not None:
+            return content, _plan_from_content(content, snap)
+        if vm is None:
+            return None, VolumePlan(error=f"VirtualMachine {snap.spec.source.name} is gone")
+        plan = await self._plan(vm)
+        if plan.error:
+            return None, plan
+        return await self._kube.create_content(content_body(snap, vm, plan)), plan
+
+    async def _with_classes(
+        self, vm: VirtualMachine | None, missing: list[Backup]
+    ) -> tuple[list[Backup], str]:
+        """The backups still to snapshot with their VolumeSnapshotClasses, read now."""
+        if all(b.claim.snapshot_class for b in missing):
+            return missing, ""
+        if vm is None:
+            return [], "the VirtualMachine went before its volumes were snapshotted"
+        plan = await self._plan(vm)
+        by_volume = {b.volume: b for b in plan.backups}
+        if plan.error or any(b.volume not in by_volume for b in missing):
+            return [], plan.error or "the VirtualMachine's volumes changed during the snapshot"
+        return [by_volume[b.volume] for b in missing], ""
 
     async def _plan(self, vm: VirtualMachine) -> VolumePlan:
         """The VM's volumes with their claims and VolumeSnapshotClasses, read now."""
