@@ -162,18 +162,18 @@ class SnapshotKube:
         )
         if status == content.status:
             return
-        body = {
-            "apiVersion": content.api_version,
-            "kind": content.kind,
-            "metadata": {
-                "name": content.name,
-                "namespace": content.namespace,
-                "resourceVersion": content.metadata.resource_version,
-            },
+        patch = {
+            "metadata": {"resourceVersion": content.metadata.resource_version},
             "status": status.to_dict(),
         }
         try:
             async with asyncio.timeout(IO_TIMEOUT):
-                await self._client.update_status(VMSNAPSHOTCONTENTS, body)
+                await self._client.patch(
+                    VMSNAPSHOTCONTENTS,
+                    content.name,
+                    patch,
+                    namespace=content.namespace,
+                    subresource="status",
+                )
         except NotFound:
             return
