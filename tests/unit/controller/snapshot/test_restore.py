@@ -229,3 +229,21 @@ def test_patches_add_replace_remove_and_refuse_a_bad_path() -> None:
     assert out == {"spec": {"a": [2, 3], "b": "y"}}
     with pytest.raises(PatchError, match="/spec/nope/x"):
         apply_patches(obj, ['{"op": "replace", "path": "/spec/nope/x", "value": 1}'])
+
+
+async def test_in_place_volume_policy_replaces_the_claim() -> None:
+    """volumeRestorePolicy InPlace: the old claim is deleted first (waited for), then made
+    again from the VolumeSnapshot under its own name."""
+    api, ctl = rig()
+    api.seed(PVCS, {"metadata": {"name": "data", "namespace": "ns"}, "spec": {}})
+    raw = api.stored(VMRESTORES, "ns/restore")
+    raw["spec"]["volumeRestorePolicy"] = "InPlace"
+    status(api, ctl)
+    await ctl.sync("ns/restore")
+    assert ("delete", "persistentvolumeclaims") in api.calls
+    progressing = next(c for c in status(api, ctl)["conditions"] if c["type"] == "Progressing")
+    assert progressing["message"] == "waiting for the old claim data to be deleted"
+    await ctl.sync("ns/restore")
+    claim = api.stored(PVCS, "ns/data")
+    assert claim["spec"]["dataSource"]["name"] == VS
+    assert status(api, ctl)["complete"] is True
