@@ -142,7 +142,6 @@ POOL_KINDS: tuple[CRDInfo, ...] = (
     ),
 )
 _PHASE = _col("Phase", ".status.phase")
-_SNAP = {"group": SNAPSHOT_GROUP, "version": SNAPSHOT_VERSION}
 # snapshot.kubevirt.io/v1beta1 (shared/model/snapshot.py), KubeVirt's printer columns.
 SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
     CRDInfo(
@@ -157,7 +156,8 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
             _col("CreationTime", ".status.creationTime", "date"),
             _col("Error", ".status.error.message"),
         ),
-        **_SNAP,
+        group=SNAPSHOT_GROUP,
+        version=SNAPSHOT_VERSION,
     ),
     CRDInfo(
         cls=VirtualMachineSnapshotContent,
@@ -168,7 +168,8 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
             _col("CreationTime", ".status.creationTime", "date"),
             _col("Error", ".status.error.message"),
         ),
-        **_SNAP,
+        group=SNAPSHOT_GROUP,
+        version=SNAPSHOT_VERSION,
     ),
     CRDInfo(
         cls=VirtualMachineRestore,
@@ -181,7 +182,8 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
             _col("RestoreTime", ".status.restoreTime", "date"),
             _col("Error", ".status.conditions[?(@.type=='Ready')].message"),
         ),
-        **_SNAP,
+        group=SNAPSHOT_GROUP,
+        version=SNAPSHOT_VERSION,
     ),
 )
 
