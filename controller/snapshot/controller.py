@@ -10,7 +10,8 @@ Everything made hangs from the snapshot by ownerReferences (content ← snapshot
 deletionPolicy Retain, VolumeSnapshots ← content): deleting the snapshot leaves nothing.
 A sync is idempotent: a restart mid-way finds what exists and makes only what is missing.
 VolumeSnapshots are read with a GET; until the snapshot is final its key comes back every
-`poll` seconds.
+`poll` seconds (`fast_poll` in its first `fast_for` seconds, when a CSI snapshot usually
+turns readyToUse: a VolumeSnapshot watch would need its CRD wherever the controller runs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -53,7 +55,7 @@ from shared.kube import (
     TransportError,
     WorkQueue,
 )
-from shared.model import VirtualMachine, VirtualMachineInstance, VMIPhase
+from shared.model import VirtualMachine, VirtualMachineInstance, VMIPhase, parse_time
 from shared.model.enums import VMIConditionType
 from shared.model.snapshot import (
     VirtualMachineSnapshot,
@@ -72,6 +74,8 @@ class SnapshotTiming:
     """How often an unfinished snapshot is looked at and how long a freeze may take."""
 
     poll: float = POLL_SECONDS
+    fast_poll: float = 0.2
+    fast_for: float = 10.0
     freeze_timeout: float = FREEZE_TIMEOUT
 
 
@@ -123,7 +127,14 @@ class SnapshotController(Reconciler):
         status = await self._advance(snap, vm, vmi, online)
         await self._write(snap, status)
         if not status.phase or not status.phase.is_final():
-            self.queue.add_after(key, self._timing.poll)
+            self.queue.add_after(key, self._next_look(snap, now))
+
+    def _next_look(self, snap: VirtualMachineSnapshot, now: datetime) -> float:
+        created = snap.metadata.creation_timestamp
+        young = created is not None and now - parse_time(created) < timedelta(
+            seconds=self._timing.fast_for
+        )
+        return self._timing.fast_poll if young else self._timing.poll
 
     def _source(
         self, snap: VirtualMachineSnapshot
