@@ -142,6 +142,12 @@ POOL_KINDS: tuple[CRDInfo, ...] = (
     ),
 )
 _PHASE = _col("Phase", ".status.phase")
+_READY_TO_USE = (
+    _col("ReadyToUse", ".status.readyToUse", "boolean"),
+    _col("CreationTime", ".status.creationTime", "date"),
+    _col("Error", ".status.error.message"),
+)
+_SNAPSHOT_GROUP: dict[str, Any] = {"group": SNAPSHOT_GROUP, "version": SNAPSHOT_VERSION}
 # snapshot.kubevirt.io/v1beta1 (shared/model/snapshot.py), KubeVirt's printer columns.
 SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
     CRDInfo(
@@ -152,24 +158,16 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
             _col("SourceKind", ".spec.source.kind"),
             _col("SourceName", ".spec.source.name"),
             _PHASE,
-            _col("ReadyToUse", ".status.readyToUse", "boolean"),
-            _col("CreationTime", ".status.creationTime", "date"),
-            _col("Error", ".status.error.message"),
+            *_READY_TO_USE,
         ),
-        group=SNAPSHOT_GROUP,
-        version=SNAPSHOT_VERSION,
+        **_SNAPSHOT_GROUP,
     ),
     CRDInfo(
         cls=VirtualMachineSnapshotContent,
         singular="virtualmachinesnapshotcontent",
         short_names=("vmsnapshotcontent", "vmsnapshotcontents"),
-        columns=(
-            _col("ReadyToUse", ".status.readyToUse", "boolean"),
-            _col("CreationTime", ".status.creationTime", "date"),
-            _col("Error", ".status.error.message"),
-        ),
-        group=SNAPSHOT_GROUP,
-        version=SNAPSHOT_VERSION,
+        columns=(*_READY_TO_USE,),
+        **_SNAPSHOT_GROUP,
     ),
     CRDInfo(
         cls=VirtualMachineRestore,
@@ -182,8 +180,7 @@ SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
             _col("RestoreTime", ".status.restoreTime", "date"),
             _col("Error", ".status.conditions[?(@.type=='Ready')].message"),
         ),
-        group=SNAPSHOT_GROUP,
-        version=SNAPSHOT_VERSION,
+        **_SNAPSHOT_GROUP,
     ),
 )
 
