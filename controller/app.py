@@ -34,6 +34,9 @@ from controller.recent import Recent
 from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
+from controller.snapshot.clone import CloneController
+from controller.snapshot.controller import SnapshotController
+from controller.snapshot.restore import RestoreController
 from controller.vm.controller import VMController
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
@@ -42,11 +45,14 @@ from shared.clusterconfig import LiveConfig
 from shared.kube import (
     DATAVOLUMES,
     KUBEVIRTS,
+    VMCLONES,
     VMIMS,
     VMIRSS,
     VMIS,
     VMPOOLS,
+    VMRESTORES,
     VMS,
+    VMSNAPSHOTS,
     EventRecorder,
     Expectations,
     HealthConfig,
@@ -72,10 +78,12 @@ from shared.model import (
     VirtualMachineInstanceReplicaSet,
     utc_now,
 )
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.export import VirtualMachineExport
 from shared.model.kubevirt import KubeVirt
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 
 log = structlog.get_logger("controller")
 
@@ -98,6 +106,9 @@ class Loops:
     pool: PoolController
     datavolume: DataVolumeController
     export: ExportController
+    snapshot: SnapshotController
+    restore: RestoreController
+    clone: CloneController
 
 
 class Controller:
@@ -208,6 +219,9 @@ class Controller:
                 loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
             )
             tg.create_task(loops.export.queue.run_workers(workers.export, loops.export.process))
+            tg.create_task(loops.snapshot.queue.run_workers(2, loops.snapshot.process))
+            tg.create_task(loops.restore.queue.run_workers(2, loops.restore.process))
+            tg.create_task(loops.clone.queue.run_workers(2, loops.clone.process))
 
     def _register_handlers(self) -> None:
         inf, loops = self.informers, self.loops
@@ -245,6 +259,9 @@ class Controller:
         inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
         inf.exports.add_handlers(loops.export.handlers())
+        inf.snapshots.add_handlers(loops.snapshot.handlers())
+        inf.restores.add_handlers(loops.restore.handlers())
+        inf.clones.add_handlers(loops.clone.handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:
@@ -350,6 +367,23 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
                 image=config.template.launcher_image,
                 pull_policy=config.template.image_pull_policy,
             ),
+        ),
+        snapshot=SnapshotController(
+            deps,
+            queue=_queue("vmsnapshot", registry),
+            writer=StatusWriter(
+                client, VMSNAPSHOTS, model=VirtualMachineSnapshot, registry=registry
+            ),
+        ),
+        restore=RestoreController(
+            deps,
+            queue=_queue("vmrestore", registry),
+            writer=StatusWriter(client, VMRESTORES, model=VirtualMachineRestore, registry=registry),
+        ),
+        clone=CloneController(
+            deps,
+            queue=_queue("vmclone", registry),
+            writer=StatusWriter(client, VMCLONES, model=VirtualMachineClone, registry=registry),
         ),
     )
 

@@ -24,11 +24,14 @@ from shared.kube import (
     OWNER_INDEX,
     PDBS,
     PODS,
+    VMCLONES,
     VMIMS,
     VMIRSS,
     VMIS,
     VMPOOLS,
+    VMRESTORES,
     VMS,
+    VMSNAPSHOTS,
     Informer,
     InformerConfig,
     KubeClient,
@@ -50,11 +53,13 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.export import VirtualMachineExport
 from shared.model.kubevirt import KubeVirt
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 
 UID_INDEX = "uid"
 NODE_INDEX = "node"
@@ -189,6 +194,10 @@ class Informers:
     datavolumes: Informer[DataVolume]
     # export.kubevirt.io VirtualMachineExports (controller/export/).
     exports: Informer[VirtualMachineExport]
+    # snapshot.kubevirt.io (controller/snapshot/).
+    snapshots: Informer[VirtualMachineSnapshot]
+    restores: Informer[VirtualMachineRestore]
+    clones: Informer[VirtualMachineClone]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -205,6 +214,9 @@ class Informers:
             self.pools,
             self.datavolumes,
             self.exports,
+            self.snapshots,
+            self.restores,
+            self.clones,
         )
 
 
@@ -287,6 +299,27 @@ def build_informers(
             VMEXPORTS,
             scope,
             lambda raw: VirtualMachineExport.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        snapshots=make(
+            "vmsnapshots",
+            VMSNAPSHOTS,
+            scope,
+            lambda raw: VirtualMachineSnapshot.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        restores=make(
+            "vmrestores",
+            VMRESTORES,
+            scope,
+            lambda raw: VirtualMachineRestore.from_dict(strip_managed_fields(raw)),
+            {},
+        ),
+        clones=make(
+            "vmclones",
+            VMCLONES,
+            scope,
+            lambda raw: VirtualMachineClone.from_dict(strip_managed_fields(raw)),
             {},
         ),
     )

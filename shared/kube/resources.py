@@ -97,6 +97,28 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 VMEXPORTS = Resource(
     "export.kubevirt.io", "v1beta1", "virtualmachineexports", "VirtualMachineExport"
 )
+# snapshot.kubevirt.io (controller/snapshot/) and the CSI VolumeSnapshots under them.
+VMSNAPSHOTS = Resource(
+    "snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots", "VirtualMachineSnapshot"
+)
+VMSNAPSHOTCONTENTS = Resource(
+    "snapshot.kubevirt.io",
+    "v1beta1",
+    "virtualmachinesnapshotcontents",
+    "VirtualMachineSnapshotContent",
+)
+VMRESTORES = Resource(
+    "snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores", "VirtualMachineRestore"
+)
+VMCLONES = Resource("clone.kubevirt.io", "v1beta1", "virtualmachineclones", "VirtualMachineClone")
+VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+VOLUMESNAPSHOTCLASSES = Resource(
+    "snapshot.storage.k8s.io",
+    "v1",
+    "volumesnapshotclasses",
+    "VolumeSnapshotClass",
+    namespaced=False,
+)
 
 
 def with_kind(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:

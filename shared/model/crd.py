@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from shared.apigroup import GROUP, VERSION
+from shared.model.clone import CLONE_GROUP, CLONE_VERSION, VirtualMachineClone
 from shared.model.export import EXPORT_GROUP, EXPORT_VERSION, VirtualMachineExport
 from shared.model.instancetype import (
     INSTANCETYPE_GROUP,
@@ -34,6 +35,13 @@ from shared.model.migrationpolicy import POLICY_GROUP, POLICY_VERSION, Migration
 from shared.model.objects import KubeObject
 from shared.model.pool import POOL_GROUP, POOL_VERSION, VirtualMachinePool
 from shared.model.replicaset import VirtualMachineInstanceReplicaSet
+from shared.model.snapshot import (
+    SNAPSHOT_GROUP,
+    SNAPSHOT_VERSION,
+    VirtualMachineRestore,
+    VirtualMachineSnapshot,
+    VirtualMachineSnapshotContent,
+)
 from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance
 
@@ -132,6 +140,63 @@ POOL_KINDS: tuple[CRDInfo, ...] = (
         scale=_SCALE,
         group=POOL_GROUP,
         version=POOL_VERSION,
+    ),
+)
+_PHASE = _col("Phase", ".status.phase")
+_READY_TO_USE = (
+    _col("ReadyToUse", ".status.readyToUse", "boolean"),
+    _col("CreationTime", ".status.creationTime", "date"),
+    _col("Error", ".status.error.message"),
+)
+_SNAPSHOT_GROUP: dict[str, Any] = {"group": SNAPSHOT_GROUP, "version": SNAPSHOT_VERSION}
+# snapshot.kubevirt.io/v1beta1 (shared/model/snapshot.py), KubeVirt's printer columns.
+SNAPSHOT_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineSnapshot,
+        singular="virtualmachinesnapshot",
+        short_names=("vmsnapshot", "vmsnapshots"),
+        columns=(
+            _col("SourceKind", ".spec.source.kind"),
+            _col("SourceName", ".spec.source.name"),
+            _PHASE,
+            *_READY_TO_USE,
+        ),
+        **_SNAPSHOT_GROUP,
+    ),
+    CRDInfo(
+        cls=VirtualMachineSnapshotContent,
+        singular="virtualmachinesnapshotcontent",
+        short_names=("vmsnapshotcontent", "vmsnapshotcontents"),
+        columns=(*_READY_TO_USE,),
+        **_SNAPSHOT_GROUP,
+    ),
+    CRDInfo(
+        cls=VirtualMachineRestore,
+        singular="virtualmachinerestore",
+        short_names=("vmrestore", "vmrestores"),
+        columns=(
+            _col("TargetKind", ".spec.target.kind"),
+            _col("TargetName", ".spec.target.name"),
+            _col("Complete", ".status.complete", "boolean"),
+            _col("RestoreTime", ".status.restoreTime", "date"),
+            _col("Error", ".status.conditions[?(@.type=='Ready')].message"),
+        ),
+        **_SNAPSHOT_GROUP,
+    ),
+)
+
+CLONE_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineClone,
+        singular="virtualmachineclone",
+        short_names=("vmclone", "vmclones"),
+        columns=(
+            _PHASE,
+            _col("SourceVirtualMachine", ".spec.source.name"),
+            _col("TargetVirtualMachine", ".spec.target.name"),
+        ),
+        group=CLONE_GROUP,
+        version=CLONE_VERSION,
     ),
 )
 
@@ -282,7 +347,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in (*KINDS, *POOL_KINDS, *EXPORT_KINDS):
+    for info in (*KINDS, *POOL_KINDS, *EXPORT_KINDS, *SNAPSHOT_KINDS, *CLONE_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

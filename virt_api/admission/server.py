@@ -32,6 +32,13 @@ from virt_api.admission.defaults import Defaults, mutate
 from virt_api.admission.eviction import EvictionAdmitter
 from virt_api.admission.gates import gate_errors
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
+from virt_api.admission.snapshots import (
+    SNAPSHOT_KINDS,
+    ObjectLookup,
+    lookup_errors,
+    object_lookup,
+    spec_changed,
+)
 from virt_api.admission.validate import VMILookup, migration_target_errors, validate
 from virt_api.subresources.tls import CertDir
 
@@ -61,6 +68,8 @@ class AppDeps:
     evictions: EvictionAdmitter | None = None  # None: /evict is not served
     # The cluster's live configuration (feature gates); flag defaults when not given.
     cluster: Callable[[], ClusterConfig] = ClusterConfig
+    # Any object by resource (snapshot.kubevirt.io admission); None: those lookups skipped.
+    objects: ObjectLookup | None = None
 
 
 def build_app(deps: AppDeps, *, max_body_bytes: int = 8 * 1024 * 1024) -> web.Application:
@@ -119,6 +128,13 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
         errors += await migration_target_errors(
             review.obj, namespace=review.namespace, lookup=deps.lookup
         )
+    errors += spec_changed(
+        review.kind, review.obj, review.old if review.operation == "UPDATE" else None
+    )
+    if review.operation == "CREATE" and review.kind in SNAPSHOT_KINDS and deps.objects:
+        errors += await lookup_errors(
+            review.kind, review.obj, namespace=review.namespace, lookup=deps.objects
+        )
     if not errors:
         return allow(review.uid)
     return deny(review.uid, kind=review.kind, name=review.name, errors=errors)
@@ -154,6 +170,7 @@ class AdmissionServer:
             defaults=config.defaults,
             limits=ValidationLimits(emulation=config.emulation),
             lookup=kube_lookup(client, timeout=config.lookup_timeout),
+            objects=object_lookup(client, timeout=config.lookup_timeout),
             evictions=EvictionAdmitter(
                 client=client,
                 default=eviction_strategy,

@@ -9,6 +9,7 @@ path, in one answer. Pure functions over wire dicts, plus the one lookup a migra
 - the instancetype.kubevirt.io objects themselves: their values and fields;
 - the KubeVirt CR's configuration (shared.clusterconfig), naming the field.
 - CDI's DataVolumes: one source kubevirt-py imports and a size (the fields named).
+- snapshot.kubevirt.io snapshots and restores (virt_api/admission/snapshots.py).
 An UPDATE that leaves the spec as it was is allowed as it is: metadata edits (labels,
 finalizers) of objects admitted earlier must never be blocked.
 """
@@ -33,6 +34,7 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
+from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
 from shared.model.export import VirtualMachineExport, export_errors
@@ -41,6 +43,7 @@ from shared.model.kubevirt import KubeVirt
 from shared.model.meta import ObjectMeta
 from shared.model.migrationpolicy import MigrationPolicy
 from shared.model.pool import VirtualMachinePool
+from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 from shared.model.unsupported import unsupported_fields
 from shared.model.validation import (
     ValidationLimits,
@@ -48,6 +51,7 @@ from shared.model.validation import (
     validate_vm,
     validate_vmi,
 )
+from virt_api.admission.snapshots import validate_clone, validate_restore, validate_snapshot
 
 _DEFAULT_LIMITS = ValidationLimits()
 _Validator = Callable[[Any, ValidationLimits], list[FieldError]]
@@ -139,6 +143,9 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     **{cls.KIND: (cls, validate_instancetype_object) for cls in INSTANCETYPE_KINDS},
     DataVolume.KIND: (DataVolume, _validate_datavolume),
     VirtualMachineExport.KIND: (VirtualMachineExport, _validate_export),
+    VirtualMachineSnapshot.KIND: (VirtualMachineSnapshot, validate_snapshot),
+    VirtualMachineRestore.KIND: (VirtualMachineRestore, validate_restore),
+    VirtualMachineClone.KIND: (VirtualMachineClone, validate_clone),
 }
 
 

@@ -7,33 +7,15 @@ that time has passed (0: never). Other actions take no body and forward none.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from aiohttp import web
 
 from shared.actions import Action, ActionSpec
+from shared.duration import go_duration
 from virt_api.subresources.errors import BadRequest, VmiRef
 
 MAX_BODY = 64 * 1024
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def go_duration(text: str) -> float:
-    """Seconds of a Go duration string ("5m0s", "1h", "90s", "0"); ValueError otherwise."""
-    if text == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(text):
-        m = _DURATION.match(text, pos)
-        if m is None:
-            raise ValueError(f"invalid duration {text!r}")
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos == 0:
-        raise ValueError("empty duration")
-    return total
 
 
 async def action_args(request: web.Request, spec: ActionSpec, vmi: VmiRef) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def test_every_webhook_fails_closed_on_the_admission_port() -> None:
 
 def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
     """VMIs, VMs, VMIMs, the KubeVirt CR, MigrationPolicies, replica sets, pools, the four
-    instancetype kinds and DataVolumes are validated; the base adds the
+    instancetype kinds, DataVolumes, snapshots, restores and clones are validated; the base adds the
     admission port to virt-api."""
     (validator,) = [c for c in configurations() if c["kind"] == "ValidatingWebhookConfiguration"]
     resources = {r for h in validator["webhooks"] for rule in h["rules"] for r in rule["resources"]}
@@ -63,6 +63,9 @@ def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
         *(cls.PLURAL for cls in INSTANCETYPE_KINDS),
         "datavolumes",
         "virtualmachineexports",
+        "virtualmachinesnapshots",
+        "virtualmachinerestores",
+        "virtualmachineclones",
     }
     assert len(KINDS) == len(resources)
     kustomization = (BASE / "kustomization.yaml").read_text()

@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from shared.actions import Action
+from shared.duration import go_duration
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.resources import Resource
 from tests.unit.virt_api.subresources.fakes import (
@@ -26,7 +27,6 @@ from tests.unit.virt_api.subresources.fakes import (
 )
 from virt_api.subresources.app import AppDeps, build_app
 from virt_api.subresources.extras import expanded
-from virt_api.subresources.freeze import go_duration
 
 BASE = "/apis/subresources.kubevirt.io/v1/namespaces/ns1"
 VMI_PATH = f"{BASE}/virtualmachineinstances/vm1"

@@ -1,0 +1,1 @@
+"""snapshot.kubevirt.io: snapshots, restores and clones of VirtualMachines."""

@@ -1,0 +1,155 @@
+"""Online VirtualMachineSnapshots on real nodes (a private 2-node kubelet + containerd
+cluster, kubevirt-py deployed from manifests, the test bed's CSI stack). Printed, over
+`--rounds` rounds, median and max:
+
+(a) the guest's frozen time: freeze → VolumeSnapshot created → thaw, as the controller
+    reports it in the snapshot's GuestThawed event (target ≤ 1 s);
+(b) VirtualMachineSnapshot create → readyToUse beside a bare CSI VolumeSnapshot of the same
+    claim create → readyToUse, and the ratio (target ≤ 1.2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from localkube.config import NodeKind
+from localkube.deploy import Kubectl, deploy
+from localkube.testing import session_cluster
+
+NAMESPACE = "bench-snapshot"
+GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
+TIMEOUT = 300.0
+THAWED = re.compile(r"after ([0-9.]+)s")
+
+
+def wait(probe: Callable[[], Any], what: str, interval: float = 0.05) -> Any:
+    """Poll `probe` every `interval` until it answers (TIMEOUT at most)."""
+    for _ in range(int(TIMEOUT / interval)):
+        if seen := probe():
+            return seen
+        time.sleep(interval)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def get(k: Kubectl, kind: str, name: str) -> dict[str, Any]:
+    """The object in the bench's namespace ({} when missing)."""
+    found: dict[str, Any] = json.loads(
+        k("get", kind, name, "-n", NAMESPACE, "-o", "json", check=False) or "{}"
+    )
+    return found
+
+
+def apply(k: Kubectl, obj: dict[str, Any]) -> None:
+    k("apply", "-n", NAMESPACE, "-f", "-", stdin=json.dumps(obj))
+
+
+def guest(k: Kubectl) -> None:
+    """A claim on csi-local and the tiny guest on it, Running with its agent connected."""
+    apply(k, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "csi-local",
+                 "resources": {"requests": {"storage": "64Mi"}}},
+    })  # fmt: skip
+    boot = {"image": GUEST_IMAGE, "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initrd.img"}
+    apply(k, {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm"},
+        "spec": {"runStrategy": "Always", "template": {"spec": {
+            "domain": {
+                "devices": {"disks": [{"name": "data", "disk": {"bus": "virtio"}}]},
+                "firmware": {"kernelBoot": {"container": boot,
+                                            "kernelArgs": "console=ttyS0 panic=-1 quiet"}},
+                "resources": {"requests": {"memory": "128Mi"}},
+            },
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        }}},
+    })  # fmt: skip
+
+    def agent() -> bool:
+        conds = get(k, "vmi", "vm").get("status", {}).get("conditions", [])
+        return any(c["type"] == "AgentConnected" and c["status"] == "True" for c in conds)
+
+    wait(agent, "the VM Running with its guest agent", interval=1.0)
+
+
+def vm_snapshot(k: Kubectl, name: str) -> tuple[float, float]:
+    """create → readyToUse (s), and the frozen time from the GuestThawed event."""
+    began = time.monotonic()
+    apply(k, {"apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshot",
+              "metadata": {"name": name},
+              "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine",
+                                  "name": "vm"}}})  # fmt: skip
+
+    def ready() -> dict[str, Any] | None:
+        snap = get(k, "vmsnapshot", name)
+        status = snap.get("status", {})
+        if status.get("phase") == "Failed":
+            raise SystemExit(f"snapshot {name} failed: {status}")
+        return snap if status.get("readyToUse") else None
+
+    snap = wait(ready, f"snapshot {name} readyToUse")
+    took = time.monotonic() - began
+    uid = snap["metadata"]["uid"]
+
+    def frozen() -> float | None:
+        out = k("get", "events", "-n", NAMESPACE, "--field-selector",
+                f"involvedObject.uid={uid},reason=GuestThawed", "-o", "json")  # fmt: skip
+        for event in json.loads(out)["items"]:
+            m = THAWED.search(event.get("message", ""))
+            if m:
+                return float(m.group(1))
+        return None
+
+    return took, wait(frozen, "the GuestThawed event", interval=0.5)
+
+
+def bare_snapshot(k: Kubectl, name: str) -> float:
+    began = time.monotonic()
+    apply(k, {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+              "metadata": {"name": name},
+              "spec": {"source": {"persistentVolumeClaimName": "data"},
+                       "volumeSnapshotClassName": "csi-local-snapshots"}})  # fmt: skip
+    wait(lambda: get(k, "volumesnapshot", name).get("status", {}).get("readyToUse"),
+         f"VolumeSnapshot {name} readyToUse")  # fmt: skip
+    return time.monotonic() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="snapshots of each kind")
+    args = parser.parse_args()
+    frozen, ours, bare = [], [], []
+    with (
+        tempfile.TemporaryDirectory(prefix="kvpy-bench-snapshot-") as tmp,
+        session_cluster(NodeKind.KUBELET) as cluster,
+    ):
+        k = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
+        deploy(k, certs=Path(tmp) / "certs", real_nodes=True, timeout=300)
+        k("create", "namespace", NAMESPACE)
+        guest(k)
+        for i in range(args.rounds):
+            took, froze = vm_snapshot(k, f"snap-{i}")
+            ours.append(took)
+            frozen.append(froze)
+            bare.append(bare_snapshot(k, f"bare-{i}"))
+    med = statistics.median
+    print(f"(a) guest frozen during an online snapshot: median {med(frozen):.3f} s, "
+          f"max {max(frozen):.3f} s (target <= 1 s)")  # fmt: skip
+    print(f"(b) create -> readyToUse: VirtualMachineSnapshot median {med(ours):.2f} s "
+          f"(max {max(ours):.2f}), bare VolumeSnapshot median {med(bare):.2f} s "
+          f"(max {max(bare):.2f}); ratio {med(ours) / med(bare):.2f}x (target <= 1.2x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Snapshots, restores and clones on real nodes: snapshot.kubevirt.io and clone.kubevirt.io
+served by kubevirt-py's controllers over the test bed's real CSI stack (class csi-local,
+VolumeSnapshotClass csi-local-snapshots, Kubernetes' own snapshot-controller and
+csi-snapshotter).
+
+The guest is the tiny test guest booted with kvpy.disk=vda: each boot reads the counter at
+the start of its claim-backed vda and writes the next one, printing both on the serial
+console, so the counter is the data: 1 after the first boot (marker A), 2 after the second
+(marker B). Its real qemu-ga answers the freeze."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from localkube.errors import LocalKubeError
+from tests.integration.realnodes.test_datavolumes import _guest_spec
+from tests.integration.realnodes.test_storage import _apply, _get, _running
+from tests.integration.realnodes.test_storage import _claim as _storage_claim
+from tests.integration.realnodes.test_story import _condition, _reasons, _serial, _virtctl, _wait
+
+pytestmark = pytest.mark.cluster
+SNAP_API = "snapshot.kubevirt.io/v1beta1"
+VM_REF = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine"}
+MAC_SRC = "02:5e:00:00:00:01"
+MAC_CLONE = "02:5e:00:00:00:02"
+
+
+def _vm(name: str, claim: str) -> dict[str, Any]:
+    spec = _guest_spec({"persistentVolumeClaim": {"claimName": claim}})
+    spec["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "masquerade": {}, "macAddress": MAC_SRC}
+    ]
+    spec["networks"] = [{"name": "default", "pod": {}}]
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "labels": {"app": "snap-story"}},
+        "spec": {"runStrategy": "Always", "template": {"spec": spec}},
+    }
+
+
+def _claim(name: str) -> dict[str, Any]:
+    claim = _storage_claim(name)
+    claim["spec"]["storageClassName"] = "csi-local"  # the CSI class, with snapshots
+    claim["spec"]["resources"]["requests"]["storage"] = "64Mi"
+    return claim
+
+
+def _obj(kind: str, name: str, spec: dict[str, Any], api: str = SNAP_API) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def _counter(cluster: Cluster, vmi: dict[str, Any]) -> str:
+    """This boot's disk line (found=<n> wrote=<n+1>)."""
+
+    def probe() -> str | None:
+        m = re.search(r"^KUBEVIRT-PY-DISK vda .*$", _serial(cluster, vmi), re.M)
+        return m.group(0).strip() if m else None
+
+    line: str = _wait(probe, 180, "the guest's disk line", lambda: _serial(cluster, vmi)[-400:])
+    return line
+
+
+def _until(k: Kubectl, ns: str, kind: str, name: str, ok: Any, what: str) -> dict[str, Any]:
+    found: dict[str, Any] = _wait(
+        lambda: (o := _get(k, ns, kind, name)) and ok(o.get("status") or {}) and o,
+        180,
+        what,
+        lambda: _get(k, ns, kind, name).get("status"),
+    )
+    return found
+
+
+def _refused(k: Kubectl, ns: str, obj: dict[str, Any]) -> str:
+    obj["metadata"]["namespace"] = ns
+    with pytest.raises(LocalKubeError) as e:
+        k("create", "-f", "-", stdin=json.dumps(obj))
+    return str(e.value)
+
+
+def _boot(
+    k: Kubectl, cluster: Cluster, ns: str, name: str, *, not_uid: str = ""
+) -> tuple[dict[str, Any], str]:
+    vmi = _running(k, ns, name, not_uid=not_uid)
+    return vmi, _counter(cluster, vmi)
+
+
+def _online_snapshot(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    """Snapshot of the running src: frozen, VolumeSnapshot created, thawed, readyToUse;
+    its one volume backup."""
+    _apply(k, ns, _obj("VirtualMachineSnapshot", name, {"source": {**VM_REF, "name": "src"}}))
+    snap = _until(k, ns, "vmsnapshot", name, lambda s: s.get("phase") in ("Succeeded", "Failed"),
+                  f"snapshot {name} final")  # fmt: skip
+    status = snap["status"]
+    assert status["phase"] == "Succeeded" and status["readyToUse"] is True, status
+    assert status["indications"] == ["Online", "GuestAgent"], status
+    assert status["snapshotVolumes"]["includedVolumes"] == ["data"], status
+    uid = snap["metadata"]["uid"]
+    _wait(lambda: {"GuestFrozen", "GuestThawed"} <= _reasons(k, ns, uid), 60,
+          "the snapshot's GuestFrozen and GuestThawed events", lambda: _reasons(k, ns, uid))  # fmt: skip
+    content = _get(k, ns, "vmsnapshotcontent", status["virtualMachineSnapshotContentName"])
+    (backup,) = content["spec"]["volumeBackups"]
+    vs = _get(k, ns, "volumesnapshot", backup["volumeSnapshotName"])
+    assert vs["status"]["readyToUse"] is True, vs.get("status")
+    _wait(lambda: "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"], 60,
+          "the guest thawed (status.fsFreezeStatus gone)")  # fmt: skip
+    return backup  # type: ignore[no-any-return]
+
+
+def test_snapshot_restore_and_clone_story(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """A running VM on a CSI claim (counter 1 = A) snapshotted online: the guest frozen
+    through its agent and thawed, Succeeded, readyToUse, indications Online+GuestAgent, its
+    VolumeSnapshot readyToUse. Restarted (counter 2 = B), stopped, restored in place and
+    started: the guest finds A (1), not B. A restore into a new VM (patched to Halted)
+    makes it on a new claim from the VolumeSnapshot, owned by it. A clone boots with the
+    new MAC on its own claim; its temporary snapshot and restore are gone. Bad input is
+    refused at admission naming the field: a snapshot of a missing VM, a restore of a
+    missing snapshot, a restore onto the running VM without a policy."""
+    k, ns, cluster = real_stack, real_namespace, real_cluster
+    _apply(k, ns, _claim("src-data"))
+    _apply(k, ns, _vm("src", "src-data"))
+    vmi, line = _boot(k, cluster, ns, "src")
+    assert "found=0 wrote=1" in line, line
+    _wait(lambda: _condition(_get(k, ns, "vmi", "src"), "AgentConnected") == "True",
+          120, "the guest agent connected")  # fmt: skip
+
+    backup = _online_snapshot(k, ns, "snap-a")
+
+    # B: the next boot bumps the counter; then stopped.
+    assert _virtctl(cluster.kubeconfig, ns, "restart", "src").returncode == 0
+    vmi, line = _boot(k, cluster, ns, "src", not_uid=vmi["metadata"]["uid"])
+    assert "found=1 wrote=2" in line, line
+    assert "spec.targetReadinessPolicy" in _refused(
+        k, ns, _obj("VirtualMachineRestore", "bad", {"target": {**VM_REF, "name": "src"},
+                                                     "virtualMachineSnapshotName": "snap-a"}),
+    )  # fmt: skip
+    assert _virtctl(cluster.kubeconfig, ns, "stop", "src").returncode == 0
+    _wait(lambda: not _get(k, ns, "vmi", "src"), 120, "src's VMI gone")
+
+    # In place: A back, B gone.
+    restore = {"target": {**VM_REF, "name": "src"}, "virtualMachineSnapshotName": "snap-a"}
+    _apply(k, ns, _obj("VirtualMachineRestore", "back-to-a", restore))
+    done = _until(k, ns, "vmrestore", "back-to-a", lambda s: s.get("complete"), "restore complete")
+    (restored,) = done["status"]["restores"]
+    assert _virtctl(cluster.kubeconfig, ns, "start", "src").returncode == 0
+    vmi, line = _boot(k, cluster, ns, "src", not_uid=vmi["metadata"]["uid"])
+    assert "found=1 wrote=2" in line, line  # A (1) is back; B (2) would read found=2
+    claim = _get(k, ns, "pvc", restored["persistentVolumeClaim"])
+    assert claim["spec"]["dataSource"]["name"] == backup["volumeSnapshotName"]
+
+    # Into a new VM, patched to stay stopped.
+    halted = '{"op": "replace", "path": "/spec/runStrategy", "value": "Halted"}'
+    new = {**restore, "target": {**VM_REF, "name": "copy"}, "patches": [halted]}
+    _apply(k, ns, _obj("VirtualMachineRestore", "to-copy", new))
+    done = _until(k, ns, "vmrestore", "to-copy", lambda s: s.get("complete"), "restore to copy")
+    copy = _get(k, ns, "vm", "copy")
+    assert copy["spec"]["runStrategy"] == "Halted"
+    (restored,) = done["status"]["restores"]
+    claim = _get(k, ns, "pvc", restored["persistentVolumeClaim"])
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
+    volumes = copy["spec"]["template"]["spec"]["volumes"]
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == restored["persistentVolumeClaim"]
+
+    # A clone: its own claim and a new MAC; the temporaries gone.
+    clone = {"source": {**VM_REF, "name": "src"}, "target": {**VM_REF, "name": "twin"},
+             "newMacAddresses": {"default": MAC_CLONE}}  # fmt: skip
+    _apply(k, ns, _obj("VirtualMachineClone", "twin", clone, api="clone.kubevirt.io/v1beta1"))
+    _until(k, ns, "vmclone", "twin", lambda s: s.get("phase") == "Succeeded", "clone Succeeded")
+    twin_vmi, line = _boot(k, cluster, ns, "twin")
+    assert "found=2 wrote=3" in line, line  # src's disk as it was at the clone's snapshot
+    (iface,) = twin_vmi["spec"]["domain"]["devices"]["interfaces"]
+    assert iface["macAddress"] == MAC_CLONE
+    twin_claim = _get(k, ns, "vm", "twin")["spec"]["template"]["spec"]["volumes"][0]
+    assert twin_claim["persistentVolumeClaim"]["claimName"] != "src-data"
+    left = k("get", "vmsnapshot,vmrestore", "-n", ns, "-o", "name").split()
+    assert not [n for n in left if "tmp-" in n], left
+
+    # Bad input, refused at admission.
+    missing = _obj("VirtualMachineSnapshot", "nope", {"source": {**VM_REF, "name": "ghost"}})
+    assert "spec.source.name" in _refused(k, ns, missing)
+    ghost = {"target": {**VM_REF, "name": "copy"}, "virtualMachineSnapshotName": "ghost"}
+    assert "spec.virtualMachineSnapshotName" in _refused(
+        k, ns, _obj("VirtualMachineRestore", "nope", ghost)
+    )
