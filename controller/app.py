@@ -233,6 +233,7 @@ class Controller:
         inf.datavolumes.add_handlers(loops.datavolume.handlers())
         inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
         inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
+        inf.claims.add_handlers(loops.vmi.claim_handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:

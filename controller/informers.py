@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
+from controller.services.volumes.claims import Claim
 from shared.kube import (
     DATAVOLUMES,
     KUBEVIRTS,
@@ -24,6 +25,7 @@ from shared.kube import (
     OWNER_INDEX,
     PDBS,
     PODS,
+    PVCS,
     VMIMS,
     VMIRSS,
     VMIS,
@@ -185,6 +187,8 @@ class Informers:
     pools: Informer[VirtualMachinePool]
     # CDI's DataVolumes (controller/datavolume/).
     datavolumes: Informer[DataVolume]
+    # PersistentVolumeClaims: a grown claim's capacity reaches its VMIs' volumeStatus.
+    claims: Informer[Claim]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -200,6 +204,7 @@ class Informers:
             self.replicasets,
             self.pools,
             self.datavolumes,
+            self.claims,
         )
 
 
@@ -277,6 +282,7 @@ def build_informers(
         ),
         pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
         datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
+        claims=make("claims", PVCS, scope, Claim.from_dict, {}),
     )
 
 

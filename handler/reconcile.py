@@ -24,6 +24,7 @@ import structlog
 from handler import commands
 from handler.domains import DomainCache, DomainRecord
 from handler.errors import Superseded, SyncError
+from handler.expand import DiskExpansion
 from handler.guest import GuestFacts
 from handler.hotplug import HotplugVolumes
 from handler.launchers import (
@@ -133,6 +134,7 @@ class ReconcilerDeps:
     recorder: Recorder = field(default_factory=DiscardRecorder)
     hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
     podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
+    expansion: DiskExpansion | None = None  # None: grown claims are not passed on
 
 
 class Reconciler:
@@ -209,6 +211,8 @@ class Reconciler:
         await self._fetch_guest_info(step)
         await self._migrate_out(step)
         await self._hotplug(step)
+        if self._d.expansion is not None:
+            await self._d.expansion.sync(step.vmi, step.launcher)
 
     async def _wire(self, step: _Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -348,6 +352,8 @@ class Reconciler:
 
     def _release(self, uid: str, local: _Local) -> None:
         local.launcher_deleted = True
+        if self._d.expansion is not None:
+            self._d.expansion.release(uid)
         if self._d.hotplug is not None:
             self._d.hotplug.release(uid, local.pod_uid)
         self._d.outgoing.release(uid)
@@ -448,6 +454,8 @@ class Reconciler:
             log.info("vmi_forgotten")
 
     def _drop(self, local: _Local) -> None:
+        if self._d.expansion is not None:
+            self._d.expansion.release(local.uid)
         if self._d.hotplug is not None:
             self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)
