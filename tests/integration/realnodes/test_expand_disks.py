@@ -1,13 +1,17 @@
-"""A claim expanded under a running guest, on real nodes (KubeVirt's ExpandDisks): with
-the gate on in the KubeVirt CR, `kubectl patch pvc` to a bigger size grows the claim (the
-local cluster's CSI class expands it), the controller carries the new capacity into the
-VMI's volumeStatus, the handler asks the launcher, and the launcher grows disk.img and
-tells QEMU: the guest's /sys/block/vdb/size grows with no restart. Shrinking a claim is
-refused by Kubernetes itself."""
+"""Claims of the local cluster's CSI class under a running guest, on real nodes.
+
+ExpandDisks (KubeVirt's feature gate, on in the KubeVirt CR): `kubectl patch pvc` to a
+bigger size grows the claim (the CSI class expands it), the controller carries the new
+capacity into the VMI's volumeStatus, the handler asks the launcher, which grows disk.img
+and tells QEMU: the guest's /sys/block/vdb/size grows with no restart. Shrinking a claim is
+refused by Kubernetes itself. Then the same guest live-migrates with a ReadWriteMany
+**Block** claim: the target pod has the device too, the destination XML keeps it a block
+disk, and what the guest wrote on it before is read on the other node."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -22,11 +26,12 @@ from tests.integration.realnodes.test_shared_storage import (
     _template,
 )
 from tests.integration.realnodes.test_storage import _apply, _get, _running
-from tests.integration.realnodes.test_story import _wait
+from tests.integration.realnodes.test_story import _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name below
 SECTORS_64MI, SECTORS_128MI = 64 * 2048, 128 * 2048
+MARK_SECTOR = 8
 
 
 def _sectors(cluster: Cluster, vmi: dict[str, Any]) -> int:
@@ -39,28 +44,32 @@ def _capacity(k: Kubectl, ns: str) -> str:
     return str(found.get("persistentVolumeClaimInfo", {}).get("capacity", {}).get("storage"))
 
 
-def test_a_claim_expanded_under_a_running_guest_is_seen_by_the_guest(
-    kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str
-) -> None:
-    """ExpandDisks on; a VMI on a 64Mi csi-local claim sees a 64 MiB vdb. Shrinking the
-    claim is refused naming the field; growing it to 128Mi: the VMI's volumeStatus says
-    128Mi and the running guest sees a 128 MiB vdb (same VMI, no restart)."""
-    k, ns = kv_restored, real_namespace
-    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
-    gates = kv["spec"]["configuration"].get("developerConfiguration", {}).get("featureGates", [])
-    _patch_kv(k, {"developerConfiguration": {"featureGates": [*gates, "ExpandDisks"]}})
-    _apply(k, ns, _claim("grow", mode="ReadWriteOnce", storage_class="csi-local"))
-    vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-           "metadata": {"name": "grow"}, "spec": _template("grow")["spec"]}  # fmt: skip
-    _apply(k, ns, vmi)
-    running = _running(k, ns, "grow")
-    _agent_connected(k, ns, "grow")
-    assert _sectors(real_cluster, running) == SECTORS_64MI
+def _vmi() -> dict[str, Any]:
+    """The tiny guest with the Filesystem claim `grow` as vdb and the Block claim `blk`
+    as vdc, both ReadWriteMany."""
+    spec = _template("grow")["spec"]
+    spec["domain"]["devices"]["disks"].append({"name": "blk", "disk": {"bus": "virtio"}})
+    spec["volumes"].append({"name": "blk", "persistentVolumeClaim": {"claimName": "blk"}})
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "grow"}, "spec": spec}  # fmt: skip
+
+
+def _read_mark(cluster: Cluster, vmi: dict[str, Any]) -> str:
+    script = (
+        "sync; echo 3 >/proc/sys/vm/drop_caches; "
+        f"dd if=/dev/vdc bs=512 skip={MARK_SECTOR} count=1 2>/dev/null | tr -d '\\000' | head -n 1"
+    )
+    return _guest_sh(cluster, vmi, script).strip()
+
+
+def _expand(k: Kubectl, ns: str, cluster: Cluster, running: dict[str, Any]) -> None:
+    """Shrinking refused; growing to 128Mi seen in volumeStatus and by the guest."""
 
     def resize(size: str) -> Any:
         body = json.dumps({"spec": {"resources": {"requests": {"storage": size}}}})
         return _run(k, "patch", "pvc", "grow", "-n", ns, "--type=merge", "-p", body)
 
+    assert _sectors(cluster, running) == SECTORS_64MI
     shrink = resize("32Mi")
     assert shrink.returncode != 0
     assert "spec.resources.requests.storage" in shrink.stderr, shrink.stderr
@@ -68,6 +77,45 @@ def test_a_claim_expanded_under_a_running_guest_is_seen_by_the_guest(
     assert grow.returncode == 0, grow.stderr
     _wait(lambda: _capacity(k, ns) == "128Mi", 120, "the VMI's volumeStatus at 128Mi",
           lambda: _get(k, ns, "pvc", "grow").get("status"))  # fmt: skip
-    _wait(lambda: _sectors(real_cluster, running) == SECTORS_128MI, 60,
-          "the guest seeing a 128 MiB vdb", lambda: _sectors(real_cluster, running))  # fmt: skip
-    assert _get(k, ns, "vmi", "grow")["metadata"]["uid"] == running["metadata"]["uid"]
+    _wait(lambda: _sectors(cluster, running) == SECTORS_128MI, 60,
+          "the guest seeing a 128 MiB vdb", lambda: _sectors(cluster, running))  # fmt: skip
+
+
+def test_a_claim_grows_under_the_guest_which_then_migrates_with_a_block_claim(
+    kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """ExpandDisks on; a VMI on a 64Mi csi-local claim (vdb) and a 64Mi RWX Block claim
+    (vdc) sees a 64 MiB vdb. Shrinking the claim is refused naming the field; growing it
+    to 128Mi: the VMI's volumeStatus says 128Mi and the running guest sees a 128 MiB vdb
+    (same VMI, no restart). A mark written on vdc, then a live migration: the same guest
+    on the other node reads the mark from the block claim and still sees 128 MiB."""
+    k, ns = kv_restored, real_namespace
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    gates = kv["spec"]["configuration"].get("developerConfiguration", {}).get("featureGates", [])
+    _patch_kv(k, {"developerConfiguration": {"featureGates": [*gates, "ExpandDisks"]}})
+    _apply(k, ns, _claim("grow", mode="ReadWriteMany", storage_class="csi-local"))
+    blk = _claim("blk", mode="ReadWriteMany", storage_class="csi-local")
+    blk["spec"]["volumeMode"] = "Block"
+    _apply(k, ns, blk)
+    _apply(k, ns, _vmi())
+    running = _running(k, ns, "grow")
+    _agent_connected(k, ns, "grow")
+    _expand(k, ns, real_cluster, running)
+
+    mark = f"KVPY-BLK {uuid.uuid4().hex[:12]}"
+    _guest_sh(real_cluster, running,
+              f"printf '{mark}\\n' | dd of=/dev/vdc bs=512 seek={MARK_SECTOR} conv=notrunc,fsync")  # fmt: skip
+    _wait(lambda: any(c["type"] == "LiveMigratable" and c["status"] == "True"
+                      for c in _get(k, ns, "vmi", "grow")["status"].get("conditions", [])),
+          60, "LiveMigratable=True", lambda: _get(k, ns, "vmi", "grow")["status"])  # fmt: skip
+    source = running["status"]["nodeName"]
+    done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "grow", "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    moved = _wait(
+        lambda: (v := _get(k, ns, "vmi", "grow")).get("status", {}).get("nodeName")
+        not in (None, source) and v,
+        120, "the VMI on the other node", lambda: _get(k, ns, "vmi", "grow").get("status"),
+    )  # fmt: skip
+    assert moved["metadata"]["uid"] == running["metadata"]["uid"]
+    assert _read_mark(real_cluster, moved) == mark
+    assert _sectors(real_cluster, moved) == SECTORS_128MI
