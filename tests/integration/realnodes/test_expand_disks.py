@@ -23,6 +23,7 @@ from tests.integration.realnodes.test_shared_storage import (
     _agent_connected,
     _claim,
     _guest_sh,
+    _moved,
     _template,
 )
 from tests.integration.realnodes.test_storage import _apply, _get, _running
@@ -111,11 +112,7 @@ def test_a_claim_grows_under_the_guest_which_then_migrates_with_a_block_claim(
     source = running["status"]["nodeName"]
     done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "grow", "--wait", "--timeout", "240")
     assert done.returncode == 0, done.stderr
-    moved = _wait(
-        lambda: (v := _get(k, ns, "vmi", "grow")).get("status", {}).get("nodeName")
-        not in (None, source) and v,
-        120, "the VMI on the other node", lambda: _get(k, ns, "vmi", "grow").get("status"),
-    )  # fmt: skip
+    moved = _moved(k, ns, "grow", source)
     assert moved["metadata"]["uid"] == running["metadata"]["uid"]
     assert _read_mark(real_cluster, moved) == mark
     assert _sectors(real_cluster, moved) == SECTORS_128MI
