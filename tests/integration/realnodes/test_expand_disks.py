@@ -18,6 +18,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from shared.model.quantity import parse_bytes
 from tests.integration.realnodes.test_live_change import _patch_kv, _run, kv_restored
 from tests.integration.realnodes.test_shared_storage import (
     _agent_connected,
@@ -39,10 +40,12 @@ def _sectors(cluster: Cluster, vmi: dict[str, Any]) -> int:
     return int(_guest_sh(cluster, vmi, "cat /sys/block/vdb/size").strip())
 
 
-def _capacity(k: Kubectl, ns: str) -> str:
+def _capacity(k: Kubectl, ns: str) -> int:
+    """The claim volume's capacity in the VMI's volumeStatus, in bytes (0: not there)."""
     entries = _get(k, ns, "vmi", "grow").get("status", {}).get("volumeStatus", [])
     found: dict[str, Any] = next((e for e in entries if e["name"] == "data"), {})
-    return str(found.get("persistentVolumeClaimInfo", {}).get("capacity", {}).get("storage"))
+    storage = found.get("persistentVolumeClaimInfo", {}).get("capacity", {}).get("storage")
+    return parse_bytes(storage) if storage else 0
 
 
 def _vmi() -> dict[str, Any]:
@@ -76,8 +79,8 @@ def _expand(k: Kubectl, ns: str, cluster: Cluster, running: dict[str, Any]) -> N
     assert "spec.resources.requests.storage" in shrink.stderr, shrink.stderr
     grow = resize("128Mi")
     assert grow.returncode == 0, grow.stderr
-    _wait(lambda: _capacity(k, ns) == "128Mi", 120, "the VMI's volumeStatus at 128Mi",
-          lambda: _get(k, ns, "pvc", "grow").get("status"))  # fmt: skip
+    _wait(lambda: _capacity(k, ns) == 128 << 20, 120, "the VMI's volumeStatus at 128Mi",
+          lambda: (_get(k, ns, "pvc", "grow").get("status"), _capacity(k, ns)))  # fmt: skip
     _wait(lambda: _sectors(cluster, running) == SECTORS_128MI, 60,
           "the guest seeing a 128 MiB vdb", lambda: _sectors(cluster, running))  # fmt: skip
 
