@@ -28,7 +28,7 @@ from tests.integration.realnodes.test_shared_storage import (
     _template,
 )
 from tests.integration.realnodes.test_storage import _apply, _get, _running
-from tests.integration.realnodes.test_story import _virtctl, _wait
+from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name below
@@ -113,8 +113,10 @@ def test_a_claim_grows_under_the_guest_which_then_migrates_with_a_block_claim(
                       for c in _get(k, ns, "vmi", "grow")["status"].get("conditions", [])),
           60, "LiveMigratable=True", lambda: _get(k, ns, "vmi", "grow")["status"])  # fmt: skip
     source = running["status"]["nodeName"]
-    done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "grow", "--wait", "--timeout", "240")
-    assert done.returncode == 0, done.stderr
+    _apply(k, ns, {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+                   "metadata": {"name": "move"}, "spec": {"vmiName": "grow"}})  # fmt: skip
+    _wait(lambda: _get(k, ns, "vmim", "move").get("status", {}).get("phase") == "Succeeded",
+          240, "the migration Succeeded", lambda: _get(k, ns, "vmim", "move").get("status"))  # fmt: skip
     moved = _moved(k, ns, "grow", source)
     assert moved["metadata"]["uid"] == running["metadata"]["uid"]
     assert _read_mark(real_cluster, moved) == mark
