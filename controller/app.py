@@ -262,6 +262,7 @@ class Controller:
         inf.snapshots.add_handlers(loops.snapshot.handlers())
         inf.restores.add_handlers(loops.restore.handlers())
         inf.clones.add_handlers(loops.clone.handlers())
+        inf.claims.add_handlers(loops.vmi.claim_handlers())
 
 
 def _queue(name: str, registry: Registry) -> WorkQueue:

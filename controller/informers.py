@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
+from controller.services.volumes.claims import Claim
 from shared.kube import (
     DATAVOLUMES,
     KUBEVIRTS,
@@ -24,6 +25,7 @@ from shared.kube import (
     OWNER_INDEX,
     PDBS,
     PODS,
+    PVCS,
     VMCLONES,
     VMIMS,
     VMIRSS,
@@ -198,6 +200,8 @@ class Informers:
     snapshots: Informer[VirtualMachineSnapshot]
     restores: Informer[VirtualMachineRestore]
     clones: Informer[VirtualMachineClone]
+    # PersistentVolumeClaims: a grown claim's capacity reaches its VMIs' volumeStatus.
+    claims: Informer[Claim]
 
     def all(self) -> tuple[Informer[Any], ...]:
         """In start order."""
@@ -217,6 +221,7 @@ class Informers:
             self.snapshots,
             self.restores,
             self.clones,
+            self.claims,
         )
 
 
@@ -322,6 +327,7 @@ def build_informers(
             lambda raw: VirtualMachineClone.from_dict(strip_managed_fields(raw)),
             {},
         ),
+        claims=make("claims", PVCS, scope, Claim.from_dict, {}),
     )
 
 

@@ -22,6 +22,7 @@ from shared.wire.errors import (
     RemoteError,
     WireError,
 )
+from shared.wire.expand import ExpandDisksArgs, ExpandDisksReply
 from shared.wire.launcher_api import (
     AttachVolumeArgs,
     DetachVolumeArgs,
@@ -97,6 +98,12 @@ async def detach_volume(launcher: LauncherPort, volume: str) -> VolumeReply:
     """Ask the guest to release a hotplugged disk; whether the domain still holds it."""
     args = DetachVolumeArgs(volume=volume).to_wire()
     return VolumeReply.from_wire(await _call(launcher, Method.DETACH_VOLUME, args))
+
+
+async def expand_disks(launcher: LauncherPort, capacities: Mapping[str, int]) -> ExpandDisksReply:
+    """Claim disks grown to these capacities (bytes, by volume) under the running guest."""
+    args = ExpandDisksArgs(capacities=capacities).to_wire()
+    return ExpandDisksReply.from_wire(await _call(launcher, Method.EXPAND_DISKS, args))
 
 
 async def guest_interfaces(launcher: LauncherPort) -> tuple[VMIInterfaceStatus, ...]:

@@ -28,6 +28,7 @@ from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
+from handler.expand import EXPAND_DISKS_GATE, DiskExpansion
 from handler.heartbeat import Heartbeat
 from handler.hotplug import HotplugVolumes
 from handler.launcher_target import LauncherTarget
@@ -196,6 +197,7 @@ class Handler:
             recorder=self.recorder or DiscardRecorder(),
             hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
             podnet=PodNetworks(pods_dir=self.config.pods_dir),
+            expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

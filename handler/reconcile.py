@@ -121,6 +121,8 @@ class Reconciler:
         await self._fetch_guest_info(step)
         await self._migrate_out(step)
         await self._hotplug(step)
+        if self._d.expansion is not None:
+            await self._d.expansion.sync(step.vmi, step.launcher)
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -260,6 +262,8 @@ class Reconciler:
 
     def _release(self, uid: str, local: Local) -> None:
         local.launcher_deleted = True
+        if self._d.expansion is not None:
+            self._d.expansion.release(uid)
         if self._d.hotplug is not None:
             self._d.hotplug.release(uid, local.pod_uid)
         self._d.outgoing.release(uid)
@@ -360,6 +364,8 @@ class Reconciler:
             log.info("vmi_forgotten")
 
     def _drop(self, local: Local) -> None:
+        if self._d.expansion is not None:
+            self._d.expansion.release(local.uid)
         if self._d.hotplug is not None:
             self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from handler.domains import DomainCache
 from handler.errors import SyncError
+from handler.expand import DiskExpansion
 from handler.guest import GuestFacts
 from handler.hotplug import HotplugVolumes
 from handler.launchers import LauncherPort, PoolPort
@@ -100,3 +101,4 @@ class ReconcilerDeps:
     recorder: Recorder = field(default_factory=DiscardRecorder)
     hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
     podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
+    expansion: DiskExpansion | None = None  # None: grown claims are not passed on

@@ -19,6 +19,7 @@ from launcher import podnet as launcher_podnet
 from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
 from launcher.disks import DiskContext
+from launcher.expand import DiskExpander
 from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
 from launcher.manager import DomainManager, Identity
@@ -134,7 +135,8 @@ async def _serve(
         vmi=lambda: manager.vmi,
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
-    commands.register(server, manager, migrations, hotplug, forwards=forwards)
+    expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
+    commands.register(server, manager, migrations, hotplug, forwards=forwards, expander=expander)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

@@ -8,12 +8,14 @@ from typing import Any
 import structlog
 
 from launcher.errors import CommandError
+from launcher.expand import DiskExpander
 from launcher.guest import filesystems, guest_exec, guest_info, interfaces, users
 from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
 from shared.wire.domain import DomainStatus
+from shared.wire.expand import ExpandDisksArgs
 from shared.wire.launcher_api import (
     AttachVolumeArgs,
     DetachVolumeArgs,
@@ -142,10 +144,11 @@ def register(
     hotplug: Hotplug,
     *,
     forwards: PortForwards | None = None,
+    expander: DiskExpander | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
-    forwards."""
+    forwards; with ``expander``, ExpandDisks."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -168,6 +171,15 @@ def register(
             return await hop(hotplug, args)
 
         server.register(str(method), hhandler)
+    if expander is not None:
+        _register_expand(server, expander)
+
+
+def _register_expand(server: RpcServer, expander: DiskExpander) -> None:
+    async def expand_disks(args: Mapping[str, Any]) -> Any:
+        return (await expander.expand(ExpandDisksArgs.from_wire(args))).to_wire()
+
+    server.register(str(Method.EXPAND_DISKS), expand_disks)
 
 
 def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:

@@ -48,21 +48,29 @@ def writable_disks(xml: str) -> tuple[str, ...]:
 
 
 def _disks(src: ET.Element, tgt: ET.Element) -> None:
-    wanted = {}
+    """Each disk's source as the target has it: a file (`file=`) or a block claim's device
+    node (`dev=`, with the disk's type), whichever the target's definition names."""
+    wanted: dict[str | None, tuple[str | None, str, str]] = {}
     for disk in tgt.iterfind("devices/disk"):
         target, source = disk.find("target"), disk.find("source")
-        if target is not None and source is not None:
-            wanted[target.get("dev")] = source.get("file")
+        if target is None or source is None:
+            continue
+        attr = "dev" if "dev" in source.attrib else "file"
+        if attr in source.attrib:
+            wanted[target.get("dev")] = (disk.get("type"), attr, source.attrib[attr])
     for disk in src.iterfind("devices/disk"):
         target, source = disk.find("target"), disk.find("source")
         if target is None or source is None:
             continue
         dev = target.get("dev")
-        path = wanted.get(dev)
-        if path is None:
+        found = wanted.get(dev)
+        if found is None:
             raise XmlMismatch(f"disk {dev} is not in the target's definition")
+        kind, attr, path = found
         source.attrib.clear()  # drops the source's index/backing details too
-        source.set("file", path)
+        source.set(attr, path)
+        if kind:
+            disk.set("type", kind)
         backing = disk.find("backingStore")
         if backing is not None:
             disk.remove(backing)

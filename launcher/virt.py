@@ -206,6 +206,18 @@ class Virt:
         may take longer, or ignore it: the caller checks the live XML)."""
         await self._on(name, "detachDeviceFlags", xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
+    async def block_capacity(self, name: str, target: str) -> int:
+        """The size of disk `target` (vda …) as the guest sees it, in bytes."""
+        dom = await self._domain(name)
+        info: list[int] = await self._call(dom.blockInfo, target, 0)
+        return int(info[0])
+
+    async def block_resize(self, name: str, target: str, size: int) -> None:
+        """Grow disk `target` under the running guest to `size` bytes (QEMU's
+        block_resize: the guest is told of the new capacity)."""
+        dom = await self._domain(name)
+        await self._call(dom.blockResize, target, size, libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES)
+
     async def migratable_xml(self, name: str) -> str:
         """The live definition, stripped of what must not travel (libvirt's MIGRATABLE)."""
         xml: str = await self._on(name, "XMLDesc", libvirt.VIR_DOMAIN_XML_MIGRATABLE)

@@ -28,6 +28,7 @@ from controller.migration.policy import PolicyStamp
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
+from controller.services.volumes.claims import Claim, claim_names
 from shared.kube import (
     VMIMS,
     VMIS,
@@ -197,13 +198,22 @@ class MigrationController(Reconciler):
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
 
+    def _block_claims(self, vmi: VirtualMachineInstance) -> dict[str, Claim]:
+        """The VMI's block-mode claims from the cache: the target pod has their devices
+        (a Filesystem claim is only mounted; the target never makes a disk.img on it)."""
+        store = self._informers.claims.store
+        found = {n: store.get(f"{vmi.namespace}/{n}") for n in claim_names(vmi)}
+        return {n: c for n, c in found.items() if c is not None and c.block}
+
     async def _apply(
         self, m: Migration, vmi: VirtualMachineInstance | None, plan: MigrationPlan
     ) -> None:
         await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
             source = vmi.status.node_name or ""
-            pod = self._templates_of().target_pod(vmi, m, source_node=source)
+            pod = self._templates_of().target_pod(
+                vmi, m, source_node=source, claims=self._block_claims(vmi)
+            )
             await self._pods.create(m.key, pod, involved=m, what="migration target pod")
         if plan.vmi_state is not None and vmi is not None:
             await self._write_vmi_state(vmi, plan)

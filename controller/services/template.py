@@ -127,11 +127,15 @@ class TemplateService:
         migration: VirtualMachineInstanceMigration,
         *,
         source_node: str,
+        claims: Mapping[str, Claim] | None = None,
     ) -> dict[str, Any]:
         """A migration target pod: the launcher pod, labelled with the VMIM's UID and kept
-        off the source node."""
+        off the source node; `claims`: the block-mode ones (their devices, as the source's)."""
         pod = self._pod(
-            vmi, seed=migration.uid, extra_labels={MIGRATION_JOB_LABEL: migration.uid}, claims={}
+            vmi,
+            seed=migration.uid,
+            extra_labels={MIGRATION_JOB_LABEL: migration.uid},
+            claims=claims or {},
         )
         pod["spec"]["affinity"] = excluding_node(pod["spec"].get("affinity"), source_node)
         return pod

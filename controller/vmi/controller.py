@@ -25,7 +25,13 @@ from controller.informers import VMI_UID_INDEX
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
 from controller.services.volumes import ClaimReason, read_claims
-from controller.services.volumes.claims import claim_names, claim_volume_status, unbound_claims
+from controller.services.volumes.claims import (
+    Claim,
+    claim_names,
+    claim_volume_status,
+    resized_claims,
+    unbound_claims,
+)
 from controller.transitions import vmi_condition
 from controller.vmi.hotplug import HotplugAttachments, hotplugged
 from controller.vmi.logic import plan_vmi
@@ -121,6 +127,17 @@ class VMIController(Reconciler):
                 v.data_volume is not None and v.data_volume.name == dv.name
                 for v in vmi.spec.volumes
             ):
+                self.enqueue(vmi.key)
+
+    def claim_handlers(self) -> Handlers[Claim]:
+        """A claim whose capacity changed (expanded) re-syncs the VMIs whose volumes name it."""
+        return Handlers(on_update=self._claim_changed)
+
+    def _claim_changed(self, old: Claim, new: Claim) -> None:
+        if (old.capacity, old.requests) == (new.capacity, new.requests):
+            return
+        for vmi in self._informers.vmis.store.list():
+            if vmi.namespace == new.namespace and new.name in claim_names(vmi, hotplugged=True):
                 self.enqueue(vmi.key)
 
     def _vmi_updated(self, old: VirtualMachineInstance, new: VirtualMachineInstance) -> None:
@@ -225,10 +242,17 @@ class VMIController(Reconciler):
 
     async def _describe_claims(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> VMIPlan:
         """From the handoff on, status.volumeStatus carries each bound claim's info (its
-        access modes decide LiveMigratable); read once per claim, not at every sync."""
+        access modes decide LiveMigratable); read once per claim, not at every sync, then
+        kept in step with the claim's capacity from the informer's cache."""
         if plan.status.phase not in CLAIMS_DESCRIBED_IN or not claim_names(vmi):
             return plan
         described = await claim_volume_status(self._client, vmi, plan.status.volume_status)
+        store = self._informers.claims.store
+        resized = resized_claims(
+            described or plan.status.volume_status,
+            lambda name: store.get(f"{vmi.namespace}/{name}"),
+        )
+        described = resized or described
         if described is None:
             return plan
         return dataclasses.replace(

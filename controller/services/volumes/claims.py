@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -50,6 +50,7 @@ class Claim:
     name: str
     phase: str
     volume_mode: str
+    namespace: str = ""
     request_bytes: int | None
     capacity_bytes: int | None
     access_modes: tuple[str, ...] = ()  # the bound volume's (status), empty until bound
@@ -62,8 +63,10 @@ class Claim:
         status = obj.get("status") or {}
         request = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
         capacity = (status.get("capacity") or {}).get("storage")
+        meta = obj.get("metadata") or {}
         return cls(
-            name=str((obj.get("metadata") or {}).get("name", "")),
+            name=str(meta.get("name", "")),
+            namespace=str(meta.get("namespace") or ""),
             phase=str(status.get("phase") or "Pending"),
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
             request_bytes=_bytes(request),
@@ -106,13 +109,13 @@ def _bytes(value: object) -> int | None:
         return None
 
 
-def claim_names(vmi: VirtualMachineInstance) -> tuple[str, ...]:
+def claim_names(vmi: VirtualMachineInstance, *, hotplugged: bool = False) -> tuple[str, ...]:
     """The claims the VMI's launcher pod mounts, in order, each once (hotplugged ones are
-    their attachment pods' business)."""
+    their attachment pods' business: listed too with ``hotplugged``)."""
     names = [
         v.claim.claim_name
         for v in vmi.spec.volumes
-        if v.claim is not None and v.claim.claim_name and not v.is_hotplug
+        if v.claim is not None and v.claim.claim_name and (hotplugged or not v.is_hotplug)
     ]
     return tuple(dict.fromkeys(names))
 
@@ -228,3 +231,29 @@ def _entry(current: tuple[VolumeStatus, ...], volume: str) -> VolumeStatus | Non
 def _lacks_info(current: tuple[VolumeStatus, ...], volume: str) -> bool:
     status = _entry(current, volume)
     return status is None or status.persistent_volume_claim_info is None
+
+
+def resized_claims(
+    current: tuple[VolumeStatus, ...], claim_of: Callable[[str], Claim | None]
+) -> tuple[VolumeStatus, ...] | None:
+    """status.volumeStatus whose persistentVolumeClaimInfo follows its bound claim's
+    capacity and requests (an expanded claim: with ExpandDisks the handler grows the disk
+    under the guest); None when none changed. ``claim_of`` reads a claim by name (the
+    informer's cache)."""
+    changed, out = False, []
+    for entry in current:
+        info = entry.persistent_volume_claim_info
+        claim = claim_of(info.claim_name) if info is not None and info.claim_name else None
+        if (
+            info is None
+            or claim is None
+            or claim.phase != "Bound"
+            or (dict(claim.capacity), dict(claim.requests))
+            == (dict(info.capacity), dict(info.requests))
+        ):
+            out.append(entry)
+            continue
+        resized = dataclasses.replace(info, capacity=claim.capacity, requests=claim.requests)
+        out.append(dataclasses.replace(entry, persistent_volume_claim_info=resized))
+        changed = True
+    return tuple(out) if changed else None

@@ -178,11 +178,7 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
 
     done = _virtctl(kubeconfig, ns, "migrate", "shared", "--wait", "--timeout", "240")
     assert done.returncode == 0, done.stderr
-    moved = _wait(
-        lambda: (v := _get(k, ns, "vmi", "shared")).get("status", {}).get("nodeName")
-        not in (None, source) and v,
-        120, "the VMI on the other node", lambda: _get(k, ns, "vmi", "shared").get("status"),
-    )  # fmt: skip
+    moved = _moved(k, ns, "shared", source)
     assert moved["metadata"]["uid"] == first["metadata"]["uid"]  # the same guest, moved
     target, target_pod = _pod_uid(moved)
     _wait(lambda: _last_tick(real_cluster, target, target_pod) > before, 120,
@@ -207,6 +203,16 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     _agent_connected(k, ns, "shared")
     assert _read(real_cluster, second, LIVE_SECTOR) == live
     assert _read(real_cluster, second, MOVED_SECTOR) == after
+
+
+def _moved(k: Kubectl, ns: str, name: str, source: str) -> dict[str, Any]:
+    """The VMI once its status names a node other than `source` (a migration ended)."""
+    found: dict[str, Any] = _wait(
+        lambda: (v := _get(k, ns, "vmi", name)).get("status", {}).get("nodeName")
+        not in (None, source) and v,
+        120, "the VMI on the other node", lambda: _get(k, ns, "vmi", name).get("status"),
+    )  # fmt: skip
+    return found
 
 
 def _pod_name(k: Kubectl, ns: str, uid: str) -> str:

@@ -68,3 +68,15 @@ def test_the_vnc_socket_is_the_targets() -> None:
     vnc = out.find("devices/graphics")
     assert vnc is not None and vnc.get("socket") == "/b/vnc.sock"
     assert vnc.find("listen").get("socket") == "/b/vnc.sock"  # type: ignore[union-attr]
+
+
+def test_a_block_claim_keeps_its_device_node() -> None:
+    """A block claim's disk (type=block, source dev=): the target's device node, still a
+    block disk (it used to be refused as missing from the target's definition)."""
+    disk = '<disk type="block" device="disk"><source dev="{}"/><target dev="vdb"/></disk>'
+    source = SOURCE.replace("<devices>", "<devices>" + disk.format("/dev/vmi-disks/data"))
+    target = TARGET.replace("<devices>", "<devices>" + disk.format("/dev/vmi-disks/data"))
+    out = ET.fromstring(destination_xml(source, target))
+    vdb = next(d for d in out.iterfind("devices/disk") if d.find("target").get("dev") == "vdb")  # type: ignore[union-attr]
+    assert vdb.get("type") == "block"
+    assert vdb.find("source").attrib == {"dev": "/dev/vmi-disks/data"}  # type: ignore[union-attr]

@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 
+from controller.config import TemplateConfig
 from controller.errors import SyncError
+from controller.services.template import TemplateService
+from controller.services.volumes.claims import Claim
 from controller.vm.logic import printable_status
 from shared.kube import PVCS
-from shared.model import PrintableStatus, VirtualMachine
-from tests.unit.controller.builders import NOW, vmi_dict
+from shared.model import PrintableStatus, VirtualMachine, VirtualMachineInstance
+from tests.unit.controller.builders import NOW, make_migration, vmi_dict
 from tests.unit.controller.vmi.test_controller import KEY, Rig
 
 
@@ -159,3 +162,46 @@ async def test_a_block_claim_is_the_compute_containers_device() -> None:
     assert all(m["name"] != "data" for m in compute["volumeMounts"])
     assert not any(a.startswith("data=") for a in compute["args"])
     assert rig.stored_vmi().status.condition("Synchronized") is None
+
+
+async def test_an_expanded_claim_reaches_the_volume_status_and_requeues_its_vmi() -> None:
+    """The claim grows (its informer's update): the VMI naming it is queued, and its sync
+    carries the new capacity and request into volumeStatus (ExpandDisks' first half); an
+    update that leaves the capacity alone queues nothing."""
+    rig = Rig()
+    claim = _claim()
+    claim["status"]["accessModes"] = ["ReadWriteOnce"]
+    rig.api.seed(PVCS, claim)
+    rig.seed_vmi(_vmi_with_claim())
+    await rig.ctl.sync(KEY)
+    rig.observe_pods(phase="Running")
+    await rig.ctl.sync(KEY)
+    rig.informers.vmis.store.upsert(KEY, rig.stored_vmi())
+    old = Claim.from_dict(claim)
+    grown = dict(claim, status=dict(claim["status"], capacity={"storage": "4Gi"}))
+    grown["spec"] = {"resources": {"requests": {"storage": "4Gi"}}}
+    rig.informers.claims.store.upsert("ns/mypvc", Claim.from_dict(grown))
+    while len(rig.ctl.queue):
+        rig.ctl.queue.done(str(await rig.ctl.queue.get()))
+    on_update = rig.ctl.claim_handlers().on_update
+    assert on_update is not None
+    on_update(old, old)
+    assert len(rig.ctl.queue) == 0
+    on_update(old, Claim.from_dict(grown))
+    assert len(rig.ctl.queue) == 1
+    await rig.ctl.sync(KEY)
+    info = rig.stored_vmi().status.volume_state("data").persistent_volume_claim_info  # type: ignore[union-attr]
+    assert info is not None
+    assert info.capacity == {"storage": "4Gi"} and info.requests == {"storage": "4Gi"}
+
+
+def test_a_migration_target_pod_has_the_block_claims_devices() -> None:
+    """The target of a VMI on a Block claim gets the claim as a device at the same path
+    as the source's pod (its launcher opens the same node), not as a mount."""
+    vmi = VirtualMachineInstance.from_dict(_vmi_with_claim())
+    block = Claim.from_dict(_claim(mode="Block"))
+    target = TemplateService(TemplateConfig()).target_pod(
+        vmi, make_migration(), source_node="node01", claims={"mypvc": block}
+    )
+    compute = target["spec"]["containers"][0]
+    assert compute["volumeDevices"] == [{"name": "data", "devicePath": "/dev/vmi-disks/data"}]

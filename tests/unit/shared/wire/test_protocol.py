@@ -301,6 +301,7 @@ def test_action_table_agrees_with_the_launcher_and_wire() -> None:
     beside them), each with a timeout tier, and every launcher command shared.actions names
     is among them."""
     registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, Method.FORWARD_PORT]
+    registered.append(Method.EXPAND_DISKS)  # registered with the launcher's expander
     assert sorted(registered) == sorted(Method)
     assert set(TIERS) == set(Method)
     named = {spec.launcher for spec in ACTIONS.values() if spec.launcher is not None}
