@@ -33,6 +33,7 @@ from controller.reconcile import PodWriter
 from controller.replicaset.controller import ReplicaSetController
 from controller.services.template import TemplateService
 from controller.vm.controller import VMController
+from controller.vm.hotresources import HotplugLimits
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
 from controller.workload.controller import WorkloadUpdater
@@ -272,6 +273,7 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
             timing=config.timing,
             rollout=lambda: live.current().vm_rollout_strategy,
+            hotplug_limits=lambda: HotplugLimits.of(live.current()),
         ),
         migration=MigrationController(
             deps,

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import structlog
 
-from handler import commands
+from handler import commands, hotresources
 from handler.domains import DomainCache, DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -116,6 +116,7 @@ class _Pass:
     guest: GuestFacts | None = None
     migration_state: MigrationState | None = None
     volume_status: tuple[VolumeStatus, ...] | None = None
+    resources: hotresources.Outcome | None = None  # CPU/memory hotplug asked this pass
     revisit: list[float] = field(default_factory=list)
 
 
@@ -209,6 +210,7 @@ class Reconciler:
         await self._fetch_guest_info(step)
         await self._migrate_out(step)
         await self._hotplug(step)
+        await self._hot_resources(step)
 
     async def _wire(self, step: _Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -231,6 +233,12 @@ class Reconciler:
         for name, why in outcome.forced:
             message = f"Volume {name} was unplugged without the guest's consent: {why}"
             self._d.recorder.event(vmi, EventType.WARNING, "HotplugDetachForced", message)
+
+    async def _hot_resources(self, step: _Pass) -> None:
+        """A Running VMI's sockets / guest memory changed live: the launcher hot-plugs."""
+        args = hotresources.wanted(step.vmi)
+        if args is not None and step.vmi.status.phase is VMIPhase.RUNNING:
+            step.resources = await hotresources.apply(step.launcher, args)
 
     async def _migrate_out(self, step: _Pass) -> None:
         """This node is the source of a migration: start, cancel or conclude it."""
@@ -371,11 +379,16 @@ class Reconciler:
             guest_info=step.guest.info if step.guest else None,
             guest_interfaces=step.guest.interfaces if step.guest else None,
         )
-        status = next_status(vmi, observed, now=format_time(self._d.wall()))
+        now = format_time(self._d.wall())
+        status = next_status(vmi, observed, now=now)
         if step.migration_state is not None:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if step.volume_status is not None:
             status = dataclasses.replace(status, volume_status=step.volume_status)
+        if step.resources is not None:
+            status = hotresources.with_resources(vmi, status, step.resources, now=now)
+            if hotresources.settling(step.resources, status):
+                step.revisit.append(hotresources.SETTLE_SECONDS)
         if verdict.phase != vmi.status.phase_or_unset:
             why = verdict.failure.message if verdict.failure else None
             log.info(

@@ -26,6 +26,7 @@ from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
+from launcher.resources import Resources
 from launcher.virt import Virt
 from shared import podlayout, podnet
 from shared.daemon import Shutdown, stop_on_signals
@@ -148,7 +149,8 @@ async def _serve(
         vmi=lambda: manager.vmi,
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
-    commands.register(server, manager, migrations, hotplug, forwards=forwards)
+    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
+    commands.register(server, manager, migrations, hotplug, forwards=forwards, resources=resources)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

@@ -13,6 +13,7 @@ from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
+from launcher.resources import Resources
 from shared.wire.domain import DomainStatus
 from shared.wire.launcher_api import (
     AttachVolumeArgs,
@@ -25,6 +26,7 @@ from shared.wire.launcher_api import (
     SyncArgs,
 )
 from shared.wire.migration import MigrateArgs
+from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
 
@@ -142,10 +144,11 @@ def register(
     hotplug: Hotplug,
     *,
     forwards: PortForwards | None = None,
+    resources: Resources | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
-    forwards."""
+    forwards; with ``resources``, HotplugResources (CPU and memory hotplug)."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -168,6 +171,15 @@ def register(
             return await hop(hotplug, args)
 
         server.register(str(method), hhandler)
+    if resources is not None:
+        _register_resources(server, resources)
+
+
+def _register_resources(server: RpcServer, resources: Resources) -> None:
+    async def hotplug_resources(args: Mapping[str, Any]) -> Any:
+        return (await resources.apply(HotplugResourcesArgs.from_wire(args))).to_wire()
+
+    server.register(str(Method.HOTPLUG_RESOURCES), hotplug_resources)
 
 
 def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:

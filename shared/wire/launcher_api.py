@@ -44,6 +44,7 @@ class Method(StrEnum):
     ATTACH_VOLUME = "attach_volume"
     DETACH_VOLUME = "detach_volume"
     FORWARD_PORT = "forward_port"
+    HOTPLUG_RESOURCES = "hotplug_resources"  # shared/wire/resources.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -72,6 +73,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.ATTACH_VOLUME: Tier.MEDIUM,
     Method.DETACH_VOLUME: Tier.MEDIUM,
     Method.FORWARD_PORT: Tier.MEDIUM,
+    Method.HOTPLUG_RESOURCES: Tier.MEDIUM,
 }
 
 
