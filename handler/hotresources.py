@@ -37,6 +37,9 @@ log = structlog.get_logger("handler.hotresources")
 CPU_KIND = VMIConditionType.HOT_VCPU_CHANGE
 MEMORY_KIND = VMIConditionType.HOT_MEMORY_CHANGE
 SETTLE_SECONDS = 1.0  # how soon to look again while the guest plugs memory
+# Answers that will not change by asking again: out of the domain's bounds, or a launcher
+# (of an older image) without the command. Other failures are retried as sync errors.
+REFUSALS = frozenset({ErrorCode.INVALID_VMI, ErrorCode.UNKNOWN_METHOD})
 
 
 def enabled(vmi: VirtualMachineInstance) -> bool:
@@ -87,7 +90,7 @@ async def apply(launcher: LauncherPort, args: HotplugResourcesArgs) -> Outcome:
     try:
         raw = await launcher.call(Method.HOTPLUG_RESOURCES, args.to_wire())
     except (CommandFailed, RemoteError) as exc:
-        if exc.code == ErrorCode.INVALID_VMI:
+        if exc.code in REFUSALS:
             log.warning("hotplug_resources_refused", error=exc.message)
             return Outcome(reply=None, refused=exc.message)
         raise sync_error(Method.HOTPLUG_RESOURCES, exc) from exc

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from handler import hotresources
+from handler.errors import SyncError
 from handler.hotresources import Outcome
 from shared.model import VirtualMachineInstance
+from shared.wire.errors import ErrorCode, RemoteError
 from shared.wire.resources import HotplugResourcesArgs, ResourcesReply
 
 GIB_KIB = 1024 * 1024
@@ -79,3 +83,33 @@ def test_a_refusal_is_a_condition_not_a_failure() -> None:
     assert memory.message == "guest memory is not unplugged live"
     assert str(status.phase) == "Running"
     assert not hotresources.settling(Outcome(reply=None, refused="x"), status)
+
+
+class FakeLauncher:
+    """Answers hotplug_resources with a reply, or raises the given error."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, Any]] = []
+
+    async def call(self, method: str, args: Any = None) -> Any:
+        self.asked.append((method, args))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+async def test_apply_asks_the_launcher_and_keeps_refusals_apart() -> None:
+    """The reply is decoded; an out-of-bounds refusal or a launcher without the command is
+    an outcome naming why; a libvirt failure is a sync error (retried)."""
+    args = HotplugResourcesArgs(vcpus=2, memory_kib=GIB_KIB)
+    reply = ResourcesReply(vcpus=2, max_vcpus=4, memory_boot_kib=GIB_KIB)
+    ok = FakeLauncher(reply.to_wire())
+    assert await hotresources.apply(ok, args) == Outcome(reply=reply)  # type: ignore[arg-type]
+    assert ok.asked == [("hotplug_resources", args.to_wire())]
+    for code in (ErrorCode.INVALID_VMI, ErrorCode.UNKNOWN_METHOD):
+        refused = FakeLauncher(RemoteError(code, "no"))
+        outcome = await hotresources.apply(refused, args)  # type: ignore[arg-type]
+        assert outcome.reply is None and outcome.refused == "no"
+    with pytest.raises(SyncError):
+        await hotresources.apply(FakeLauncher(RemoteError(ErrorCode.LIBVIRT, "x")), args)  # type: ignore[arg-type]
