@@ -149,7 +149,11 @@ async def _serve(
         vmi=lambda: manager.vmi,
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
-    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
+    resources = Resources(
+        virt=virt,
+        domain=lambda: manager.identity.domain,
+        vcpu_hotplug=virt_type_of(config) != "qemu",
+    )
     commands.register(server, manager, migrations, hotplug, forwards=forwards, resources=resources)
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()

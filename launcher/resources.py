@@ -125,9 +125,13 @@ def _check(args: HotplugResourcesArgs, have: ResourcesReply, block_kib: int) -> 
 class Resources:
     """Applies vCPU counts and guest memory sizes to the launcher's one domain."""
 
-    def __init__(self, *, virt: ResourcesVirt, domain: Callable[[], str]) -> None:
+    def __init__(
+        self, *, virt: ResourcesVirt, domain: Callable[[], str], vcpu_hotplug: bool = True
+    ) -> None:
         self._virt = virt
         self._domain = domain
+        # False under TCG: QEMU 7.2 aborts adding a vCPU thread (docs/live-change.md).
+        self._vcpu_hotplug = vcpu_hotplug
         self._lock = asyncio.Lock()
 
     async def apply(self, args: HotplugResourcesArgs) -> ResourcesReply:
@@ -137,6 +141,11 @@ class Resources:
             device = memory_device(root)
             block = _kib(device.find("target/block")) if device is not None else None
             requested = _check(args, have, block or 2048)
+            if args.vcpus != have.vcpus and not self._vcpu_hotplug:
+                raise InvalidSpec(
+                    "vCPU hotplug is off under TCG (QEMU aborts adding a vCPU thread)",
+                    {"fields": [{"path": "spec.domain.cpu.sockets", "message": "needs KVM"}]},
+                )
             if args.vcpus != have.vcpus:
                 await self._virt.set_vcpus(self._domain(), args.vcpus)
                 log.info("vcpus_hotplugged", vcpus=args.vcpus, was=have.vcpus)

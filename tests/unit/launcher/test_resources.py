@@ -155,3 +155,14 @@ def test_migration_destination_carries_the_hotplugged_values() -> None:
     assert out.find("vcpu").get("current") == "2"  # type: ignore[union-attr]
     assert out.findtext("devices/memory/target/requested") == "524288"
     assert observe(ET.tostring(out, encoding="unicode")).vcpus == 2
+
+
+async def test_vcpu_hotplug_off_is_a_refusal() -> None:
+    """Under TCG (vcpu_hotplug False) a vCPU change is refused naming sockets; libvirt is
+    not called."""
+    virt = FakeVirt()
+    resources = Resources(virt=virt, domain=lambda: "n_a", vcpu_hotplug=False)
+    with pytest.raises(InvalidSpec) as err:
+        await resources.apply(HotplugResourcesArgs(vcpus=2))
+    assert err.value.details["fields"][0]["path"] == "spec.domain.cpu.sockets"
+    assert virt.calls == []
