@@ -142,10 +142,9 @@ class Resources:
             block = _kib(device.find("target/block")) if device is not None else None
             requested = _check(args, have, block or 2048)
             if args.vcpus != have.vcpus and not self._vcpu_hotplug:
-                raise InvalidSpec(
-                    "vCPU hotplug is off under TCG (QEMU aborts adding a vCPU thread)",
-                    {"fields": [{"path": "spec.domain.cpu.sockets", "message": "needs KVM"}]},
-                )
+                # The memory still goes in; the reply shows the vCPUs unchanged.
+                log.warning("vcpu_hotplug_off_under_tcg", vcpus=args.vcpus, have=have.vcpus)
+                args = HotplugResourcesArgs(vcpus=have.vcpus, memory_kib=args.memory_kib)
             if args.vcpus != have.vcpus:
                 await self._virt.set_vcpus(self._domain(), args.vcpus)
                 log.info("vcpus_hotplugged", vcpus=args.vcpus, was=have.vcpus)

