@@ -38,6 +38,7 @@ from controller.snapshot.clone import CloneController
 from controller.snapshot.controller import SnapshotController
 from controller.snapshot.restore import RestoreController
 from controller.vm.controller import VMController
+from controller.vm.hotresources import HotplugLimits
 from controller.vmi.controller import VMIController
 from controller.vmi.hotplug import HotplugAttachments
 from controller.workload.controller import WorkloadUpdater
@@ -302,6 +303,7 @@ def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfi
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
             timing=config.timing,
             rollout=lambda: live.current().vm_rollout_strategy,
+            hotplug_limits=lambda: HotplugLimits.of(live.current()),
         ),
         migration=MigrationController(
             deps,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands
+from handler import commands, hotresources
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -123,6 +123,7 @@ class Reconciler:
         await self._hotplug(step)
         if self._d.expansion is not None:
             await self._d.expansion.sync(step.vmi, step.launcher)
+        await self._hot_resources(step)
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -145,6 +146,12 @@ class Reconciler:
         for name, why in outcome.forced:
             message = f"Volume {name} was unplugged without the guest's consent: {why}"
             self._d.recorder.event(vmi, EventType.WARNING, "HotplugDetachForced", message)
+
+    async def _hot_resources(self, step: Pass) -> None:
+        """A Running VMI's sockets / guest memory changed live: the launcher hot-plugs."""
+        args = hotresources.wanted(step.vmi)
+        if args is not None and step.vmi.status.phase is VMIPhase.RUNNING:
+            step.resources = await hotresources.apply(step.launcher, args)
 
     async def _migrate_out(self, step: Pass) -> None:
         """This node is the source of a migration: start, cancel or conclude it."""
@@ -287,11 +294,16 @@ class Reconciler:
             guest_info=step.guest.info if step.guest else None,
             guest_interfaces=step.guest.interfaces if step.guest else None,
         )
-        status = next_status(vmi, observed, now=format_time(self._d.wall()))
+        now = format_time(self._d.wall())
+        status = next_status(vmi, observed, now=now)
         if step.migration_state is not None:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if step.volume_status is not None:
             status = dataclasses.replace(status, volume_status=step.volume_status)
+        if step.resources is not None:
+            status = hotresources.with_resources(vmi, status, step.resources, now=now)
+            if hotresources.settling(step.resources, status):
+                step.revisit.append(hotresources.SETTLE_SECONDS)
         if verdict.phase != vmi.status.phase_or_unset:
             why = verdict.failure.message if verdict.failure else None
             log.info(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from handler import hotresources
 from handler.domains import DomainCache
 from handler.errors import SyncError
 from handler.expand import DiskExpansion
@@ -84,6 +85,7 @@ class Pass:
     guest: GuestFacts | None = None
     migration_state: MigrationState | None = None
     volume_status: tuple[VolumeStatus, ...] | None = None
+    resources: hotresources.Outcome | None = None  # CPU/memory hotplug asked this pass
     revisit: list[float] = field(default_factory=list)
 
 

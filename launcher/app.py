@@ -27,6 +27,7 @@ from launcher.migration import LINK_ROOT, EndpointConfig, Migrations, SourceMigr
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
+from launcher.resources import Resources
 from launcher.virt import Virt
 from shared import podlayout, podnet
 from shared.daemon import Shutdown, stop_on_signals
@@ -136,7 +137,15 @@ async def _serve(
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
-    commands.register(server, manager, migrations, hotplug, forwards=forwards, expander=expander)
+    resources = Resources(
+        virt=virt,
+        domain=lambda: manager.identity.domain,
+        vcpu_hotplug=virt_type_of(config) != "qemu",
+    )
+    commands.register(
+        server, manager, migrations, hotplug, forwards=forwards, expander=expander,
+        resources=resources,
+    )  # fmt: skip
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
     try:

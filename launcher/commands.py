@@ -14,6 +14,7 @@ from launcher.hotplug import Hotplug
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
+from launcher.resources import Resources
 from shared.wire.domain import DomainStatus
 from shared.wire.expand import ExpandDisksArgs
 from shared.wire.launcher_api import (
@@ -27,6 +28,7 @@ from shared.wire.launcher_api import (
     SyncArgs,
 )
 from shared.wire.migration import MigrateArgs
+from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
 
@@ -145,10 +147,12 @@ def register(
     *,
     forwards: PortForwards | None = None,
     expander: DiskExpander | None = None,
+    resources: Resources | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
-    forwards; with ``expander``, ExpandDisks."""
+    forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
+    memory hotplug)."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -173,6 +177,8 @@ def register(
         server.register(str(method), hhandler)
     if expander is not None:
         _register_expand(server, expander)
+    if resources is not None:
+        _register_resources(server, resources)
 
 
 def _register_expand(server: RpcServer, expander: DiskExpander) -> None:
@@ -180,6 +186,13 @@ def _register_expand(server: RpcServer, expander: DiskExpander) -> None:
         return (await expander.expand(ExpandDisksArgs.from_wire(args))).to_wire()
 
     server.register(str(Method.EXPAND_DISKS), expand_disks)
+
+
+def _register_resources(server: RpcServer, resources: Resources) -> None:
+    async def hotplug_resources(args: Mapping[str, Any]) -> Any:
+        return (await resources.apply(HotplugResourcesArgs.from_wire(args))).to_wire()
+
+    server.register(str(Method.HOTPLUG_RESOURCES), hotplug_resources)
 
 
 def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:

@@ -68,6 +68,22 @@ class Topology:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryHotplugPlan:
+    """KubeVirt's memory hotplug: the boot memory in one NUMA cell (virtio-mem needs one)
+    and a virtio-mem device of maxGuest - boot, of which `requested` is plugged."""
+
+    max_kib: int  # maxGuest
+    requested_kib: int  # guest - boot memory (0 at start)
+    block_kib: int = 2048
+
+    def device_size_kib(self, boot_kib: int) -> int:
+        return self.max_kib - boot_kib
+
+
+MEMORY_DEVICE_ALIAS = "ua-memory-hotplug"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KernelPlan:
     kernel: Path | None
     initrd: Path | None
@@ -120,6 +136,10 @@ class DomainPlan:
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
     smbios_uuid: str | None = None
     smbios_serial: str | None = None
+    # CPU hotplug: the topology counts maxSockets sockets, of which this many vCPUs are
+    # online (`<vcpu current=…>`); None: all of them.
+    vcpus_current: int | None = None
+    memory_hotplug: MemoryHotplugPlan | None = None
 
     @property
     def domain_uuid(self) -> str:
@@ -137,8 +157,13 @@ def build(plan: DomainPlan) -> str:
     _text(dom, "name", plan.name)
     _text(dom, "uuid", plan.domain_uuid)
     _metadata(dom, plan)
+    hotplug = plan.memory_hotplug
+    if hotplug is not None:
+        _text(dom, "maxMemory", str(hotplug.max_kib), unit="KiB", slots="1")
     _text(dom, "memory", str(plan.memory_kib), unit="KiB")
-    _text(dom, "vcpu", str(plan.topology.vcpus), placement="static")
+    vcpu = _text(dom, "vcpu", str(plan.topology.vcpus), placement="static")
+    if plan.vcpus_current is not None and plan.vcpus_current != plan.topology.vcpus:
+        vcpu.set("current", str(plan.vcpus_current))
     if plan.partition:
         resource = ET.SubElement(dom, "resource")
         _text(resource, "partition", plan.partition)
@@ -223,6 +248,10 @@ def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
     t = plan.topology
     topology = {"sockets": t.sockets, "dies": 1, "cores": t.cores, "threads": t.threads}
     ET.SubElement(cpu, "topology", {k: str(v) for k, v in topology.items()})
+    if plan.memory_hotplug is not None:
+        numa = ET.SubElement(cpu, "numa")
+        cpus = f"0-{t.vcpus - 1}" if t.vcpus > 1 else "0"
+        ET.SubElement(numa, "cell", id="0", cpus=cpus, memory=str(plan.memory_kib), unit="KiB")
 
 
 def _devices(dom: ET.Element, plan: DomainPlan) -> None:
@@ -248,6 +277,18 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     if plan.rng:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
+    if plan.memory_hotplug is not None:
+        _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+
+
+def _virtio_mem(devices: ET.Element, hotplug: MemoryHotplugPlan, *, boot_kib: int) -> None:
+    mem = ET.SubElement(devices, "memory", model="virtio-mem")
+    target = ET.SubElement(mem, "target")
+    _text(target, "size", str(hotplug.device_size_kib(boot_kib)), unit="KiB")
+    _text(target, "node", "0")
+    _text(target, "block", str(hotplug.block_kib), unit="KiB")
+    _text(target, "requested", str(hotplug.requested_kib), unit="KiB")
+    ET.SubElement(mem, "alias", name=MEMORY_DEVICE_ALIAS)
 
 
 def disk_xml(disk: DiskPlan) -> str:

@@ -19,6 +19,7 @@ from launcher.domxml import (
     DomainPlan,
     InterfacePlan,
     KernelPlan,
+    MemoryHotplugPlan,
     NetBackend,
     Topology,
 )
@@ -27,6 +28,7 @@ from launcher.passt import PasstInterface, guest_mac
 from shared import podnet
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
+from shared.model.quantity import parse_bytes
 from shared.model.validation import validate_vmi
 
 log = structlog.get_logger("launcher.plan")
@@ -220,7 +222,9 @@ async def plan_domain(
         virt_type=virt_type,
         machine=firmware.machine_type(vmi),
         memory_kib=memory // 1024,
-        topology=Topology(sockets=cpu.sockets or 1, cores=cpu.cores or 1, threads=cpu.threads or 1),
+        topology=topology(vmi),
+        vcpus_current=vcpus_current(vmi),
+        memory_hotplug=memory_hotplug(vmi),
         kernel=_kernel(vmi, ctx),
         disks=await _disks(vmi, ctx),
         interfaces=_interfaces(vmi, _wiring(host)),
@@ -237,6 +241,36 @@ async def plan_domain(
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
     )
+
+
+def topology(vmi: VirtualMachineInstance) -> Topology:
+    """The domain's CPU topology: maxSockets sockets when CPU hotplug is on (maxSockets
+    above sockets), the vCPUs beyond the spec's offline (vcpus_current)."""
+    cpu = vmi.spec.domain.cpu
+    sockets = max(cpu.sockets or 1, cpu.max_sockets or 0)
+    return Topology(sockets=sockets, cores=cpu.cores or 1, threads=cpu.threads or 1)
+
+
+def vcpus_current(vmi: VirtualMachineInstance) -> int | None:
+    """The vCPUs online at start when the topology has room for more; None: all."""
+    cpu = vmi.spec.domain.cpu
+    return cpu.vcpus() if (cpu.max_sockets or 0) > (cpu.sockets or 1) else None
+
+
+BLOCK_KIB = 2048  # virtio-mem's block: sizes are whole blocks (KubeVirt's 2Mi too)
+
+
+def memory_hotplug(vmi: VirtualMachineInstance) -> MemoryHotplugPlan | None:
+    """A virtio-mem device of maxGuest - guest (whole blocks) when maxGuest is above the
+    guest memory; nothing plugged at start."""
+    memory = vmi.spec.domain.memory
+    if memory.max_guest is None:
+        return None
+    boot_kib = (vmi.spec.domain.guest_memory_bytes() or 0) // 1024
+    room = (parse_bytes(memory.max_guest) // 1024 - boot_kib) // BLOCK_KIB * BLOCK_KIB
+    if room <= 0:
+        return None
+    return MemoryHotplugPlan(max_kib=boot_kib + room, requested_kib=0, block_kib=BLOCK_KIB)
 
 
 def graphics_attached(vmi: VirtualMachineInstance) -> bool:

@@ -218,6 +218,16 @@ class Virt:
         dom = await self._domain(name)
         await self._call(dom.blockResize, target, size, libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES)
 
+    async def set_vcpus(self, name: str, count: int) -> None:
+        """Hot-plug (or unplug) vCPUs of the running domain up to its maximum (live only)."""
+        dom = await self._domain(name)
+        await self._call(dom.setVcpusFlags, count, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    async def update_device(self, name: str, xml: str) -> None:
+        """Change a device of the running domain in place (a virtio-mem's requested size)."""
+        dom = await self._domain(name)
+        await self._call(dom.updateDeviceFlags, xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
     async def migratable_xml(self, name: str) -> str:
         """The live definition, stripped of what must not travel (libvirt's MIGRATABLE)."""
         xml: str = await self._on(name, "XMLDesc", libvirt.VIR_DOMAIN_XML_MIGRATABLE)

@@ -28,6 +28,7 @@ from controller.vm.datavolumes import (
     volume_datavolumes,
 )
 from controller.vm.hotplug import template_ops
+from controller.vm.hotresources import HotplugLimits, with_ceilings
 from controller.vm.liveupdate import live_ops, with_restart_required
 from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
 from shared.clusterconfig import RolloutStrategy
@@ -78,10 +79,12 @@ class VMController(Reconciler):
         writer: StatusWriter[VirtualMachine],
         timing: TimingConfig,
         rollout: Callable[[], RolloutStrategy] = lambda: RolloutStrategy.LIVE_UPDATE,
+        hotplug_limits: Callable[[], HotplugLimits] = HotplugLimits,
     ) -> None:
         super().__init__(deps, queue)
-        # The KubeVirt CR's vmRolloutStrategy, read at each sync (controller/kubevirt).
+        # The KubeVirt CR's vmRolloutStrategy and liveUpdateConfiguration, read at each sync.
         self._rollout = rollout
+        self._hotplug_limits = hotplug_limits
         self._expectations = expectations
         self._writer = writer
         self._recent: Recent[VirtualMachine] = Recent()
@@ -221,6 +224,8 @@ class VMController(Reconciler):
         named = vm.spec.instancetype is not None or vm.spec.preference is not None
         exp = await expansion(self._client, vm) if named else Expansion()
         body = vmi_from_template(vm, instancetype=exp.instancetype, preference=exp.preference)
+        if self._rollout() is RolloutStrategy.LIVE_UPDATE:
+            body = with_ceilings(body, self._hotplug_limits())
         self._expectations.expect_creations(vm.key, 1)
         try:
             await self._client.create(VMIS, body, namespace=vm.namespace)

@@ -4,8 +4,8 @@ KubeVirt's rule, with `vmRolloutStrategy: LiveUpdate` (its default): node affini
 tolerations and the node selector go to the running VMI (they steer its next migration);
 hotplugged volumes follow the template (controller/vm/hotplug.py); every other change of the
 template sets the VM's RestartRequired condition, naming the fields. With `Stage` every
-change waits for the restart. CPU sockets and guest memory are not hot-plugged here yet, so
-they need a restart too (docs/live-change.md).
+change waits for the restart. CPU sockets and guest memory within the VMI's maxSockets /
+maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md).
 
 The template is compared with the VMI as a subset: a value the template sets must be the
 VMI's; keys only the VMI has (admission's defaults, an instancetype's expansion) are not
@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.transitions import vm_condition
+from controller.vm.hotresources import hotplug_ops, live_paths
 from shared.clusterconfig import RolloutStrategy
 from shared.model import (
     ConditionStatus,
@@ -64,7 +65,9 @@ def restart_fields(
     """The template fields whose change only a restart brings to the running VMI."""
     template = vm.spec.template.spec.to_dict()
     changed = changed_paths(template, vmi.spec.to_dict(), "spec")
-    live = [f"spec.{k}" for k in LIVE_KEYS] if strategy is RolloutStrategy.LIVE_UPDATE else []
+    live: list[str] = []
+    if strategy is RolloutStrategy.LIVE_UPDATE:
+        live = [f"spec.{k}" for k in LIVE_KEYS] + list(live_paths(vm, vmi))
     return [p for p in changed if not _under(p, (*HOTPLUG_PATHS, *live))]
 
 
@@ -84,7 +87,7 @@ def live_ops(
             ops.append({"op": "remove", "path": f"/spec/{key}"})
         else:
             ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
-    return ops
+    return ops + hotplug_ops(vm, vmi)
 
 
 def with_restart_required(

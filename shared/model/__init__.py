@@ -92,7 +92,9 @@ from shared.model.vm import (
     VMStatus,
 )
 from shared.model.vmi import (
+    CPUTopology,
     GuestOSInfo,
+    MemoryStatus,
     VirtualMachineInstance,
     VMIInterfaceStatus,
     VMISpec,
@@ -120,6 +122,7 @@ __all__ = [
     "GROUP",
     "VERSION",
     "CDRomTarget",
+    "CPUTopology",
     "Clock",
     "CloudInitNoCloudSource",
     "ConditionReason",
@@ -153,6 +156,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "Machine",
     "Memory",
+    "MemoryStatus",
     "MigrationAbortStatus",
     "MigrationMethod",
     "MigrationMode",

@@ -42,6 +42,7 @@ def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: Validation
             f"sockets*cores*threads = {domain.vcpus()} exceeds the maximum of {limits.max_vcpus}",
             domain.vcpus(),
         )
+    _validate_max_sockets(errs, path, domain, limits)
     for kind, res in (("requests", domain.resources.requests), ("limits", domain.resources.limits)):
         if res.cpu is None:
             continue
@@ -51,6 +52,47 @@ def validate_cpu(errs: Errors, path: str, domain: DomainSpec, limits: Validation
                 errs.add(cpu_path, "must not be negative", res.cpu)
         except QuantityError as e:
             errs.add(cpu_path, f"is not a valid quantity: {e.message}", res.cpu)
+
+
+def _validate_max_sockets(
+    errs: Errors, path: str, domain: DomainSpec, limits: ValidationLimits
+) -> None:
+    """maxSockets (the ceiling of a live sockets change) ≥ sockets, its vCPUs within limits."""
+    cpu = domain.cpu
+    if cpu.max_sockets is None:
+        return
+    if cpu.max_sockets < 1:
+        errs.add(f"{path}.cpu.maxSockets", "must be at least 1", cpu.max_sockets)
+        return
+    if (cpu.sockets or 1) > cpu.max_sockets:
+        errs.add(
+            f"{path}.cpu.sockets",
+            f"is greater than the maximum sockets allowed ({path}.cpu.maxSockets"
+            f" = {cpu.max_sockets})",
+            cpu.sockets,
+        )
+    most = cpu.max_sockets * (cpu.cores or 1) * (cpu.threads or 1)
+    if most > limits.max_vcpus:
+        errs.add(
+            f"{path}.cpu.maxSockets",
+            f"maxSockets*cores*threads = {most} exceeds the maximum of {limits.max_vcpus}",
+            cpu.max_sockets,
+        )
+
+
+def _validate_max_guest(errs: Errors, path: str, domain: DomainSpec, guest: int | None) -> None:
+    """maxGuest (the ceiling of a live memory raise) well formed and ≥ memory.guest."""
+    max_path = f"{path}.memory.maxGuest"
+    most = check_quantity(errs, max_path, domain.memory.max_guest)
+    if most is None or guest is None:
+        return
+    if guest > most:
+        errs.add(
+            f"{path}.memory.guest",
+            f"is greater than the maximum guest memory allowed ({max_path}"
+            f" = {domain.memory.max_guest})",
+            domain.memory.guest,
+        )
 
 
 def validate_memory(
@@ -64,6 +106,7 @@ def validate_memory(
     guest = check_quantity(errs, guest_path, domain.memory.guest)
     request = check_quantity(errs, req_path, domain.resources.requests.memory)
     limit = check_quantity(errs, lim_path, domain.resources.limits.memory)
+    _validate_max_guest(errs, path, domain, guest)
     if domain.guest_memory() is None:
         if required:
             errs.add(req_path, f"memory is required: set {guest_path} or {req_path}")

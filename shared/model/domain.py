@@ -23,6 +23,8 @@ class CPU(Model):
     cores: int | None = None
     threads: int | None = None
     model: str | None = None
+    # The ceiling of a live sockets change (KubeVirt's CPU hotplug); unset: no hotplug.
+    max_sockets: int | None = None
 
     def vcpus(self) -> int:
         """sockets * cores * threads, each defaulting to 1."""
@@ -31,9 +33,11 @@ class CPU(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Memory(Model):
-    """domain.memory: the guest-visible memory."""
+    """domain.memory: the guest-visible memory; maxGuest is the ceiling of a live raise
+    (KubeVirt's memory hotplug, a virtio-mem device); unset: no hotplug."""
 
     guest: str | int | None = None
+    max_guest: str | int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -64,6 +64,8 @@ class VMIConditionType(enum.StrEnum):
     ACCESS_CREDENTIALS_SYNCHRONIZED = "AccessCredentialsSynchronized"
     UNSUPPORTED_AGENT = "AgentVersionNotSupported"
     LIVE_MIGRATABLE = "LiveMigratable"
+    HOT_VCPU_CHANGE = "HotVCPUChange"  # a live sockets change not applied yet
+    HOT_MEMORY_CHANGE = "HotMemoryChange"  # a live memory raise not plugged yet
 
 
 class VMConditionType(enum.StrEnum):

@@ -131,11 +131,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     FeatureState: frozenset(),
     CPU: frozenset(
         {
-            "maxSockets", "features", "dedicatedCpuPlacement", "numa",
+            "features", "dedicatedCpuPlacement", "numa",
             "isolateEmulatorThread", "realtime",
         }
     ),
-    Memory: frozenset({"hugepages", "maxGuest"}),
+    Memory: frozenset({"hugepages"}),
     ResourceRequirements: frozenset({"overcommitGuestOverhead"}),
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(

@@ -105,6 +105,24 @@ class GuestOSInfo(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CPUTopology(Model):
+    """status.currentCPUTopology: the topology the running guest has (after hotplug)."""
+
+    sockets: int | None = None
+    cores: int | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryStatus(Model):
+    """status.memory: the guest memory at boot, requested (spec) and plugged now."""
+
+    guest_at_boot: str | None = None
+    guest_current: str | None = None
+    guest_requested: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VMIStatus(ConditionsMixin[VMICondition], Model):
     """VMI status; build updates with dataclasses.replace / with_condition."""
 
@@ -124,6 +142,10 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     # The node a drain asked this VMI to leave (set at eviction, cleared once it left).
     evacuation_node_name: str | None = None
     fs_freeze_status: str | None = None  # "frozen" while the guest's filesystems are frozen
+    current_cpu_topology: CPUTopology | None = field(
+        default=None, metadata=json_name("currentCPUTopology")
+    )
+    memory: MemoryStatus | None = None
 
     def volume_state(self, name: str) -> VolumeStatus | None:
         """The volumeStatus entry of a volume, if any."""

@@ -45,6 +45,7 @@ class Method(StrEnum):
     DETACH_VOLUME = "detach_volume"
     FORWARD_PORT = "forward_port"
     EXPAND_DISKS = "expand_disks"
+    HOTPLUG_RESOURCES = "hotplug_resources"  # shared/wire/resources.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -74,6 +75,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.DETACH_VOLUME: Tier.MEDIUM,
     Method.FORWARD_PORT: Tier.MEDIUM,
     Method.EXPAND_DISKS: Tier.MEDIUM,
+    Method.HOTPLUG_RESOURCES: Tier.MEDIUM,
 }
 
 

@@ -39,7 +39,7 @@ def test_defaults_only_the_vmi_has_are_no_change() -> None:
 
 
 def test_a_changed_field_is_named() -> None:
-    """sockets 1 → 2 (no CPU hotplug here): RestartRequired names spec.domain.cpu.sockets."""
+    """sockets 1 → 2 on a VMI without maxSockets: RestartRequired names spec.domain.cpu.sockets."""
     status = with_restart_required(
         vm(spec(2)).status, vm(spec(2)), vmi(spec(1)), strategy=LIVE, now=NOW
     )

@@ -298,10 +298,10 @@ def test_bad_request_maps_from_code() -> None:
 
 def test_action_table_agrees_with_the_launcher_and_wire() -> None:
     """The launcher's command tables register every wire Method exactly once (ForwardPort
-    beside them), each with a timeout tier, and every launcher command shared.actions names
-    is among them."""
-    registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, Method.FORWARD_PORT]
-    registered.append(Method.EXPAND_DISKS)  # registered with the launcher's expander
+    and HotplugResources beside them), each with a timeout tier, and every launcher command
+    shared.actions names is among them."""
+    beside = [Method.FORWARD_PORT, Method.HOTPLUG_RESOURCES, Method.EXPAND_DISKS]
+    registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, *beside]
     assert sorted(registered) == sorted(Method)
     assert set(TIERS) == set(Method)
     named = {spec.launcher for spec in ACTIONS.values() if spec.launcher is not None}
