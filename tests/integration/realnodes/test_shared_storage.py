@@ -80,13 +80,16 @@ def _template(claim: str) -> dict[str, Any]:
 @contextmanager
 def _libvirt(cluster: Cluster, vmi: dict[str, Any]) -> Iterator[str]:
     """A libvirt URI for the VMI's launcher's own daemon (its socket in the pod's private
-    emptyDir, reached through a short link: the pod path is longer than sun_path)."""
+    emptyDir, reached through a short link: the pod path is longer than sun_path; the
+    session driver when the daemon runs as the launcher's non-root user)."""
     node, uid = _pod_uid(vmi)
     socket = _private(cluster, node, uid) / "libvirt" / "sock" / "libvirt-sock"
     with tempfile.TemporaryDirectory(prefix="kv-", dir="/tmp") as tmp:
         link = Path(tmp) / "s"
         link.symlink_to(socket)
-        yield f"qemu+unix:///system?socket={link}"
+        # A non-root launcher (the default) runs a session daemon, which refuses /system.
+        driver = "system" if socket.stat().st_uid == 0 else "session"
+        yield f"qemu+unix:///{driver}?socket={link}"
 
 
 def _agent(uri: str, domain: str, command: dict[str, Any]) -> Any:
