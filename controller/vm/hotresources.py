@@ -67,7 +67,10 @@ def _bytes(quantity: object) -> int | None:
 
 
 def live_sockets(vm: VirtualMachine, vmi: VirtualMachineInstance) -> int | None:
-    """The template's sockets when they differ from the VMI's and can change live."""
+    """The template's sockets when they differ from the VMI's and can change live. A VM
+    with an instancetype has its CPU from there, not from the template: never live here."""
+    if vm.spec.instancetype is not None:
+        return None
     want, have = vm.spec.template.spec.domain.cpu, vmi.spec.domain.cpu
     sockets = want.sockets or 1
     if sockets == (have.sockets or 1) or have.max_sockets is None or sockets > have.max_sockets:
@@ -78,7 +81,10 @@ def live_sockets(vm: VirtualMachine, vmi: VirtualMachineInstance) -> int | None:
 
 
 def live_guest(vm: VirtualMachine, vmi: VirtualMachineInstance) -> str | int | None:
-    """The template's memory.guest when it raises the VMI's within its maxGuest."""
+    """The template's memory.guest when it raises the VMI's within its maxGuest (never for
+    a VM with an instancetype: its memory comes from there)."""
+    if vm.spec.instancetype is not None:
+        return None
     want, have = vm.spec.template.spec.domain.memory, vmi.spec.domain.memory
     new, old, most = _bytes(want.guest), _bytes(have.guest), _bytes(have.max_guest)
     if new is None or old is None or most is None or not old < new <= most:
