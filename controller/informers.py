@@ -303,28 +303,28 @@ def build_informers(
             "exports",
             VMEXPORTS,
             scope,
-            lambda raw: VirtualMachineExport.from_dict(strip_managed_fields(raw)),
+            _plain(VirtualMachineExport.from_dict),
             {},
         ),
         snapshots=make(
             "vmsnapshots",
             VMSNAPSHOTS,
             scope,
-            lambda raw: VirtualMachineSnapshot.from_dict(strip_managed_fields(raw)),
+            _plain(VirtualMachineSnapshot.from_dict),
             {},
         ),
         restores=make(
             "vmrestores",
             VMRESTORES,
             scope,
-            lambda raw: VirtualMachineRestore.from_dict(strip_managed_fields(raw)),
+            _plain(VirtualMachineRestore.from_dict),
             {},
         ),
         clones=make(
             "vmclones",
             VMCLONES,
             scope,
-            lambda raw: VirtualMachineClone.from_dict(strip_managed_fields(raw)),
+            _plain(VirtualMachineClone.from_dict),
             {},
         ),
         claims=make("claims", PVCS, scope, Claim.from_dict, {}),
@@ -334,3 +334,8 @@ def build_informers(
 def decode_datavolume(raw: dict[str, Any]) -> DataVolume:
     """A DataVolume without its managedFields."""
     return DataVolume.from_dict(strip_managed_fields(raw))
+
+
+def _plain(model: Decode[T]) -> Decode[T]:
+    """Decode with `model` (its from_dict) after dropping managedFields."""
+    return lambda raw: model(strip_managed_fields(raw))

@@ -8,16 +8,12 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-import pytest
-
 from handler.hotplug.pvc import _hand_over
 from handler.netns import Launcher
 from handler.podowner import hand_over, host_disk_files
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
 from shared.wire.unixpath import bind_private
 from tests.unit.controller.builders import make_vmi
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mknod and chown need root")
 
 LAUNCHER = Launcher(pid=4242, uid=LAUNCHER_UID)
 
