@@ -12,104 +12,41 @@ Deployment restarts it as a standby.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import structlog
 
 from controller import metrics_fleet
-from controller.config import Config, MigrationConfig
-from controller.datavolume.controller import DataVolumeController, WorkerImage
+from controller.config import Config
 from controller.deps import Deps
-from controller.drain.budgets import DisruptionBudgetController
-from controller.drain.evacuation import EvacuationController
-from controller.export.controller import ExportController, ExporterImage
 from controller.informers import Informers, SourceWrapper, build_informers
-from controller.kubevirt.controller import KubeVirtController
-from controller.kubevirt.live import cluster_defaults, migration_config, template_config
+from controller.kubevirt.live import cluster_defaults
+from controller.loops import Loops, build_loops
 from controller.metrics import ObjectMetrics
-from controller.migration.controller import MigrationController
-from controller.node.controller import NodeController
-from controller.pool.controller import PoolController
 from controller.recent import Recent
-from controller.reconcile import PodWriter
-from controller.replicaset.controller import ReplicaSetController
-from controller.services.template import TemplateService
-from controller.snapshot.clone import CloneController
-from controller.snapshot.controller import SnapshotController
-from controller.snapshot.restore import RestoreController
-from controller.vm.controller import VMController
-from controller.vm.hotresources import HotplugLimits
-from controller.vmi.controller import VMIController
-from controller.vmi.hotplug import HotplugAttachments
-from controller.workload.controller import WorkloadUpdater
 from shared.clusterconfig import LiveConfig
 from shared.kube import (
-    DATAVOLUMES,
-    KUBEVIRTS,
-    VMCLONES,
-    VMIMS,
-    VMIRSS,
     VMIS,
-    VMPOOLS,
-    VMRESTORES,
-    VMS,
-    VMSNAPSHOTS,
     EventRecorder,
-    Expectations,
     HealthConfig,
     HealthServer,
     KubeClient,
     LeaderConfig,
     LeaderElector,
-    QueueConfig,
     RecorderConfig,
     Registry,
     StatusWriter,
-    StatusWriterConfig,
-    WorkQueue,
     serving_tls,
     wait_for_sync,
 )
-from shared.kube.resources import VMEXPORTS
 from shared.model import (
     Clock,
-    VirtualMachine,
     VirtualMachineInstance,
-    VirtualMachineInstanceMigration,
-    VirtualMachineInstanceReplicaSet,
     utc_now,
 )
-from shared.model.clone import VirtualMachineClone
-from shared.model.datavolume import DataVolume
-from shared.model.export import VirtualMachineExport
-from shared.model.kubevirt import KubeVirt
-from shared.model.pool import VirtualMachinePool
-from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 
 log = structlog.get_logger("controller")
 
 SYNC_TIMEOUT = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class Loops:
-    """The controllers, each with its queue."""
-
-    vmi: VMIController
-    vm: VMController
-    migration: MigrationController
-    node: NodeController
-    budgets: DisruptionBudgetController
-    evacuation: EvacuationController
-    kubevirt: KubeVirtController
-    workload: WorkloadUpdater
-    replicaset: ReplicaSetController
-    pool: PoolController
-    datavolume: DataVolumeController
-    export: ExportController
-    snapshot: SnapshotController
-    restore: RestoreController
-    clone: CloneController
 
 
 class Controller:
@@ -148,8 +85,8 @@ class Controller:
             vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
             recorder=self.recorder,
         )
-        self.loops = _build_loops(config, deps, registry, self.live)
-        self._register_handlers()
+        self.loops: Loops = build_loops(config, deps, registry, self.live)
+        self.loops.register(self.informers)
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
             HealthConfig(
@@ -198,197 +135,10 @@ class Controller:
         await wait_for_sync(*self.informers.all(), timeout=SYNC_TIMEOUT)
         workers = self.config.workers
         loops = self.loops
-        await loops.vmi.prepare(self.config.namespace or None)
+        await loops.run.vmi.prepare(self.config.namespace or None)
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(loops.vmi.queue.run_workers(workers.vmi, loops.vmi.process))
-            tg.create_task(loops.vm.queue.run_workers(workers.vm, loops.vm.process))
-            tg.create_task(
-                loops.migration.queue.run_workers(workers.migration, loops.migration.process)
-            )
-            tg.create_task(loops.node.queue.run_workers(workers.node, loops.node.process))
-            tg.create_task(loops.budgets.queue.run_workers(workers.budget, loops.budgets.process))
-            tg.create_task(
-                loops.evacuation.queue.run_workers(workers.evacuation, loops.evacuation.process)
-            )
-            tg.create_task(loops.kubevirt.queue.run_workers(1, loops.kubevirt.process))
-            tg.create_task(loops.workload.queue.run_workers(1, loops.workload.process))
-            tg.create_task(
-                loops.replicaset.queue.run_workers(workers.replicaset, loops.replicaset.process)
-            )
-            tg.create_task(loops.pool.queue.run_workers(workers.pool, loops.pool.process))
-            tg.create_task(
-                loops.datavolume.queue.run_workers(workers.datavolume, loops.datavolume.process)
-            )
-            tg.create_task(loops.export.queue.run_workers(workers.export, loops.export.process))
-            tg.create_task(loops.snapshot.queue.run_workers(2, loops.snapshot.process))
-            tg.create_task(loops.restore.queue.run_workers(2, loops.restore.process))
-            tg.create_task(loops.clone.queue.run_workers(2, loops.clone.process))
-
-    def _register_handlers(self) -> None:
-        inf, loops = self.informers, self.loops
-        vmi_h, pod_h = loops.vmi.handlers()
-        inf.vmis.add_handlers(vmi_h)
-        inf.pods.add_handlers(pod_h)
-        vm_h, vmi_for_vm = loops.vm.handlers()
-        inf.vms.add_handlers(vm_h)
-        inf.vmis.add_handlers(vmi_for_vm)
-        mig_h, vmi_for_mig, pod_for_mig = loops.migration.handlers()
-        inf.migrations.add_handlers(mig_h)
-        inf.vmis.add_handlers(vmi_for_mig)
-        inf.pods.add_handlers(pod_for_mig)
-        node_h, pod_for_node = loops.node.handlers()
-        inf.nodes.add_handlers(node_h)
-        inf.pods.add_handlers(pod_for_node)
-        vmi_for_pdb, pod_for_pdb, pdb_h = loops.budgets.handlers()
-        inf.vmis.add_handlers(vmi_for_pdb)
-        inf.pods.add_handlers(pod_for_pdb)
-        inf.pdbs.add_handlers(pdb_h)
-        vmi_for_evac, mig_for_evac = loops.evacuation.handlers()
-        inf.vmis.add_handlers(vmi_for_evac)
-        inf.migrations.add_handlers(mig_for_evac)
-        inf.kubevirts.add_handlers(loops.kubevirt.handlers())
-        vmi_for_update, pod_for_update = loops.workload.handlers()
-        inf.vmis.add_handlers(vmi_for_update)
-        inf.pods.add_handlers(pod_for_update)
-        rs_h, vmi_for_rs = loops.replicaset.handlers()
-        inf.replicasets.add_handlers(rs_h)
-        inf.vmis.add_handlers(vmi_for_rs)
-        pool_h, vm_for_pool = loops.pool.handlers()
-        inf.pools.add_handlers(pool_h)
-        inf.vms.add_handlers(vm_for_pool)
-        inf.datavolumes.add_handlers(loops.datavolume.handlers())
-        inf.datavolumes.add_handlers(loops.vm.datavolume_handlers())
-        inf.datavolumes.add_handlers(loops.vmi.datavolume_handlers())
-        inf.exports.add_handlers(loops.export.handlers())
-        inf.snapshots.add_handlers(loops.snapshot.handlers())
-        inf.restores.add_handlers(loops.restore.handlers())
-        inf.clones.add_handlers(loops.clone.handlers())
-        inf.claims.add_handlers(loops.vmi.claim_handlers())
-
-
-def _queue(name: str, registry: Registry) -> WorkQueue:
-    return WorkQueue(QueueConfig(name=f"virt-controller-{name}"), registry=registry)
-
-
-def _build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> Loops:
-    client = deps.client
-
-    def templates() -> TemplateService:
-        return TemplateService(template_config(config.template, live.current()))
-
-    def migrations() -> MigrationConfig:
-        return migration_config(config.migration, live.current())
-
-    return Loops(
-        vmi=VMIController(
-            deps,
-            queue=_queue("vmi", registry),
-            pods=PodWriter(client, Expectations(), deps.recorder),
-            # One attempt: a Conflict re-plans the sync from fresh state (KubeVirt's way).
-            writer=StatusWriter(
-                client,
-                VMIS,
-                model=VirtualMachineInstance,
-                registry=registry,
-                config=StatusWriterConfig(max_attempts=1),
-            ),
-            templates=templates,
-            timing=config.timing,
-            hotplugs=HotplugAttachments(client, config.template),
-        ),
-        vm=VMController(
-            deps,
-            queue=_queue("vm", registry),
-            expectations=Expectations(),
-            writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
-            timing=config.timing,
-            rollout=lambda: live.current().vm_rollout_strategy,
-            hotplug_limits=lambda: HotplugLimits.of(live.current()),
-        ),
-        migration=MigrationController(
-            deps,
-            queue=_queue("migration", registry),
-            pods=PodWriter(client, Expectations(), deps.recorder),
-            writer=StatusWriter(
-                client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
-            ),
-            templates=templates,
-            config=migrations,
-        ),
-        kubevirt=KubeVirtController(
-            deps,
-            queue=_queue("kubevirt", registry),
-            live=live,
-            writer=StatusWriter(client, KUBEVIRTS, model=KubeVirt, registry=registry),
-        ),
-        workload=WorkloadUpdater(
-            deps,
-            queue=_queue("workload-update", registry),
-            image=lambda: config.template.launcher_image,
-            cluster=live.current,
-            outdated=registry.gauge(
-                "kubevirt_vmi_number_of_outdated",
-                "VMIs running in a launcher of an image other than the current one.",
-            ),
-        ),
-        node=NodeController(deps, queue=_queue("node", registry), timing=config.timing),
-        budgets=DisruptionBudgetController(
-            deps, queue=_queue("disruption-budget", registry), config=migrations
-        ),
-        evacuation=EvacuationController(
-            deps, queue=_queue("evacuation", registry), config=migrations
-        ),
-        replicaset=ReplicaSetController(
-            deps,
-            queue=_queue("replicaset", registry),
-            expectations=Expectations(),
-            writer=StatusWriter(
-                client, VMIRSS, model=VirtualMachineInstanceReplicaSet, registry=registry
-            ),
-            timing=config.timing,
-        ),
-        pool=PoolController(
-            deps,
-            queue=_queue("pool", registry),
-            expectations=Expectations(),
-            writer=StatusWriter(client, VMPOOLS, model=VirtualMachinePool, registry=registry),
-        ),
-        datavolume=DataVolumeController(
-            deps,
-            queue=_queue("datavolume", registry),
-            writer=StatusWriter(client, DATAVOLUMES, model=DataVolume, registry=registry),
-            worker=WorkerImage(
-                image=config.template.launcher_image,
-                pull_policy=config.template.image_pull_policy,
-            ),
-        ),
-        export=ExportController(
-            deps,
-            queue=_queue("export", registry),
-            writer=StatusWriter(client, VMEXPORTS, model=VirtualMachineExport, registry=registry),
-            exporter=ExporterImage(
-                image=config.template.launcher_image,
-                pull_policy=config.template.image_pull_policy,
-            ),
-        ),
-        snapshot=SnapshotController(
-            deps,
-            queue=_queue("vmsnapshot", registry),
-            writer=StatusWriter(
-                client, VMSNAPSHOTS, model=VirtualMachineSnapshot, registry=registry
-            ),
-        ),
-        restore=RestoreController(
-            deps,
-            queue=_queue("vmrestore", registry),
-            writer=StatusWriter(client, VMRESTORES, model=VirtualMachineRestore, registry=registry),
-        ),
-        clone=CloneController(
-            deps,
-            queue=_queue("vmclone", registry),
-            writer=StatusWriter(client, VMCLONES, model=VirtualMachineClone, registry=registry),
-        ),
-    )
+            for loop, count in loops.workers(workers):
+                tg.create_task(loop.queue.run_workers(count, loop.process))
 
 
 def _leader_config(config: Config) -> LeaderConfig:

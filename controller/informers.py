@@ -225,6 +225,55 @@ class Informers:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Maker:
+    """Builds one informer: a ListWatch (wrapped for tests), its config and decoder."""
+
+    client: KubeClient
+    resync_period: float
+    wrap: SourceWrapper | None
+    scope: Selector
+
+    def make(
+        self, name: str, resource: Resource, *, selector: Selector, decode: Decode[T]
+    ) -> Informer[T]:
+        return self.indexed(name, resource, selector=selector, decode=decode, idx={})
+
+    def indexed(
+        self,
+        name: str,
+        resource: Resource,
+        *,
+        selector: Selector,
+        decode: Decode[T],
+        idx: Indexers[T],
+    ) -> Informer[T]:
+        source: Source = ListWatch(self.client, resource, selector)
+        if self.wrap is not None:
+            source = self.wrap(name, source)
+        config = InformerConfig(name=name, resync_period=self.resync_period)
+        return Informer(source, config, decode=decode, indexers=idx)
+
+    def scoped(self, name: str, resource: Resource, decode: Decode[T]) -> Informer[T]:
+        """A namespaced kind decoded plainly (no indexers)."""
+        return self.make(name, resource, selector=self.scope, decode=decode)
+
+    def models(
+        self,
+        name: str,
+        resource: Resource,
+        model: type[S],
+        *,
+        idx: Indexers[S],
+        written: Callable[[str], S | None] | None = None,
+    ) -> Informer[S]:
+        """A namespaced kind whose decoder reuses the cached spec when it did not change."""
+        decode = SpecReusingDecoder(model, written=written)
+        informer = self.indexed(name, resource, selector=self.scope, decode=decode, idx=idx)
+        decode.attach(informer.store)
+        return informer
+
+
 def build_informers(
     client: KubeClient,
     *,
@@ -237,97 +286,47 @@ def build_informers(
     """The informers over `client` (namespaced kinds limited to `namespace` when given);
     `wrap` may wrap each Source (tests delay one); `vmi_writes` are the VMI controller's
     own writes, whose watch events need no decoding."""
-    scope = Selector(namespace=namespace or None)
-    launchers = Selector(namespace=namespace or None, labels=f"{APP_LABEL}={LAUNCHER_APP}")
-
-    def make(
-        name: str, resource: Resource, selector: Selector, decode: Decode[T], idx: Indexers[T]
-    ) -> Informer[T]:
-        source: Source = ListWatch(client, resource, selector)
-        if wrap is not None:
-            source = wrap(name, source)
-        config = InformerConfig(name=name, resync_period=resync_period)
-        return Informer(source, config, decode=decode, indexers=idx)
-
-    def models(
-        name: str,
-        resource: Resource,
-        model: type[S],
-        idx: Indexers[S],
-        written: Callable[[str], S | None] | None = None,
-    ) -> Informer[S]:
-        decode = SpecReusingDecoder(model, written=written)
-        informer = make(name, resource, scope, decode, idx)
-        decode.attach(informer.store)
-        return informer
-
+    ns = namespace or None
+    m = _Maker(client=client, resync_period=resync_period, wrap=wrap, scope=Selector(namespace=ns))
+    written = vmi_writes.get if vmi_writes is not None else None
+    launchers = Selector(namespace=ns, labels=f"{APP_LABEL}={LAUNCHER_APP}")
     return Informers(
-        vmis=models(
-            "vmis",
-            VMIS,
-            VirtualMachineInstance,
-            VMI_INDEXERS,
-            vmi_writes.get if vmi_writes is not None else None,
-        ),
-        pods=make("pods", PODS, launchers, decode_pod, POD_INDEXERS),
-        vms=models("vms", VMS, VirtualMachine, {OWNER_INDEX: by_owner_uid}),
-        migrations=models("migrations", VMIMS, Migration, MIGRATION_INDEXERS),
-        nodes=make("nodes", NODES, Selector(), decode_node, {}),
-        pdbs=make(
+        vmis=m.models("vmis", VMIS, VirtualMachineInstance, idx=VMI_INDEXERS, written=written),
+        pods=m.indexed("pods", PODS, selector=launchers, decode=decode_pod, idx=POD_INDEXERS),
+        vms=m.models("vms", VMS, VirtualMachine, idx={OWNER_INDEX: by_owner_uid}),
+        migrations=m.models("migrations", VMIMS, Migration, idx=MIGRATION_INDEXERS),
+        nodes=m.make("nodes", NODES, selector=Selector(), decode=decode_node),
+        pdbs=m.make(
             "pdbs",
             PDBS,
-            Selector(namespace=namespace or None, labels=CREATED_BY_LABEL),
-            decode_budget,
-            {},
+            selector=Selector(namespace=ns, labels=CREATED_BY_LABEL),
+            decode=decode_budget,
         ),
-        kubevirts=make(
+        kubevirts=m.make(
             "kubevirts",
             KUBEVIRTS,
-            Selector(namespace=kubevirt_namespace),
-            lambda raw: KubeVirt.from_dict(strip_managed_fields(raw)),
-            {},
+            selector=Selector(namespace=kubevirt_namespace),
+            decode=_plain(KubeVirt.from_dict),
         ),
-        policies=make(
+        policies=m.make(
             "migrationpolicies",
             MIGRATION_POLICIES,
-            Selector(),
-            lambda raw: MigrationPolicy.from_dict(strip_managed_fields(raw)),
-            {},
+            selector=Selector(),
+            decode=_plain(MigrationPolicy.from_dict),
         ),
-        replicasets=models(
-            "replicasets", VMIRSS, VirtualMachineInstanceReplicaSet, {NAMESPACE_INDEX: by_namespace}
+        replicasets=m.models(
+            "replicasets",
+            VMIRSS,
+            VirtualMachineInstanceReplicaSet,
+            idx={NAMESPACE_INDEX: by_namespace},
         ),
-        pools=models("pools", VMPOOLS, VirtualMachinePool, {}),
-        datavolumes=make("datavolumes", DATAVOLUMES, scope, decode_datavolume, {}),
-        exports=make(
-            "exports",
-            VMEXPORTS,
-            scope,
-            _plain(VirtualMachineExport.from_dict),
-            {},
-        ),
-        snapshots=make(
-            "vmsnapshots",
-            VMSNAPSHOTS,
-            scope,
-            _plain(VirtualMachineSnapshot.from_dict),
-            {},
-        ),
-        restores=make(
-            "vmrestores",
-            VMRESTORES,
-            scope,
-            _plain(VirtualMachineRestore.from_dict),
-            {},
-        ),
-        clones=make(
-            "vmclones",
-            VMCLONES,
-            scope,
-            _plain(VirtualMachineClone.from_dict),
-            {},
-        ),
-        claims=make("claims", PVCS, scope, Claim.from_dict, {}),
+        pools=m.models("pools", VMPOOLS, VirtualMachinePool, idx={}),
+        datavolumes=m.scoped("datavolumes", DATAVOLUMES, decode_datavolume),
+        exports=m.scoped("exports", VMEXPORTS, _plain(VirtualMachineExport.from_dict)),
+        snapshots=m.scoped("vmsnapshots", VMSNAPSHOTS, _plain(VirtualMachineSnapshot.from_dict)),
+        restores=m.scoped("vmrestores", VMRESTORES, _plain(VirtualMachineRestore.from_dict)),
+        clones=m.scoped("vmclones", VMCLONES, _plain(VirtualMachineClone.from_dict)),
+        claims=m.scoped("claims", PVCS, Claim.from_dict),
     )
 
 
