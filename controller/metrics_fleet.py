@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from controller.informers import Informers
+from controller.metrics_snapshot import SnapshotMetrics
 from shared.kube import Counter, Handlers, Registry
 from shared.launcherpod import LauncherPod, PodPhase
 from shared.model import VirtualMachineInstance, VirtualMachineInstanceReplicaSet
@@ -151,7 +152,7 @@ def _failed(pod: LauncherPod) -> bool:
 
 
 def register(registry: Registry, informers: Informers) -> None:
-    """Add the fleet series' collector and the churn counters (their pod handlers)."""
+    """Add the fleet and snapshot series' collectors and the churn counters (pod handlers)."""
     inf = informers
     registry.add(
         FleetMetrics(
@@ -161,6 +162,9 @@ def register(registry: Registry, informers: Informers) -> None:
             policies=inf.policies.store.list,
             vmis=inf.vmis.store.list,
         )
+    )
+    registry.add(
+        SnapshotMetrics(snapshots=inf.snapshots.store.list, restores=inf.restores.store.list)
     )
     churn = LauncherChurn(
         scheduled=registry.counter(
