@@ -62,7 +62,10 @@ async def test_passt_listens_before_qemu_and_stops_with_the_domain(
     await passt.start([iface])
     await passt.stop()
     bad = PasstInterface(alias="bad", socket=tmp_path / "--fail.sock", mac="02:00:00:00:00:02")
-    with pytest.raises(LibvirtFailure, match="interface bad: passt did not start: Failed to bind"):
+    with pytest.raises(
+        LibvirtFailure,
+        match=r"interface bad: passt did not start \(exited with status 1\): Failed to bind",
+    ):
         await Passt().start([bad])
 
 
