@@ -66,14 +66,26 @@ def argv(iface: PasstInterface) -> list[str]:
     return args
 
 
-def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface]) -> None:
+def pci_slot(machine: str, index: int) -> str:
+    """A root-bus PCI address libvirt does not hand out, for the `index`th passt device:
+    libvirt numbers its own devices from the low slots up and knows nothing of these (on pc
+    the VGA took slot 2 from an unplaced one); q35's high slots are the chipset's."""
+    if "q35" in machine:
+        return f"bus=pcie.0,addr={0x18 - index:#x}"
+    return f"bus=pci.0,addr={0x1F - index:#x}"
+
+
+def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface], *, machine: str) -> None:
     """QEMU's `-netdev stream` to each passt socket and its virtio-net device."""
     if not ifaces:
         return
     cmd = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
-    for i in ifaces:
+    for n, i in enumerate(ifaces):
         netdev = f"stream,id={i.netdev},server=off,addr.type=unix,addr.path={i.socket}"
-        device = f"virtio-net-pci,netdev={i.netdev},id={i.netdev},mac={i.mac},romfile="
+        device = (
+            f"virtio-net-pci,netdev={i.netdev},id={i.netdev},mac={i.mac},romfile=,"
+            f"{pci_slot(machine, n)}"
+        )
         for value in ("-netdev", netdev, "-device", device):
             ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=value)
 

@@ -15,7 +15,7 @@ from controller.config import TemplateConfig
 from controller.services.template import TemplateService
 from handler.status import live_migratable
 from launcher.errors import LibvirtFailure
-from launcher.passt import Passt, PasstInterface, guest_mac
+from launcher.passt import Passt, PasstInterface, guest_mac, pci_slot
 from launcher.plan import passt_interfaces
 from shared.model import VirtualMachineInstance
 from tests.unit.controller.builders import make_vmi, vmi_dict
@@ -86,3 +86,11 @@ def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
         "net.ipv4.ip_unprivileged_port_start": "0",
     }
     assert live_migratable(vmi).status == "False"
+
+
+def test_passt_devices_sit_on_slots_libvirt_leaves_free() -> None:
+    """The passt NICs (not libvirt devices) take root-bus slots from the top down, under
+    q35's chipset slots there, so libvirt's own devices (VGA on pc's slot 2) keep theirs."""
+    assert pci_slot("pc", 0) == "bus=pci.0,addr=0x1f"
+    assert pci_slot("pc-i440fx-7.2", 1) == "bus=pci.0,addr=0x1e"
+    assert pci_slot("q35", 0) == "bus=pcie.0,addr=0x18"
