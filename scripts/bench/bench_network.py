@@ -1,8 +1,11 @@
 """Guest ↔ pod TCP throughput and round-trip time per network binding, the same QEMU.
 
-Each mode boots the test guest under one QEMU binary with one NIC and measures, from a
-"pod" network namespace, against the guest's TCP echo (port 7): the median round trip of
-small messages and the echo throughput of a bulk transfer (sent and read back at once).
+Each mode boots the same test guest under the same QEMU binary (TCG here) with one NIC and
+measures, from a "pod" network namespace, against the guest's TCP echo (port 7), after an
+untimed warm-up: the median round trip of small messages and the echo throughput of a bulk
+transfer (sent and read back at once). Under TCG the emulated guest dominates both and a
+boot's figures vary by up to 2x, so the modes are run in interleaved passes (--repeat) and
+each reports the median of its passes.
 
 Every mode's client runs in a second "peer pod" namespace joined to the "launcher pod"
 namespace by a veth, so each crosses the same veth hop and only the binding differs:
