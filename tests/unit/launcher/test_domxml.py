@@ -193,7 +193,7 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
         "virtio-net-pci,netdev=passt-default,id=passt-default,mac=02:00:00:00:00:01,romfile=,"
         "bus=pci.0,addr=0x1f",
     ]
-    assert args[7].endswith(",bus=pci.0,addr=0x1e")  # placed where libvirt places nothing
+    assert str(args[7]).endswith(",bus=pci.0,addr=0x1e")  # placed where libvirt places nothing
     assert passt_argv(every)[-4:] == [
         "--tcp-ports",
         "all",
