@@ -175,7 +175,7 @@ def build(plan: DomainPlan) -> str:
     _text(dom, "on_reboot", "restart")
     _text(dom, "on_crash", "destroy")
     _devices(dom, plan)
-    passt.commandline(dom, plan.passt)
+    passt.commandline(dom, plan.passt, machine=plan.machine)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
 

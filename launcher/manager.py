@@ -183,7 +183,12 @@ class DomainManager:
         await self._virt.define(self.xml)
         self._flags.defined = True
         paused = vmi.spec.start_strategy == StartStrategy.PAUSED
-        await self._virt.start(self._id.domain, paused=paused)
+        try:
+            await self._virt.start(self._id.domain, paused=paused)
+        except LibvirtFailure as e:  # QEMU reaches no passt: say how passt ended
+            if gone := self._passt.exited():
+                raise LibvirtFailure(f"{e}; {gone}") from e
+            raise
         self._flags.started = True
         log.info("domain_started", paused=paused, virt_type=self._virt_type)
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import signal
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,14 +66,26 @@ def argv(iface: PasstInterface) -> list[str]:
     return args
 
 
-def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface]) -> None:
+def pci_slot(machine: str, index: int) -> str:
+    """A root-bus PCI address libvirt does not hand out, for the `index`th passt device:
+    libvirt numbers its own devices from the low slots up and knows nothing of these (on pc
+    the VGA took slot 2 from an unplaced one); q35's high slots are the chipset's."""
+    if "q35" in machine:
+        return f"bus=pcie.0,addr={0x18 - index:#x}"
+    return f"bus=pci.0,addr={0x1F - index:#x}"
+
+
+def commandline(dom: ET.Element, ifaces: Sequence[PasstInterface], *, machine: str) -> None:
     """QEMU's `-netdev stream` to each passt socket and its virtio-net device."""
     if not ifaces:
         return
     cmd = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
-    for i in ifaces:
+    for n, i in enumerate(ifaces):
         netdev = f"stream,id={i.netdev},server=off,addr.type=unix,addr.path={i.socket}"
-        device = f"virtio-net-pci,netdev={i.netdev},id={i.netdev},mac={i.mac},romfile="
+        device = (
+            f"virtio-net-pci,netdev={i.netdev},id={i.netdev},mac={i.mac},romfile=,"
+            f"{pci_slot(machine, n)}"
+        )
         for value in ("-netdev", netdev, "-device", device):
             ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=value)
 
@@ -91,11 +104,23 @@ def aliases_by_mac(dom: ET.Element) -> dict[str, str]:
     return found
 
 
+def _how(proc: asyncio.subprocess.Process) -> str:
+    """'running', 'exited with status N' or 'killed by SIGNAME' (SIGSYS: a seccomp filter)."""
+    code = proc.returncode
+    if code is None:
+        return "running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
 class Passt:
     """The passt processes of this launcher's domain (children of the launcher)."""
 
     def __init__(self) -> None:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._logs: dict[str, Path] = {}
 
     async def start(self, ifaces: Sequence[PasstInterface]) -> None:
         """Each interface's passt running and listening on its socket (before QEMU)."""
@@ -115,6 +140,7 @@ class Passt:
             except FileNotFoundError as e:
                 raise LibvirtFailure(f"interface {iface.alias}: passt is not installed") from e
             self._procs[iface.alias] = proc
+            self._logs[iface.alias] = logfile
             await self._listening(iface, proc)
             log.info("passt_started", interface=iface.alias, pid=proc.pid, uid=os.getuid())
 
@@ -128,8 +154,26 @@ class Passt:
                     err = iface.socket.with_suffix(".log").read_text(errors="replace")
                 lines = [x for x in err.splitlines() if x.strip() and "syslog" not in x]
                 why = "; ".join(lines[-3:]) or f"no socket within {START_TIMEOUT}s"
-                raise LibvirtFailure(f"interface {iface.alias}: passt did not start: {why}")
+                raise LibvirtFailure(
+                    f"interface {iface.alias}: passt did not start ({_how(proc)}): {why}"
+                )
             await asyncio.sleep(0.05)
+
+    def exited(self) -> str:
+        """How each passt that is no longer running ended, with its log's last lines ("" when
+        all run): said beside a domain that failed to start."""
+        gone = []
+        for alias, proc in self._procs.items():
+            if proc.returncode is None:
+                continue
+            log_path = self._logs.get(alias)
+            tail = ""
+            with contextlib.suppress(OSError):
+                if log_path is not None:
+                    text = log_path.read_text(errors="replace")
+                    tail = "; ".join(x for x in text.splitlines()[-3:] if "syslog" not in x)
+            gone.append(f"passt of interface {alias} {_how(proc)}: {tail}")
+        return "; ".join(gone)
 
     async def stop(self) -> None:
         """Terminate every passt (the guest's NICs lose their wire)."""

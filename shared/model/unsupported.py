@@ -277,10 +277,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
     PodNetwork: frozenset({"vmNetworkCIDR"}),
-    # The launcher runs passt itself (launcher/passt.py: libvirt 9.0 has no passt backend),
-    # but passt exits right after binding its socket inside a real launcher pod (cause not
-    # found yet; docs/network.md): refused until a real-node test passes.
-    Interface: frozenset({"passtBinding"}),
 }
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).

@@ -70,7 +70,9 @@ async def test_example_is_honoured_or_refused_naming_the_field(
         return
     assert answer.code == 0, answer.stderr
     admitted = _admitted(answer)
-    same_file = {d.key: _admitted(answers[d.id]) for d in DOCS if d.path == doc.path}
+    same_file = {  # the file's admitted documents (a refused one has no object)
+        d.key: _admitted(answers[d.id]) for d in DOCS if d.path == doc.path and not d.refused_paths
+    }
     raw_vmi = vmi_of(admitted, same_file)
     if raw_vmi is None:
         return

@@ -1,7 +1,8 @@
 """Pod network setup on real nodes: virt-handler wires the launcher pod's network namespace
 (bridge + tap, nftables NAT for masquerade, the pod's address moved to the guest for a
-bridge binding) and the launcher serves the guest DHCP; other pods reach the guest, the
-guest reaches other pods, and a masquerade VM keeps serving after live migration."""
+bridge binding) and the launcher serves the guest DHCP, or the launcher runs passt; other
+pods reach the guest, the guest reaches other pods, and a masquerade VM keeps serving after
+live migration."""
 
 from __future__ import annotations
 
@@ -25,11 +26,10 @@ pytestmark = pytest.mark.cluster
 PY_IMAGE = "registry.local/kubevirt-py/virt-controller:dev"
 GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
 
-# Another pod's view of the guest: TCP echo (7), HTTP (80) and UDP echo (7) at the address
+# Another pod's view of guests: TCP echo (7), HTTP (80) and UDP echo (7) at each address
 # given, each retried for up to a minute (the guest may still be starting its services).
 PROBE = """
 import socket, sys, time, urllib.request
-host = sys.argv[1]
 def tcp():
     with socket.create_connection((host, 7), timeout=5) as c:
         c.sendall(b"kvpy-tcp\\n"); return c.recv(64).decode().strip()
@@ -38,15 +38,16 @@ def http():
 def udp():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(3); s.sendto(b"kvpy-udp", (host, 7)); return s.recv(64).decode()
-for name, probe in (("tcp7", tcp), ("http80", http), ("udp7", udp)):
-    deadline, why = time.monotonic() + 60, ""
-    while time.monotonic() < deadline:
-        try:
-            print(name, probe(), flush=True); break
-        except OSError as e:
-            why = repr(e); time.sleep(1)
-    else:
-        print(name, "FAILED", why, flush=True)
+for host in sys.argv[1:]:
+    for name, probe in (("tcp7", tcp), ("http80", http), ("udp7", udp)):
+        deadline, why = time.monotonic() + 60, ""
+        while time.monotonic() < deadline:
+            try:
+                print(host, name, probe(), flush=True); break
+            except OSError as e:
+                why = repr(e); time.sleep(1)
+        else:
+            print(host, name, "FAILED", why, flush=True)
 """
 IDLE = "import time; print('idle', flush=True); time.sleep(3600)"
 
@@ -120,9 +121,9 @@ def _start_pod(k: Kubectl, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _probe(k: Kubectl, ns: str, name: str, host: str, *, node: str) -> str:
-    """The probe pod's output, run on `node` against `host`."""
-    _start_pod(k, ns, _pod(name, PROBE, host, node=node))
+def _probe(k: Kubectl, ns: str, name: str, *hosts: str, node: str) -> str:
+    """The probe pod's output, run on `node` against each of `hosts`."""
+    _start_pod(k, ns, _pod(name, PROBE, *hosts, node=node))
     _wait(
         lambda: _pod_status(k, ns, name).get("phase") in ("Succeeded", "Failed"),
         240, f"probe {name} done", lambda: _pod_status(k, ns, name),
@@ -141,10 +142,10 @@ def _guest_says(cluster: Cluster, vmi: dict[str, Any], *markers: str) -> str:
     )  # fmt: skip
 
 
-def _assert_served(logs: str) -> None:
-    assert "tcp7 kvpy-tcp" in logs, logs
-    assert "http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
-    assert "udp7 kvpy-udp" in logs, logs
+def _assert_served(logs: str, host: str) -> None:
+    assert f"{host} tcp7 kvpy-tcp" in logs, logs
+    assert f"{host} http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
+    assert f"{host} udp7 kvpy-udp" in logs, logs
 
 
 def test_masquerade_guest_behind_nat_in_the_pod(
@@ -165,29 +166,46 @@ def test_masquerade_guest_behind_nat_in_the_pod(
     assert "KUBEVIRT-PY-DHCP eth0 10.0.2.2/24 router=10.0.2.1" in serial, serial[-1500:]
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
     node, _ = _pod_uid(vmi)
-    logs = _probe(k, ns, "probe-masq", _launcher_ip(k, ns, vmi), node=_other(node))
-    _assert_served(logs)
+    pod_ip = _launcher_ip(k, ns, vmi)
+    _assert_served(_probe(k, ns, "probe-masq", pod_ip, node=_other(node)), pod_ip)
 
 
-def test_bridge_guest_holds_the_pod_ip(
+def test_bridge_and_passt_guests_hold_the_pod_ip(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
-    """A bridge-bound guest takes the launcher pod's IP by DHCP (the address left the pod's
-    interface), a pod on the other node reaches the guest itself at that IP, and the VMI
-    says it cannot live-migrate (LiveMigratable=False, InterfaceNotLiveMigratable)."""
+    """A bridge-bound guest and a passt-bound guest (listing TCP 7, TCP 80 and UDP 7), booted
+    side by side, each take their launcher pod's IP by DHCP (the launcher's responder for
+    bridge, passt's own for passt); the passt guest pings another pod (passt's ping
+    sockets); a pod on the bridge guest's other node reaches both guests at their pod IPs
+    over TCP 7, HTTP 80 and UDP 7; neither VMI is live-migratable
+    (InterfaceNotLiveMigratable)."""
     k, ns = real_stack, real_namespace
-    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi_manifest("bridged", binding="bridge")))
-    vmi = _running_vmi(k, ns, "bridged")
-    pod_ip = _launcher_ip(k, ns, vmi)
-    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP")
-    assert f"KUBEVIRT-PY-DHCP eth0 {pod_ip}/" in serial, serial[-1500:]
-    conditions = {c["type"]: c for c in vmi["status"].get("conditions", [])}
-    migratable = conditions["LiveMigratable"]
-    assert migratable["status"] == "False", migratable
-    assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
-    node, _ = _pod_uid(vmi)
-    logs = _probe(k, ns, "probe-bridge", pod_ip, node=_other(node))
-    _assert_served(logs)
+    target = _start_pod(k, ns, _pod("pinged-passt", IDLE))
+    passt = _vmi_manifest(
+        "passt", binding="passtBinding", kernel_args=f"kvpy.ping={target['podIP']}"
+    )
+    passt["spec"]["domain"]["devices"]["interfaces"][0]["ports"] = [
+        {"port": 7}, {"port": 80}, {"port": 7, "protocol": "UDP"},
+    ]  # fmt: skip
+    for manifest in (_vmi_manifest("bridged", binding="bridge"), passt):
+        k("apply", "-n", ns, "-f", "-", stdin=json.dumps(manifest))
+    ips = {}
+    for name, markers in (("bridged", ()), ("passt", ("KUBEVIRT-PY-PING-",))):
+        vmi = _running_vmi(k, ns, name)
+        ips[name] = pod_ip = _launcher_ip(k, ns, vmi)
+        serial = _guest_says(
+            real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP", *markers
+        )
+        assert f"KUBEVIRT-PY-DHCP eth0 {pod_ip}/" in serial, serial[-1500:]
+        conditions = {c["type"]: c for c in vmi["status"].get("conditions", [])}
+        migratable = conditions["LiveMigratable"]
+        assert migratable["status"] == "False", migratable
+        assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
+    assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
+    node, _ = _pod_uid(_running_vmi(k, ns, "bridged"))
+    logs = _probe(k, ns, "probe-bridge", ips["bridged"], ips["passt"], node=_other(node))
+    for pod_ip in ips.values():
+        _assert_served(logs, pod_ip)
 
 
 def test_masquerade_vm_serves_after_live_migration(
@@ -207,6 +225,6 @@ def test_masquerade_vm_serves_after_live_migration(
         120, "the VMI on the other node", lambda: _vmi(k, ns).get("status"),
     )  # fmt: skip
     target, _ = _pod_uid(moved)
-    logs = _probe(k, ns, "probe-migrated", _launcher_ip(k, ns, moved), node=source)
-    _assert_served(logs)
+    pod_ip = _launcher_ip(k, ns, moved)
+    _assert_served(_probe(k, ns, "probe-migrated", pod_ip, node=source), pod_ip)
     assert target != source

@@ -172,7 +172,8 @@ def test_a_wired_interface_opens_the_handlers_tap() -> None:
 def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: Path) -> None:
     """passtBinding is no libvirt interface (libvirt 9.0 has no passt backend): QEMU gets a
     `-netdev stream` to passt's socket and a virtio-net device with the guest's MAC through
-    libvirt's qemu:commandline, which libvirt's schema accepts; passt forwards every port
+    libvirt's qemu:commandline, which libvirt's schema accepts, on PCI slots libvirt does
+    not hand out (an unplaced one took the VGA's slot 2); passt forwards every port
     of a protocol, the listed ones, or none of a protocol not listed."""
     every = PasstInterface(
         alias="default", socket=tmp_path / "passt-default.sock", mac="02:00:00:00:00:01",
@@ -189,8 +190,10 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
         "-netdev",
         f"stream,id=passt-default,server=off,addr.type=unix,addr.path={every.socket}",
         "-device",
-        "virtio-net-pci,netdev=passt-default,id=passt-default,mac=02:00:00:00:00:01,romfile=",
+        "virtio-net-pci,netdev=passt-default,id=passt-default,mac=02:00:00:00:00:01,romfile=,"
+        "bus=pci.0,addr=0x1f",
     ]
+    assert str(args[7]).endswith(",bus=pci.0,addr=0x1e")  # placed where libvirt places nothing
     assert passt_argv(every)[-4:] == [
         "--tcp-ports",
         "all",

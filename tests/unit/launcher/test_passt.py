@@ -4,6 +4,7 @@ sysctls and the VMI's LiveMigratable condition."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from controller.config import TemplateConfig
 from controller.services.template import TemplateService
 from handler.status import live_migratable
 from launcher.errors import LibvirtFailure
-from launcher.passt import Passt, PasstInterface, guest_mac
+from launcher.passt import Passt, PasstInterface, guest_mac, pci_slot
 from launcher.plan import passt_interfaces
 from shared.model import VirtualMachineInstance
 from tests.unit.controller.builders import make_vmi, vmi_dict
@@ -23,11 +24,13 @@ from tests.unit.controller.services.test_template import IMAGE
 
 # Stands in for passt: binds --socket (as passt does once set up), then waits.
 FAKE = """#!{python}
-import socket, sys, time
+import os, signal, socket, sys, time
 args = sys.argv[1:]
 if "--fail" in " ".join(args):
     print("Failed to bind any port for '-t 7', exiting", file=sys.stderr); sys.exit(1)
 s = socket.socket(socket.AF_UNIX); s.bind(args[args.index("--socket") + 1]); s.listen()
+if "--die" in " ".join(args):  # as passt's own seccomp filter would end it
+    print("You can now start qemu", file=sys.stderr, flush=True); os.kill(os.getpid(), signal.SIGSYS)
 time.sleep(60)
 """
 
@@ -62,8 +65,28 @@ async def test_passt_listens_before_qemu_and_stops_with_the_domain(
     await passt.start([iface])
     await passt.stop()
     bad = PasstInterface(alias="bad", socket=tmp_path / "--fail.sock", mac="02:00:00:00:00:02")
-    with pytest.raises(LibvirtFailure, match="interface bad: passt did not start: Failed to bind"):
+    with pytest.raises(
+        LibvirtFailure,
+        match=r"interface bad: passt did not start \(exited with status 1\): Failed to bind",
+    ):
         await Passt().start([bad])
+
+
+async def test_a_passt_gone_after_listening_says_how_it_ended(
+    tmp_path: Path, fake_passt: None
+) -> None:
+    """A passt that listened and then ended is reported with its signal and its log's last
+    line (said beside a domain QEMU could not start); a running one is not reported."""
+    passt = Passt()
+    running = PasstInterface(alias="ok", socket=tmp_path / "ok.sock", mac="02:00:00:00:00:03")
+    await passt.start([running])
+    dying = PasstInterface(alias="gone", socket=tmp_path / "--die.sock", mac="02:00:00:00:00:04")
+    await passt.start([dying])
+    async with asyncio.timeout(10):
+        while not (said := passt.exited()):  # noqa: ASYNC110 (a child exiting: no event)
+            await asyncio.sleep(0.01)
+    assert said == "passt of interface gone killed by SIGSYS: You can now start qemu"
+    await passt.stop()
 
 
 def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
@@ -83,3 +106,11 @@ def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
         "net.ipv4.ip_unprivileged_port_start": "0",
     }
     assert live_migratable(vmi).status == "False"
+
+
+def test_passt_devices_sit_on_slots_libvirt_leaves_free() -> None:
+    """The passt NICs (not libvirt devices) take root-bus slots from the top down, under
+    q35's chipset slots there, so libvirt's own devices (VGA on pc's slot 2) keep theirs."""
+    assert pci_slot("pc", 0) == "bus=pci.0,addr=0x1f"
+    assert pci_slot("pc-i440fx-7.2", 1) == "bus=pci.0,addr=0x1e"
+    assert pci_slot("q35", 0) == "bus=pcie.0,addr=0x18"
