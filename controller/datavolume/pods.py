@@ -182,6 +182,7 @@ def _worker_container(
 def _serve_upload(container: dict[str, Any]) -> None:
     """The importer script behind the upload server, ready once the server answers."""
     container["name"] = UPLOAD_CONTAINER
+    del container["env"]  # the image's PATH: the server is a console script of the venv
     script = [*container.pop("command"), *container.pop("args")]
     container["command"] = [UPLOAD_COMMAND, f"--out={UPLOAD_FILE}", f"--port={UPLOAD_PORT}", "--"]
     container["args"] = script
