@@ -44,8 +44,7 @@ class Finished(Exception):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Args:
     server: ServerConfig
-    host: str
-    port: int
+    listen: tuple[str, int]  # (host, port)
     log_format: str
 
 
@@ -63,37 +62,44 @@ def parse(argv: list[str]) -> Args:
     if not command:
         raise ConfigError("the converting command is required after --")
     server = ServerConfig(out=ns.out, command=command, termination_log=ns.termination_log)
-    return Args(server=server, host=ns.host, port=ns.port, log_format=ns.log_format)
+    return Args(server=server, listen=(ns.host, ns.port), log_format=ns.log_format)
 
 
 async def run(args: Args) -> None:
     """Serve until the upload is handled (Finished) or SIGTERM/SIGINT."""
     state = UploadState()
-    app = build_app(args.server, state)
     # cleanup() lets the request in flight finish: the upload's answer reaches the client.
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=ANSWER_GRACE)
-    async with asyncio.timeout(IO_TIMEOUT):
-        await runner.setup()
+    runner = web.AppRunner(
+        build_app(args.server, state), access_log=None, shutdown_timeout=ANSWER_GRACE
+    )
     try:
-        site = web.TCPSite(runner, args.host, args.port)
-        async with asyncio.timeout(IO_TIMEOUT):
-            await site.start()
-        log.info("uploadserver_serving", port=args.port, out=str(args.server.out))
-        async with stop_on_signals() as stop:
-            try:
-                async with asyncio.TaskGroup() as tg:
-                    tg.create_task(raise_on(stop))
-                    tg.create_task(_finish(state))
-            except* Shutdown:
-                log.info("uploadserver_stopping")
+        await _start(runner, args.listen)
+        log.info("uploadserver_serving", listen=args.listen, out=str(args.server.out))
+        await _until_finished_or_stopped(state)
     finally:
         async with asyncio.timeout(ANSWER_GRACE + IO_TIMEOUT):
             await runner.cleanup()
 
 
-async def _finish(state: UploadState) -> None:
-    code = await state.finished
-    raise Finished(code)
+async def _start(runner: web.AppRunner, listen: tuple[str, int]) -> None:
+    async with asyncio.timeout(IO_TIMEOUT):
+        await runner.setup()
+        await web.TCPSite(runner, *listen).start()
+
+
+async def _until_finished_or_stopped(state: UploadState) -> None:
+    """Returns on SIGTERM/SIGINT; raises Finished once the upload was answered."""
+
+    async def finish() -> None:
+        raise Finished(await state.finished)
+
+    async with stop_on_signals() as stop:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(raise_on(stop))
+                tg.create_task(finish())
+        except* Shutdown:
+            log.info("uploadserver_stopping")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -80,6 +80,6 @@ def test_the_command_line_needs_a_converting_command() -> None:
     """What follows `--` is the command; without one the server refuses to start."""
     args = parse(["--out", "/x", "--", "sh", "-c", "true"])
     assert list(args.server.command) == ["sh", "-c", "true"]
-    assert (args.host, args.server.out) == ("127.0.0.1", Path("/x"))
+    assert (args.listen, args.server.out) == (("127.0.0.1", 8080), Path("/x"))
     with pytest.raises(ConfigError, match="converting command"):
         parse(["--out", "/x"])
