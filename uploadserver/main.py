@@ -108,8 +108,10 @@ def main(argv: list[str] | None = None) -> None:
         "virt-uploadserver-py", lambda: parse(sys.argv[1:] if argv is None else argv), ConfigError
     )
     configure(args.log_format, component="virt-uploadserver")
+    code = 0
     try:
         run_daemon("virt-uploadserver-py", run(args), exit_codes={ConfigError: 2})
     except* Finished as group:
         leaf = group.exceptions[0]
-        sys.exit(leaf.code if isinstance(leaf, Finished) else 1)
+        code = leaf.code if isinstance(leaf, Finished) else 1
+    sys.exit(code)  # not inside except*, which would wrap SystemExit in a group

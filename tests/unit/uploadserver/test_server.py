@@ -4,7 +4,10 @@ answer (200, or 400 with the command's stderr) and what the server exits with.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -83,3 +86,31 @@ def test_the_command_line_needs_a_converting_command() -> None:
     assert (args.listen, args.server.out) == (("127.0.0.1", 8080), Path("/x"))
     with pytest.raises(ConfigError, match="converting command"):
         parse(["--out", "/x"])
+
+
+@pytest.mark.parametrize(("command", "code"), [("true", 0), ("false", 1)])
+async def test_the_process_exits_with_the_commands_code(
+    tmp_path: Path, command: str, code: int
+) -> None:
+    """`python -m uploadserver` serves one upload and exits with the command's code (the
+    pod ends Succeeded or Failed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-m", "uploadserver", f"--out={tmp_path / 'disk'}",
+            f"--port={port}", f"--termination-log={tmp_path / 'log'}", "--", command]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*argv, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(100):
+                try:
+                    async with session.put(f"http://127.0.0.1:{port}{UPLOAD_PATH}", data=b"x"):
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+        async with asyncio.timeout(30):
+            assert await proc.wait() == code
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
