@@ -37,10 +37,14 @@ def pod(raw_status: dict[str, Any]) -> WorkerPod:
 
 def test_new_datavolume_makes_its_claim_with_cdi_defaults() -> None:
     """No claim yet: Pending, and the claim is made from `storage` with ReadWriteOnce and
-    Filesystem filled in, owned by the DataVolume."""
+    Filesystem filled in, owned by the DataVolume, with the importer pod at once (a clone
+    waits a sync: the CSI driver may fill the claim)."""
     d = dv(REGISTRY)
     plan = plan_datavolume(d, claim=None, pod=None, now=NOW)
     assert plan.create_claim and plan.status.phase == DataVolumePhase.PENDING
+    assert plan.create_pod
+    clone = plan_datavolume(dv({"pvc": {"name": "golden"}}), claim=None, pod=None, now=NOW)
+    assert clone.create_claim and not clone.create_pod
     body = claim_body(d, target(d))
     assert body["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert body["spec"]["volumeMode"] == "Filesystem"
