@@ -70,7 +70,7 @@ class Outcome:
 
 
 def _give_device(source: Path, target: Path, launcher: Launcher) -> None:
-    block.give_device(source, target, launcher, cgroups=block.CGROUP_ROOT)
+    block.give_device(source, target, launcher, devices=block.devices_hierarchy())
 
 
 # A Block claim's device → the launcher pod's node at `target` (allowed in its cgroup).

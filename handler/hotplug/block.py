@@ -7,11 +7,16 @@ launcher pod's hotplug-disks volume (owned by the launcher's user) and allows th
 the launcher container's device cgroup (cgroup v1 `devices.allow`, in the container's
 cgroup and every cgroup below it: libvirt's partition and QEMU's machine cgroup), as
 KubeVirt's handler does; the container runtime gave the container only the devices it
-had at start. A node with cgroup v2 (device rules are an eBPF program) is refused.
+had at start. The handler's own /sys/fs/cgroup shows its container's cgroup alone, so it
+mounts the devices hierarchy once in its mount namespace (privileged; no cgroup
+namespace, so its root is the node's). A node with cgroup v2 (device rules are an eBPF
+program) is refused.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import stat
 from pathlib import Path
@@ -27,9 +32,9 @@ log = structlog.get_logger("handler.hotplug.block")
 
 BLOCK_MODE = "Block"
 VOLUME_DEVICES = "volumeDevices"
-# The node's cgroup hierarchies as the host PID namespace's init sees them (the handler's
-# own /sys/fs/cgroup is its container's).
-CGROUP_ROOT = Path("/proc/1/root/sys/fs/cgroup")
+# Where the handler mounts the devices cgroup v1 hierarchy (its own mount namespace).
+DEVICES_MOUNT = Path("/run/kubevirt-py-devices-cgroup")
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 
 
 class DeviceNotMapped(HandlerError):
@@ -65,11 +70,28 @@ def device_source(entry: VolumeStatus, *, pods_dir: Path) -> Path:
     return found[0]
 
 
-def give_device(source: Path, target: Path, launcher: Launcher, *, cgroups: Path) -> None:
-    """Allow `source`'s device to the launcher's container, then make its node at
-    `target` (owned by the launcher's user)."""
+def devices_hierarchy(at: Path = DEVICES_MOUNT) -> Path:
+    """The devices cgroup v1 hierarchy, mounted at `at` unless it already is."""
+    if (at / "devices.allow").is_file():
+        return at
+    at.mkdir(parents=True, exist_ok=True)
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if libc.mount(b"cgroup", os.fsencode(at), b"cgroup", flags, b"devices") != 0:
+        why = os.strerror(ctypes.get_errno())
+        raise HandlerError(
+            f"mount the devices cgroup v1 hierarchy at {at}: {why} (hotplugging a block "
+            "device needs one; cgroup v2 device programs are not updated by kubevirt-py)"
+        )
+    log.info("devices_cgroup_mounted", at=str(at))
+    return at
+
+
+def give_device(source: Path, target: Path, launcher: Launcher, *, devices: Path) -> None:
+    """Allow `source`'s device to the launcher's container (`devices`: the devices
+    hierarchy's root), then make its node at `target` (owned by the launcher's user)."""
     rdev = source.stat().st_rdev
-    allow_device(launcher.pid, rdev, cgroups=cgroups)
+    allow_device(launcher.pid, rdev, devices=devices)
     try:
         st = target.lstat()
     except FileNotFoundError:
@@ -84,9 +106,9 @@ def give_device(source: Path, target: Path, launcher: Launcher, *, cgroups: Path
     log.info("hotplug_device_made", target=str(target), device=_numbers(rdev))
 
 
-def allow_device(pid: int, rdev: int, *, cgroups: Path, proc: Path = Path("/proc")) -> None:
+def allow_device(pid: int, rdev: int, *, devices: Path, proc: Path = Path("/proc")) -> None:
     """`b major:minor rwm` in the devices cgroup of `pid` and every cgroup below it."""
-    top = cgroups / "devices" / _devices_path(pid, proc=proc).lstrip("/")
+    top = devices / _devices_path(pid, proc=proc).lstrip("/")
     if not (top / "devices.allow").is_file():
         raise HandlerError(
             f"no cgroup v1 devices controller at {top}: hotplugging a block device needs "

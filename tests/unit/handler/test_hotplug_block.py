@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -76,19 +77,19 @@ async def test_a_block_claim_is_given_as_a_device_and_attached(tmp_path: Path) -
 def test_the_device_is_allowed_below_the_container_then_made(tmp_path: Path) -> None:
     """`b 7:42 rwm` lands in devices.allow of the launcher's cgroup and each one below it
     (libvirt's); the node is made with the device number, owned by the launcher's user."""
-    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    proc, devices = tmp_path / "proc", tmp_path / "devices"
     (proc / "4242").mkdir(parents=True)
     (proc / "4242" / "cgroup").write_text("7:memory:/kp/pod1/c1\n5:devices:/kp/pod1/c1\n")
-    top = cgroups / "devices" / "kp" / "pod1" / "c1"
+    top = devices / "kp" / "pod1" / "c1"
     (top / "machine" / "qemu-1").mkdir(parents=True)
     for d in (top, top / "machine", top / "machine" / "qemu-1"):
         (d / "devices.allow").write_text("")
-    block.allow_device(4242, LOOP, cgroups=cgroups, proc=proc)
+    block.allow_device(4242, LOOP, devices=devices, proc=proc)
     for d in (top, top / "machine", top / "machine" / "qemu-1"):
         assert (d / "devices.allow").read_text() == "b 7:42 rwm"
     with pytest.raises(HandlerError, match="cgroup v1 devices"):
         (proc / "4242" / "cgroup").write_text("0::/kp/pod1/c1\n")
-        block.allow_device(4242, LOOP, cgroups=cgroups, proc=proc)
+        block.allow_device(4242, LOOP, devices=devices, proc=proc)
 
 
 def test_device_source_needs_one_block_device(tmp_path: Path) -> None:
@@ -102,3 +103,18 @@ def test_device_source_needs_one_block_device(tmp_path: Path) -> None:
     device.write_text("not a device")
     with pytest.raises(block.DeviceNotMapped, match="is no block device"):
         block.device_source(entry, pods_dir=tmp_path)
+
+
+def test_the_devices_hierarchy_is_mounted_once(tmp_path: Path) -> None:
+    """Mounted at the given directory (its root has devices.allow); a second call finds it
+    mounted and mounts nothing more."""
+    at = tmp_path / "devices"
+    try:
+        assert block.devices_hierarchy(at) == at
+        assert (at / "devices.allow").is_file()
+        assert block.devices_hierarchy(at) == at
+        mounts = Path("/proc/self/mountinfo").read_text()
+        assert mounts.count(f" {at} ") == 1
+    finally:
+        while f" {at} " in Path("/proc/self/mountinfo").read_text():
+            subprocess.run(["umount", str(at)], check=True)
