@@ -64,7 +64,8 @@ class Hotplug:
             if found is not None:
                 return VolumeReply(target=_target(found), attached=True)
             path = self._config.disks_dir / podlayout.hotplug_disk_file(args.volume)
-            if not path.is_file():
+            device = path.is_block_device()  # a Block claim: the handler made its node
+            if not (device or path.is_file()):
                 raise DiskFailure(f"hotplugged volume {args.volume!r}: {path} is not there")
             plan = domxml.DiskPlan(
                 alias=args.volume,
@@ -73,6 +74,7 @@ class Hotplug:
                 target=next_free(devices, args.bus),
                 source=path,
                 format="raw",
+                block=device,
                 readonly=args.readonly,
                 serial=args.serial,
             )

@@ -96,6 +96,7 @@ def build() -> argparse.ArgumentParser:
     _create(verb("create", "emit a manifest"), common)
     _expose(verb("expose", "create a Service for a VM or VMI"))
     _vmexport(verb("vmexport", "export a VM's or a claim's disks (create, delete, download)"))
+    _image_upload(verb("image-upload", "upload a disk image into a new DataVolume"))
     verb("version", "client and server versions")
     verb("completion", "print a shell completion script").add_argument(
         "shell", choices=["bash", "zsh"]
@@ -255,3 +256,21 @@ def _vmexport(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-vme", action="store_true", help="keep an export download created")
     p.add_argument("--delete-vme", action="store_true", help="delete the export after download")
     p.add_argument("--readiness-timeout", type=float, default=300, help="seconds to wait for Ready")
+
+
+def _image_upload(p: argparse.ArgumentParser) -> None:
+    """KubeVirt's virtctl image-upload flags (virtctl_py/imageupload.py); DataVolumes only."""
+    p.add_argument("kind", choices=["dv"], help="the kind to upload into (a DataVolume)")
+    p.add_argument("name")
+    p.add_argument("--image-path", required=True, help="the raw or qcow2 file to upload")
+    p.add_argument("--size", help="the DataVolume's size, e.g. 64Mi")
+    p.add_argument("--storage-class", help="the claim's StorageClass")
+    p.add_argument("--access-mode", help="the claim's access mode")
+    p.add_argument("--volume-mode", choices=["block", "filesystem"])
+    p.add_argument("--no-create", action="store_true", help="upload into an existing one")
+    p.add_argument("--wait-secs", type=float, default=300, help="seconds to wait for each phase")
+    p.add_argument(
+        "--insecure", action="store_true",
+        help="accepted for KubeVirt's virtctl; uploads go through the API server's port-forward",
+    )  # fmt: skip
+    p.add_argument("--uploadproxy-url", help="accepted for KubeVirt's virtctl; not used")

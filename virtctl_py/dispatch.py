@@ -45,6 +45,7 @@ VERBS: Mapping[str, str] = {
     "removevolume": "commands:volume",
     "expose": "commands:expose",
     "vmexport": "vmexport:vmexport",
+    "image-upload": "imageupload:image_upload",
 }
 
 

@@ -6,7 +6,7 @@ A DataVolume makes a claim of its own name (owned by it) and one worker pod (CDI
 importer / clone source / upload server) that fills the claim's disk.img (filesystem) or
 device (block). The phases follow the pod:
 
-    no claim ─────────────▶ Pending           (the claim is made)
+    no claim ─────────────▶ Pending           (the claim is made, and the pod but for a clone)
     no pod ───────────────▶ ImportScheduled   (CloneScheduled, UploadScheduled; pod made)
     pod Pending ──────────▶ ImportScheduled   (an image that cannot be pulled: Failed)
     pod Running ──────────▶ ImportInProgress  (CloneInProgress, UploadReady)
@@ -145,7 +145,11 @@ def plan_datavolume(
     except SpecError as e:
         return DVPlan(status=_failed(dv, str(e), Reason.INVALID, now))
     if claim is None:
-        return DVPlan(create_claim=True, status=_status(dv, DataVolumePhase.PENDING, now=now))
+        # The worker pod with its claim (it waits for the claim to bind): a sync later would
+        # cost a poll interval. A clone waits: the claim may be the CSI driver's to fill.
+        with_pod = want.kind is not SourceKind.CLONE
+        status = _status(dv, DataVolumePhase.PENDING, now=now)
+        return DVPlan(create_claim=True, create_pod=with_pod, status=status)
     if not claim.owned:
         message = f"claim {dv.namespace}/{claim.name} exists and is not this DataVolume's"
         return DVPlan(status=_failed(dv, message, Reason.ERROR, now))

@@ -8,6 +8,9 @@ The worker runs the launcher image (it has qemu-img and busybox) as `importer`:
     http      busybox wget fetches the URL into scratch; then qemu-img converts it
     pvc       the source claim mounted read-only; qemu-img copies its disk.img (sparse)
     blank     qemu-img creates an empty raw disk of the requested size
+    upload    `cdi-upload-<dv>`: virt-uploadserver-py (uploadserver/) takes one upload on
+              the pod's loopback into scratch, then runs the same script on it (ready once
+              listening: the DataVolume shows UploadReady)
 
 The disk lands as `disk.img` on a Filesystem claim (what the launcher opens) or on the
 device of a Block claim, raw, grown to the requested size. A source whose virtual size is
@@ -24,6 +27,14 @@ from typing import Any
 from shared import podlayout
 from shared.model.datavolume import CDI_API_VERSION, DataVolume
 from shared.model.datavolume_spec import BLOCK, SourceKind, Target
+from shared.upload import (
+    HEALTH_PATH,
+    UPLOAD_COMMAND,
+    UPLOAD_CONTAINER,
+    UPLOAD_FILE,
+    UPLOAD_PORT,
+    upload_pod_name,
+)
 
 WORKER_CONTAINER = "importer"
 APP_LABEL = "app"
@@ -69,7 +80,10 @@ fi
 if [ -b "$dest" ]; then
   out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest" 2>&1) || fail "qemu-img convert: $out"
 else
-  out=$($qimg convert -f "$fmt" -O raw "$src" "$dest.tmp" 2>&1) || fail "qemu-img convert: $out"
+  # O_DIRECT: the data goes to the disk once instead of dirtying the page cache for the
+  # resize's flush to write back; a filesystem without O_DIRECT (tmpfs) takes the cache.
+  out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest.tmp" 2>&1) ||
+    out=$($qimg convert -f "$fmt" -O raw "$src" "$dest.tmp" 2>&1) || fail "qemu-img convert: $out"
   out=$($qimg resize -q -f raw "$dest.tmp" "$size" 2>&1) || fail "qemu-img resize: $out"
   busybox mv "$dest.tmp" "$dest" || fail "cannot rename the imported disk"
 fi
@@ -96,7 +110,9 @@ def owner_ref(dv: DataVolume) -> dict[str, Any]:
 
 
 def worker_name(dv: DataVolume) -> str:
-    """CDI's importer-<dv> (clone and upload workers are named alike here)."""
+    """CDI's importer-<dv>, or cdi-upload-<dv> for an upload (clone workers as importers)."""
+    if dv.spec.source is not None and dv.spec.source.upload is not None:
+        return upload_pod_name(dv.name)
     return f"importer-{dv.name}"[:63].rstrip("-.")
 
 
@@ -107,6 +123,8 @@ def worker_pod(dv: DataVolume, want: Target, *, image: str, pull_policy: str) ->
         {"name": "scratch", "emptyDir": {}},
     ]
     container = _worker_container(dv, want, image=image, pull_policy=pull_policy)
+    if want.kind is SourceKind.UPLOAD:
+        _serve_upload(container)
     init: list[dict[str, Any]] = []
     if want.kind is SourceKind.REGISTRY:
         init, more = _registry_init(dv, image=image, pull_policy=pull_policy)
@@ -164,6 +182,18 @@ def _worker_container(
     return container
 
 
+def _serve_upload(container: dict[str, Any]) -> None:
+    """The importer script behind the upload server, ready once the server answers."""
+    container["name"] = UPLOAD_CONTAINER
+    del container["env"]  # the image's PATH: the server is a console script of the venv
+    script = [*container.pop("command"), *container.pop("args")]
+    container["command"] = [UPLOAD_COMMAND, f"--out={UPLOAD_FILE}", f"--port={UPLOAD_PORT}", "--"]
+    container["args"] = script
+    probe_url = f"http://127.0.0.1:{UPLOAD_PORT}{HEALTH_PATH}"
+    wget = [podlayout.LAUNCHER_BUSYBOX, "wget", "-q", "-O", "/dev/null", probe_url]
+    container["readinessProbe"] = {"exec": {"command": wget}, "periodSeconds": 1}
+
+
 def _source_arg(dv: DataVolume, want: Target) -> list[str]:
     source = dv.spec.source
     if source is None:
@@ -174,6 +204,8 @@ def _source_arg(dv: DataVolume, want: Target) -> list[str]:
         return [f"{SCRATCH_DIR}/{SCRATCH_SUBDIR}/{podlayout.DISK_FILE}"]
     if want.kind is SourceKind.CLONE:
         return [f"{SOURCE_DIR}/{podlayout.PVC_DISK_FILE}"]
+    if want.kind is SourceKind.UPLOAD:
+        return [UPLOAD_FILE]
     return []
 
 

@@ -100,9 +100,15 @@ def hotplugged(vmi: VirtualMachineInstance) -> dict[str, Volume]:
 
 
 def attachment_pod(
-    vmi: VirtualMachineInstance, volume: Volume, *, owner: LauncherPod, config: TemplateConfig
+    vmi: VirtualMachineInstance,
+    volume: Volume,
+    *,
+    owner: LauncherPod,
+    config: TemplateConfig,
+    block: bool = False,
 ) -> dict[str, Any]:
-    """The pod that makes the kubelet mount `volume`'s claim on the VMI's node."""
+    """The pod that makes the kubelet mount `volume`'s claim on the VMI's node (map its
+    device, for a Block claim)."""
     name = volume.name or ""
     source = volume.source()
     render = POD_VOLUMES[type(source)]
@@ -134,24 +140,28 @@ def attachment_pod(
             "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "containers": [_attachment_container(name, config)],
+            "containers": [_attachment_container(name, config, block=block)],
             "volumes": [{"name": "hotplug-disk", **render(source)}],
         },
     }
 
 
-def _attachment_container(volume: str, config: TemplateConfig) -> dict[str, Any]:
-    """A container that only sleeps with the volume mounted (busybox from the launcher image)."""
-    return {
+def _attachment_container(volume: str, config: TemplateConfig, *, block: bool) -> dict[str, Any]:
+    """A container that only sleeps with the volume mounted, or its device mapped
+    (busybox from the launcher image)."""
+    container: dict[str, Any] = {
         "name": podlayout.ATTACHMENT_CONTAINER,
         "image": config.launcher_image,
         "imagePullPolicy": config.image_pull_policy,
         "command": [podlayout.LAUNCHER_BUSYBOX, "sleep", SLEEP_FOREVER],
         "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}},
-        "volumeMounts": [
-            {"name": "hotplug-disk", "mountPath": f"{podlayout.ATTACHMENT_MOUNT_DIR}/{volume}"}
-        ],
     }
+    where = f"{podlayout.ATTACHMENT_MOUNT_DIR}/{volume}"
+    if block:
+        container["volumeDevices"] = [{"name": "hotplug-disk", "devicePath": where}]
+    else:
+        container["volumeMounts"] = [{"name": "hotplug-disk", "mountPath": where}]
+    return container
 
 
 def plan_volume_status(
@@ -273,8 +283,11 @@ class HotplugAttachments:
         claims = await self._claims(vmi)
         by_volume = {p.volume: p for p in pods if not p.deleting and not p.ended}
         for name, volume in hotplugged(vmi).items():
-            if name not in by_volume and claims.get(_claim_of(volume)) is not None:
-                body = attachment_pod(vmi, volume, owner=owner, config=self._config)
+            claim = claims.get(_claim_of(volume))
+            if name not in by_volume and claim is not None:
+                body = attachment_pod(
+                    vmi, volume, owner=owner, config=self._config, block=claim.block
+                )
                 by_volume[name] = await self._create(body)
         status = plan_volume_status(vmi, by_volume, claims)
         stale = stale_pods(vmi, pods, status)

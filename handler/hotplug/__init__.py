@@ -29,9 +29,10 @@ import structlog
 
 from handler import commands
 from handler.errors import HandlerError, SyncError
-from handler.hotplug import pvc
+from handler.hotplug import block, pvc
 from handler.hotplug.mounts import BindMounts, MountPort
-from handler.launchers import LauncherPort
+from handler.launchers import LauncherPort, launcher_socket
+from handler.netns import Launcher, launcher_process
 from shared import podlayout
 from shared.model import VirtualMachineInstance
 from shared.model.volumes import DEFAULT_HOTPLUG_BUS, PersistentVolumeClaimSource
@@ -68,6 +69,14 @@ class Outcome:
     forced: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _give_device(source: Path, target: Path, launcher: Launcher) -> None:
+    block.give_device(source, target, launcher, devices=block.devices_hierarchy())
+
+
+# A Block claim's device → the launcher pod's node at `target` (allowed in its cgroup).
+GiveDevice = Callable[[Path, Path, Launcher], None]
+
+
 class HotplugVolumes:
     """Hotplug state of this node's VMIs (deadlines only; the rest is in volumeStatus)."""
 
@@ -78,8 +87,12 @@ class HotplugVolumes:
         mounts: MountPort | None = None,
         options: HotplugOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
+        give_device: GiveDevice = _give_device,
+        launcher_of: Callable[[Path], Launcher] = launcher_process,
     ) -> None:
         self._pods_dir = pods_dir
+        self._give_device = give_device
+        self._launcher_of = launcher_of
         self._mounts = mounts if mounts is not None else BindMounts()
         self._o = options or HotplugOptions()
         self._clock = clock
@@ -135,7 +148,7 @@ class HotplugVolumes:
         if entry.phase not in ATTACHING:
             return entry
         try:
-            self._mount(vmi, entry, target)
+            self._mount(vmi, entry, target, pod_uid=pod_uid)
         except (HandlerError, OSError) as exc:
             out.revisit = self._o.retry
             return _with(entry, reason=VolumeReason.MOUNT_FAILED, message=str(exc))
@@ -160,12 +173,19 @@ class HotplugVolumes:
             target=reply.target,
         )
 
-    def _mount(self, vmi: VirtualMachineInstance, entry: VolumeStatus, target: Path) -> None:
+    def _mount(
+        self, vmi: VirtualMachineInstance, entry: VolumeStatus, target: Path, *, pod_uid: str
+    ) -> None:
         volume = vmi.spec.volume(entry.name or "")
         source = volume.source() if volume is not None else None
         finder = SOURCES.get(type(source)) if source is not None else None
         if finder is None:
             raise HandlerError(f"volume {entry.name!r} has no source that can be hotplugged")
+        if block.is_block(entry):
+            device = block.device_source(entry, pods_dir=self._pods_dir)
+            launcher = self._launcher_of(launcher_socket(self._pods_dir, pod_uid))
+            self._give_device(device, target, launcher)
+            return
         disk = finder(source, entry, self._pods_dir)
         self._mounts.bind(disk, target)
 

@@ -16,7 +16,7 @@ from shared.model.datavolume import DataVolume
 from shared.model.errors import FieldError, QuantityError
 from shared.model.quantity import parse_bytes
 
-SUPPORTED_SOURCES = ("http", "registry", "pvc", "blank")
+SUPPORTED_SOURCES = ("http", "registry", "pvc", "blank", "upload")
 DEFAULT_ACCESS_MODES = ("ReadWriteOnce",)
 FILESYSTEM = "Filesystem"
 BLOCK = "Block"
@@ -52,11 +52,6 @@ def target(dv: DataVolume) -> Target:
     kinds = source.kinds() if source is not None else ()
     if len(kinds) != 1:
         raise SpecError(f"spec.source: exactly one source is required, got {list(kinds)}")
-    if kinds[0] == "upload":
-        raise SpecError(
-            "spec.source.upload: not supported yet (no upload endpoint is served; import "
-            "the image over http or from a containerDisk image)"
-        )
     if kinds[0] not in SUPPORTED_SOURCES:
         raise SpecError(
             f"spec.source.{kinds[0]}: not supported (kubevirt-py imports "

@@ -69,7 +69,9 @@ def test_daemons_have_what_they_need(path: str) -> None:
     local = path.endswith("local-process")
     pods_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/pods"
     plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
-    seed = [] if local else [podlayout.QEMU_CAPABILITIES_SEED_DIR]
+    # kubelet nodes: the QEMU capability seed, and the CSI publish paths that hotplugged
+    # Block claims' volumeDevices entries link to
+    seed = [] if local else [podlayout.QEMU_CAPABILITIES_SEED_DIR, "/var/lib/kubelet/plugins"]
     assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir, *seed])
     if not local:
         (init,) = handler["initContainers"]

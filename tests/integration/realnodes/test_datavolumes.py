@@ -18,7 +18,6 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from localkube.errors import LocalKubeError
 from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
 from tests.integration.realnodes.test_story import _virtctl, _wait
 
@@ -217,16 +216,10 @@ def test_http_and_clone_datavolumes_succeed_and_boot(
 def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, http_server: str
 ) -> None:
-    """An upload DataVolume is refused at admission (not served yet). A missing image, a
-    404, a claim too small for the image and a non-disk file (over http) each end
-    in a Failed DataVolume whose Ready condition says why; a VM on the 404 one shows
+    """A missing image, a 404, a claim too small for the image and a non-disk file (over
+    http) each end in a Failed DataVolume whose Ready condition says why; a VM on the 404 one shows
     DataVolumeError and a Failure condition naming it, and gets no VMI."""
     k, ns = real_stack, real_namespace
-    upload = _dv("upload", {"upload": {}})
-    upload["metadata"]["namespace"] = ns
-    with pytest.raises(LocalKubeError, match=r"spec\.source\.upload: not supported yet"):
-        k("apply", "-f", "-", stdin=json.dumps(upload))
-    assert _get(k, ns, "dv", "upload") == {}
     base = http_server
     cases = {
         "no-image": (

@@ -37,10 +37,14 @@ def pod(raw_status: dict[str, Any]) -> WorkerPod:
 
 def test_new_datavolume_makes_its_claim_with_cdi_defaults() -> None:
     """No claim yet: Pending, and the claim is made from `storage` with ReadWriteOnce and
-    Filesystem filled in, owned by the DataVolume."""
+    Filesystem filled in, owned by the DataVolume, with the importer pod at once (a clone
+    waits a sync: the CSI driver may fill the claim)."""
     d = dv(REGISTRY)
     plan = plan_datavolume(d, claim=None, pod=None, now=NOW)
     assert plan.create_claim and plan.status.phase == DataVolumePhase.PENDING
+    assert plan.create_pod
+    clone = plan_datavolume(dv({"pvc": {"name": "golden"}}), claim=None, pod=None, now=NOW)
+    assert clone.create_claim and not clone.create_pod
     body = claim_body(d, target(d))
     assert body["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert body["spec"]["volumeMode"] == "Filesystem"
@@ -149,11 +153,38 @@ def test_importer_pods() -> None:
     assert "A larger PVC is required" in SCRIPT
 
 
-def test_upload_is_refused_with_why() -> None:
-    """An upload source fails at once, saying uploads are not served (no pod that waits)."""
-    plan = plan_datavolume(dv({"upload": {}}), claim=None, pod=None, now=NOW)
-    assert plan.status.phase == DataVolumePhase.FAILED and not plan.create_claim
-    assert "spec.source.upload: not supported yet" in (plan.status.conditions[1].message or "")
+def test_upload_phases_follow_the_upload_server() -> None:
+    """An upload source makes cdi-upload-<dv>: UploadScheduled until the server is ready
+    (running alone is not enough), UploadReady while it waits, Succeeded when it exited 0."""
+    d = dv({"upload": {}})
+    assert plan_datavolume(d, claim=None, pod=None, now=NOW).create_claim
+    first = plan_datavolume(d, claim=CLAIM, pod=None, now=NOW)
+    assert first.create_pod and first.status.phase == DataVolumePhase.UPLOAD_SCHEDULED
+    running = plan_datavolume(d, claim=CLAIM, pod=pod({"phase": "Running"}), now=NOW)
+    assert running.status.phase == DataVolumePhase.UPLOAD_SCHEDULED
+    ready_status = {"phase": "Running", "containerStatuses": [{"ready": True}]}
+    ready = plan_datavolume(d, claim=CLAIM, pod=pod(ready_status), now=NOW)
+    assert ready.status.phase == DataVolumePhase.UPLOAD_READY
+    done = plan_datavolume(d, claim=CLAIM, pod=pod({"phase": "Succeeded"}), now=NOW)
+    assert done.status.phase == DataVolumePhase.SUCCEEDED and done.delete_pod
+
+
+def test_upload_pod_runs_the_import_script_behind_the_server() -> None:
+    """The upload server (loopback only) gets the importer script after `--`, pointed at
+    the uploaded file; an exec probe on its /healthz makes the pod ready."""
+    d = dv({"upload": {}}, storage={**STORAGE, "volumeMode": "Block"})
+    body = worker_pod(d, target(d), image="launcher", pull_policy="IfNotPresent")
+    assert body["metadata"]["name"] == "cdi-upload-disk"
+    (container,) = body["spec"]["containers"]
+    assert container["command"][0] == "virt-uploadserver-py"
+    assert container["command"][-1] == "--"
+    assert container["args"][-4:] == [
+        "upload",
+        "/dev/cdi-block-volume",
+        "67108864",
+        "/scratch/disk",
+    ]
+    assert "127.0.0.1:8080/healthz" in " ".join(container["readinessProbe"]["exec"]["command"])
 
 
 def test_csi_clone_needs_no_pod() -> None:

@@ -190,3 +190,14 @@ async def test_a_new_leader_holds_vmis_that_still_have_attachment_pods() -> None
     assert hotplugs.holding("vmi-uid") and not hotplugs.holding("other")
     await hotplugs.sync(_vmi(hotplugged=False), owner)
     assert client.deleted == ["hp-volume-old"]
+
+
+def test_a_block_claims_attachment_pod_maps_the_device() -> None:
+    """For a Block claim the attachment pod maps the device (volumeDevices) instead of
+    mounting it: the kubelet refuses a block claim as a volumeMount."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    vmi = _vmi()
+    pod = attachment_pod(vmi, vmi.spec.volumes[0], owner=owner, config=TemplateConfig(), block=True)
+    (container,) = pod["spec"]["containers"]
+    assert container["volumeDevices"] == [{"name": "hotplug-disk", "devicePath": "/hotplug/data"}]
+    assert "volumeMounts" not in container

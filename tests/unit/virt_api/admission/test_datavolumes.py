@@ -36,13 +36,14 @@ def test_good_datavolumes_are_admitted() -> None:
 
 
 def test_bad_datavolumes_are_refused_naming_the_field() -> None:
-    """No size, an upload, a registry URL without docker:// are each refused at their field."""
+    """No size, a registry URL without docker://, an s3 source are each refused at their
+    field; an upload is admitted."""
     assert "spec.storage.resources.requests.storage" in _paths(
         "DataVolume", _dv({"source": {"blank": {}}, "storage": {}})
     )
-    assert "spec.source.upload" in _paths(
-        "DataVolume", _dv({"source": {"upload": {}}, "storage": STORAGE})
-    )
+    assert _paths("DataVolume", _dv({"source": {"upload": {}}, "storage": STORAGE})) == {}
+    s3 = {"s3": {"url": "s3://bucket/disk"}}
+    assert "spec.source.s3" in _paths("DataVolume", _dv({"source": s3, "storage": STORAGE}))
     refused = _paths("DataVolume", _dv({"source": {"registry": {"url": "x"}}, "storage": STORAGE}))
     assert "docker://<image> is required" in refused["spec.source.registry.url"]
 

@@ -1,0 +1,5 @@
+"""`python -m uploadserver`."""
+
+from uploadserver.main import main
+
+main()
