@@ -14,7 +14,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import commands
+from launcher import commands, tcgthreads
 from launcher import podnet as launcher_podnet
 from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
@@ -107,6 +107,7 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path)
         vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
         network_file=private_dir / podnet.NETWORK_FILE,
+        tcg_single_emulator=tcgthreads.write_wrapper(private_dir),
     )
 
 
@@ -137,11 +138,7 @@ async def _serve(
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
-    resources = Resources(
-        virt=virt,
-        domain=lambda: manager.identity.domain,
-        vcpu_hotplug=virt_type_of(config) != "qemu",
-    )
+    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
         resources=resources,
