@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -75,7 +76,12 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
     try:
         # A session daemon (non-root launcher) uses no cgroups of its own.
         cgroups = not daemon.paths.session and partition.create()
-        daemon.prepare(capabilities_seed=config.capabilities_seed, cgroups=cgroups)
+        wrapper = tcgthreads.write_wrapper(config.private_dir)
+        daemon.prepare(
+            capabilities_seed=config.capabilities_seed,
+            cgroups=cgroups,
+            derive=lambda cache: tcgthreads.seed_capabilities(cache, wrapper),
+        )
         await daemon.start()
         virt = await Virt.open(daemon.paths.uri)
         await virt.warm_up()
@@ -83,6 +89,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             log.info("qemu_capabilities", reused=daemon.capabilities_reused())
             daemon.save_capabilities(config.capabilities_seed)
         host = _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir)
+        host = dataclasses.replace(host, tcg_single_emulator=wrapper)
         try:
             await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
         finally:
@@ -107,7 +114,6 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path)
         vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
         network_file=private_dir / podnet.NETWORK_FILE,
-        tcg_single_emulator=tcgthreads.write_wrapper(private_dir),
     )
 
 

@@ -6,6 +6,7 @@ thread-id complaint after such a hot-add is not a failure."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -141,3 +142,26 @@ async def test_other_libvirt_failures_of_a_hot_add_still_fail() -> None:
     virt = TidVirt("libvirt_error: operation failed: vcpu hotplug failed")
     with pytest.raises(LibvirtFailure):
         await Resources(virt=virt, domain=lambda: "n_a").apply(HotplugResourcesArgs(vcpus=2))
+
+
+def test_the_wrappers_capabilities_are_seeded_from_qemus(tmp_path: Path) -> None:
+    """libvirt's cache entry for the wrapper is QEMU's with the wrapper's path and ctime
+    (libvirt names entries by the path's SHA-256), so no second probe; without QEMU's
+    entry nothing is written."""
+    wrapper = tcgthreads.write_wrapper(tmp_path / "private")
+    cache = tmp_path / "caps"
+    cache.mkdir()
+    assert not tcgthreads.seed_capabilities(cache, wrapper)
+    assert list(cache.iterdir()) == []
+    qemu_entry = cache / f"{hashlib.sha256(str(tcgthreads.QEMU).encode()).hexdigest()}.xml"
+    qemu_entry.write_text(
+        f"<qemuCaps>\n  <emulator>{tcgthreads.QEMU}</emulator>\n  <qemuctime>17</qemuctime>\n"
+        "  <qemumoddirmtime>17</qemumoddirmtime>\n  <flag name='kvm'/>\n</qemuCaps>\n"
+    )
+    assert tcgthreads.seed_capabilities(cache, wrapper)
+    entry = cache / f"{hashlib.sha256(str(wrapper).encode()).hexdigest()}.xml"
+    root = ET.fromstring(entry.read_text())
+    assert root.findtext("emulator") == str(wrapper)
+    assert root.findtext("qemuctime") == str(int(wrapper.stat().st_ctime))
+    assert root.findtext("qemumoddirmtime") == "17"
+    assert root.find("flag") is not None
