@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
 
 import structlog
 
-from launcher import commands
+from launcher import commands, tcgthreads
 from launcher import podnet as launcher_podnet
 from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
@@ -75,7 +76,12 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
     try:
         # A session daemon (non-root launcher) uses no cgroups of its own.
         cgroups = not daemon.paths.session and partition.create()
-        daemon.prepare(capabilities_seed=config.capabilities_seed, cgroups=cgroups)
+        wrapper = tcgthreads.write_wrapper(config.private_dir)
+        daemon.prepare(
+            capabilities_seed=config.capabilities_seed,
+            cgroups=cgroups,
+            derive=lambda cache: tcgthreads.seed_capabilities(cache, wrapper),
+        )
         await daemon.start()
         virt = await Virt.open(daemon.paths.uri)
         await virt.warm_up()
@@ -83,6 +89,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             log.info("qemu_capabilities", reused=daemon.capabilities_reused())
             daemon.save_capabilities(config.capabilities_seed)
         host = _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir)
+        host = dataclasses.replace(host, tcg_single_emulator=wrapper)
         try:
             await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
         finally:
@@ -137,11 +144,7 @@ async def _serve(
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
-    resources = Resources(
-        virt=virt,
-        domain=lambda: manager.identity.domain,
-        vcpu_hotplug=virt_type_of(config) != "qemu",
-    )
+    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
         resources=resources,

@@ -247,8 +247,15 @@ class LibvirtDaemon:
         self._process: asyncio.subprocess.Process | None = None
         self._seeded: dict[str, int] = {}  # seeded cache file → its mtime (ns)
 
-    def prepare(self, *, capabilities_seed: Path | None, cgroups: bool = True) -> None:
-        """Lay out fresh private dirs and config; seed the capability cache if given.
+    def prepare(
+        self,
+        *,
+        capabilities_seed: Path | None,
+        cgroups: bool = True,
+        derive: Callable[[Path], object] | None = None,
+    ) -> None:
+        """Lay out fresh private dirs and config; seed the capability cache if given
+        (``derive`` then adds to the cache dir: the TCG wrapper's entry, launcher/tcgthreads).
 
         Whatever an earlier daemon left here (domain definitions, pid files) is stale: a
         launcher owns exactly one VM for exactly one run. ``cgroups`` False: libvirt
@@ -282,6 +289,8 @@ class LibvirtDaemon:
                 shutil.copytree(capabilities_seed, self.paths.capabilities, dirs_exist_ok=True)
             except (OSError, shutil.Error) as e:  # a seed only makes the start faster
                 log.warning("qemu_capabilities_seed_unreadable", error=str(e))
+            if derive is not None:
+                derive(self.paths.capabilities)
             self._seeded = _mtimes(self.paths.capabilities)
 
     def capabilities_reused(self) -> bool:

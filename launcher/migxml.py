@@ -32,6 +32,7 @@ def destination_xml(source_xml: str, target_xml: str) -> str:
     _chardevs(src, tgt)
     _graphics(src, tgt)
     _partition(src, tgt)
+    _emulator(src, tgt)
     return ET.tostring(src, encoding="unicode")
 
 
@@ -118,3 +119,11 @@ def _partition(src: ET.Element, tgt: ET.Element) -> None:
         # <resource> sits right after <vcpu> in libvirt's own ordering.
         index = next((i for i, el in enumerate(src) if el.tag == "vcpu"), 0) + 1
         src.insert(index, theirs)
+
+
+def _emulator(src: ET.Element, tgt: ET.Element) -> None:
+    """The target's QEMU: the single-threaded-TCG wrapper lives in each launcher's own
+    private dir (launcher/tcgthreads.py)."""
+    ours, theirs = src.find("devices/emulator"), tgt.find("devices/emulator")
+    if ours is not None and theirs is not None:
+        ours.text = theirs.text

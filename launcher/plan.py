@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import disks, firmware, volumes
+from launcher import disks, firmware, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -44,6 +44,8 @@ class HostPaths:
     partition: str | None
     vnc_socket: Path | None = None
     network_file: Path | None = None  # virt-handler's pod wiring (shared/podnet.py)
+    # QEMU with single-threaded TCG (launcher/tcgthreads.py), for domains that may gain vCPUs.
+    tcg_single_emulator: Path | None = None
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -224,6 +226,7 @@ async def plan_domain(
         memory_kib=memory // 1024,
         topology=topology(vmi),
         vcpus_current=vcpus_current(vmi),
+        emulator=emulator(vmi, host=host, virt_type=virt_type),
         memory_hotplug=memory_hotplug(vmi),
         kernel=_kernel(vmi, ctx),
         disks=await _disks(vmi, ctx),
@@ -255,6 +258,16 @@ def vcpus_current(vmi: VirtualMachineInstance) -> int | None:
     """The vCPUs online at start when the topology has room for more; None: all."""
     cpu = vmi.spec.domain.cpu
     return cpu.vcpus() if (cpu.max_sockets or 0) > (cpu.sockets or 1) else None
+
+
+def emulator(vmi: VirtualMachineInstance, *, host: HostPaths, virt_type: str) -> Path:
+    """QEMU, or for an emulated domain with room for more vCPUs the wrapper that runs it
+    with single-threaded TCG (launcher/tcgthreads.py: QEMU 7.2's MTTCG aborts a hot-add)."""
+    grows = tcgthreads.needed(
+        virt_type=virt_type, vcpus_max=topology(vmi).vcpus, vcpus_current=vcpus_current(vmi)
+    )
+    wrapper = host.tcg_single_emulator
+    return wrapper if grows and wrapper is not None else tcgthreads.QEMU
 
 
 BLOCK_KIB = 2048  # virtio-mem's block: sizes are whole blocks (KubeVirt's 2Mi too)

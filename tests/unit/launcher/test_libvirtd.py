@@ -196,3 +196,17 @@ def test_migration_endpoints_name_the_daemons_driver(tmp_path: Path) -> None:
     session = Endpoint(address=tmp_path, session=True).libvirt_uri
     assert session == f"qemu+unix:///session?socket={tmp_path}/sock/libvirt-sock"
     assert Endpoint(address=tmp_path).libvirt_uri.startswith("qemu+unix:///system?")
+
+
+def test_derived_cache_entries_count_as_seeded(tmp_path: Path) -> None:
+    """`derive` adds to the copied seed (the TCG wrapper's entry) before the seed's times
+    are taken, so the cache still counts as reused while libvirt leaves it alone."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "x86_64.xml").write_text("<qemuCaps/>")
+    daemon = _daemon(tmp_path, Isolation.CONTAINER)
+    daemon.prepare(
+        capabilities_seed=seed, derive=lambda cache: (cache / "wrapper.xml").write_text("<w/>")
+    )
+    assert (daemon.paths.capabilities / "wrapper.xml").read_text() == "<w/>"
+    assert daemon.capabilities_reused()

@@ -155,13 +155,3 @@ def test_migration_destination_carries_the_hotplugged_values() -> None:
     assert out.find("vcpu").get("current") == "2"  # type: ignore[union-attr]
     assert out.findtext("devices/memory/target/requested") == "524288"
     assert observe(ET.tostring(out, encoding="unicode")).vcpus == 2
-
-
-async def test_vcpu_hotplug_off_keeps_the_vcpus_and_plugs_memory() -> None:
-    """Under TCG (vcpu_hotplug False) the vCPUs stay as they are (the reply says so) and the
-    memory is still resized."""
-    virt = FakeVirt()
-    resources = Resources(virt=virt, domain=lambda: "n_a", vcpu_hotplug=False)
-    reply = await resources.apply(HotplugResourcesArgs(vcpus=2, memory_kib=GIB_KIB + 2048))
-    assert virt.calls == [("update_device", "2048")]
-    assert reply.vcpus == 1
