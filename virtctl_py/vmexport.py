@@ -34,9 +34,9 @@ from shared.kube.resources import SECRETS, VMEXPORTS
 from shared.model.export import (
     EXPORT_API_VERSION,
     PVC_KIND,
+    SERVICE_PORT,
     SNAPSHOT_KIND,
     SOURCE_GROUPS,
-    SERVICE_PORT,
     TOKEN_HEADER,
     TOKEN_KEY,
     VM_KIND,
