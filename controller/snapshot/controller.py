@@ -39,6 +39,7 @@ from controller.snapshot.logic import (
     deadline_passed,
     failed_status,
     failure_deadline,
+    freeze_budget,
     pick_snapshot_class,
     snapshot_status,
     volume_snapshot_body,
@@ -249,13 +250,12 @@ class SnapshotController(Reconciler):
     async def _freeze(self, snap: VirtualMachineSnapshot, vmi: VirtualMachineInstance) -> str:
         deadline = failure_deadline(snap)
         unfreeze = max(MIN_UNFREEZE, deadline if deadline > 0 else MIN_UNFREEZE)
+        budget = freeze_budget(snap, self._clock(), cap=self._timing.freeze_timeout)
         try:
-            async with asyncio.timeout(self._timing.freeze_timeout):
+            async with asyncio.timeout(budget):
                 await self._kube.freeze(vmi, unfreeze_seconds=unfreeze)
         except TimeoutError:
-            msg = (
-                f"freezing the guest's filesystems timed out after {self._timing.freeze_timeout:g}s"
-            )
+            msg = f"freezing the guest's filesystems timed out after {budget:.3g}s"
             self._recorder.event(snap, EventType.WARNING, "FreezeFailed", msg)
             return msg
         except (ApiError, TransportError) as e:
