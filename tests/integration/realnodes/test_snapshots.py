@@ -154,7 +154,7 @@ def _freeze_unanswered(k: Kubectl, cluster: Cluster, ns: str, key: Path) -> None
     vmi = _get(k, ns, "vmi", "src")
     _wait(lambda: "KUBEVIRT-PY-SERVICES-UP" in _serial(cluster, vmi), 180,
           "the guest's ssh server", lambda: _serial(cluster, vmi)[-400:])  # fmt: skip
-    _in_guest(cluster.kubeconfig, ns, key, "kill -STOP $(cat /run/qemu-ga.pid)")
+    _in_guest(cluster.kubeconfig, ns, key, "kill -STOP $(pidof qemu-ga)")
     before = _names(k, ns, "volumesnapshot")
     spec = {"source": {**VM_REF, "name": "src"}, "failureDeadline": "15s"}
     _apply(k, ns, _obj("VirtualMachineSnapshot", "stuck", spec))
@@ -167,7 +167,7 @@ def _freeze_unanswered(k: Kubectl, cluster: Cluster, ns: str, key: Path) -> None
     _wait(lambda: "FreezeFailed" in _reasons(k, ns, uid), 60, "the FreezeFailed event")
     assert _names(k, ns, "volumesnapshot") == before
     wrote = _in_guest(cluster.kubeconfig, ns, key,
-                      "kill -CONT $(cat /run/qemu-ga.pid); echo written >/tmp/after; cat /tmp/after")  # fmt: skip
+                      "kill -CONT $(pidof qemu-ga); echo written >/tmp/after; cat /tmp/after")  # fmt: skip
     assert "written" in wrote, wrote
     assert "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"]
 
