@@ -205,16 +205,14 @@ def _restart_midway(k: Kubectl, ns: str) -> None:
         for v in _get(k, ns, "vm", vm)["spec"]["template"]["spec"]["volumes"]
         if "persistentVolumeClaim" in v
     } | {"mid-exp-src-data"}
-    want = {
-        "volumesnapshot": before["volumesnapshot"] | {f"vmsnapshot-{snap['metadata']['uid']}-volume-data"},
-        "pvc": before["pvc"] | made_claims,
-        "pod": before["pod"] | {"virt-export-mid-exp"},
-    }  # fmt: skip
+    uid = snap["metadata"]["uid"]
+    added = {"volumesnapshot": {f"vmsnapshot-{uid}-volume-data"}, "pvc": made_claims,
+             "pod": {"virt-export-mid-exp"}}  # fmt: skip
 
-    def now() -> dict[str, set[str]]:
-        return {kind: _names(k, ns, kind) for kind in want}
+    def new() -> dict[str, set[str]]:
+        return {kind: _names(k, ns, kind) - before[kind] for kind in added}
 
-    _wait(lambda: now() == want, 120, "nothing but what the four made", now)
+    _wait(lambda: new() == added, 120, "nothing new but what the four made", new)
     left = k("get", "vmsnapshot,vmrestore", "-n", ns, "-o", "name").split()
     assert not [n for n in left if "tmp-" in n], left
     assert "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"]
