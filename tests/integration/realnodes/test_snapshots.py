@@ -149,8 +149,9 @@ def _names(k: Kubectl, ns: str, kind: str) -> set[str]:
 
 def _freeze_unanswered(k: Kubectl, cluster: Cluster, ns: str, key: Path) -> None:
     """src's agent stopped (SIGSTOP): the snapshot's freeze goes unanswered, the snapshot
-    fails with the reason (FreezeFailed), makes no VolumeSnapshot and leaves the guest
-    thawed: the agent resumed, the guest writes and status.fsFreezeStatus stays unset."""
+    fails with the reason (FreezeFailed) and makes no VolumeSnapshot; the agent resumed,
+    the freeze it then answers is undone at once by the launcher (the thaw came first), the
+    guest writes and status.fsFreezeStatus is unset."""
     vmi = _get(k, ns, "vmi", "src")
     _wait(lambda: "KUBEVIRT-PY-SERVICES-UP" in _serial(cluster, vmi), 180,
           "the guest's ssh server", lambda: _serial(cluster, vmi)[-400:])  # fmt: skip
@@ -169,7 +170,20 @@ def _freeze_unanswered(k: Kubectl, cluster: Cluster, ns: str, key: Path) -> None
     wrote = _in_guest(cluster.kubeconfig, ns, key,
                       "kill -CONT $(pidof qemu-ga); echo written >/tmp/after; cat /tmp/after")  # fmt: skip
     assert "written" in wrote, wrote
-    assert "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"]
+    # The agent, resumed, answers the freeze libvirt had sent: the launcher, asked to thaw
+    # meanwhile, undoes it at once (not 30 s later by its unfreeze timer).
+    pods = json.loads(k("get", "pod", "-n", ns, "-l",
+                        f"kubevirt.io/created-by={vmi['metadata']['uid']}", "-o", "json"))  # fmt: skip
+    (pod,) = pods["items"]
+
+    def launcher_log() -> str:
+        return str(k("logs", "-n", ns, pod["metadata"]["name"], "-c", "compute"))
+
+    _wait(lambda: "late_freeze_undone" in launcher_log(), 60, "the late freeze undone",
+          lambda: launcher_log()[-800:])  # fmt: skip
+    assert "unfreeze_timeout_passed" not in launcher_log()
+    _wait(lambda: "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"], 60,
+          "the guest thawed (status.fsFreezeStatus gone)")  # fmt: skip
 
 
 def _restart_midway(k: Kubectl, ns: str) -> None:
