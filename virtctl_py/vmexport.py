@@ -105,7 +105,7 @@ async def download(kube: KubeClient, target: Target, args: argparse.Namespace) -
     if not args.output:
         raise CliError("download needs --output=FILE", code=Exit.USAGE)
     created = False
-    if args.pvc or args.vm:
+    if args.pvc or args.vm or args.snapshot:
         await create(kube, target.namespace, args)
         created = True
     try:
