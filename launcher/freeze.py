@@ -83,11 +83,17 @@ class Freezer:
             self._freezing -= 1
 
     async def _undo_late_freeze(self) -> None:
+        """Thaw a freeze that landed after a thaw was asked for; it fails the freeze."""
         self._thaw_asked = False
-        self._deadline = self._clock()  # due now: run() retries if this thaw fails
-        self._changed.set()
         log.warning("late_freeze_undone")
-        await self.thaw()
+        try:
+            count = await self._virt.fs_thaw(self._domain)
+        except CommandFailed:
+            self._deadline = self._clock()  # still frozen: run() tries again now
+            self._changed.set()
+            self._on_change()
+            raise
+        log.info("filesystems_thawed", count=count)
         raise CommandFailed(
             ErrorCode.AGENT_NOT_CONNECTED,
             "the freeze landed after an unfreeze was asked for: thawed at once",
