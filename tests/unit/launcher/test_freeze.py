@@ -99,6 +99,10 @@ class SlowAgent(FakeVirt):
         await self.answer.wait()
         return 1
 
+    async def fs_thaw(self, name: str) -> int:
+        await asyncio.sleep(0)  # libvirt's thaw takes a while: others run meanwhile
+        return await super().fs_thaw(name)
+
 
 async def test_a_thaw_during_a_freeze_in_flight_undoes_it_when_it_lands() -> None:
     """The caller gave up on a freeze the agent has not answered and asked for a thaw:
