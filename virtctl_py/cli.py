@@ -242,7 +242,7 @@ def _vmexport(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="the VirtualMachineExport")
     p.add_argument("--vm", help="export this (stopped) VM's claims")
     p.add_argument("--pvc", help="export this claim")
-    p.add_argument("--snapshot", help="(not supported yet)")
+    p.add_argument("--snapshot", help="export this VirtualMachineSnapshot (claims restored)")
     p.add_argument("--ttl", help="spec.ttlDuration, e.g. 1h (KubeVirt's default: 2h)")
     p.add_argument("--output", help="download: the file to write")
     p.add_argument("--volume", help="download: the volume (needed when there are several)")

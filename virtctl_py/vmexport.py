@@ -35,6 +35,8 @@ from shared.model.export import (
     EXPORT_API_VERSION,
     PVC_KIND,
     SERVICE_PORT,
+    SNAPSHOT_KIND,
+    SOURCE_GROUPS,
     TOKEN_HEADER,
     TOKEN_KEY,
     VM_KIND,
@@ -61,16 +63,16 @@ async def vmexport(kube: KubeClient, target: Target, args: argparse.Namespace) -
 
 
 def source_of(args: argparse.Namespace) -> dict[str, str]:
-    """spec.source from --pvc / --vm (exactly one); --snapshot is refused."""
-    if getattr(args, "snapshot", None):
-        raise CliError(
-            "--snapshot: VirtualMachineSnapshot exports are not supported yet", code=Exit.USAGE
-        )
-    given = [(k, v) for k, v in ((PVC_KIND, args.pvc), (VM_KIND, args.vm)) if v]
+    """spec.source from --pvc / --vm / --snapshot (exactly one)."""
+    given = [
+        (k, v)
+        for k, v in ((PVC_KIND, args.pvc), (VM_KIND, args.vm), (SNAPSHOT_KIND, args.snapshot))
+        if v
+    ]
     if len(given) != 1:
-        raise CliError("give exactly one of --pvc or --vm", code=Exit.USAGE)
+        raise CliError("give exactly one of --pvc, --vm or --snapshot", code=Exit.USAGE)
     kind, name = given[0]
-    return {"apiGroup": "" if kind == PVC_KIND else "kubevirt.io", "kind": kind, "name": name}
+    return {"apiGroup": SOURCE_GROUPS[kind][0], "kind": kind, "name": name}
 
 
 async def create(kube: KubeClient, namespace: str, args: argparse.Namespace) -> str:
@@ -103,7 +105,7 @@ async def download(kube: KubeClient, target: Target, args: argparse.Namespace) -
     if not args.output:
         raise CliError("download needs --output=FILE", code=Exit.USAGE)
     created = False
-    if args.pvc or args.vm:
+    if args.pvc or args.vm or args.snapshot:
         await create(kube, target.namespace, args)
         created = True
     try:

@@ -22,6 +22,7 @@ from controller.deps import Deps
 from controller.export import bodies
 from controller.export.certs import make_certs
 from controller.export.logic import TOKEN_MISSING, Blocked, World, expiry, plan_export
+from controller.export.snapshot_source import snapshot_claims
 from controller.export.source import Source, read_source
 from controller.objectio import ObjectIO
 from controller.reconcile import Reconciler, refresher
@@ -37,9 +38,11 @@ from shared.kube import (
 )
 from shared.kube.resources import SECRETS, VMEXPORTS
 from shared.model.export import (
+    SNAPSHOT_KIND,
     ExportPhase,
     VirtualMachineExport,
     default_token_secret,
+    export_errors,
     export_names,
 )
 
@@ -87,7 +90,7 @@ class ExportController(Reconciler):
         vme = self._informers.exports.store.get(key)
         if vme is None or vme.metadata.is_deleting:
             return
-        source = await read_source(self._client, self._informers, vme)
+        source = await self._source(vme)
         token_name, blocked = await self._token(vme)
         service_name = await self._service(vme)
         pod_raw = await self._owned(PODS, export_names(vme.name)[0], vme)
@@ -110,6 +113,14 @@ class ExportController(Reconciler):
         await self._write(vme, dataclasses.replace(vme, status=plan.status))
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
+
+    async def _source(self, vme: VirtualMachineExport) -> Source:
+        """The claims to serve: a snapshot's restored here, the others read."""
+        source = vme.spec.source
+        if source is None or source.kind != SNAPSHOT_KIND or export_errors(vme):
+            return await read_source(self._client, self._informers, vme)
+        claims, blocked = await snapshot_claims(self._io, self._informers, vme, source.name or "")
+        return Source(claims=claims, blocked=blocked)
 
     async def _token(self, vme: VirtualMachineExport) -> tuple[str, Blocked | None]:
         """The token Secret's name; made here when spec.tokenSecretRef is unset."""

@@ -1,8 +1,11 @@
 """What the restore and clone loops share: a writer of their kind's status, the poll
-interval of unfinished objects, the API door, and informer callbacks that queue the key."""
+interval of unfinished objects, the API door, and informer callbacks that queue the key;
+`at_once`, for reads and writes that need not wait for each other."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Generic, TypeVar
 
 from controller.deps import Deps
@@ -13,6 +16,7 @@ from shared.model import KubeObject
 
 POLL_SECONDS = 1.0
 M = TypeVar("M", bound=KubeObject)
+T = TypeVar("T")
 
 
 class PolledReconciler(Reconciler, Generic[M]):
@@ -37,3 +41,18 @@ class PolledReconciler(Reconciler, Generic[M]):
             on_add=lambda obj: self.enqueue(obj.key),
             on_update=lambda old, new: self.enqueue(new.key),
         )
+
+
+async def at_once(*calls: Awaitable[T]) -> list[T]:
+    """Await the calls concurrently (one round trip, not several); the first failure is
+    raised as itself, not as an ExceptionGroup, so a sync's typed errors stay typed."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(_awaited(c)) for c in calls]
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+async def _awaited(call: Awaitable[T]) -> T:
+    return await call

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ import structlog
 
 from controller.deps import Deps
 from controller.reconcile import Reconciler, refresher
+from controller.snapshot.base import at_once
 from controller.snapshot.kube import SnapshotKube
 from controller.snapshot.logic import (
     Backup,
@@ -39,6 +40,7 @@ from controller.snapshot.logic import (
     deadline_passed,
     failed_status,
     failure_deadline,
+    freeze_budget,
     pick_snapshot_class,
     snapshot_status,
     volume_snapshot_body,
@@ -58,6 +60,7 @@ from shared.kube import (
 from shared.model import VirtualMachine, VirtualMachineInstance, VMIPhase, parse_time
 from shared.model.enums import VMIConditionType
 from shared.model.snapshot import (
+    SnapshotStatus,
     VirtualMachineSnapshot,
     VirtualMachineSnapshotContent,
 )
@@ -74,7 +77,7 @@ class SnapshotTiming:
     """How often an unfinished snapshot is looked at and how long a freeze may take."""
 
     poll: float = POLL_SECONDS
-    fast_poll: float = 0.2
+    fast_poll: float = 0.1
     fast_for: float = 10.0
     freeze_timeout: float = FREEZE_TIMEOUT
 
@@ -124,8 +127,12 @@ class SnapshotController(Reconciler):
                 await self._thaw(snap, vmi)
             await self._write(snap, failed_status(snap, why, now))
             return
-        status = await self._advance(snap, vm, vmi, online)
-        await self._write(snap, status)
+        status, content, states = await self._advance(snap, vm, vmi, online)
+        writes = [self._write(snap, status)]
+        if content is not None:
+            ready = status.ready_to_use is True
+            writes.append(self._kube.write_content_status(content, states, ready, self._clock()))
+        await at_once(*writes)  # one round trip, not two
         if not status.phase or not status.phase.is_final():
             self.queue.add_after(key, self._next_look(snap, now))
 
@@ -148,7 +155,8 @@ class SnapshotController(Reconciler):
         vm: VirtualMachine | None,
         vmi: VirtualMachineInstance | None,
         online: Online,
-    ) -> Any:
+    ) -> tuple[SnapshotStatus, VirtualMachineSnapshotContent | None, dict[str, VSState]]:
+        """This sync's snapshot status, the content and its VolumeSnapshots' states."""
         content, plan = await self._content(snap, vm)
         states = await self._kube.volume_snapshots(
             snap.namespace, [volume_snapshot_name(snap.uid, b.volume) for b in plan.backups]
@@ -173,11 +181,7 @@ class SnapshotController(Reconciler):
         status = snapshot_status(
             snap, vm=vm, online=online, plan=plan, states=states, error=error, now=self._clock()
         )
-        if content is not None:
-            await self._kube.write_content_status(
-                content, states, status.ready_to_use is True, self._clock()
-            )
-        return status
+        return status, content, states
 
     async def _content(
         self, snap: VirtualMachineSnapshot, vm: VirtualMachine | None
@@ -213,12 +217,17 @@ class SnapshotController(Reconciler):
         names = set(claim_names(vm).values())
         if not names:
             return volumes_of(vm, {})
-        storage = await self._kube.storage_classes()
-        snap_classes = await self._kube.snapshot_classes()
-        claims: dict[str, ClaimInfo] = {}
-        for name in names:
-            raw = await self._kube.claim(vm.namespace, name)
-            claims[name] = _claim_info(name, raw, storage, snap_classes)
+        ordered = sorted(names)
+        reads: list[Awaitable[Any]] = [
+            self._kube.storage_classes(),
+            self._kube.snapshot_classes(),
+            *(self._kube.claim(vm.namespace, name) for name in ordered),
+        ]
+        storage, snap_classes, *raws = await at_once(*reads)  # one round trip, not 2 + claims
+        claims = {
+            name: _claim_info(name, raw, storage, snap_classes)
+            for name, raw in zip(ordered, raws, strict=True)
+        }
         return volumes_of(vm, claims)
 
     async def _snapshot_volumes(
@@ -249,13 +258,12 @@ class SnapshotController(Reconciler):
     async def _freeze(self, snap: VirtualMachineSnapshot, vmi: VirtualMachineInstance) -> str:
         deadline = failure_deadline(snap)
         unfreeze = max(MIN_UNFREEZE, deadline if deadline > 0 else MIN_UNFREEZE)
+        budget = freeze_budget(snap, self._clock(), cap=self._timing.freeze_timeout)
         try:
-            async with asyncio.timeout(self._timing.freeze_timeout):
+            async with asyncio.timeout(budget):
                 await self._kube.freeze(vmi, unfreeze_seconds=unfreeze)
         except TimeoutError:
-            msg = (
-                f"freezing the guest's filesystems timed out after {self._timing.freeze_timeout:g}s"
-            )
+            msg = f"freezing the guest's filesystems timed out after {budget:.3g}s"
             self._recorder.event(snap, EventType.WARNING, "FreezeFailed", msg)
             return msg
         except (ApiError, TransportError) as e:

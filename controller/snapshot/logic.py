@@ -242,6 +242,17 @@ def deadline_passed(snapshot: VirtualMachineSnapshot, now: datetime) -> bool:
     return now > parse_time(created) + timedelta(seconds=limit)
 
 
+def freeze_budget(snapshot: VirtualMachineSnapshot, now: datetime, *, cap: float) -> float:
+    """How long the freeze may take: `cap`, or less when the failureDeadline comes first
+    (a freeze the agent does not answer fails the snapshot by its deadline, not later)."""
+    limit = failure_deadline(snapshot)
+    created = snapshot.metadata.creation_timestamp
+    if limit <= 0 or not created:
+        return cap
+    left = (parse_time(created) + timedelta(seconds=limit) - now).total_seconds()
+    return max(0.0, min(cap, left))
+
+
 def indications(online: Online) -> tuple[Indication, ...]:
     """Online, with GuestAgent (frozen for the snapshot) or NoGuestAgent (crash-consistent)."""
     if not online.running:

@@ -68,9 +68,8 @@ def restores_of(
     )
 
 
-def claim_body(restore: VirtualMachineRestore, backup: VolumeBackup) -> dict[str, Any]:
-    """The claim made from the backup's VolumeSnapshot, owned by the restore until the VM
-    takes it over."""
+def spec_from_snapshot(backup: VolumeBackup) -> dict[str, Any]:
+    """A claim spec as the backed-up claim's, its data from the backup's VolumeSnapshot."""
     spec_raw = backup.persistent_volume_claim.extra.get("spec") or {}
     spec = {k: copy.deepcopy(spec_raw[k]) for k in CLAIM_SPEC_KEEP if k in spec_raw}
     spec["dataSource"] = {
@@ -78,6 +77,13 @@ def claim_body(restore: VirtualMachineRestore, backup: VolumeBackup) -> dict[str
         "kind": "VolumeSnapshot",
         "name": backup.volume_snapshot_name,
     }
+    return spec
+
+
+def claim_body(restore: VirtualMachineRestore, backup: VolumeBackup) -> dict[str, Any]:
+    """The claim made from the backup's VolumeSnapshot, owned by the restore until the VM
+    takes it over."""
+    spec = spec_from_snapshot(backup)
     labels = dict(backup.persistent_volume_claim.metadata.labels)
     return {
         "apiVersion": "v1",

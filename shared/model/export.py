@@ -2,7 +2,8 @@
 export/v1beta1), the parts kubevirt-py acts on, and the contract between the export
 controller (controller/export/), the exporter pod (exportserver/) and virtctl-py.
 
-    spec.source        a PersistentVolumeClaim or a (stopped) VirtualMachine, by name
+    spec.source        a PersistentVolumeClaim, a (stopped) VirtualMachine or a
+                       VirtualMachineSnapshot (its claims restored), by name
     spec.tokenSecretRef the Secret whose `token` key the downloads must present
     spec.ttlDuration   Go duration ("2h", "90m", "1h30m"); KubeVirt's default is 2h
 
@@ -41,7 +42,11 @@ SERVICE_LABEL = "kubevirt.io.virt-export-service"
 PVC_KIND = "PersistentVolumeClaim"
 VM_KIND = "VirtualMachine"
 SNAPSHOT_KIND = "VirtualMachineSnapshot"
-SOURCE_GROUPS = {PVC_KIND: ("", "core"), VM_KIND: ("kubevirt.io",)}
+SOURCE_GROUPS = {
+    PVC_KIND: ("", "core"),
+    VM_KIND: ("kubevirt.io",),
+    SNAPSHOT_KIND: ("snapshot.kubevirt.io",),
+}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 

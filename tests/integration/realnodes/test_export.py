@@ -2,7 +2,8 @@
 exporter pod (virt-exportserver-py) serves it over HTTPS behind the token, virtctl-py downloads
 it raw and gzip through a port-forward and KubeVirt's own virtctl downloads a stopped VM's
 export of it (`--vm --port-forward`); every download's bytes equal the claim's. A wrong token
-is answered 401; admission refuses a bad source kind and ttlDuration naming the fields; a
+is answered 401; a VirtualMachineSnapshot of that VM exported serves a claim restored from
+it, equal too; admission refuses a bad source kind and ttlDuration naming the fields; a
 ttlDuration that has passed ends the export Terminated with its exporter pod deleted."""
 
 from __future__ import annotations
@@ -112,11 +113,30 @@ def _get_with_token(k: Kubectl, ns: str, vme: dict[str, Any], token: str) -> int
         proc.wait(timeout=10)
 
 
+def _snapshot_export(k: Kubectl, ns: str, tmp_path: Path, want: str) -> None:
+    """An offline VirtualMachineSnapshot of exp-vm exported (`--snapshot`): its claim is
+    restored from the VolumeSnapshot as exp-snap-disk, downloaded byte-equal, and removed
+    with the export."""
+    snap = {"apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshot",
+            "metadata": {"name": "snap"},
+            "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine",
+                                "name": "exp-vm"}}}  # fmt: skip
+    _apply(k, ns, snap)
+    _wait(lambda: _get(k, ns, "vmsnapshot", "snap").get("status", {}).get("readyToUse"), 120,
+          "snapshot snap readyToUse", lambda: _get(k, ns, "vmsnapshot", "snap").get("status"))  # fmt: skip
+    out = tmp_path / "snap.img"
+    _virtctl_py(k.kubeconfig, ns, "vmexport", "download", "exp-snap", "--snapshot=snap",
+                f"--output={out}", "--format=raw")  # fmt: skip
+    assert _sha(out.read_bytes()) == want
+    _wait(lambda: not _get(k, ns, "pvc", "exp-snap-disk"), 60, "the restored claim deleted")
+
+
 def test_export_downloads_equal_the_claim_and_ttl_terminates(
     real_stack: Kubectl, real_namespace: str, upstream_virtctl: Path, tmp_path: Path
 ) -> None:
     """Known bytes on a csi-local claim come back byte-equal through virtctl-py (raw and
-    gzip) and KubeVirt's virtctl (--vm --port-forward); a wrong token gets 401; bad specs
+    gzip), KubeVirt's virtctl (--vm --port-forward) and an export of a snapshot of the VM
+    (virtctl-py --snapshot); a wrong token gets 401; bad specs
     are refused naming the fields; a passed ttlDuration makes the export Terminated and
     deletes its exporter pod."""
     k, ns = real_stack, real_namespace
@@ -154,6 +174,8 @@ def test_export_downloads_equal_the_claim_and_ttl_terminates(
               "--vm=exp-vm", f"--output={upstream}", "--port-forward")  # fmt: skip
     assert _sha(gzip.decompress(upstream.read_bytes())) == want
     assert not _vmexport(k, ns, "exp-vm"), "KubeVirt's virtctl deletes the export it made"
+
+    _snapshot_export(k, ns, tmp_path, want)
 
     k("patch", "vmexport", "exp", "-n", ns, "--type=merge", "-p",
       json.dumps({"spec": {"ttlDuration": "1s"}}))  # fmt: skip

@@ -6,12 +6,16 @@ csi-snapshotter).
 The guest is the tiny test guest booted with kvpy.disk=vda: each boot reads the counter at
 the start of its claim-backed vda and writes the next one, printing both on the serial
 console, so the counter is the data: 1 after the first boot (marker A), 2 after the second
-(marker B). Its real qemu-ga answers the freeze."""
+(marker B). Its real qemu-ga answers the freeze; stopped (SIGSTOP over ssh) it answers
+nothing, as a hung agent would. The same VM then carries a snapshot, a restore, a clone and
+an export through a restart of the leading controller."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,19 +24,33 @@ from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.errors import LocalKubeError
 from tests.integration.realnodes.test_datavolumes import _guest_spec
+from tests.integration.realnodes.test_fleet import leader_pod
+from tests.integration.realnodes.test_remote_access import ssh_key, virtctl_py
 from tests.integration.realnodes.test_storage import _apply, _get, _running
 from tests.integration.realnodes.test_storage import _claim as _storage_claim
-from tests.integration.realnodes.test_story import _condition, _reasons, _serial, _virtctl, _wait
+from tests.integration.realnodes.test_story import (
+    REPO,
+    _condition,
+    _reasons,
+    _serial,
+    _virtctl,
+    _wait,
+)
 
 pytestmark = pytest.mark.cluster
+__all__ = ["ssh_key"]
 SNAP_API = "snapshot.kubevirt.io/v1beta1"
 VM_REF = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine"}
 MAC_SRC = "02:5e:00:00:00:01"
 MAC_CLONE = "02:5e:00:00:00:02"
 
 
-def _vm(name: str, claim: str) -> dict[str, Any]:
+def _vm(name: str, claim: str, public_key: str) -> dict[str, Any]:
+    """The guest on the claim (vda), with the key in its NoCloud user data (vdb)."""
     spec = _guest_spec({"persistentVolumeClaim": {"claimName": claim}})
+    spec["domain"]["devices"]["disks"].append({"name": "cloudinit", "disk": {"bus": "virtio"}})
+    user_data = f"#cloud-config\nssh_authorized_keys:\n  - {public_key}\n"
+    spec["volumes"].append({"name": "cloudinit", "cloudInitNoCloud": {"userData": user_data}})
     spec["domain"]["devices"]["interfaces"] = [
         {"name": "default", "masquerade": {}, "macAddress": MAC_SRC}
     ]
@@ -113,8 +131,109 @@ def _online_snapshot(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return backup  # type: ignore[no-any-return]
 
 
+def _in_guest(kubeconfig: Path, ns: str, key: Path, command: str) -> str:
+    """Run `command` in src's guest over virtctl-py ssh; what it printed."""
+    opts = ["-i", str(key), "-t", "-o StrictHostKeyChecking=no",
+            "-t", "-o UserKnownHostsFile=/dev/null"]  # fmt: skip
+    done = subprocess.run(
+        virtctl_py(kubeconfig, ns, "ssh", "root@vmi/src", *opts, "-c", command),
+        capture_output=True, text=True, timeout=180, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"ssh {command!r}: {done.returncode} {done.stderr}"
+    return done.stdout
+
+
+def _names(k: Kubectl, ns: str, kind: str) -> set[str]:
+    return set(k("get", kind, "-n", ns, "-o", "jsonpath={.items[*].metadata.name}").split())
+
+
+def _freeze_unanswered(k: Kubectl, cluster: Cluster, ns: str, key: Path) -> None:
+    """src's agent stopped (SIGSTOP): the snapshot's freeze goes unanswered, the snapshot
+    fails with the reason (FreezeFailed) and makes no VolumeSnapshot; the agent resumed,
+    the freeze it then answers is undone at once by the launcher (the thaw came first), the
+    guest writes and status.fsFreezeStatus is unset."""
+    vmi = _get(k, ns, "vmi", "src")
+    _wait(lambda: "KUBEVIRT-PY-SERVICES-UP" in _serial(cluster, vmi), 180,
+          "the guest's ssh server", lambda: _serial(cluster, vmi)[-400:])  # fmt: skip
+    _in_guest(cluster.kubeconfig, ns, key, "kill -STOP $(pidof qemu-ga)")
+    before = _names(k, ns, "volumesnapshot")
+    spec = {"source": {**VM_REF, "name": "src"}, "failureDeadline": "15s"}
+    _apply(k, ns, _obj("VirtualMachineSnapshot", "stuck", spec))
+    snap = _until(k, ns, "vmsnapshot", "stuck", lambda s: s.get("phase") in ("Succeeded", "Failed"),
+                  "snapshot stuck final")  # fmt: skip
+    status = snap["status"]
+    assert status["phase"] == "Failed", status
+    assert "freezing the guest's filesystems" in status["error"]["message"], status
+    uid = snap["metadata"]["uid"]
+    _wait(lambda: "FreezeFailed" in _reasons(k, ns, uid), 60, "the FreezeFailed event")
+    assert _names(k, ns, "volumesnapshot") == before
+    wrote = _in_guest(cluster.kubeconfig, ns, key,
+                      "kill -CONT $(pidof qemu-ga); echo written >/tmp/after; cat /tmp/after")  # fmt: skip
+    assert "written" in wrote, wrote
+    # The agent, resumed, answers the freeze libvirt had sent: the launcher, asked to thaw
+    # meanwhile, undoes it at once (not 30 s later by its unfreeze timer).
+    pods = json.loads(k("get", "pod", "-n", ns, "-l",
+                        f"kubevirt.io/created-by={vmi['metadata']['uid']}", "-o", "json"))  # fmt: skip
+    (pod,) = pods["items"]
+
+    def launcher_log() -> str:
+        return str(k("logs", "-n", ns, pod["metadata"]["name"], "-c", "compute"))
+
+    _wait(lambda: "late_freeze_undone" in launcher_log(), 60, "the late freeze undone",
+          lambda: launcher_log()[-800:])  # fmt: skip
+    assert "unfreeze_timeout_passed" not in launcher_log()
+    _wait(lambda: "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"], 60,
+          "the guest thawed (status.fsFreezeStatus gone)")  # fmt: skip
+
+
+def _restart_midway(k: Kubectl, ns: str) -> None:
+    """A snapshot (online, of src), a restore (snap-a into copy2), a clone (src into twin2)
+    and an export (of snap-a) are started, then the leading controller is deleted: each
+    converges under the new leader, and all that is left is what they made (one
+    VolumeSnapshot, the new VMs' claims, the export's claim and pod), src thawed."""
+    before = {kind: _names(k, ns, kind) for kind in ("volumesnapshot", "pvc", "pod")}
+    halted = '{"op": "replace", "path": "/spec/runStrategy", "value": "Halted"}'
+    _apply(k, ns, _obj("VirtualMachineSnapshot", "mid", {"source": {**VM_REF, "name": "src"}}))
+    restore = {"target": {**VM_REF, "name": "copy2"}, "virtualMachineSnapshotName": "snap-a",
+               "patches": [halted]}  # fmt: skip
+    _apply(k, ns, _obj("VirtualMachineRestore", "mid-restore", restore))
+    clone = {"source": {**VM_REF, "name": "src"}, "target": {**VM_REF, "name": "twin2"},
+             "patches": [halted]}  # fmt: skip
+    _apply(k, ns, _obj("VirtualMachineClone", "twin2", clone, api="clone.kubevirt.io/v1beta1"))
+    export = {"source": {"apiGroup": "snapshot.kubevirt.io", "kind": "VirtualMachineSnapshot",
+                         "name": "snap-a"}}  # fmt: skip
+    _apply(k, ns, _obj("VirtualMachineExport", "mid-exp", export, api="export.kubevirt.io/v1beta1"))
+    leader = leader_pod(k)
+    k("delete", "pod", "-n", "kubevirt", leader, "--wait=false")
+
+    snap = _until(k, ns, "vmsnapshot", "mid", lambda s: s.get("phase") == "Succeeded",
+                  "snapshot mid Succeeded")  # fmt: skip
+    _until(k, ns, "vmrestore", "mid-restore", lambda s: s.get("complete"), "restore complete")
+    _until(k, ns, "vmclone", "twin2", lambda s: s.get("phase") == "Succeeded", "clone Succeeded")
+    _until(k, ns, "vmexport", "mid-exp", lambda s: s.get("phase") == "Ready", "export Ready")
+    assert leader_pod(k) != leader
+
+    made_claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for vm in ("copy2", "twin2")
+        for v in _get(k, ns, "vm", vm)["spec"]["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    } | {"mid-exp-src-data"}
+    uid = snap["metadata"]["uid"]
+    added = {"volumesnapshot": {f"vmsnapshot-{uid}-volume-data"}, "pvc": made_claims,
+             "pod": {"virt-export-mid-exp"}}  # fmt: skip
+
+    def new() -> dict[str, set[str]]:
+        return {kind: _names(k, ns, kind) - before[kind] for kind in added}
+
+    _wait(lambda: new() == added, 120, "nothing new but what the four made", new)
+    left = k("get", "vmsnapshot,vmrestore", "-n", ns, "-o", "name").split()
+    assert not [n for n in left if "tmp-" in n], left
+    assert "fsFreezeStatus" not in _get(k, ns, "vmi", "src")["status"]
+
+
 def test_snapshot_restore_and_clone_story(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, ssh_key: tuple[Path, str]
 ) -> None:
     """A running VM on a CSI claim (counter 1 = A) snapshotted online: the guest frozen
     through its agent and thawed, Succeeded, readyToUse, indications Online+GuestAgent, its
@@ -126,13 +245,14 @@ def test_snapshot_restore_and_clone_story(
     missing snapshot, a restore onto the running VM without a policy."""
     k, ns, cluster = real_stack, real_namespace, real_cluster
     _apply(k, ns, _claim("src-data"))
-    _apply(k, ns, _vm("src", "src-data"))
+    _apply(k, ns, _vm("src", "src-data", ssh_key[1]))
     vmi, line = _boot(k, cluster, ns, "src")
     assert "found=0 wrote=1" in line, line
     _wait(lambda: _condition(_get(k, ns, "vmi", "src"), "AgentConnected") == "True",
           120, "the guest agent connected")  # fmt: skip
 
     backup = _online_snapshot(k, ns, "snap-a")
+    _freeze_unanswered(k, cluster, ns, ssh_key[0])
 
     # B: the next boot bumps the counter; then stopped.
     assert _virtctl(cluster.kubeconfig, ns, "restart", "src").returncode == 0
@@ -190,3 +310,5 @@ def test_snapshot_restore_and_clone_story(
     assert "spec.virtualMachineSnapshotName" in _refused(
         k, ns, _obj("VirtualMachineRestore", "nope", ghost)
     )
+
+    _restart_midway(k, ns)

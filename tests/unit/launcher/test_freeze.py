@@ -85,3 +85,61 @@ def test_freeze_arguments_are_checked(args: dict[str, object]) -> None:
     """The wire arguments: a number of seconds ≥ 0, nothing else."""
     with pytest.raises(InvalidArgument):
         FreezeArgs.from_wire(args)
+
+
+class SlowAgent(FakeVirt):
+    """An agent that answers the freeze only once `answer` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+
+    async def fs_freeze(self, name: str) -> int:
+        self.calls.append("freeze")
+        await self.answer.wait()
+        return 1
+
+    async def fs_thaw(self, name: str) -> int:
+        await asyncio.sleep(0)  # libvirt's thaw takes a while: others run meanwhile
+        return await super().fs_thaw(name)
+
+
+async def test_a_thaw_during_a_freeze_in_flight_undoes_it_when_it_lands() -> None:
+    """The caller gave up on a freeze the agent has not answered and asked for a thaw:
+    the thaw returns at once, and the freeze, when it lands, is thawed (once, not again by
+    run()) and fails."""
+    virt = SlowAgent()
+    freezer = Freezer(virt, "ns_vm")
+
+    async def give_up_then_answer() -> None:
+        await asyncio.sleep(0)
+        await asyncio.wait_for(freezer.thaw(), 1)
+        assert virt.calls == ["freeze"]
+        virt.answer.set()
+
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(freezer.run())
+        tg.create_task(give_up_then_answer())
+        with pytest.raises(CommandFailed, match="thawed at once"):
+            await freezer.freeze(300)
+        await asyncio.sleep(0.01)
+        runner.cancel()
+    assert virt.calls == ["freeze", "thaw"] and not freezer.frozen  # thawed once
+
+
+async def test_a_freeze_whose_caller_went_away_is_thawed_at_its_deadline() -> None:
+    """The freeze call cancelled while the agent had not answered: counted frozen until
+    its unfreezeTimeout, then thawed by run() all the same."""
+    virt, clock = SlowAgent(), Clock()
+    freezer = Freezer(virt, "ns_vm", clock=clock)
+    async with asyncio.TaskGroup() as tg:
+        runner = tg.create_task(freezer.run())
+        freezing = tg.create_task(freezer.freeze(0.01))
+        await asyncio.sleep(0)
+        freezing.cancel()
+        await asyncio.sleep(0)
+        assert freezer.frozen
+        clock.now += 1
+        await asyncio.wait_for(virt.thawed.wait(), 5)
+        runner.cancel()
+    assert not freezer.frozen

@@ -80,12 +80,15 @@ def test_non_durations_are_refused(text: str) -> None:
         parse_duration(text)
 
 
-def test_admission_accepts_claim_and_vm_sources() -> None:
-    """A claim (core group) or a VM (kubevirt.io) with a name and a good TTL pass."""
+def test_admission_accepts_claim_vm_and_snapshot_sources() -> None:
+    """A claim (core group), a VM (kubevirt.io) or a VirtualMachineSnapshot
+    (snapshot.kubevirt.io) with a name and a good TTL pass."""
     assert export_errors(vme(PVC, ttlDuration="10m")) == []
     assert (
         export_errors(vme({"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "v"})) == []
     )
+    snap = {"apiGroup": "snapshot.kubevirt.io", "kind": "VirtualMachineSnapshot", "name": "s"}
+    assert export_errors(vme(snap)) == []
 
 
 @pytest.mark.parametrize(
@@ -93,7 +96,7 @@ def test_admission_accepts_claim_and_vm_sources() -> None:
     [
         (None, {}, "spec.source.kind"),
         ({"kind": "ConfigMap", "name": "x"}, {}, "spec.source.kind"),
-        ({"kind": "VirtualMachineSnapshot", "name": "x"}, {}, "spec.source.kind"),
+        ({"kind": "VirtualMachineSnapshot", "name": "x"}, {}, "spec.source.apiGroup"),
         ({"apiGroup": "apps", "kind": "VirtualMachine", "name": "x"}, {}, "spec.source.apiGroup"),
         ({"kind": "PersistentVolumeClaim"}, {}, "spec.source.name"),
         (PVC, {"ttlDuration": "soon"}, "spec.ttlDuration"),

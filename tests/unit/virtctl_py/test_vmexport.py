@@ -28,8 +28,9 @@ def test_kubevirt_flags_parse() -> None:
     assert args("download", "e", "--output=o", "--format=raw").format == "raw"
 
 
-def test_source_is_exactly_one_of_pvc_or_vm() -> None:
-    """--pvc → a core claim, --vm → kubevirt.io; none, both, or --snapshot: a usage error."""
+def test_source_is_exactly_one_of_pvc_vm_or_snapshot() -> None:
+    """--pvc → a core claim, --vm → kubevirt.io, --snapshot → snapshot.kubevirt.io; none or
+    two: a usage error."""
     assert source_of(args("create", "e", "--pvc=c")) == {
         "apiGroup": "", "kind": "PersistentVolumeClaim", "name": "c"
     }  # fmt: skip
@@ -37,8 +38,9 @@ def test_source_is_exactly_one_of_pvc_or_vm() -> None:
     for bad in (("create", "e"), ("create", "e", "--vm=v", "--pvc=c")):
         with pytest.raises(CliError, match="exactly one"):
             source_of(args(*bad))
-    with pytest.raises(CliError, match="--snapshot"):
-        source_of(args("create", "e", "--snapshot=s"))
+    assert source_of(args("create", "e", "--snapshot=s")) == {
+        "apiGroup": "snapshot.kubevirt.io", "kind": "VirtualMachineSnapshot", "name": "s"
+    }  # fmt: skip
 
 
 def _export(volumes: list[dict[str, Any]]) -> VirtualMachineExport:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from controller.informers import build_informers
 from controller.snapshot.controller import SnapshotController, SnapshotTiming
+from controller.snapshot.logic import freeze_budget
 from shared.kube import (
     PVCS,
     STORAGECLASSES,
@@ -254,3 +256,23 @@ async def test_a_restart_while_frozen_thaws() -> None:
     ctl._informers.vmis.store.upsert(vmi.key, frozen)
     await ctl.sync("ns/snap")
     assert api.actions == ["freeze", "create-volumesnapshot", "unfreeze", "unfreeze"]
+
+
+def test_the_freeze_waits_no_longer_than_the_failure_deadline() -> None:
+    """The freeze gets the controller's cap, or what is left of failureDeadline when less;
+    failureDeadline 0 (none) leaves the cap."""
+    created = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def snap(deadline: str | None) -> VirtualMachineSnapshot:
+        spec: dict[str, Any] = {"source": {"kind": "VirtualMachine", "name": "vm"}}
+        if deadline is not None:
+            spec["failureDeadline"] = deadline
+        return VirtualMachineSnapshot.from_dict(
+            {"metadata": {"name": "s", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
+        )
+
+    later = created + timedelta(seconds=4)
+    assert freeze_budget(snap("10s"), later, cap=60.0) == 6.0
+    assert freeze_budget(snap(None), later, cap=60.0) == 60.0
+    assert freeze_budget(snap("0s"), later, cap=60.0) == 60.0
+    assert freeze_budget(snap("3s"), later, cap=60.0) == 0.0
