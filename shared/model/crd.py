@@ -61,6 +61,9 @@ class CRDInfo:
     scale: dict[str, str] | None = None
     group: str = GROUP
     version: str = VERSION
+    # Versions served beside `version` with the same schema (no conversion: the API server
+    # only rewrites apiVersion); `version` stays the storage version.
+    also_served: tuple[str, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -213,6 +216,7 @@ EXPORT_KINDS: tuple[CRDInfo, ...] = (
         ),
         group=EXPORT_GROUP,
         version=EXPORT_VERSION,
+        also_served=("v1",),  # GA in KubeVirt v1.9
     ),
 )
 
@@ -266,13 +270,14 @@ def build_crd(info: CRDInfo) -> dict[str, Any]:
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": info.version,
+                    "name": version,
                     "served": True,
-                    "storage": True,
+                    "storage": version == info.version,
                     "schema": {"openAPIV3Schema": object_schema(info.cls)},
                     "subresources": _subresources(info),
                     "additionalPrinterColumns": list(info.columns),
                 }
+                for version in (info.version, *info.also_served)
             ],
         },
     }

@@ -147,7 +147,8 @@ def test_export_downloads_equal_the_claim_and_ttl_terminates(
     want = _run(k, ns, "writer", claim="disk", code=WRITE, args=(str(SIZE),)).strip()
     k("delete", "pod", "writer", "-n", ns, "--wait=true")
 
-    bad = {"apiVersion": "export.kubevirt.io/v1beta1", "kind": "VirtualMachineExport",
+    # export.kubevirt.io/v1 (GA in KubeVirt v1.9) is served beside v1beta1, and admitted alike.
+    bad = {"apiVersion": "export.kubevirt.io/v1", "kind": "VirtualMachineExport",
            "metadata": {"name": "bad"},
            "spec": {"source": {"kind": "ConfigMap", "name": "x"}, "ttlDuration": "soon"}}  # fmt: skip
     refused = _refusal(k, ns, bad)
@@ -159,6 +160,9 @@ def test_export_downloads_equal_the_claim_and_ttl_terminates(
     assert volume["name"] == "disk"
     assert {f["format"] for f in volume["formats"]} == {"raw", "gzip"}
     assert vme["status"]["tokenSecretRef"] == "export-token-exp"
+    as_v1 = k("get", "virtualmachineexports.v1.export.kubevirt.io", "exp", "-n", ns,
+              "-o", "jsonpath={.apiVersion} {.status.phase}")  # fmt: skip
+    assert as_v1.strip() == "export.kubevirt.io/v1 Ready", as_v1
 
     raw, gz = tmp_path / "disk.img", tmp_path / "disk.img.gz"
     _virtctl_py(kubeconfig, ns, "vmexport", "download", "exp", f"--output={raw}", "--format=raw")

@@ -25,7 +25,7 @@ import yaml
 from shared import model
 from shared.model import KubeObject, Model
 from shared.model._codec import wire_key
-from shared.model.crd import EXPORT_KINDS, KINDS, POOL_KINDS, CRDInfo, render
+from shared.model.crd import EXPORT_KINDS, KINDS, POOL_KINDS, CRDInfo, build_crd, render
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "manifests" / "base"
@@ -111,8 +111,8 @@ def committed_crd(info: CRDInfo) -> dict[str, Any]:
 
 
 def root_schema(info: CRDInfo) -> dict[str, Any]:
-    """The openAPIV3Schema of the committed CRD."""
-    [version] = committed_crd(info)["spec"]["versions"]
+    """The openAPIV3Schema of the committed CRD (its storage version's)."""
+    [version] = [v for v in committed_crd(info)["spec"]["versions"] if v["storage"]]
     schema = version["schema"]["openAPIV3Schema"]
     assert isinstance(schema, dict)
     return schema
@@ -278,3 +278,14 @@ def test_every_kind_has_a_crd() -> None:
     exported = {getattr(model, name) for name in model.__all__}
     top_level = {c for c in exported if isinstance(c, type) and issubclass(c, KubeObject)}
     assert top_level - {KubeObject} == {info.cls for info in KINDS}
+
+
+def test_exports_are_served_as_v1_and_v1beta1_with_one_storage_version() -> None:
+    """VirtualMachineExport is served as export.kubevirt.io/v1 (GA in KubeVirt v1.9) and
+    v1beta1 with the same schema; v1beta1 stays the one storage version."""
+    versions = build_crd(EXPORT_KINDS[0])["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v1beta1", True, True),
+        ("v1", True, False),
+    ]
+    assert versions[0]["schema"] == versions[1]["schema"]
