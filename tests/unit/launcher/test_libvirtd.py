@@ -5,6 +5,7 @@ nodes); and no libvirt cgroups when the launcher could not make its partition.""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from launcher.libvirtd import (
     DaemonPaths,
     Isolation,
     LibvirtDaemon,
+    _running,
     choose_isolation,
     has_cap_sys_admin,
 )
@@ -196,3 +198,17 @@ def test_migration_endpoints_name_the_daemons_driver(tmp_path: Path) -> None:
     session = Endpoint(address=tmp_path, session=True).libvirt_uri
     assert session == f"qemu+unix:///session?socket={tmp_path}/sock/libvirt-sock"
     assert Endpoint(address=tmp_path).libvirt_uri.startswith("qemu+unix:///system?")
+
+
+def test_a_process_counts_as_running_while_any_thread_lives() -> None:
+    """A killed QEMU is waited for until its last thread is gone, not only its leader (a
+    zombie leader's threads still sit in its cgroups, so the partition could not go)."""
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)
+    worker.start()
+    try:
+        assert _running(os.getpid())
+    finally:
+        done.set()
+        worker.join()
+    assert not _running(2**22 + 1)  # above pid_max's ceiling: no such process
