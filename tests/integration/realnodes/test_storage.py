@@ -16,7 +16,9 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_story import REPO, _serial, _virtctl, _wait
+from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
+from tests.integration.realnodes.test_nonroot import _ids
+from tests.integration.realnodes.test_story import REPO, _qemu_pids, _serial, _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 EXAMPLES = REPO / "examples" / "kubevirt"
@@ -82,7 +84,8 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     created: bound to local PVs, disk.img made to the claim's size, the guest finds empty
     disks and writes them; restarted,
     the new guest finds what the first wrote. vmi-pvc on the same claim finds it too.
-    vmi-host-disk gets /var/data/disk.img made on its node, 1Gi sparse, and writes it."""
+    vmi-host-disk gets /var/data/disk.img made on its node, 1Gi sparse, and writes it, its
+    launcher and QEMU running as the qemu user (107), not root."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
     _apply(k, ns, _example("vm-alpine-multipvc"))
     started = _virtctl(kubeconfig, ns, "start", "vm-alpine-multipvc")
@@ -142,3 +145,8 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     host_file = real_cluster.config.nodes_dir / node / "var-data" / "disk.img"
     assert host_file.stat().st_size == GI
     assert host_file.read_bytes()[:13] == b"KVPY-COUNT 1\n"
+    # Its launcher is not root: virt-handler handed the node directory to the qemu user,
+    # the launcher made the image there, and QEMU writes it as 107.
+    assert host_file.stat().st_uid == LAUNCHER_UID
+    (qemu,) = _qemu_pids(f"{ns}_vmi-host-disk")
+    assert _ids(qemu) == ([LAUNCHER_UID] * 4, [LAUNCHER_GID] * 4)
