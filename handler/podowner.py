@@ -71,6 +71,7 @@ def hand_over(
             continue
         target = image if _chown(root, image, launcher.uid) else image.parent
         if target == image.parent and not _chown(root, target, launcher.uid):
+            log.warning("launcher_file_not_handed_over", path=f"/{disk}", error="not found")
             continue
         changed.append(f"/{target}")
     if changed:
