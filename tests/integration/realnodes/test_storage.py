@@ -82,10 +82,10 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     """vm-alpine-multipvc started before its claims exist: no pod, the VMI's Synchronized
     condition FailedPvcNotFound names the claim, the VM shows ErrorPvcNotFound. Claims
     created: bound to local PVs, disk.img made to the claim's size, the guest finds empty
-    disks and writes them; restarted,
-    the new guest finds what the first wrote. vmi-pvc on the same claim finds it too.
-    vmi-host-disk gets /var/data/disk.img made on its node, 1Gi sparse, and writes it, its
-    launcher and QEMU running as the qemu user (107), not root."""
+    disks and writes them; restarted, the new guest finds what the first wrote. vmi-pvc on
+    the same claim finds it too. vmi-host-disk (started with the claims) gets
+    /var/data/disk.img made on its node, 1Gi sparse, and writes it: the image is the qemu
+    user's (107) and its QEMU runs as 107, not root."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
     _apply(k, ns, _example("vm-alpine-multipvc"))
     started = _virtctl(kubeconfig, ns, "start", "vm-alpine-multipvc")
@@ -110,6 +110,7 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
 
     for name in ("disk-alpine", "disk-custom"):
         _apply(k, ns, _claim(name))
+    _apply(k, ns, _example("vmi-host-disk"))  # independent of the claims: boots meanwhile
     first = _running(k, ns, "vm-alpine-multipvc")
     assert _disk_lines(real_cluster, first, 2) == [
         "KUBEVIRT-PY-DISK vda ro=0 found=0 wrote=1",
@@ -138,7 +139,6 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     pvc_vmi = _running(k, ns, "vmi-pvc")
     assert _disk_lines(real_cluster, pvc_vmi, 1) == ["KUBEVIRT-PY-DISK vda ro=0 found=2 wrote=3"]
 
-    _apply(k, ns, _example("vmi-host-disk"))
     host_vmi = _running(k, ns, "vmi-host-disk")
     assert _disk_lines(real_cluster, host_vmi, 1) == ["KUBEVIRT-PY-DISK vda ro=0 found=0 wrote=1"]
     node = host_vmi["status"]["nodeName"]
