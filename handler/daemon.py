@@ -24,6 +24,7 @@ import structlog
 
 from handler.actions import ActionsServer, node_publisher
 from handler.api import HandlerApi
+from handler.cgroups import LeftoverPartitions
 from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
@@ -198,6 +199,7 @@ class Handler:
             hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
             podnet=PodNetworks(pods_dir=self.config.pods_dir),
             expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
+            partitions=LeftoverPartitions(),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

@@ -13,12 +13,15 @@ given, so the launcher can make it.
 
 Only the container's node changes, never the node's own device. Paths are walked one
 component at a time without following symlinks, so a pod cannot point the chown elsewhere;
-under /dev anything but a character or block device is left alone.
+under /dev anything but a character or block device is left alone. A hostDisk's path is
+first resolved inside the container's root (its /var/run is a symlink to /run), as
+openat2's RESOLVE_IN_ROOT would.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -34,6 +37,7 @@ log = structlog.get_logger("handler.podowner")
 
 DEVICES = (PurePosixPath("dev/kvm"), PurePosixPath("dev/net/tun"), PurePosixPath("dev/vhost-net"))
 BLOCK_DIR = PurePosixPath(podlayout.BLOCK_DEVICES_DIR.lstrip("/"))
+_MAX_LINKS = 40  # the kernel's own bound
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -59,14 +63,50 @@ def hand_over(
     for device in (*DEVICES, *_block_devices(root)):
         if _chown(root, device, launcher.uid, devices_only=True):
             changed.append(f"/{device}")
-    for image in host_disks:
+    for disk in host_disks:
+        try:  # /var/run is a symlink to /run in the launcher image
+            image = resolve_in_root(root, disk.parent) / disk.name
+        except OSError as e:
+            log.warning("launcher_file_not_handed_over", path=f"/{disk}", error=str(e))
+            continue
         target = image if _chown(root, image, launcher.uid) else image.parent
         if target == image.parent and not _chown(root, target, launcher.uid):
+            log.warning("launcher_file_not_handed_over", path=f"/{disk}", error="not found")
             continue
         changed.append(f"/{target}")
     if changed:
         log.info("launcher_files_handed_over", uid=launcher.uid, paths=changed)
     return changed
+
+
+def resolve_in_root(root: str, path: PurePosixPath) -> PurePosixPath:
+    """`path` with its symlinks resolved as the container sees them: an absolute target
+    from the container's root, `..` never above it (openat2's RESOLVE_IN_ROOT). Only read
+    here; the chown then walks the result without following any symlink, so a link swapped
+    meanwhile makes it fail, never lead it out."""
+    done: list[str] = []
+    todo = list(path.parts)
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("/", "", "."):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        try:
+            target = os.readlink(os.path.join(root, *done, part))
+        except OSError:  # not a symlink (or absent: the walk will say so)
+            done.append(part)
+            continue
+        hops += 1
+        if hops > _MAX_LINKS:
+            raise OSError(errno.ELOOP, f"too many symlinks under /{path}")
+        if target.startswith("/"):
+            done = []
+        todo = [*PurePosixPath(target).parts, *todo]
+    return PurePosixPath(*done)
 
 
 def _block_devices(root: str) -> Iterator[PurePosixPath]:

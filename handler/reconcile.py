@@ -383,6 +383,8 @@ class Reconciler:
         self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
         self._d.domains.forget(local.uid)
+        if self._d.partitions is not None:  # every launcher of the VMI has ended
+            self._d.partitions.sweep(local.uid)
 
     def uids(self) -> dict[str, str]:
         """VMI key → uid of every VMI the handler holds state for (metrics, tests)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from handler import hotresources
+from handler.cgroups import LeftoverPartitions
 from handler.domains import DomainCache
 from handler.errors import SyncError
 from handler.expand import DiskExpansion
@@ -104,3 +105,4 @@ class ReconcilerDeps:
     hotplug: HotplugVolumes | None = None  # None: hotplugged volumes are left alone
     podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
     expansion: DiskExpansion | None = None  # None: grown claims are not passed on
+    partitions: LeftoverPartitions | None = None  # None: dead launchers' cgroups are left

@@ -31,6 +31,7 @@ from launcher.portforward import PortForwards
 from launcher.resources import Resources
 from launcher.virt import Virt
 from shared import podlayout, podnet
+from shared.cgrouppartition import partition_name
 from shared.daemon import Shutdown, stop_on_signals
 from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
 from shared.wire.client import RpcClient, Tier
@@ -72,7 +73,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
         libvirtd=config.libvirtd,
         tini=config.tini,
     )
-    partition = Partition(f"kvpy-{config.uid.replace('-', '')[:20]}-{os.getpid()}")
+    partition = Partition(partition_name(config.uid, os.getpid()))
     try:
         # A session daemon (non-root launcher) uses no cgroups of its own.
         cgroups = not daemon.paths.session and partition.create()

@@ -2,7 +2,8 @@
 
 Every libvirt daemon names its machine cgroup ``qemu-<id>-<name>.libvirt-qemu``; equal ids
 across daemons collide. ``<resource><partition>/machine/<p></partition>`` in the domain XML
-puts ours under ``machine/<p>.partition`` in each controller, which we create and remove.
+puts ours under ``machine/<p>.partition`` in each controller, which we create and remove
+(shared/cgrouppartition.py names it; the handler removes what a killed launcher left).
 """
 
 from __future__ import annotations

@@ -410,12 +410,20 @@ class LibvirtDaemon:
 
 
 def _running(pid: int) -> bool:
-    """Alive and not yet a zombie (a zombie has left its cgroups)."""
+    """Any thread of the process still alive (an exited thread has left its cgroups). The
+    leader turns zombie first while QEMU's other threads still exit, and still count."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _chown_tree(root: Path, uid: int) -> None:

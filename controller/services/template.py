@@ -186,7 +186,7 @@ class TemplateService:
             },
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
-        if not self._as_root(vmi):
+        if not self.config.launcher_as_root:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=not _passt(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
@@ -195,11 +195,6 @@ class TemplateService:
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
-
-    def _as_root(self, vmi: VirtualMachineInstance) -> bool:
-        """The launcher runs as root: by flag, or for hostDisk volumes (not yet handed over
-        to the non-root user reliably)."""
-        return self.config.launcher_as_root or _host_disks(vmi)
 
     def _copies(self) -> bool:
         """containerDisk/kernelBoot files are copied by init containers (the fallback)."""
@@ -293,7 +288,7 @@ class TemplateService:
                 *sources.mounts,
             ],
         }
-        if not self._as_root(vmi):
+        if not self.config.launcher_as_root:
             container["securityContext"] = compute_security_context(seccomp=not _passt(vmi))
         if sources.devices:  # block-mode claims (controller/services/volumes/pvc.py)
             container["volumeDevices"] = list(sources.devices)
@@ -359,11 +354,6 @@ class TemplateService:
 
 
 RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
-
-
-def _host_disks(vmi: VirtualMachineInstance) -> bool:
-    """hostDisk volumes: node directories a non-root launcher may not write (kept root)."""
-    return any(v.host_disk is not None for v in vmi.spec.volumes)
 
 
 def _passt(vmi: VirtualMachineInstance) -> bool:

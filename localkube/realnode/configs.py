@@ -180,6 +180,9 @@ def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:
         "protectKernelDefaults": False,
         "localStorageCapacityIsolation": True,
         "nodeStatusReportFrequency": "10s",
+        # Pod resync (default 1 min): it also picks up a grown block claim's new size
+        # (NodeExpandVolume for a running pod), which tests wait for.
+        "syncFrequency": "10s",
         "shutdownGracePeriod": "0s",
     }
     return yaml.safe_dump(config, sort_keys=False)

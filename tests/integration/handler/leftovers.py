@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localkube.nodeagent.config import POD_ENV_MARKER
+from shared.cgrouppartition import partition_glob
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 HOST_LIBVIRT_DIRS = (
@@ -122,9 +123,9 @@ def mounts(needles: Iterable[str]) -> list[str]:
 
 
 def cgroup_partitions(vmi_uid: str) -> list[Path]:
-    """The launcher's cgroup partition (launcher/cgroups.py names it by the VMI uid)."""
-    prefix = f"kvpy-{vmi_uid.replace('-', '')[:20]}-"
-    return sorted(CGROUP_ROOT.glob(f"*/machine/{prefix}*.partition"))
+    """The launchers' cgroup partitions (shared/cgrouppartition.py names them by the VMI
+    uid)."""
+    return sorted(CGROUP_ROOT.glob(f"*/machine/{partition_glob(vmi_uid)}"))
 
 
 def host_libvirt_files(namespace: str) -> list[Path]:
@@ -133,8 +134,10 @@ def host_libvirt_files(namespace: str) -> list[Path]:
     return [p for d in HOST_LIBVIRT_DIRS for p in d.glob(f"*{namespace}_*")]
 
 
-def left_by(fp: Footprint, *, exclude: Iterable[int]) -> list[str]:
-    """Everything of one VMI's run still on the node (empty once it is all gone)."""
+def left_by(fp: Footprint, *, exclude: Iterable[int], cgroups: bool = True) -> list[str]:
+    """Everything of one VMI's run still on the node (empty once it is all gone); without
+    its cgroup partitions when `cgroups` is False (the handler removes those a killed
+    launcher left once it forgets the VMI, a moment after the VMI is gone)."""
     procs = processes(
         cmdline=(fp.vmi_uid, f"{fp.pod_dir}/"),
         env=(f"{POD_ENV_MARKER}={fp.pod_uid}",),
@@ -142,7 +145,8 @@ def left_by(fp: Footprint, *, exclude: Iterable[int]) -> list[str]:
     )
     found = [f"process {p}" for p in procs]
     found += [f"mount {m}" for m in mounts([fp.pod_uid])]
-    found += [f"cgroup {c}" for c in cgroup_partitions(fp.vmi_uid)]
+    if cgroups:
+        found += [f"cgroup {c}" for c in cgroup_partitions(fp.vmi_uid)]
     if fp.pod_dir.exists():
         found.append(f"pod dir {fp.pod_dir}: {sorted(str(p) for p in fp.pod_dir.rglob('*'))[:20]}")
     return [f"{fp.vmi} (uid {fp.vmi_uid}, pod {fp.pod_uid}): {what}" for what in found]

@@ -51,6 +51,7 @@ KILL_GRACE = 2
 ACPI_GRACE = 60
 RUNNING_TIMEOUT = 240.0
 GONE_TIMEOUT = 180.0
+PARTITIONS_TIMEOUT = 30.0  # the handler's informer sees the deletion, then it sweeps
 BASELINE_AFTER = 10  # cycles: the daemons' RSS and open files are sampled then
 RSS_MARGIN_KIB = 48 * 1024  # a leak check, not a budget: generous
 FD_MARGIN = 16
@@ -163,9 +164,19 @@ class Churn:
             lambda: self._gone(name), bool, what=f"{self.ns}/{name} gone", timeout=GONE_TIMEOUT
         )
         # Gone means its launcher pod is gone, and the node agent deletes a pod's object
-        # only after its processes ended and its directory went: nothing may be left now.
-        leftovers = left_by(fp, exclude=self.ours)
+        # only after its processes ended and its directory went: nothing may be left now
+        # but a cgroup partition of a launcher that could not remove it (killed when the
+        # pod's grace ended, or its QEMU still exiting), which the handler removes once it
+        # forgets the VMI: that converges, within a bound.
+        leftovers = left_by(fp, exclude=self.ours, cgroups=False)
         assert not leftovers, "\n".join(leftovers)
+        await wait_for(
+            _now(lambda: cgroup_partitions(fp.vmi_uid)),
+            lambda left: not left,
+            what=f"{fp.vmi}'s cgroup partitions removed by the handler",
+            timeout=PARTITIONS_TIMEOUT,
+            interval=0.1,
+        )
         self.done.append(fp)
         await self._sample()
 

@@ -16,7 +16,9 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_story import REPO, _serial, _virtctl, _wait
+from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
+from tests.integration.realnodes.test_nonroot import _ids
+from tests.integration.realnodes.test_story import REPO, _qemu_pids, _serial, _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 EXAMPLES = REPO / "examples" / "kubevirt"
@@ -80,9 +82,10 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     """vm-alpine-multipvc started before its claims exist: no pod, the VMI's Synchronized
     condition FailedPvcNotFound names the claim, the VM shows ErrorPvcNotFound. Claims
     created: bound to local PVs, disk.img made to the claim's size, the guest finds empty
-    disks and writes them; restarted,
-    the new guest finds what the first wrote. vmi-pvc on the same claim finds it too.
-    vmi-host-disk gets /var/data/disk.img made on its node, 1Gi sparse, and writes it."""
+    disks and writes them; restarted, the new guest finds what the first wrote. vmi-pvc on
+    the same claim finds it too. vmi-host-disk (started with the claims) gets
+    /var/data/disk.img made on its node, 1Gi sparse, and writes it: the image is the qemu
+    user's (107) and its QEMU runs as 107, not root."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
     _apply(k, ns, _example("vm-alpine-multipvc"))
     started = _virtctl(kubeconfig, ns, "start", "vm-alpine-multipvc")
@@ -107,6 +110,7 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
 
     for name in ("disk-alpine", "disk-custom"):
         _apply(k, ns, _claim(name))
+    _apply(k, ns, _example("vmi-host-disk"))  # independent of the claims: boots meanwhile
     first = _running(k, ns, "vm-alpine-multipvc")
     assert _disk_lines(real_cluster, first, 2) == [
         "KUBEVIRT-PY-DISK vda ro=0 found=0 wrote=1",
@@ -135,10 +139,14 @@ def test_pvc_and_host_disk_examples_on_real_nodes(
     pvc_vmi = _running(k, ns, "vmi-pvc")
     assert _disk_lines(real_cluster, pvc_vmi, 1) == ["KUBEVIRT-PY-DISK vda ro=0 found=2 wrote=3"]
 
-    _apply(k, ns, _example("vmi-host-disk"))
     host_vmi = _running(k, ns, "vmi-host-disk")
     assert _disk_lines(real_cluster, host_vmi, 1) == ["KUBEVIRT-PY-DISK vda ro=0 found=0 wrote=1"]
     node = host_vmi["status"]["nodeName"]
     host_file = real_cluster.config.nodes_dir / node / "var-data" / "disk.img"
     assert host_file.stat().st_size == GI
     assert host_file.read_bytes()[:13] == b"KVPY-COUNT 1\n"
+    # Its launcher is not root: virt-handler handed the node directory to the qemu user,
+    # the launcher made the image there, and QEMU writes it as 107.
+    assert host_file.stat().st_uid == LAUNCHER_UID
+    (qemu,) = _qemu_pids(f"{ns}_vmi-host-disk")
+    assert _ids(qemu) == ([LAUNCHER_UID] * 4, [LAUNCHER_GID] * 4)

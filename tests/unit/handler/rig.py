@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from handler.cgroups import LeftoverPartitions
 from handler.domains import DomainCache
 from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
@@ -36,7 +37,9 @@ class Rig:
         )
         self.reconciler = self.fresh_reconciler()
 
-    def fresh_reconciler(self, podnet: PodNetworks | None = None) -> Reconciler:
+    def fresh_reconciler(
+        self, podnet: PodNetworks | None = None, partitions: LeftoverPartitions | None = None
+    ) -> Reconciler:
         """A reconciler with no memory (a restarted handler), sharing the fakes."""
         return Reconciler(
             ReconcilerDeps(
@@ -49,6 +52,7 @@ class Rig:
                 clock=lambda: self.now,
                 wall=lambda: self.wall,
                 podnet=podnet,
+                partitions=partitions,
             ),
             ReconcileOptions(
                 node=NODE,

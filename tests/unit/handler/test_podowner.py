@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 
 from handler.hotplug.pvc import _hand_over
 from handler.netns import Launcher
-from handler.podowner import hand_over, host_disk_files
+from handler.podowner import hand_over, host_disk_files, resolve_in_root
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
 from shared.wire.unixpath import bind_private
 from tests.unit.controller.builders import make_vmi
@@ -84,6 +84,62 @@ def test_host_disks_give_the_image_or_its_directory(tmp_path: Path) -> None:
     assert changed[-2:] == [f"/{files[0]}", f"/{files[1].parent}"]
     assert (root / files[0]).stat().st_uid == LAUNCHER_UID
     assert (root / files[1].parent).stat().st_uid == LAUNCHER_UID
+
+
+def test_host_disks_are_found_through_the_images_var_run_symlink(tmp_path: Path) -> None:
+    """In the launcher image /var/run is a symlink to /run: the hostDisk's directory is
+    found through it inside the container's root, and an image is handed over."""
+    vmi = make_vmi(raw={"spec": {"volumes": [
+        {"name": "make", "hostDisk": {"path": "/var/new/b.img", "type": "DiskOrCreate",
+                                      "capacity": "1Gi"}},
+        {"name": "have", "hostDisk": {"path": "/var/data/a.img", "type": "Disk"}},
+    ]}})  # fmt: skip
+    root = _root(tmp_path)
+    disks = root / "run" / "kubevirt-private" / "vmi-disks"
+    (disks / "make").mkdir(parents=True)
+    (disks / "have").mkdir()
+    (disks / "have" / "a.img").write_text("disk")
+    (root / "var").mkdir()
+    (root / "var" / "run").symlink_to("/run")
+    changed = hand_over(LAUNCHER, host_disks=host_disk_files(vmi), proc=str(tmp_path))
+    assert changed[-2:] == [
+        "/run/kubevirt-private/vmi-disks/make",
+        "/run/kubevirt-private/vmi-disks/have/a.img",
+    ]
+    assert (disks / "make").stat().st_uid == LAUNCHER_UID
+    assert (disks / "have" / "a.img").stat().st_uid == LAUNCHER_UID
+
+
+def test_host_disk_symlinks_resolve_inside_the_containers_root(tmp_path: Path) -> None:
+    """A relative symlink climbing out, or an absolute one naming a node path, is resolved
+    inside the container's root: the node's directory of that name is never changed."""
+    root = _root(tmp_path)
+    node_dir = tmp_path / "node" / "kubevirt-private" / "vmi-disks" / "make"
+    node_dir.mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var" / "run").symlink_to("../../../../../../../../node")
+    files = [PurePosixPath("var/run/kubevirt-private/vmi-disks/make/b.img")]
+    assert resolve_in_root(str(root), files[0].parent) == PurePosixPath(
+        "node/kubevirt-private/vmi-disks/make"
+    )
+    assert hand_over(LAUNCHER, host_disks=files, proc=str(tmp_path)) == ["/dev/kvm",
+        "/dev/net/tun", "/dev/vmi-disks/blk"]  # fmt: skip
+    assert node_dir.stat().st_uid == 0
+    (root / "var" / "run").unlink()
+    (root / "var" / "run").symlink_to(tmp_path / "node")
+    assert hand_over(LAUNCHER, host_disks=files, proc=str(tmp_path))[3:] == []
+    assert node_dir.stat().st_uid == 0
+
+
+def test_a_symlink_loop_hands_nothing_over(tmp_path: Path) -> None:
+    """A hostDisk directory behind a symlink loop is refused (logged), the rest still
+    handed over."""
+    root = _root(tmp_path)
+    (root / "var").mkdir()
+    (root / "var" / "run").symlink_to("/var/run")
+    files = [PurePosixPath("var/run/kubevirt-private/vmi-disks/make/b.img")]
+    assert hand_over(LAUNCHER, host_disks=files, proc=str(tmp_path)) == ["/dev/kvm",
+        "/dev/net/tun", "/dev/vmi-disks/blk"]  # fmt: skip
 
 
 def test_a_hotplugged_disk_file_becomes_the_launchers(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ nodes); and no libvirt cgroups when the launcher could not make its partition.""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from launcher.libvirtd import (
     DaemonPaths,
     Isolation,
     LibvirtDaemon,
+    _running,
     choose_isolation,
     has_cap_sys_admin,
 )
@@ -210,3 +212,17 @@ def test_derived_cache_entries_count_as_seeded(tmp_path: Path) -> None:
     )
     assert (daemon.paths.capabilities / "wrapper.xml").read_text() == "<w/>"
     assert daemon.capabilities_reused()
+
+
+def test_a_process_counts_as_running_while_any_thread_lives() -> None:
+    """A killed QEMU is waited for until its last thread is gone, not only its leader (a
+    zombie leader's threads still sit in its cgroups, so the partition could not go)."""
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)
+    worker.start()
+    try:
+        assert _running(os.getpid())
+    finally:
+        done.set()
+        worker.join()
+    assert not _running(2**22 + 1)  # above pid_max's ceiling: no such process

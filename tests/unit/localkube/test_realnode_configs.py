@@ -105,7 +105,8 @@ def test_cni_network_never_masquerades(tmp_path: Path) -> None:
 
 def test_kubelet_runs_on_v1_cgroups_under_its_own_root(tmp_path: Path) -> None:
     """cgroupfs under the node's own root, cgroup v1 allowed, no swap check, client
-    certificates for kube-apiserver, and no image GC of the images built here."""
+    certificates for kube-apiserver, no image GC of the images built here, and pods
+    resynced every 10 s (a grown block claim reaches its running pod that soon)."""
     node = _layout(tmp_path)
     cfg = yaml.safe_load(configs.kubelet_yaml(node, ca_file=Path("/ca.crt")))
     assert cfg["cgroupDriver"] == "cgroupfs" and cfg["cgroupRoot"] == "/kvpy3-node01"
@@ -115,6 +116,7 @@ def test_kubelet_runs_on_v1_cgroups_under_its_own_root(tmp_path: Path) -> None:
     assert cfg["authentication"]["anonymous"] == {"enabled": False}
     assert cfg["imageGCHighThresholdPercent"] == 100
     assert cfg["containerRuntimeEndpoint"] == f"unix://{node.containerd_socket}"
+    assert cfg["syncFrequency"] == "10s"
 
 
 def test_kube_proxy_leaves_host_wide_sysctls_alone(tmp_path: Path) -> None:

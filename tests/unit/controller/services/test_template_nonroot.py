@@ -54,3 +54,17 @@ def test_a_passt_bound_vmi_gets_no_seccomp_profile() -> None:
     ctx = pod["spec"]["containers"][0]["securityContext"]
     assert "seccompProfile" not in ctx and "seccompProfile" not in pod["spec"]["securityContext"]
     assert ctx["runAsUser"] == LAUNCHER_UID
+
+
+def test_a_host_disk_vmi_runs_non_root_too() -> None:
+    """hostDisk images are handed to 107 by virt-handler (handler/podowner.py), so such a
+    VMI's launcher is not root either."""
+    raw = vmi_dict()
+    raw["spec"]["volumes"] = [
+        {"name": "host", "hostDisk": {"path": "/var/data/disk.img", "type": "DiskOrCreate",
+                                      "capacity": "1Gi"}},
+    ]  # fmt: skip
+    raw["spec"]["domain"]["devices"]["disks"] = [{"name": "host", "disk": {"bus": "virtio"}}]
+    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
+    assert pod["spec"]["containers"][0]["securityContext"]["runAsUser"] == LAUNCHER_UID
+    assert pod["spec"]["securityContext"]["fsGroup"] == LAUNCHER_GID
