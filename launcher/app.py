@@ -19,10 +19,11 @@ from launcher import commands, tcgthreads
 from launcher import podnet as launcher_podnet
 from launcher.cgroups import Partition
 from launcher.config import Config, VirtType
+from launcher.daemonpaths import DaemonPaths, choose_isolation
 from launcher.disks import DiskContext
 from launcher.expand import DiskExpander
 from launcher.hotplug import Hotplug, HotplugConfig
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon, choose_isolation
+from launcher.libvirtd import LibvirtDaemon
 from launcher.manager import DomainManager, Identity
 from launcher.migration import LINK_ROOT, EndpointConfig, Migrations, SourceMigrator
 from launcher.notifier import Notifier

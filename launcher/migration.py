@@ -28,8 +28,8 @@ from typing import Protocol
 import structlog
 
 from launcher import migxml
+from launcher.daemonpaths import driver_path
 from launcher.errors import LibvirtFailure, MigrationFailure
-from launcher.libvirtd import driver_path
 from launcher.virt import JobStats, MigrationRequest
 from shared import podlayout
 from shared.model import format_time, utc_now

@@ -21,7 +21,8 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from launcher.libvirtd import DaemonPaths, Isolation, LibvirtDaemon, choose_isolation
+from launcher.daemonpaths import DaemonPaths, Isolation, choose_isolation
+from launcher.libvirtd import LibvirtDaemon
 from launcher.virt import Virt
 from shared import logs, podlayout
 

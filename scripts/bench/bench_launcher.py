@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 from scratch import Scratch
 from scratch import main as run_stoppable
 
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon
+from launcher.daemonpaths import DaemonPaths
+from launcher.libvirtd import LibvirtDaemon
 from shared.wire.client import RpcClient, Tier
 from shared.wire.launcher_api import Method
 from tests.integration.launcher.harness import Launcher, call, tiny_vmi

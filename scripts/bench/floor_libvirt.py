@@ -34,7 +34,8 @@ import libvirt
 import uvloop
 from proc_sampler import BOOT_MARKER, host_busy, read_stat
 
-from launcher.libvirtd import DaemonPaths, LibvirtDaemon
+from launcher.daemonpaths import DaemonPaths
+from launcher.libvirtd import LibvirtDaemon
 from shared.wire.launcher_api import Method
 from tests.integration.launcher.harness import Launcher, call, tiny_vmi
 

@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.libvirtd import (
-    NO_CGROUPS,
-    DaemonPaths,
-    Isolation,
-    LibvirtDaemon,
-    _running,
-    choose_isolation,
-    has_cap_sys_admin,
-)
+from launcher.daemonpaths import DaemonPaths, Isolation, choose_isolation, has_cap_sys_admin
+from launcher.libvirtd import NO_CGROUPS, LibvirtDaemon, _running
 from launcher.migration import Endpoint
 from launcher.seed import replace_files
 from shared import podlayout
