@@ -136,7 +136,7 @@ def exporter_pod(
         {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
         {"name": "certificates", "mountPath": CERT_DIR, "readOnly": True},
     ]
-    devices = []
+    devices: list[dict[str, Any]] = []
     for i, claim in enumerate(claims):
         vol = f"volume-{i}"
         source = {"claimName": claim.name, "readOnly": True}
@@ -146,7 +146,26 @@ def exporter_pod(
             devices.append({"name": vol, "devicePath": path})
         else:
             mounts.append({"name": vol, "mountPath": path, "readOnly": True})
-    container: dict[str, Any] = {
+    container = _server(image=image, pull_policy=pull_policy, mounts=mounts)
+    if devices:
+        container["volumeDevices"] = devices
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(vme, export_names(vme.name)[0], **{SERVICE_LABEL: selector_value(vme)}),
+        "spec": {
+            "restartPolicy": "Always",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "containers": [container],
+            "volumes": volumes,
+        },
+    }
+
+
+def _server(*, image: str, pull_policy: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The export server's container."""
+    return {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": pull_policy,
@@ -173,18 +192,4 @@ def exporter_pod(
             "capabilities": {"drop": ["ALL"]},
         },
         "volumeMounts": mounts,
-    }
-    if devices:
-        container["volumeDevices"] = devices
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _meta(vme, export_names(vme.name)[0], **{SERVICE_LABEL: selector_value(vme)}),
-        "spec": {
-            "restartPolicy": "Always",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "containers": [container],
-            "volumes": volumes,
-        },
     }
