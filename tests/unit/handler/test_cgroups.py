@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,9 +28,16 @@ def make_partition(root: Path, uid: str, pid: int, *, hierarchy: str) -> Path:
 
 @pytest.fixture
 def live_launcher() -> Iterator[tuple[str, int]]:
-    """A process carrying a VMI uid on its command line, as a running launcher does."""
+    """A process carrying a VMI uid on its command line, as a running launcher does.
+
+    Yielded once it has exec'd: a child just forked still shows pytest's command line."""
     uid = "1f1f1f1f-2222-3333-4444-555555555555"
     proc = subprocess.Popen(["sh", "-c", "sleep 600; :", "launcher", "--uid", uid])
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while uid.encode() not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the stand-in launcher did not exec within 10 s"
+        time.sleep(0.01)
     yield uid, proc.pid
     proc.kill()
     proc.wait(timeout=10)
