@@ -26,7 +26,7 @@ from shared.model import VirtualMachineInstance
 
 
 class HandlerApi(Patches, Protocol):
-    """VMI list/watch and status writes, VMI reads after a conflict, Node patches."""
+    """VMI list/watch and status writes, VMI reads after a conflict, Node patches and reads."""
 
     def vmi_source(self, *, label_selector: str) -> Source: ...
 
@@ -37,6 +37,8 @@ class HandlerApi(Patches, Protocol):
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance: ...
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None: ...
+
+    async def node_allocatable(self, name: str) -> dict[str, str]: ...
 
     async def update_status(
         self, resource: Resource, body: Mapping[str, Any]
@@ -67,6 +69,10 @@ class KubeApi:
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._client.patch(NODES, name, patch)
+
+    async def node_allocatable(self, name: str) -> dict[str, str]:
+        status = (await self._client.get(NODES, name)).get("status") or {}
+        return {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
 
     async def update_status(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._client.update_status(resource, body)

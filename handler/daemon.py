@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import structlog
 
@@ -108,7 +109,11 @@ class Handler:
         self.migrations = self._migration_targets(api, registry, wall)
         self.devices = check_devices(config.devices, required=config.required_devices)
         plugins = config.device_plugins
-        self.device_plugins = DevicePlugins(plugins) if plugins is not None else None
+        self.device_plugins = (
+            DevicePlugins(plugins, allocatable=partial(api.node_allocatable, config.node_name))
+            if plugins is not None
+            else None
+        )
         self.heartbeat = Heartbeat(
             api,
             node=config.node_name,

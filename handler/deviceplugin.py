@@ -13,8 +13,10 @@ and watch both sockets: a recreated kubelet.sock (kubelet restarted) or our sock
 (a starting kubelet empties the directory) means serve anew and register again. So does
 a dropped kubelet connection: the ListAndWatch stream the kubelet opened closes while we
 still serve (the kubelet then forgets the resource and pods requesting it cannot start),
-or no stream is opened within `stream_grace` of a registration. Stop: stop serving and
-delete our sockets; the kubelet then drops the resource to 0.
+or no stream is opened within `stream_grace` of a registration. And one drop only the
+Node shows (the kubelet forgot us while our end of its stream stayed open): the audit
+(handler.deviceaudit) reads the Node's allocatable and drops a plugin it does not show.
+Stop: stop serving and delete our sockets; the kubelet then drops the resource to 0.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from typing import Protocol
 
 import structlog
 
+from handler.deviceaudit import AdvertisedAudit, Allocatable, AuditConfig
+from handler.devicegrpc import GrpcPluginServer, KubeletSocket
 from handler.devices import DeviceCheck, check_device
 from shared.deviceplugin import (
     API_VERSION,
     DEFAULT_DIR,
-    KUBELET_SOCKET,
     AllocateRequest,
     AllocateResponse,
     AllocationRefused,
@@ -50,7 +53,6 @@ from shared.deviceplugin import (
     PreStartContainerResponse,
     RegisterRequest,
     RegistrationRefused,
-    rpc,
 )
 from shared.deviceplugin.messages import ContainerPreferredAllocationResponse
 from shared.labels import DEVICE_RESOURCE_PREFIX
@@ -80,6 +82,7 @@ class DevicePluginsConfig:
     # Registered, but no ListAndWatch stream opened by the kubelet after this long: the
     # kubelet lost the registration, register again.
     stream_grace: float = 15.0
+    audit: AuditConfig = field(default_factory=AuditConfig)  # the Node read back
     devices: Mapping[str, Path] = field(default_factory=lambda: DEVICES)
 
 
@@ -97,6 +100,8 @@ class DevicePlugin:
         self.allocations = 0
         self.serving = False
         self.streams_opened = 0  # ListAndWatch calls since we last started serving
+        self.registered_at: float | None = None  # loop time of the registration now in force
+        self.drop_reason: str | None = None  # why `lost` was set, when not a closed stream
         self._generation = 0
         self._changed = asyncio.Event()
         self.lost = asyncio.Event()  # a stream of this serving generation closed early
@@ -116,8 +121,17 @@ class DevicePlugin:
             self._generation += 1
             self.streams_opened = 0
             self.lost = asyncio.Event()
+            self.drop_reason = None
+        if not serving:
+            self.registered_at = None
         self.serving = serving
         self._wake()
+
+    def drop(self, reason: str) -> None:
+        """Something other than our stream shows the kubelet lost us: register again."""
+        if self.serving and not self.lost.is_set():
+            self.drop_reason = reason
+            self.lost.set()
 
     def _wake(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -195,37 +209,6 @@ class PluginServer(Protocol):
 ServerFactory = Callable[[DevicePlugin], PluginServer]
 
 
-@dataclass(frozen=True, slots=True)
-class KubeletSocket:
-    """The kubelet's Registration service on `<directory>/kubelet.sock`."""
-
-    directory: Path
-    timeout: float
-
-    async def register(self, request: RegisterRequest) -> None:
-        await rpc.register(self.directory / KUBELET_SOCKET, request, timeout=self.timeout)
-
-    def identity(self) -> Identity:
-        return rpc.socket_identity(self.directory / KUBELET_SOCKET)
-
-
-class GrpcPluginServer:
-    """A plugin served over gRPC on `<directory>/<endpoint>`."""
-
-    def __init__(self, directory: Path, plugin: DevicePlugin) -> None:
-        self._server = rpc.UnixServer(directory / plugin.endpoint, rpc.plugin_handler(plugin))
-
-    async def start(self) -> None:
-        await self._server.start()
-
-    async def stop(self, grace: float) -> None:
-        await self._server.stop(grace)
-
-    def alive(self) -> bool:
-        inode = self._server.inode
-        return inode is not None and rpc.socket_identity(self._server.path) == inode
-
-
 class DevicePlugins:
     """Every device's plugin, kept registered with the kubelet until `shutdown`."""
 
@@ -236,6 +219,7 @@ class DevicePlugins:
         kubelet: Kubelet | None = None,
         serve: ServerFactory | None = None,
         check: HealthCheck = DEFAULT_CHECK,
+        allocatable: Allocatable | None = None,
     ) -> None:
         self.config = config
         self.plugins = tuple(
@@ -245,6 +229,7 @@ class DevicePlugins:
         self._kubelet = kubelet or KubeletSocket(config.directory, config.call_timeout)
         self._serve = serve or partial(GrpcPluginServer, config.directory)
         self._check = check
+        self._allocatable = allocatable  # the Node's status.allocatable, for the audit
         self._stop = asyncio.Event()
         self._done = asyncio.Event()
         self._started = False
@@ -259,6 +244,9 @@ class DevicePlugins:
             async with asyncio.TaskGroup() as tg:
                 for plugin in self.plugins:
                     tg.create_task(self._keep_registered(plugin), name=f"plugin-{plugin.name}")
+                if self._allocatable is not None:
+                    audit = AdvertisedAudit(self.plugins, self._allocatable, self.config.audit)
+                    tg.create_task(audit.run(self._stop), name="device-plugin-audit")
         finally:
             self._done.set()
 
@@ -348,6 +336,7 @@ class DevicePlugins:
             log.warning("device_plugin_register_failed", resource=plugin.resource, error=str(exc))
             return False
         self.registrations += 1
+        plugin.registered_at = asyncio.get_running_loop().time()
         log.info("device_plugin_registered", resource=plugin.resource, healthy=plugin.healthy)
         return True
 
@@ -361,7 +350,8 @@ class DevicePlugins:
             if self._stop.is_set():
                 return
             if plugin.lost.is_set():
-                log.warning("device_plugin_stream_closed", resource=plugin.resource)
+                if plugin.drop_reason is None:
+                    log.warning("device_plugin_stream_closed", resource=plugin.resource)
                 return
             if plugin.streams_opened == 0 and loop.time() - registered >= self.config.stream_grace:
                 log.warning("device_plugin_not_dialled", resource=plugin.resource)

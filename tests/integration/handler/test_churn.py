@@ -211,6 +211,9 @@ class Churn:
         prefix = f"virt-launcher-{name}-"
         log = self.cluster.paths.log("nodeagent-node01").read_text(errors="replace")
         parts = ["node agent:", *[line for line in log.splitlines() if prefix in line][-40:]]
+        # A launcher that cannot start for a device: what both ends of the plugin said.
+        parts += ["node agent, device plugins:", *_device_lines(log)]
+        parts += ["handler, device plugins:", *_device_lines(self.handler.log())]
         for pod in (await self.kube.list(PODS, namespace=self.ns)).items:
             if pod["metadata"]["name"].startswith(prefix):
                 parts.append(f"pod {pod['metadata']['name']}: status {pod.get('status')}")
@@ -307,8 +310,15 @@ async def _assert_handler_forgot(handler: HandlerProcess, ns: str) -> None:
     assert sum_series(text, "kubevirt_workqueue_depth", {"name": "virt-handler-vmi"}) == 0
 
 
+def _device_lines(log: str) -> list[str]:
+    """The last device-plugin lines of a daemon's log (registrations, drops, capacity)."""
+    keys = ("device_plugin", "device_capacity", "device_health", "kubelet_")
+    return [line for line in log.splitlines() if any(k in line for k in keys)][-20:]
+
+
 def _now(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
     async def probe() -> T:
         return fn()
 
     return probe
+

@@ -317,6 +317,10 @@ class FakeApi(ObjectApi):
         self.node_patches.append(copy.deepcopy(dict(patch)))
         self.nodes[name] = merge_apply(self.nodes.get(name, {}), patch)
 
+    async def node_allocatable(self, name: str) -> dict[str, str]:
+        status = self.nodes.get(name, {}).get("status") or {}
+        return {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
+
     # ---- plumbing -----------------------------------------------------------------------
 
     def _check_write(self, key: tuple[str, str], rv: str | None) -> dict[str, Any]:
