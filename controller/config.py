@@ -160,20 +160,7 @@ class Config:
 
     @classmethod
     def _from_namespace(cls, ns: argparse.Namespace) -> Self:
-        template = TemplateConfig(
-            launcher_image=ns.launcher_image,
-            image_pull_policy=ns.image_pull_policy,
-            launcher_command=tuple(shlex.split(ns.launcher_command)),
-            use_emulation=_flag(ns.use_emulation),
-            notify_host_dir=ns.notify_host_dir,
-            kvm_probe_file=ns.kvm_probe_file or None,
-            capabilities_seed=ns.capabilities_seed or None,
-            node_capabilities_seed=_flag(ns.node_capabilities_seed),
-            log_format=ns.launcher_log_format,
-            container_disk_delivery=_delivery(ns.container_disk_delivery),
-            cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
-            launcher_as_root=_flag(ns.launcher_as_root),
-        )
+        template = _template(ns)
         migration = MigrationConfig(
             parallel_per_cluster=int(ns.parallel_migrations),
             outbound_per_node=int(ns.parallel_outbound_migrations_per_node),
@@ -213,6 +200,24 @@ class Config:
             vm_rollout_strategy=_rollout(ns.vm_rollout_strategy),
             kubevirt_namespace=ns.kubevirt_namespace,
         )
+
+
+def _template(ns: argparse.Namespace) -> TemplateConfig:
+    """How launcher pods are rendered."""
+    return TemplateConfig(
+        launcher_image=ns.launcher_image,
+        image_pull_policy=ns.image_pull_policy,
+        launcher_command=tuple(shlex.split(ns.launcher_command)),
+        use_emulation=_flag(ns.use_emulation),
+        notify_host_dir=ns.notify_host_dir,
+        kvm_probe_file=ns.kvm_probe_file or None,
+        capabilities_seed=ns.capabilities_seed or None,
+        node_capabilities_seed=_flag(ns.node_capabilities_seed),
+        log_format=ns.launcher_log_format,
+        container_disk_delivery=_delivery(ns.container_disk_delivery),
+        cpu_request_millis_per_vcpu=_millis_per_vcpu(ns.cpu_allocation_ratio),
+        launcher_as_root=_flag(ns.launcher_as_root),
+    )
 
 
 def _flag(value: Any) -> bool:

@@ -258,6 +258,10 @@ class _Maker:
         """A namespaced kind decoded plainly (no indexers)."""
         return self.make(name, resource, selector=self.scope, decode=decode)
 
+    def cluster(self, name: str, resource: Resource, decode: Decode[T]) -> Informer[T]:
+        """A cluster-scoped kind (or every namespace's) decoded plainly."""
+        return self.make(name, resource, selector=Selector(), decode=decode)
+
     def models(
         self,
         name: str,
@@ -290,29 +294,18 @@ def build_informers(
     m = _Maker(client=client, resync_period=resync_period, wrap=wrap, scope=Selector(namespace=ns))
     written = vmi_writes.get if vmi_writes is not None else None
     launchers = Selector(namespace=ns, labels=f"{APP_LABEL}={LAUNCHER_APP}")
+    budgets = Selector(namespace=ns, labels=CREATED_BY_LABEL)
+    kubevirt, kubevirt_decode = Selector(namespace=kubevirt_namespace), _plain(KubeVirt.from_dict)
     return Informers(
         vmis=m.models("vmis", VMIS, VirtualMachineInstance, idx=VMI_INDEXERS, written=written),
         pods=m.indexed("pods", PODS, selector=launchers, decode=decode_pod, idx=POD_INDEXERS),
         vms=m.models("vms", VMS, VirtualMachine, idx={OWNER_INDEX: by_owner_uid}),
         migrations=m.models("migrations", VMIMS, Migration, idx=MIGRATION_INDEXERS),
-        nodes=m.make("nodes", NODES, selector=Selector(), decode=decode_node),
-        pdbs=m.make(
-            "pdbs",
-            PDBS,
-            selector=Selector(namespace=ns, labels=CREATED_BY_LABEL),
-            decode=decode_budget,
-        ),
-        kubevirts=m.make(
-            "kubevirts",
-            KUBEVIRTS,
-            selector=Selector(namespace=kubevirt_namespace),
-            decode=_plain(KubeVirt.from_dict),
-        ),
-        policies=m.make(
-            "migrationpolicies",
-            MIGRATION_POLICIES,
-            selector=Selector(),
-            decode=_plain(MigrationPolicy.from_dict),
+        nodes=m.cluster("nodes", NODES, decode_node),
+        pdbs=m.make("pdbs", PDBS, selector=budgets, decode=decode_budget),
+        kubevirts=m.make("kubevirts", KUBEVIRTS, selector=kubevirt, decode=kubevirt_decode),
+        policies=m.cluster(
+            "migrationpolicies", MIGRATION_POLICIES, _plain(MigrationPolicy.from_dict)
         ),
         replicasets=m.models(
             "replicasets",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from controller.config import Config, MigrationConfig, WorkerCounts
 from controller.datavolume.controller import DataVolumeController, WorkerImage
@@ -241,7 +242,7 @@ def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
 
 
 def _families(config: Config, deps: Deps, registry: Registry) -> Families:
-    client = deps.client
+    writer = partial(StatusWriter, deps.client, registry=registry)
     image = config.template.launcher_image
     pull = config.template.image_pull_policy
 
@@ -250,45 +251,41 @@ def _families(config: Config, deps: Deps, registry: Registry) -> Families:
             deps,
             queue=_queue("replicaset", registry),
             expectations=Expectations(),
-            writer=StatusWriter(
-                client, VMIRSS, model=VirtualMachineInstanceReplicaSet, registry=registry
-            ),
+            writer=writer(VMIRSS, model=VirtualMachineInstanceReplicaSet),
             timing=config.timing,
         ),
         pool=PoolController(
             deps,
             queue=_queue("pool", registry),
             expectations=Expectations(),
-            writer=StatusWriter(client, VMPOOLS, model=VirtualMachinePool, registry=registry),
+            writer=writer(VMPOOLS, model=VirtualMachinePool),
         ),
         datavolume=DataVolumeController(
             deps,
             queue=_queue("datavolume", registry),
-            writer=StatusWriter(client, DATAVOLUMES, model=DataVolume, registry=registry),
+            writer=writer(DATAVOLUMES, model=DataVolume),
             worker=WorkerImage(image=image, pull_policy=pull),
         ),
         export=ExportController(
             deps,
             queue=_queue("export", registry),
-            writer=StatusWriter(client, VMEXPORTS, model=VirtualMachineExport, registry=registry),
+            writer=writer(VMEXPORTS, model=VirtualMachineExport),
             exporter=ExporterImage(image=image, pull_policy=pull),
         ),
         snapshot=SnapshotController(
             deps,
             queue=_queue("vmsnapshot", registry),
-            writer=StatusWriter(
-                client, VMSNAPSHOTS, model=VirtualMachineSnapshot, registry=registry
-            ),
+            writer=writer(VMSNAPSHOTS, model=VirtualMachineSnapshot),
         ),
         restore=RestoreController(
             deps,
             queue=_queue("vmrestore", registry),
-            writer=StatusWriter(client, VMRESTORES, model=VirtualMachineRestore, registry=registry),
+            writer=writer(VMRESTORES, model=VirtualMachineRestore),
         ),
         clone=CloneController(
             deps,
             queue=_queue("vmclone", registry),
-            writer=StatusWriter(client, VMCLONES, model=VirtualMachineClone, registry=registry),
+            writer=writer(VMCLONES, model=VirtualMachineClone),
         ),
     )
 

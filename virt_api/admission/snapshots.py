@@ -171,27 +171,38 @@ async def lookup_errors(
         return await _clone_source_errors(spec, namespace, lookup)
     if kind != VirtualMachineRestore.KIND:
         return []
-    errors = []
+    return [
+        *await _restore_snapshot_errors(spec, namespace, lookup),
+        *await _restore_target_errors(spec, namespace, lookup),
+    ]
+
+
+async def _restore_snapshot_errors(
+    spec: Mapping[str, Any], namespace: str, lookup: ObjectLookup
+) -> list[FieldError]:
+    """A restore's snapshot exists and is ready to use."""
     snap_name = spec.get("virtualMachineSnapshotName")
-    if isinstance(snap_name, str) and snap_name:
-        snap = await lookup(VMSNAPSHOTS, namespace, snap_name)
-        if snap is None:
-            errors.append(
-                _missing(
-                    "spec.virtualMachineSnapshotName",
-                    "VirtualMachineSnapshot",
-                    snap_name,
-                    namespace,
-                )
+    if not isinstance(snap_name, str) or not snap_name:
+        return []
+    snap = await lookup(VMSNAPSHOTS, namespace, snap_name)
+    if snap is None:
+        path = "spec.virtualMachineSnapshotName"
+        return [_missing(path, "VirtualMachineSnapshot", snap_name, namespace)]
+    if (snap.get("status") or {}).get("readyToUse") is not True:
+        return [
+            FieldError(
+                path="spec.virtualMachineSnapshotName",
+                message=f"VirtualMachineSnapshot {snap_name!r} is not ready to use",
+                value=snap_name,
             )
-        elif (snap.get("status") or {}).get("readyToUse") is not True:
-            errors.append(
-                FieldError(
-                    path="spec.virtualMachineSnapshotName",
-                    message=f"VirtualMachineSnapshot {snap_name!r} is not ready to use",
-                    value=snap_name,
-                )
-            )
+        ]
+    return []
+
+
+async def _restore_target_errors(
+    spec: Mapping[str, Any], namespace: str, lookup: ObjectLookup
+) -> list[FieldError]:
+    """A running target is refused unless the policy stops it or waits for it."""
     target = (spec.get("target") or {}).get("name")
     policy = spec.get("targetReadinessPolicy")
     stops_or_waits = policy in (
@@ -201,15 +212,15 @@ async def lookup_errors(
     )
     asks = isinstance(target, str) and target and not stops_or_waits
     if asks and await lookup(VMIS, namespace, str(target)) is not None:
-        errors.append(
+        return [
             FieldError(
                 path="spec.targetReadinessPolicy",
                 message=f"VirtualMachine {target!r} is running: stop it first, or set "
                 "StopTarget (stop it), WaitGracePeriod or WaitEventually (wait for it)",
                 value=policy,
             )
-        )
-    return errors
+        ]
+    return []
 
 
 async def _clone_source_errors(
