@@ -25,7 +25,8 @@ from launcher.expand import DiskExpander
 from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import LibvirtDaemon
 from launcher.manager import DomainManager, Identity
-from launcher.migration import LINK_ROOT, EndpointConfig, Migrations, SourceMigrator
+from launcher.migration import EndpointConfig, Migrations, SourceMigrator
+from launcher.migration_endpoint import LINK_ROOT
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards

@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO))
 from scratch import Scratch
 from scratch import main as run_stoppable
 
-from launcher.migration import LINK_ROOT, DowntimePolicy, Endpoint
+from launcher.migration import DowntimePolicy
+from launcher.migration_endpoint import LINK_ROOT, Endpoint
 from launcher.migxml import destination_xml, writable_disks
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrationInfo

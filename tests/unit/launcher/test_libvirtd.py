@@ -12,7 +12,7 @@ import pytest
 
 from launcher.daemonpaths import DaemonPaths, Isolation, choose_isolation, has_cap_sys_admin
 from launcher.libvirtd import NO_CGROUPS, LibvirtDaemon, _running
-from launcher.migration import Endpoint
+from launcher.migration_endpoint import Endpoint
 from launcher.seed import replace_files
 from shared import podlayout
 
