@@ -1,23 +1,34 @@
 """Upload DataVolumes on real nodes: `virtctl-py image-upload` creates the DataVolume, waits
 for its cdi-upload-<dv> pod (UploadReady), sends the file through the API server's
-pods/portforward, and the upload server's qemu-img writes it into the claim."""
+pods/portforward, and the upload server's qemu-img writes it into the claim. KubeVirt's own
+`virtctl image-upload` does the same through CDI's API as virt-api serves it: an
+UploadTokenRequest (upload.cdi.kubevirt.io), then the upload proxy with that token."""
 
 from __future__ import annotations
 
 import shutil
+import ssl
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_datavolumes import _counter, _final, _ready_message, _vmi
-from tests.integration.realnodes.test_storage import _apply, _disk_lines, _running
+from tests.integration.realnodes.test_metrics import _pod_ip
+from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
 from tests.integration.realnodes.test_story import _reasons, _virtctl
+from tests.integration.realnodes.test_upstream_virtctl import _upstream
+from tests.integration.subresources.test_upstream_virtctl import upstream_virtctl
 
 pytestmark = pytest.mark.cluster
+__all__ = ["upstream_virtctl"]
 COUNT = 41  # the guest's disk counter, as the uploaded image carries it
+POD_PHASE = "cdi.kubevirt.io/storage.pod.phase"
 
 
 def _qcow2(tmp_path: Path) -> Path:
@@ -33,16 +44,56 @@ def _qcow2(tmp_path: Path) -> Path:
     return out
 
 
+def _two_disks(name: str, first: str, second: str) -> dict[str, Any]:
+    """The guest with DataVolume `first` as vda and `second` as vdb."""
+    vmi = _vmi(name, first)
+    spec = vmi["spec"]
+    spec["domain"]["devices"]["disks"].append({"name": "more", "disk": {"bus": "virtio"}})
+    spec["volumes"].append({"name": "more", "dataVolume": {"name": second}})
+    boot = spec["domain"]["firmware"]["kernelBoot"]
+    boot["kernelArgs"] = boot["kernelArgs"].replace("kvpy.disk=vda", "kvpy.disk=vda,vdb")
+    return vmi
+
+
+def _post_with_token(url: str, token: str) -> tuple[int, str]:
+    """POST a few bytes to the upload proxy (its certificate unchecked, as --insecure)."""
+    request = urllib.request.Request(url, data=b"disk", method="POST",
+                                     headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, context=insecure, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, tmp_path: Path
+    real_stack: Kubectl,
+    real_cluster: Cluster,
+    real_namespace: str,
+    upstream_virtctl: Path,
+    tmp_path: Path,
 ) -> None:
     """A qcow2 uploaded with image-upload ends in a Succeeded DataVolume (UploadScheduled
-    and UploadReady recorded on the way) whose disk a VMI boots
-    with: the guest finds the counter the image carried. A text file uploaded the same way
-    is refused: image-upload fails saying it is not a disk image and the DataVolume ends
+    and UploadReady recorded on the way). The same qcow2 uploaded with KubeVirt's own
+    virtctl image-upload (--uploadproxy-url: virt-api's upload proxy, --insecure) succeeds
+    too: the claim then says storage.pod.phase Succeeded, as CDI's does. One VMI boots with
+    both disks: the guest finds the counter the image carried on each. A forged token is
+    refused by the proxy (401, saying why). A text file uploaded with virtctl-py is
+    refused: image-upload fails saying it is not a disk image and the DataVolume ends
     Failed with that reason."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
     image = _qcow2(tmp_path)
+    proxy = f"https://{_pod_ip(k, 'virt-controller')}:8444"
+    upstream = _upstream(upstream_virtctl, kubeconfig, ns, "image-upload", "dv", "upstream",
+                         "--size=64Mi", f"--image-path={image}", "--insecure",
+                         f"--uploadproxy-url={proxy}")  # fmt: skip
+    assert "completed successfully" in upstream, upstream
+    assert _final(k, ns, "upstream")["status"]["phase"] == "Succeeded"
+    assert _get(k, ns, "pvc", "upstream")["metadata"]["annotations"][POD_PHASE] == "Succeeded"
+    status, text = _post_with_token(f"{proxy}/v1beta1/upload", "forged.token")
+    assert status == 401 and "signature is invalid" in text, (status, text)
     done = _virtctl(kubeconfig, ns, "image-upload", "dv", "uploaded", "--size=64Mi",
                     f"--image-path={image}", "--insecure")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -51,7 +102,7 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert dv["status"]["phase"] == "Succeeded", _ready_message(dv)
     reasons = _reasons(k, ns, dv["metadata"]["uid"])
     assert {"UploadScheduled", "UploadReady", "Succeeded"} <= reasons, reasons
-    _apply(k, ns, _vmi("on-upload", "uploaded"))
+    _apply(k, ns, _two_disks("on-upload", "uploaded", "upstream"))
 
     notes = tmp_path / "notes.txt"
     notes.write_text("hello, no disk here\n")
@@ -64,5 +115,6 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert "not a disk image" in _ready_message(failed), _ready_message(failed)
 
     vmi = _running(k, ns, "on-upload")
-    (line,) = _disk_lines(real_cluster, vmi, 1)
-    assert _counter(line) == (COUNT, COUNT + 1)
+    lines = _disk_lines(real_cluster, vmi, 2)
+    assert [_counter(line.replace("vdb", "vda")) for line in lines] == [(COUNT, COUNT + 1)] * 2
+    assert [line.split()[1] for line in lines] == ["vda", "vdb"]
