@@ -75,8 +75,8 @@ class TokenSigner:
         try:
             given = _unb64(mac)
             payload = json.loads(_unb64(body))
-        except (binascii.Error, ValueError) as e:
-            raise TokenError(f"the upload token is malformed: {e}") from None
+        except (binascii.Error, ValueError):
+            raise TokenError("the upload token is malformed (not base64url JSON)") from None
         if not hmac.compare_digest(given, self._mac(body)):
             raise TokenError("the upload token's signature is invalid")
         try:

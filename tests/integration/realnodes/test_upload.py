@@ -6,6 +6,8 @@ UploadTokenRequest (upload.cdi.kubevirt.io), then the upload proxy with that tok
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import ssl
 import subprocess
@@ -92,7 +94,9 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert "completed successfully" in upstream, upstream
     assert _final(k, ns, "upstream")["status"]["phase"] == "Succeeded"
     assert _get(k, ns, "pvc", "upstream")["metadata"]["annotations"][POD_PHASE] == "Succeeded"
-    status, text = _post_with_token(f"{proxy}/v1beta1/upload", "forged.token")
+    claim = json.dumps({"exp": 4_000_000_000, "ns": ns, "pvc": "upstream"}).encode()
+    forged = ".".join(base64.urlsafe_b64encode(b).decode() for b in (claim, b"\0" * 32))
+    status, text = _post_with_token(f"{proxy}/v1beta1/upload", forged)
     assert status == 401 and "signature is invalid" in text, (status, text)
     done = _virtctl(kubeconfig, ns, "image-upload", "dv", "uploaded", "--size=64Mi",
                     f"--image-path={image}", "--insecure")  # fmt: skip
