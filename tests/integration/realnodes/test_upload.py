@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import ssl
 import subprocess
@@ -46,15 +47,23 @@ def _qcow2(tmp_path: Path) -> Path:
     return out
 
 
-def _two_disks(name: str, first: str, second: str) -> dict[str, Any]:
-    """The guest with DataVolume `first` as vda and `second` as vdb."""
-    vmi = _vmi(name, first)
+def _disks(name: str, *dvs: str) -> dict[str, Any]:
+    """The guest with the DataVolumes as vda, vdb, … in order."""
+    vmi = _vmi(name, dvs[0])
     spec = vmi["spec"]
-    spec["domain"]["devices"]["disks"].append({"name": "more", "disk": {"bus": "virtio"}})
-    spec["volumes"].append({"name": "more", "dataVolume": {"name": second}})
+    for i, dv in enumerate(dvs[1:], start=1):
+        spec["domain"]["devices"]["disks"].append({"name": f"d{i}", "disk": {"bus": "virtio"}})
+        spec["volumes"].append({"name": f"d{i}", "dataVolume": {"name": dv}})
     boot = spec["domain"]["firmware"]["kernelBoot"]
-    boot["kernelArgs"] = boot["kernelArgs"].replace("kvpy.disk=vda", "kvpy.disk=vda,vdb")
+    names = ",".join(f"vd{chr(ord('a') + i)}" for i in range(len(dvs)))
+    boot["kernelArgs"] = boot["kernelArgs"].replace("kvpy.disk=vda", f"kvpy.disk={names}")
     return vmi
+
+
+def _cdi_config(proxy: str) -> dict[str, Any]:
+    """CDI's CDIConfig `config` naming the upload proxy (cluster-scoped)."""
+    return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDIConfig",
+            "metadata": {"name": "config"}, "spec": {"uploadProxyURLOverride": proxy}}  # fmt: skip
 
 
 def _post_with_token(url: str, token: str) -> tuple[int, str]:
@@ -80,8 +89,10 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     """A qcow2 uploaded with image-upload ends in a Succeeded DataVolume (UploadScheduled
     and UploadReady recorded on the way). The same qcow2 uploaded with KubeVirt's own
     virtctl image-upload (--uploadproxy-url: virt-api's upload proxy, --insecure) succeeds
-    too: the claim then says storage.pod.phase Succeeded, as CDI's does. One VMI boots with
-    both disks: the guest finds the counter the image carried on each. A forged token is
+    too: the claim then says storage.pod.phase Succeeded, as CDI's does; and again without
+    the flag, virtctl reading the URL from CDIConfig `config`'s uploadProxyURLOverride. One
+    VMI boots with the three disks: the guest finds the counter the image carried on each.
+    A forged token is
     refused by the proxy (401, saying why). A text file uploaded with virtctl-py is
     refused: image-upload fails saying it is not a disk image and the DataVolume ends
     Failed with that reason."""
@@ -98,6 +109,13 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     forged = ".".join(base64.urlsafe_b64encode(b).decode() for b in (claim, b"\0" * 32))
     status, text = _post_with_token(f"{proxy}/v1beta1/upload", forged)
     assert status == 401 and "signature is invalid" in text, (status, text)
+    k("apply", "-f", "-", stdin=json.dumps(_cdi_config(proxy)))
+    try:  # no --uploadproxy-url: virtctl reads CDIConfig config's spec.uploadProxyURLOverride
+        by_config = _upstream(upstream_virtctl, kubeconfig, ns, "image-upload", "dv", "by-config",
+                              "--size=64Mi", f"--image-path={image}", "--insecure")  # fmt: skip
+    finally:
+        k("delete", "cdiconfig", "config", "--ignore-not-found")
+    assert f"Uploading data to {proxy}" in by_config, by_config
     done = _virtctl(kubeconfig, ns, "image-upload", "dv", "uploaded", "--size=64Mi",
                     f"--image-path={image}", "--insecure")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -106,7 +124,7 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert dv["status"]["phase"] == "Succeeded", _ready_message(dv)
     reasons = _reasons(k, ns, dv["metadata"]["uid"])
     assert {"UploadScheduled", "UploadReady", "Succeeded"} <= reasons, reasons
-    _apply(k, ns, _two_disks("on-upload", "uploaded", "upstream"))
+    _apply(k, ns, _disks("on-upload", "uploaded", "upstream", "by-config"))
 
     notes = tmp_path / "notes.txt"
     notes.write_text("hello, no disk here\n")
@@ -119,6 +137,6 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert "not a disk image" in _ready_message(failed), _ready_message(failed)
 
     vmi = _running(k, ns, "on-upload")
-    lines = _disk_lines(real_cluster, vmi, 2)
-    assert [_counter(line.replace("vdb", "vda")) for line in lines] == [(COUNT, COUNT + 1)] * 2
-    assert [line.split()[1] for line in lines] == ["vda", "vdb"]
+    lines = _disk_lines(real_cluster, vmi, 3)
+    assert [line.split()[1] for line in lines] == ["vda", "vdb", "vdc"]
+    assert [_counter(re.sub(r"vd[bc]", "vda", line)) for line in lines] == [(COUNT, COUNT + 1)] * 3

@@ -9,6 +9,9 @@ from controller.datavolume.claimnotes import (
     pod_annotations,
 )
 from controller.datavolume.logic import WorkerPod
+from controller.datavolume.pods import claim_body
+from shared.model.datavolume_spec import target
+from tests.unit.controller.datavolume.test_logic import REGISTRY, dv
 
 
 def test_a_ready_upload_server_is_announced_then_the_final_phase() -> None:
@@ -31,3 +34,12 @@ def test_only_changed_annotations_are_patched() -> None:
     want = {POD_PHASE: "Running", POD_READY: "true"}
     assert annotations_patch({POD_PHASE: "Running", "other": "x"}, want) == {POD_READY: "true"}
     assert annotations_patch(want, want) == {}
+
+
+def test_an_upload_claim_is_marked_as_cdi_marks_it() -> None:
+    """An upload DataVolume's claim carries cdi.kubevirt.io/storage.upload.target (KubeVirt's
+    virtctl checks it before uploading into an existing one); an import's does not."""
+    upload, registry = dv({"upload": {}}), dv(REGISTRY)
+    body = claim_body(upload, target(upload))
+    assert body["metadata"]["annotations"] == {"cdi.kubevirt.io/storage.upload.target": ""}
+    assert "annotations" not in claim_body(registry, target(registry))["metadata"]
