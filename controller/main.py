@@ -51,6 +51,7 @@ async def run(config: Config) -> None:
     options = ServeOptions(
         emulation=config.template.use_emulation,
         eviction_strategy=config.migration.eviction_strategy,
+        client_config=client_config,
     )
     client = await KubeClient.connect(client_config, registry=registry)
     async with client, stop_on_signals() as stop:

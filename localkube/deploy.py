@@ -187,19 +187,16 @@ def deploy(
         kubectl("apply", "-f", "-", stdin=json.dumps(slice_))
     # The APIService was (re)applied without a caBundle: patch it in again.
     bundle = base64.b64encode((certs / "ca" / "ca.crt").read_bytes()).decode()
-    kubectl(
-        "patch",
-        "apiservice",
-        "v1.subresources.kubevirt.io",
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"caBundle": bundle}}),
-    )
+    for apiservice in APISERVICES:
+        patch = json.dumps({"spec": {"caBundle": bundle}})
+        kubectl("patch", "apiservice", apiservice, "--type=merge", "-p", patch)
     patch_webhooks(kubectl, bundle)
     wait_ready(kubectl, timeout=timeout)
     apply_kubevirt_cr(kubectl)
 
 
+# The aggregated APIs virt-api serves (manifests/base/subresources/apiservice*.yaml).
+APISERVICES = ("v1.subresources.kubevirt.io", "v1beta1.upload.cdi.kubevirt.io")
 KUBEVIRT_CR = REPO / "manifests" / "kubevirt-cr.yaml"
 
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.clusterconfig import ClusterConfig
-from shared.kube import KubeClient, Registry
+from shared.kube import ClientConfig, KubeClient, Registry
 from shared.model import EvictionStrategy
 from virt_api.admission import AdmissionConfig, AdmissionServer
 from virt_api.subresources import SubresourceConfig, SubresourceServer
+from virt_api.subresources.authz import SarAuthorizer
+from virt_api.upload.routes import uploads_for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +31,9 @@ class ServeOptions:
     eviction_strategy: EvictionStrategy = EvictionStrategy.NONE
     # The live cluster configuration (the KubeVirt CR over the flags): feature gates.
     cluster: Callable[[], ClusterConfig] | None = None
+    # The process's API client settings: the upload proxy's pods/portforward (None: no
+    # upload API, upload.cdi.kubevirt.io is not served).
+    client_config: ClientConfig | None = None
 
 
 def servers(
@@ -42,7 +47,17 @@ def servers(
     found: list[tuple[str, Coroutine[Any, Any, None]]] = []
     subresources = SubresourceConfig.from_env(environ)
     if subresources is not None:
-        found.append(("subresources", SubresourceServer(subresources, client, registry).run()))
+        uploads = None
+        if options.client_config is not None:
+            authorizer = SarAuthorizer(client, timeout=subresources.review_timeout)
+            uploads = uploads_for(
+                subresources.serving,
+                authorizer=authorizer,
+                pods=client,
+                client_config=options.client_config,
+            )
+        server = SubresourceServer(subresources, client, registry, uploads=uploads)
+        found.append(("subresources", server.run()))
     admission = AdmissionConfig.from_env(environ)
     if admission is not None:
         webhooks = AdmissionServer(

@@ -1,83 +1,16 @@
-"""A local port forwarded to a pod's port through the API server (`kubectl port-forward`),
-over the Kubernetes `v4.channel.k8s.io` websocket protocol of pods/portforward.
-
-    async with forward_pod(target, pod="virt-export-x", port=8443) as local_port:
-        ... connect to 127.0.0.1:local_port ...
-
-Each accepted connection opens its own websocket: channel 0 carries the data and channel 1
-errors; the first frame on each channel is the port number (2 bytes, little endian).
-"""
+"""A local port forwarded to a pod's port through the API server, for virtctl-py's target
+(shared.podforward does the work)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator
 
-import aiohttp
-import structlog
-
-from shared.kube import PODS, KubeError
-from shared.kube.websocket import open_websocket
-from shared.wsbridge import bridge
+from shared.podforward import ChannelSocket
+from shared.podforward import forward_pod as _forward_pod
 from virtctl_py.session import Target
 
-log = structlog.get_logger("virtctl_py.podforward")
-
-PROTOCOL = "v4.channel.k8s.io"
-DATA, ERROR = 0, 1
-PORT_PREFIX = 2
-WRITE_TIMEOUT = 30.0
-OPEN_TIMEOUT = 30.0
-
-
-class ChannelSocket:
-    """The data channel of one port-forward websocket, as plain bytes both ways."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self._ws = ws
-        self._seen: set[int] = set()
-
-    async def receive(self, timeout: float | None = None) -> aiohttp.WSMessage:
-        while True:
-            msg = await self._ws.receive(timeout)
-            if msg.type is not aiohttp.WSMsgType.BINARY or not msg.data:
-                return msg
-            channel, payload = msg.data[0], msg.data[1:]
-            if channel not in self._seen:
-                self._seen.add(channel)
-                payload = payload[PORT_PREFIX:]
-            if not payload:
-                continue
-            if channel == ERROR:
-                text = payload.decode(errors="replace")
-                return aiohttp.WSMessage(aiohttp.WSMsgType.ERROR, text, None)
-            if channel == DATA:
-                return aiohttp.WSMessage(aiohttp.WSMsgType.BINARY, payload, None)
-
-    async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
-        await self._ws.send_bytes(bytes([DATA]) + data, compress)
-
-
-async def _tunnel(
-    target: Target,
-    pod: str,
-    port: int,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-) -> None:
-    path = PODS.path(namespace=target.namespace, name=pod, subresource="portforward")
-    try:
-        async with open_websocket(
-            target.client_config(), f"{path}?ports={port}", protocol=PROTOCOL, timeout=OPEN_TIMEOUT
-        ) as ws:
-            why = await bridge(ChannelSocket(ws), reader, writer, write_timeout=WRITE_TIMEOUT)
-        log.debug("pod_tunnel_closed", pod=pod, port=port, why=why)
-    except KubeError as e:
-        log.warning("pod_tunnel_failed", pod=pod, port=port, error=str(e))
-    finally:
-        writer.close()
+__all__ = ["ChannelSocket", "forward_pod"]
 
 
 @contextlib.asynccontextmanager
@@ -85,12 +18,8 @@ async def forward_pod(
     target: Target, *, pod: str, port: int, local_port: int = 0
 ) -> AsyncIterator[int]:
     """Listen on 127.0.0.1 (`local_port`, 0: any free one) while the block runs."""
-    handler = functools.partial(_tunnel, target, pod, port)
-    server = await asyncio.start_server(handler, "127.0.0.1", local_port)
-    try:
-        yield int(server.sockets[0].getsockname()[1])
-    finally:
-        server.close()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(5.0):
-                await server.wait_closed()
+    config = target.client_config()
+    async with _forward_pod(
+        config, namespace=target.namespace, pod=pod, port=port, local_port=local_port
+    ) as local:
+        yield local

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from controller.datavolume.claimnotes import annotations_patch, pod_annotations
 from controller.datavolume.csiclone import clone_source
 from controller.datavolume.logic import ClaimView, DVPlan, WorkerPod, plan_datavolume
 from controller.datavolume.pods import claim_body, pod_is_ours, worker_name, worker_pod
@@ -94,6 +95,8 @@ class DataVolumeController(Reconciler):
         plan = plan_datavolume(dv, claim=claim, pod=pod, now=format_time(self._clock()))
         await self._apply(dv, plan)
         await self._write(dv, plan)
+        if claim is not None and claim.owned:
+            await self._annotate(claim, pod_annotations(plan.status.phase, pod), dv.namespace)
         if not plan.status.phase or not DataVolumePhase(plan.status.phase).is_final():
             self.queue.add_after(key, self._poll)
 
@@ -110,7 +113,22 @@ class DataVolumeController(Reconciler):
             volume_mode=str(spec.get("volumeMode") or "Filesystem"),
             owned=any(r.get("uid") == dv.uid and r.get("controller") for r in refs),
             csi_clone=source.get("kind") == "PersistentVolumeClaim",
+            annotations=(raw.get("metadata") or {}).get("annotations") or {},
         )
+
+    async def _annotate(self, claim: ClaimView, want: Mapping[str, str], namespace: str) -> None:
+        """The worker pod's phase and readiness on the claim, as CDI keeps them."""
+        patch = annotations_patch(claim.annotations, want)
+        if not patch:
+            return
+        body = {"metadata": {"annotations": patch}}
+        try:
+            async with asyncio.timeout(IO_TIMEOUT):
+                await self._client.patch(PVCS, claim.name, body, namespace=namespace)
+        except NotFound:
+            return
+        except (ApiError, TransportError) as e:
+            raise SyncError("FailedUpdate", f"claim {claim.name} annotations: {e}") from e
 
     async def _get(self, resource: Resource, name: str, namespace: str) -> dict[str, Any] | None:
         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -108,6 +108,7 @@ class ClaimView:
     owned: bool  # controlled by this DataVolume
     # Made with a PersistentVolumeClaim dataSource: the CSI driver clones, no worker pod.
     csi_clone: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -90,19 +90,23 @@ fi
 """
 
 
+UPLOAD_TARGET_ANNOTATION = "cdi.kubevirt.io/storage.upload.target"
+
+
 def claim_body(dv: DataVolume, want: Target) -> dict[str, Any]:
-    """The claim: the DataVolume's name, owned by it (GC removes it with the DataVolume)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {
-            "name": dv.name,
-            "namespace": dv.namespace,
-            "labels": {APP_LABEL: APP, DV_LABEL: dv.name},
-            "ownerReferences": [owner_ref(dv)],
-        },
-        "spec": dict(want.claim_spec),
+    """The claim: the DataVolume's name, owned by it (GC removes it with the DataVolume).
+    An upload's claim carries CDI's upload-target annotation (KubeVirt's virtctl
+    image-upload checks it before uploading into an existing DataVolume)."""
+    metadata: dict[str, Any] = {
+        "name": dv.name,
+        "namespace": dv.namespace,
+        "labels": {APP_LABEL: APP, DV_LABEL: dv.name},
+        "ownerReferences": [owner_ref(dv)],
     }
+    if want.kind is SourceKind.UPLOAD:
+        metadata["annotations"] = {UPLOAD_TARGET_ANNOTATION: ""}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
+            "spec": dict(want.claim_spec)}  # fmt: skip
 
 
 def owner_ref(dv: DataVolume) -> dict[str, Any]:

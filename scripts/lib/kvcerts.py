@@ -37,6 +37,8 @@ from pathlib import Path
 CONTROLLER_CN = "kubevirt-py-controller"
 HANDLER_CN = "kubevirt-py-handler"
 APISERVICE = "v1.subresources.kubevirt.io"
+# Both aggregated APIs virt-api serves, verified against the same CA.
+APISERVICES = (APISERVICE, "v1beta1.upload.cdi.kubevirt.io")
 WEBHOOK_CONFIGURATIONS = (
     ("mutatingwebhookconfiguration", "virt-api-mutator"),
     ("validatingwebhookconfiguration", "virt-api-validator"),
@@ -163,8 +165,11 @@ def write_cabundle_patch(out: Path) -> Path:
     """A kustomize patch that sets the APIService's caBundle (for an overlay to include)."""
     path = out / "apiservice-cabundle-patch.yaml"
     path.write_text(
-        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\n"
-        f"metadata:\n  name: {APISERVICE}\nspec:\n  caBundle: {ca_bundle(out)}\n"
+        "---\n".join(
+            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\n"
+            f"metadata:\n  name: {name}\nspec:\n  caBundle: {ca_bundle(out)}\n"
+            for name in APISERVICES
+        )
     )
     return path
 
@@ -192,16 +197,16 @@ def apply(opts: Options, *, kubectl: Sequence[str]) -> None:
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
         subprocess.run([*kubectl, "apply", "-f", "-"], input=manifest, text=True, check=True)
-    found = subprocess.run([*kubectl, "get", "apiservice", APISERVICE], capture_output=True)
-    if found.returncode == 0:
+    for name in APISERVICES:
+        found = subprocess.run([*kubectl, "get", "apiservice", name], capture_output=True)
+        if found.returncode != 0:
+            print(
+                f"apiservice {name} not found: apply the manifests, then run again", file=sys.stderr
+            )
+            continue
         patch = f'{{"spec":{{"caBundle":"{ca_bundle(opts.out)}"}}}}'
         subprocess.run(
-            [*kubectl, "patch", "apiservice", APISERVICE, "--type=merge", "-p", patch], check=True
-        )
-    else:
-        print(
-            f"apiservice {APISERVICE} not found: apply the manifests, then run again",
-            file=sys.stderr,
+            [*kubectl, "patch", "apiservice", name, "--type=merge", "-p", patch], check=True
         )
     patch_webhooks(kubectl, ca_bundle(opts.out))
 

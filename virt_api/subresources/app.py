@@ -3,6 +3,7 @@
     /healthz                                   probes; no client certificate needed
     /apis, /apis/<group>, /apis/<group>/v1     discovery (front proxy only)
     /apis/<group>/v1/version | healthz         (front proxy only)
+    /apis/upload.cdi.kubevirt.io/v1beta1/…, /v1beta1/upload   CDI's upload API (virt_api.upload)
     /apis/<group>/v1/namespaces/<ns>/virtualmachineinstances/<name>/<action>
         authenticate → SubjectAccessReview → locate → forward (or relay console / vnc)
     /apis/<group>/v1/namespaces/<ns>/{virtualmachineinstances,virtualmachines}/<name>/
@@ -65,6 +66,8 @@ from virt_api.subresources.frontproxy import FrontProxy
 from virt_api.subresources.locate import ClusterReader, Target, locate
 from virt_api.subresources.vmhttp import VmActions, VmStore
 from virt_api.subresources.volhttp import VolumeActions
+from virt_api.upload.routes import PROXY_PATHS, Uploads, api_group
+from virt_api.upload.routes import add_routes as add_upload_routes
 
 log = structlog.get_logger("virt_api.subresources")
 
@@ -104,6 +107,7 @@ class AppDeps:
     vms: VmStore  # start/stop/restart/migrate: reads and writes of VMs, VMIs, VMIMs
     volumes: ObjectWrites | None = None  # addvolume/removevolume (None: not served)
     expander: Expander | None = None  # expand-spec (virt_api.subresources.extras)
+    uploads: Uploads | None = None  # upload.cdi.kubevirt.io and the upload proxy
     peer_name: PeerName = transport_peer_cn
     write_timeout: float = 10.0
     heartbeat: float = 30.0
@@ -114,7 +118,9 @@ def build_app(deps: AppDeps) -> web.Application:
     """The application; serving (TLS, port) is the caller's business."""
     app = web.Application(middlewares=[_status_errors(deps), _authenticate(deps)])
     app.router.add_get("/healthz", _text("ok"))
-    app.router.add_get("/apis", _json(discovery.api_group_list))
+    app.router.add_get("/apis", _json(functools.partial(_groups, deps)))
+    if deps.uploads is not None:
+        add_upload_routes(app, deps.uploads, lambda request: request[USER_KEY])
     app.router.add_get(f"/apis/{GROUP}", _json(discovery.api_group))
     app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
@@ -161,6 +167,15 @@ def _json(render: Callable[[], dict[str, Any]]) -> Handler:
     return handle
 
 
+def _groups(deps: AppDeps) -> dict[str, Any]:
+    groups = discovery.api_group_list()
+    if deps.uploads is not None:
+        groups["groups"].append(
+            {k: v for k, v in api_group().items() if k not in ("kind", "apiVersion")}
+        )
+    return groups
+
+
 def _status_errors(deps: AppDeps) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -186,7 +201,10 @@ def _status_errors(deps: AppDeps) -> Any:
 def _authenticate(deps: AppDeps) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in PROBE_PATHS:
+        # The upload proxy's callers hold a token, not the front proxy's certificate.
+        if request.path not in PROBE_PATHS and not (
+            deps.uploads is not None and request.path in PROXY_PATHS
+        ):
             request[USER_KEY] = authenticate(
                 deps.front_proxy.config,
                 peer_cn=deps.peer_name(request),

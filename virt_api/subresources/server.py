@@ -29,6 +29,7 @@ from virt_api.subresources.frontproxy import FrontProxy, keep_current, wait_for_
 from virt_api.subresources.locate import ClusterReader, KubeReader
 from virt_api.subresources.tls import handler_client_context, serving_context
 from virt_api.subresources.vmhttp import KubeVmStore, VmStore
+from virt_api.upload.routes import Uploads
 
 log = structlog.get_logger("virt_api.subresources")
 
@@ -47,12 +48,14 @@ class SubresourceServer:
         authorizer: Authorizer | None = None,
         reader: ClusterReader | None = None,
         vms: VmStore | None = None,
+        uploads: Uploads | None = None,
     ) -> None:
         self._config = config
         self._client = client
         self._authorizer = authorizer or SarAuthorizer(client, timeout=config.review_timeout)
         self._reader = reader or KubeReader(client)
         self._vms = vms or KubeVmStore(client)
+        self._uploads = uploads
         self._requests = registry.counter(
             "kubevirt_subresource_requests_total",
             "Subresource API calls on VMIs, by action and HTTP status code.",
@@ -85,6 +88,7 @@ class SubresourceServer:
                 vms=self._vms,
                 volumes=self._client,
                 expander=KubeExpander(self._client),
+                uploads=self._uploads,
                 write_timeout=cfg.write_timeout,
                 heartbeat=cfg.heartbeat,
             )
