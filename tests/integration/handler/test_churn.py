@@ -321,4 +321,3 @@ def _now(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
         return fn()
 
     return probe
-
