@@ -34,6 +34,7 @@ from soak_sampler import DaemonSampler, Sample, table, verdicts
 from localkube.cluster import Cluster
 from localkube.config import NodeKind
 from localkube.deploy import Kubectl, deploy
+from localkube.stopping import Interrupted
 from localkube.testing import session_cluster
 from shared.kube import VMIS, ClientConfig, KubeClient, NotFound, Registry
 from tests.integration.controller.harness import NAMESPACES
@@ -127,10 +128,11 @@ async def soak(cluster: Cluster, args: argparse.Namespace, out: list[Sample]) ->
                                             interval=args.interval, began=began))  # fmt: skip
         except TimeoutError:
             pass
-        finally:
+        finally:  # also when a stop signal cuts the run short: what was sampled so far
             minute = round((time.monotonic() - began) / 60, 1)
-            out.append(sampler.sample(minute))
-            cycles[minute] = churned.cycles
+            if not out or out[-1].minute != minute:
+                out.append(sampler.sample(minute))
+                cycles[minute] = churned.cycles
             report(out, cycles, churned, sampler, args)
 
 
@@ -150,7 +152,7 @@ def report(
     window = min(args.window, max(samples[-1].minute / 3, 0.1)) if samples else args.window
     found = verdicts(samples, window=window, margin=args.margin, rss_slack=args.rss_slack,
                      fd_slack=args.fd_slack)  # fmt: skip
-    print(f"\nfirst vs last {window:g} min (means), margin {args.margin:.0%} "
+    print(f"\nfirst vs last {window:.1f} min (means), margin {args.margin:.0%} "
           f"+ {args.rss_slack:g} MiB / {args.fd_slack:g} files:")  # fmt: skip
     for v in found:
         print(f"    {v.name:28s} RSS {v.rss_first:7.1f} -> {v.rss_last:7.1f} MiB   "
@@ -178,11 +180,17 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     began = time.monotonic()
     samples: list[Sample] = []
-    with session_cluster(NodeKind.KUBELET) as cluster:
-        kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-        deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
-        print(f"    (cluster and deployment ready in {time.monotonic() - began:.0f} s)", flush=True)
-        uvloop.run(soak(cluster, args, samples))
+    try:
+        with session_cluster(NodeKind.KUBELET) as cluster:
+            kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
+            deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
+            print(f"    (cluster and deployment ready in {time.monotonic() - began:.0f} s)",
+                  flush=True)  # fmt: skip
+            uvloop.run(soak(cluster, args, samples))
+    except Interrupted as stopped:
+        print(f"soak {stopped} after {len(samples)} samples (the verdict above covers only "
+              "them); its cluster is gone", file=sys.stderr)  # fmt: skip
+        raise SystemExit(128 + stopped.signum) from None
 
 
 if __name__ == "__main__":
