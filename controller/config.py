@@ -62,6 +62,9 @@ class TemplateConfig:
     # KubeVirt's default: the compute container runs as the qemu user (107), libvirt in
     # session mode (docs/nonroot.md). True: as root, libvirtd in system mode (the switch).
     launcher_as_root: bool = False
+    # The KubeVirt CR's seccompConfiguration: a Localhost profile for launcher pods (None:
+    # RuntimeDefault; shared/seccompconfig.py).
+    seccomp_localhost_profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

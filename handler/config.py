@@ -68,6 +68,9 @@ class Config:
     device_plugins: DevicePluginsConfig | None = None  # None: no device plugins served
     # Where the KubeVirt CR lives (read live: migration limits; shared/clusterconfig.py).
     kubevirt_namespace: str = "kubevirt"
+    # The kubelet's seccomp dir, where KubeVirt's launcher profile is installed when the
+    # KubeVirt CR asks (handler/seccomp.py); None: never installed.
+    seccomp_dir: Path | None = None
 
     @classmethod
     def from_args(
@@ -108,6 +111,7 @@ class Config:
             migration_proxy=ProxyConfig.from_env(env),
             device_plugins=_device_plugins(ns),
             kubevirt_namespace=ns.kubevirt_namespace,
+            seccomp_dir=Path(ns.seccomp_dir) if ns.seccomp_dir else None,
         )
 
 
@@ -134,6 +138,11 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--device-plugins-dir",
         default=DEFAULT_DEVICE_PLUGINS_DIR,
         help="the kubelet's device-plugin sockets dir; empty: serve no device plugins",
+    )
+    p.add_argument(
+        "--seccomp-dir",
+        default="",
+        help="the kubelet's seccomp dir (<root-dir>/seccomp); empty: install no profile",
     )
     p.add_argument("--devices-per-resource", type=int, default=1000, help="guests per device")
     p.add_argument("--device-check-interval", type=float, default=5.0)

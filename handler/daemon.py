@@ -47,6 +47,7 @@ from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
+from handler.seccomp import installer
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -161,6 +162,7 @@ class Handler:
             list_kvs=self.kubevirt_informer.store.list,
         )
         self.kubevirt_informer.add_handlers(live.handlers())
+        live.on_change(installer(self.config.seccomp_dir))  # KubeVirt's launcher profile
         return live
 
     def _migration_targets(

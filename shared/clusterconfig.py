@@ -24,6 +24,7 @@ from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
 from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration, MigrationConfiguration
 from shared.model.quantity import MI, parse_bytes
+from shared.seccompconfig import localhost_profile
 
 log = structlog.get_logger("shared.clusterconfig")
 E = TypeVar("E", EvictionStrategy, "RolloutStrategy")
@@ -75,6 +76,8 @@ class ClusterConfig:
     # migrate VMIs off outdated launchers, batch_eviction_size at a time.
     workload_update_methods: frozenset[str] = frozenset()
     batch_eviction_size: int = 10
+    # seccompConfiguration's Localhost profile for launcher pods (None: RuntimeDefault).
+    seccomp_localhost_profile: str | None = None
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -201,6 +204,8 @@ def _configuration(
         if live.max_hotplug_ratio is not None:
             changes["max_hotplug_ratio"] = live.max_hotplug_ratio
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
+    if (profile := localhost_profile(c, errors)) is not None:
+        changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(
         errors,
         f"{base}.evictionStrategy",

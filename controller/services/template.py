@@ -60,12 +60,14 @@ from shared.model import (
 )
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_millis
+from shared.seccompconfig import pod_profile
 
 POD_NAME_PREFIX = "virt-launcher-"
 # Kubernetes' rand.String alphabet (no vowels, no confusable digits).
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LEN = 5
 MAX_NAME = 253
+RUNTIME_DEFAULT = pod_profile(None)
 
 NODE_NAME_ENV = "NODE_NAME"
 
@@ -187,7 +189,7 @@ class TemplateService:
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
         if not self.config.launcher_as_root:
-            pod["spec"]["securityContext"] = pod_security_context(seccomp=not _passt(vmi))
+            pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
         if any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces):
@@ -289,12 +291,19 @@ class TemplateService:
             ],
         }
         if not self.config.launcher_as_root:
-            container["securityContext"] = compute_security_context(seccomp=not _passt(vmi))
+            container["securityContext"] = compute_security_context(seccomp=self._seccomp(vmi))
         if sources.devices:  # block-mode claims (controller/services/volumes/pvc.py)
             container["volumeDevices"] = list(sources.devices)
         if self.config.launcher_command:
             container["command"] = list(self.config.launcher_command)
         return container
+
+    def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str] | None:
+        """The launcher's seccompProfile: the KubeVirt CR's Localhost one, else the runtime's
+        default; none for passt (below)."""
+        if _passt(vmi):
+            return None
+        return pod_profile(self.config.seccomp_localhost_profile)
 
     def _args(self, vmi: VirtualMachineInstance, launcher_grace: int) -> list[str]:
         """The launcher's command line (launcher/config.py)."""
@@ -353,38 +362,41 @@ class TemplateService:
         return {"requests": requests, "limits": limits}
 
 
-RUNTIME_DEFAULT_SECCOMP = {"seccompProfile": {"type": "RuntimeDefault"}}
-
-
 def _passt(vmi: VirtualMachineInstance) -> bool:
     """An interface bound by passt, which sandboxes itself in user namespaces: the runtime's
-    default seccomp profile refuses unshare(CLONE_NEWUSER) without CAP_SYS_ADMIN."""
+    default seccomp profile (and KubeVirt's, its shape) refuses unshare(CLONE_NEWUSER)
+    without CAP_SYS_ADMIN."""
     return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
 
 
-def pod_security_context(*, seccomp: bool = True) -> dict[str, Any]:
+def pod_security_context(*, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT) -> dict[str, Any]:
     """A non-root launcher pod's: volumes group-owned by the qemu group (the kubelet's
     fsGroup), and DHCP's port 67 open to the unprivileged launcher (a namespaced, safe
-    sysctl) so its responder binds it without capabilities."""
+    sysctl) so its responder binds it without capabilities; `seccomp`: its seccompProfile."""
     return {
         "fsGroup": LAUNCHER_GID,
         "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
-        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
+        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
     }
 
 
-def compute_security_context(*, seccomp: bool = True) -> dict[str, Any]:
+def compute_security_context(
+    *, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT
+) -> dict[str, Any]:
     """The compute container as the qemu user with no capabilities (KubeVirt's non-root
     launcher): libvirtd in session mode and QEMU need none, as virt-handler wires the
-    pod's network and hands the container's device nodes to the user. `seccomp` False
-    (passt): no profile named, the runtime's default for the pod (unconfined here)."""
+    pod's network and hands the container's device nodes to the user. The root filesystem
+    is read-only: everything the launcher, libvirtd and QEMU write is under the pod's
+    emptyDirs (`private`, `sockets`; docs/nonroot.md). `seccomp` None (passt): no profile
+    named, the runtime's default for the pod (unconfined here)."""
     return {
         "runAsUser": LAUNCHER_UID,
         "runAsGroup": LAUNCHER_GID,
         "runAsNonRoot": True,
         "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
-        **(RUNTIME_DEFAULT_SECCOMP if seccomp else {}),
+        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
     }
 
 

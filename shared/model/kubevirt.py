@@ -53,6 +53,29 @@ class LiveUpdateConfiguration(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CustomProfile(Model):
+    """spec.configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile:
+    a Localhost profile under the kubelet's seccomp dir, or the runtime's default (one)."""
+
+    localhost_profile: str | None = None
+    runtime_default_profile: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VirtualMachineInstanceProfile(Model):
+    """spec.configuration.seccompConfiguration.virtualMachineInstanceProfile."""
+
+    custom_profile: CustomProfile | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeccompConfiguration(Model):
+    """spec.configuration.seccompConfiguration: the launcher pods' seccomp profile."""
+
+    virtual_machine_instance_profile: VirtualMachineInstanceProfile | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KubeVirtConfiguration(Model):
     """spec.configuration."""
 
@@ -61,6 +84,7 @@ class KubeVirtConfiguration(Model):
     eviction_strategy: str | None = None
     vm_rollout_strategy: str | None = None
     live_update_configuration: LiveUpdateConfiguration | None = None
+    seccomp_configuration: SeccompConfiguration | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -57,7 +57,8 @@ def test_daemons_have_what_they_need(path: str) -> None:
     (the node's device nodes) with the kubelet pods dir, the notify dir and the kubelet
     device-plugins dir (on process-mode nodes: the node agent's own, through subPathExpr),
     on kubelet nodes the QEMU capability cache its unprivileged init container writes with
-    the launcher image (the controller's), and nothing else from the host: no host network
+    the launcher image (the controller's) and the kubelet's seccomp dir (KubeVirt's launcher
+    profile, handler/seccomp.py), and nothing else from the host: no host network
     or pid namespace."""
     docs = _build(path)
     controller = _workload(docs, "Deployment", "virt-controller")
@@ -71,7 +72,8 @@ def test_daemons_have_what_they_need(path: str) -> None:
     plugins_dir = "/var/lib/kvpy" if local else "/var/lib/kubelet/device-plugins"
     # kubelet nodes: the QEMU capability seed, and the CSI publish paths that hotplugged
     # Block claims' volumeDevices entries link to
-    seed = [] if local else [podlayout.QEMU_CAPABILITIES_SEED_DIR, "/var/lib/kubelet/plugins"]
+    seed = [] if local else [podlayout.QEMU_CAPABILITIES_SEED_DIR, "/var/lib/kubelet/plugins",
+                             "/var/lib/kubelet/seccomp"]  # fmt: skip
     assert host_paths == sorted([pods_dir, "/var/run/kubevirt-py", plugins_dir, *seed])
     if not local:
         (init,) = handler["initContainers"]

@@ -11,8 +11,9 @@ from tests.unit.controller.builders import make_migration, make_vmi, vmi_dict
 
 def test_the_compute_container_runs_as_the_qemu_user_without_capabilities() -> None:
     """runAsUser/runAsGroup 107, runAsNonRoot, no privilege escalation, every capability
-    dropped, RuntimeDefault seccomp; the pod's volumes get fsGroup 107 and DHCP's port 67
-    is open to the unprivileged launcher by a namespaced sysctl."""
+    dropped, a read-only root filesystem, RuntimeDefault seccomp; the pod's volumes get
+    fsGroup 107 and DHCP's port 67 is open to the unprivileged launcher by a namespaced
+    sysctl."""
     pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi())
     (container,) = pod["spec"]["containers"]
     ctx = container["securityContext"]
@@ -20,6 +21,7 @@ def test_the_compute_container_runs_as_the_qemu_user_without_capabilities() -> N
     assert ctx["runAsNonRoot"] is True and ctx["allowPrivilegeEscalation"] is False
     assert ctx["capabilities"] == {"drop": ["ALL"]} and "add" not in ctx["capabilities"]
     assert ctx["seccompProfile"]["type"] == "RuntimeDefault"
+    assert ctx["readOnlyRootFilesystem"] is True
     security = pod["spec"]["securityContext"]
     assert security["fsGroup"] == LAUNCHER_GID == 107
     assert {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"} in security["sysctls"]
