@@ -36,6 +36,12 @@ from controller.services import volumes
 from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
+from controller.services.security import (
+    allow_passt,
+    compute_security_context,
+    passt,
+    pod_security_context,
+)
 from controller.services.volumes import Claim
 from shared import multus, podlayout
 from shared.labels import (
@@ -52,7 +58,7 @@ from shared.labels import (
     TUN_RESOURCE,
     VM_LABEL,
 )
-from shared.launcherpod import COMPUTE_CONTAINER, LAUNCHER_GID, LAUNCHER_UID
+from shared.launcherpod import COMPUTE_CONTAINER
 from shared.model import (
     ConditionReason,
     VirtualMachineInstance,
@@ -67,7 +73,6 @@ POD_NAME_PREFIX = "virt-launcher-"
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LEN = 5
 MAX_NAME = 253
-RUNTIME_DEFAULT = pod_profile(None)
 
 NODE_NAME_ENV = "NODE_NAME"
 
@@ -158,16 +163,7 @@ class TemplateService:
         pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {
-                "name": pod_name(vmi.name, seed),
-                "namespace": vmi.namespace,
-                "labels": {**self._labels(vmi), **extra_labels},
-                "annotations": {
-                    DOMAIN_ANNOTATION: vmi.name,
-                    DEFAULT_CONTAINER_ANNOTATION: COMPUTE_CONTAINER,
-                },
-                "ownerReferences": [_owner(vmi)],
-            },
+            "metadata": self._metadata(vmi, seed=seed, extra_labels=extra_labels),
             "spec": {
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": grace + POD_GRACE_EXTRA,
@@ -192,11 +188,25 @@ class TemplateService:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
-        if any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces):
-            _allow_passt(pod["spec"])
+        if passt(vmi):
+            allow_passt(pod["spec"])
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
+
+    def _metadata(
+        self, vmi: VirtualMachineInstance, *, seed: str, extra_labels: dict[str, str]
+    ) -> dict[str, Any]:
+        return {
+            "name": pod_name(vmi.name, seed),
+            "namespace": vmi.namespace,
+            "labels": {**self._labels(vmi), **extra_labels},
+            "annotations": {
+                DOMAIN_ANNOTATION: vmi.name,
+                DEFAULT_CONTAINER_ANNOTATION: COMPUTE_CONTAINER,
+            },
+            "ownerReferences": [_owner(vmi)],
+        }
 
     def _copies(self) -> bool:
         """containerDisk/kernelBoot files are copied by init containers (the fallback)."""
@@ -301,7 +311,7 @@ class TemplateService:
     def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str] | None:
         """The launcher's seccompProfile: the KubeVirt CR's Localhost one, else the runtime's
         default; none for passt (below)."""
-        if _passt(vmi):
+        if passt(vmi):
             return None
         return pod_profile(self.config.seccomp_localhost_profile)
 
@@ -362,57 +372,5 @@ class TemplateService:
         return {"requests": requests, "limits": limits}
 
 
-def _passt(vmi: VirtualMachineInstance) -> bool:
-    """An interface bound by passt, which sandboxes itself in user namespaces: the runtime's
-    default seccomp profile (and KubeVirt's, its shape) refuses unshare(CLONE_NEWUSER)
-    without CAP_SYS_ADMIN."""
-    return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
-
-
-def pod_security_context(*, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT) -> dict[str, Any]:
-    """A non-root launcher pod's: volumes group-owned by the qemu group (the kubelet's
-    fsGroup), and DHCP's port 67 open to the unprivileged launcher (a namespaced, safe
-    sysctl) so its responder binds it without capabilities; `seccomp`: its seccompProfile."""
-    return {
-        "fsGroup": LAUNCHER_GID,
-        "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
-        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
-    }
-
-
-def compute_security_context(
-    *, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT
-) -> dict[str, Any]:
-    """The compute container as the qemu user with no capabilities (KubeVirt's non-root
-    launcher): libvirtd in session mode and QEMU need none, as virt-handler wires the
-    pod's network and hands the container's device nodes to the user. The root filesystem
-    is read-only: everything the launcher, libvirtd and QEMU write is under the pod's
-    emptyDirs (`private`, `sockets`; docs/nonroot.md). `seccomp` None (passt): no profile
-    named, the runtime's default for the pod (unconfined here)."""
-    return {
-        "runAsUser": LAUNCHER_UID,
-        "runAsGroup": LAUNCHER_GID,
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
-    }
-
-
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:
     return vmi.controller_reference().to_dict()
-
-
-def _allow_passt(spec: dict[str, Any]) -> None:
-    """passt (the launcher's, dropping to an unprivileged user) binds the forwarded ports,
-    low ones too, and answers the guest's ICMP echo with ping sockets: both allowed in the
-    pod's network namespace by sysctls Kubernetes deems safe (KubeVirt sets the same)."""
-    security = spec.setdefault("securityContext", {})
-    sysctls = security.setdefault("sysctls", [])
-    for name, value in (
-        ("net.ipv4.ping_group_range", "0 2147483647"),
-        ("net.ipv4.ip_unprivileged_port_start", "0"),
-    ):
-        if all(s["name"] != name for s in sysctls):  # the non-root context may have set it
-            sysctls.append({"name": name, "value": value})
