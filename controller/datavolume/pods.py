@@ -60,6 +60,7 @@ finish() { mark done; echo "importer steps (uptime s):$steps" | busybox tee "$te
 mark start
 mode=$1 dest=$2 size=$3 src=${4:-}
 qimg=/usr/bin/qemu-img
+cvt() { $qimg convert -f "$fmt" -O raw "$@" 2>&1; }  # to raw: -W, no metadata to order
 if [ "$mode" = blank ]; then
   [ -b "$dest" ] && finish
   $qimg create -q -f raw "$dest" "$size" || fail "cannot create a blank disk of $size bytes"
@@ -86,13 +87,13 @@ if [ "$virt" -gt "$size" ]; then
     "A larger PVC is required."
 fi
 if [ -b "$dest" ]; then
-  out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest" 2>&1) || fail "qemu-img convert: $out"
+  out=$(cvt -t none -W "$src" "$dest") || fail "qemu-img convert: $out"
   mark converted
 else
   # O_DIRECT: the data goes to the disk once instead of dirtying the page cache for the
   # resize's flush to write back; a filesystem without O_DIRECT (tmpfs) takes the cache.
-  out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest.tmp" 2>&1) ||
-    out=$($qimg convert -f "$fmt" -O raw "$src" "$dest.tmp" 2>&1) || fail "qemu-img convert: $out"
+  out=$(cvt -t none -W "$src" "$dest.tmp") ||
+    out=$(cvt -W "$src" "$dest.tmp") || fail "qemu-img convert: $out"
   mark converted
   out=$($qimg resize -q -f raw "$dest.tmp" "$size" 2>&1) || fail "qemu-img resize: $out"
   busybox mv "$dest.tmp" "$dest" || fail "cannot rename the imported disk"
