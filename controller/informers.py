@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from controller.datavolume.workers import WORKER_SELECTOR, WorkerView, decode_worker
 from controller.drain.budget_logic import BudgetView, decode_budget
 from controller.node.logic import NodeView, decode_node
 from controller.recent import Recent
@@ -194,6 +195,8 @@ class Informers:
     pools: Informer[VirtualMachinePool]
     # CDI's DataVolumes (controller/datavolume/).
     datavolumes: Informer[DataVolume]
+    # Their worker pods (importer, clone, upload server): a pod's change syncs its DataVolume.
+    workers: Informer[WorkerView]
     # export.kubevirt.io VirtualMachineExports (controller/export/).
     exports: Informer[VirtualMachineExport]
     # snapshot.kubevirt.io (controller/snapshot/).
@@ -217,6 +220,7 @@ class Informers:
             self.replicasets,
             self.pools,
             self.datavolumes,
+            self.workers,
             self.exports,
             self.snapshots,
             self.restores,
@@ -315,6 +319,12 @@ def build_informers(
         ),
         pools=m.models("pools", VMPOOLS, VirtualMachinePool, idx={}),
         datavolumes=m.scoped("datavolumes", DATAVOLUMES, decode_datavolume),
+        workers=m.make(
+            "datavolume-workers",
+            PODS,
+            selector=Selector(namespace=ns, labels=WORKER_SELECTOR),
+            decode=decode_worker,
+        ),
         exports=m.scoped("exports", VMEXPORTS, _plain(VirtualMachineExport.from_dict)),
         snapshots=m.scoped("vmsnapshots", VMSNAPSHOTS, _plain(VirtualMachineSnapshot.from_dict)),
         restores=m.scoped("vmrestores", VMRESTORES, _plain(VirtualMachineRestore.from_dict)),

@@ -160,6 +160,7 @@ class Families:
         inf.pools.add_handlers(pool_h)
         inf.vms.add_handlers(vm_for_pool)
         inf.datavolumes.add_handlers(self.datavolume.handlers())
+        inf.workers.add_handlers(self.datavolume.worker_handlers())
         inf.exports.add_handlers(self.export.handlers())
         inf.snapshots.add_handlers(self.snapshot.handlers())
         inf.restores.add_handlers(self.restore.handlers())

@@ -3,8 +3,9 @@
     reconcile(key): DataVolume from the cache → its claim and worker pod (GET) →
                     plan_datavolume() → claim / pod create or delete → one status write
 
-The worker pod is read with a GET (no pod informer for it): while a DataVolume is not
-Succeeded or Failed its key comes back every `poll` seconds, so the phases follow the pod.
+The worker pod is read with a GET; a watch on the worker pods (workers.py) syncs the
+DataVolume as soon as its pod changes, and while a DataVolume is not Succeeded or Failed
+its key also comes back every `poll` seconds (the claim has no watch here).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from controller.datavolume.claimnotes import annotations_patch, pod_annotations
 from controller.datavolume.csiclone import clone_source
 from controller.datavolume.logic import ClaimView, DVPlan, WorkerPod, plan_datavolume
 from controller.datavolume.pods import claim_body, pod_is_ours, worker_name, worker_pod
+from controller.datavolume.workers import WorkerView
 from controller.deps import Deps
 from controller.errors import SyncError
 from controller.reconcile import Reconciler, refresher
@@ -82,6 +84,14 @@ class DataVolumeController(Reconciler):
             on_add=lambda dv: self.enqueue(dv.key),
             on_update=lambda old, new: self.enqueue(new.key),
         )
+
+    def worker_handlers(self) -> Handlers[WorkerView]:
+        """Callbacks for the worker pods' informer: the pod's DataVolume is synced."""
+        return Handlers.each(self._enqueue_worker)
+
+    def _enqueue_worker(self, pod: WorkerView) -> None:
+        if pod.datavolume_key is not None:
+            self.enqueue(pod.datavolume_key)
 
     async def sync(self, key: str) -> None:
         dv = self._informers.datavolumes.store.get(key)

@@ -10,7 +10,9 @@ device (block). The phases follow the pod:
     no pod ───────────────▶ ImportScheduled   (CloneScheduled, UploadScheduled; pod made)
     pod Pending ──────────▶ ImportScheduled   (an image that cannot be pulled: Failed)
     pod Running ──────────▶ ImportInProgress  (CloneInProgress, UploadReady)
-    pod Succeeded ────────▶ Succeeded, progress 100.0% (the pod is deleted)
+    pod Succeeded ────────▶ Succeeded, progress 100.0% (the pod is deleted); so is a pod
+                            whose containers all exited 0 (CDI reads the importer's
+                            terminated state too; the phase comes after the teardown)
     pod Failed ───────────▶ Failed, the pod's termination message as the reason
 
 Bad input (no source, two sources, a source kubevirt-py does not import, no size) fails at
@@ -20,7 +22,7 @@ once with the field named.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -63,6 +65,9 @@ class WorkerPod:
     failure: str | None = None
     image_pull: str | None = None  # "ErrImagePull: ...", while an image cannot be pulled
     ready: bool = False
+    # Every container terminated with exit code 0: the work is done, though the kubelet may
+    # report the pod's phase Succeeded only after tearing the pod down (seconds later).
+    finished: bool = False
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> WorkerPod:
@@ -77,7 +82,13 @@ class WorkerPod:
             failure=_failure(containers),
             image_pull=_image_pull(containers),
             ready=any(bool(c.get("ready")) for c in status.get("containerStatuses") or ()),
+            finished=_finished(status.get("containerStatuses") or ()),
         )
+
+
+def _finished(containers: Sequence[Mapping[str, Any]]) -> bool:
+    exits = [((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in containers]
+    return bool(exits) and all(code == 0 for code in exits)
 
 
 def _image_pull(containers: list[Mapping[str, Any]]) -> str | None:
@@ -182,7 +193,7 @@ def _csi_clone(dv: DataVolume, claim: ClaimView, now: str) -> DVPlan:
 
 
 def _follow_pod(dv: DataVolume, want: Target, claim: ClaimView, pod: WorkerPod, now: str) -> DVPlan:
-    if pod.phase == "Succeeded":
+    if pod.phase == "Succeeded" or pod.finished:
         status = _status(dv, DataVolumePhase.SUCCEEDED, now=now, bound=claim, done=True)
         return DVPlan(delete_pod=True, status=status)
     if pod.phase == "Failed" or pod.failure is not None:

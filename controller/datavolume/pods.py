@@ -51,22 +51,31 @@ BINARY_COPY = (podlayout.LAUNCHER_BUSYBOX, "cp", podlayout.LAUNCHER_BUSYBOX, pod
 # $1 mode, $2 destination, $3 size in bytes, $4 source (path or URL). busybox sh.
 SCRIPT = r"""
 set -u
-fail() { echo "$*" >/dev/termination-log; echo "$*" >&2; exit 1; }
+term=${TERMINATION_LOG:-/dev/termination-log}
+fail() { echo "$*" >"$term"; echo "$*" >&2; exit 1; }
+# Each step's end as the node's uptime (s): the log and, on success, the termination message.
+steps=""
+mark() { read -r up _ </proc/uptime; steps="$steps $1=$up"; }
+finish() { mark done; echo "importer steps (uptime s):$steps" | busybox tee "$term" >&2; exit 0; }
+mark start
 mode=$1 dest=$2 size=$3 src=${4:-}
 qimg=/usr/bin/qemu-img
+cvt() { $qimg convert -f "$fmt" -O raw "$@" 2>&1; }  # to raw: -W, no metadata to order
 if [ "$mode" = blank ]; then
-  [ -b "$dest" ] && exit 0
+  [ -b "$dest" ] && finish
   $qimg create -q -f raw "$dest" "$size" || fail "cannot create a blank disk of $size bytes"
-  exit 0
+  finish
 fi
 if [ "$mode" = http ]; then
   out=$(busybox wget -q -O /scratch/disk "$src" 2>&1) || fail "unable to fetch $src: $out"
   src=/scratch/disk
+  mark fetched
 fi
 [ -f "$src" ] || fail "no disk image at $src"
 info=$($qimg info --output=json "$src" 2>&1) || fail "not a disk image: $info"
 virt=$(echo "$info" | busybox sed -n 's/.*"virtual-size": *\([0-9]*\).*/\1/p' | busybox head -n1)
 fmt=$(echo "$info" | busybox sed -n 's/.*"format": *"\([a-z0-9]*\)".*/\1/p' | busybox head -n1)
+mark probed
 [ -n "$virt" ] || fail "not a disk image: qemu-img reports no virtual size"
 case "$fmt" in raw|qcow2) ;; *) fail "not a disk image: format $fmt (raw or qcow2 expected)";; esac
 bytes=$(busybox stat -c %s "$src" 2>/dev/null || echo 0)
@@ -78,15 +87,18 @@ if [ "$virt" -gt "$size" ]; then
     "A larger PVC is required."
 fi
 if [ -b "$dest" ]; then
-  out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest" 2>&1) || fail "qemu-img convert: $out"
+  out=$(cvt -t none -W "$src" "$dest") || fail "qemu-img convert: $out"
+  mark converted
 else
   # O_DIRECT: the data goes to the disk once instead of dirtying the page cache for the
   # resize's flush to write back; a filesystem without O_DIRECT (tmpfs) takes the cache.
-  out=$($qimg convert -f "$fmt" -O raw -t none "$src" "$dest.tmp" 2>&1) ||
-    out=$($qimg convert -f "$fmt" -O raw "$src" "$dest.tmp" 2>&1) || fail "qemu-img convert: $out"
+  out=$(cvt -t none -W "$src" "$dest.tmp") ||
+    out=$(cvt -W "$src" "$dest.tmp") || fail "qemu-img convert: $out"
+  mark converted
   out=$($qimg resize -q -f raw "$dest.tmp" "$size" 2>&1) || fail "qemu-img resize: $out"
   busybox mv "$dest.tmp" "$dest" || fail "cannot rename the imported disk"
 fi
+finish
 """
 
 

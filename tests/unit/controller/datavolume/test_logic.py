@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,3 +202,43 @@ def test_csi_clone_needs_no_pod() -> None:
                       csi_clone=True)  # fmt: skip
     plan = plan_datavolume(d, claim=bound, pod=None, now=NOW)
     assert plan.status.phase == DataVolumePhase.SUCCEEDED and not plan.create_pod
+
+
+def test_importer_exited_zero_is_succeeded_before_the_pod_phase() -> None:
+    """The importer container terminated with exit code 0 while the kubelet still shows the
+    pod Running (it tears the pod down first): Succeeded at once and the pod deleted; a
+    container still running, or one that exited non-zero, is not success."""
+    d = dv({"http": {"url": "http://images/disk.qcow2"}})
+    exited = {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    done = plan_datavolume(
+        d, claim=CLAIM, pod=pod({"phase": "Running", "containerStatuses": [exited]}), now=NOW
+    )
+    assert done.status.phase == DataVolumePhase.SUCCEEDED and done.delete_pod
+    running: dict[str, Any] = {"state": {"running": {}}}
+    both = pod({"phase": "Running", "containerStatuses": [exited, running]})
+    assert plan_datavolume(d, claim=CLAIM, pod=both, now=NOW).status.phase == (
+        DataVolumePhase.IMPORT_IN_PROGRESS
+    )
+    failed = {"state": {"terminated": {"exitCode": 1, "message": "unable to fetch"}}}
+    bad = plan_datavolume(
+        d, claim=CLAIM, pod=pod({"phase": "Running", "containerStatuses": [failed]}), now=NOW
+    )
+    assert bad.status.phase == DataVolumePhase.FAILED
+
+
+def test_import_script_marks_its_steps_and_reports_them_on_success(tmp_path: Path) -> None:
+    """The importer script (run here with the host's busybox and qemu-img on a pvc-style
+    source) writes the disk and ends with its step marks (node uptime) as the termination
+    message: start, probed, converted, done, in order."""
+    src, dest, term = tmp_path / "src.qcow2", tmp_path / "disk.img", tmp_path / "term"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(src), "1M"], check=True)
+    env = {"TERMINATION_LOG": str(term), "PATH": os.environ["PATH"]}
+    argv = ["busybox", "sh", "-c", SCRIPT, "importer", "pvc", str(dest), "2097152", str(src)]
+    subprocess.run(argv, env=env, check=True, capture_output=True, timeout=60)
+    assert dest.stat().st_size == 2097152
+    message = term.read_text().strip()
+    assert message.startswith("importer steps (uptime s):")
+    marks = [item.split("=") for item in message.split(":", 1)[1].split()]
+    assert [name for name, _ in marks] == ["start", "probed", "converted", "done"]
+    times = [float(at) for _, at in marks]
+    assert times == sorted(times)
