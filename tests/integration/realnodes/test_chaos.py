@@ -75,22 +75,27 @@ def _handler_pod(k: Kubectl, node: str) -> dict[str, Any]:
     return pod
 
 
-def _handler_pid(k: Kubectl, node: str) -> int | None:
-    """This cluster's virt-handler process on `node`: found by its pod's cgroup, as other
-    clusters on this machine have handlers named for a node01 too."""
-    uid = str(_meta(_handler_pod(k, node))["uid"])
+def _pod_process(pod: dict[str, Any], program: bytes) -> int | None:
+    """The process running `program` in `pod`'s containers, found by the pod's cgroup, as
+    other clusters on this machine run the same programs (a virt-handler for a node01 too)."""
+    uid = str(_meta(pod)["uid"])
     marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if not any(b"virt-handler" in a for a in argv[:2]):
+            if not any(program in a for a in argv[:2]):
                 continue
             cgroups = (entry / "cgroup").read_text()
             if any(m in cgroups for m in marks):
                 return int(entry.name)
     return None
+
+
+def _handler_pid(k: Kubectl, node: str) -> int | None:
+    """This cluster's virt-handler process on `node`."""
+    return _pod_process(_handler_pod(k, node), b"virt-handler")
 
 
 def _handler_ready(k: Kubectl, node: str) -> bool:
