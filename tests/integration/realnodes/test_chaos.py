@@ -124,7 +124,10 @@ def test_handler_killed_mid_migration_then_qemu_killed(
 ) -> None:
     """SIGKILL the source node's virt-handler while a VMI migrates: the VMIM ends (either
     way), the VMI is Running on one node and exactly one QEMU runs it; the handler is back
-    (Ready). Then SIGKILL that QEMU: the VMI is Failed with a reason."""
+    (Ready). Migrated again, the target node's kubelet and containerd are SIGKILLed while
+    the VMIM is under way and started again: the VMIM ends, the VMI is Running on one node
+    with exactly one QEMU and one live launcher pod. Then SIGKILL that QEMU: the VMI is
+    Failed with a reason."""
     k, ns = real_stack, real_namespace
     k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_tiny("chaos-mig")))
     source = _running(k, "chaos-mig", ns)["status"]["nodeName"]
@@ -146,9 +149,50 @@ def test_handler_killed_mid_migration_then_qemu_killed(
     print(f"CHAOS handler-killed-mid-migration: killed at VMIM {seen}, VMIM {ended}, VMI "
           f"Running on {vmi['status']['nodeName']} (source {source}), 1 QEMU")  # fmt: skip
 
+    asyncio.run(_runtime_killed_mid_migration(k, real_cluster, ns, "chaos-mig"))
+    qemu = _one_qemu(f"{ns}_chaos-mig")
     os.kill(qemu[0], signal.SIGKILL)
     status = _failed_with_reason(k, "chaos-mig", ns)
     print(f"CHAOS qemu-killed: VMI Failed, {status['reason']}")
+
+
+def _live_launchers(k: Kubectl, ns: str, vmi_uid: str) -> list[dict[str, Any]]:
+    """The VMI's launcher pods that have not ended (not Succeeded or Failed)."""
+    out = k("get", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi_uid}", "-o", "json")
+    return [p for p in json.loads(out)["items"] if p.get("status", {}).get("phase") not in FINAL]
+
+
+async def _runtime_killed_mid_migration(k: Kubectl, cluster: Cluster, ns: str, name: str) -> str:
+    """Migrate `name`; once the target pod is being prepared, SIGKILL the target node's
+    kubelet and containerd (the containers and their shims live on), then start them again;
+    check the end state. The target node."""
+    source = _get(k, "vmi", name, ns)["status"]["nodeName"]
+    (target,) = {_node_of(p) for p in pods(k, "kubevirt", "kubevirt.io=virt-handler")} - {source}
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": f"{name}-2"}, "spec": {"vmiName": name}}  # fmt: skip
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(vmim))
+    under_way = ("PreparingTarget", "TargetReady", "Running", *FINAL)
+    seen = _wait(lambda: (p := _phase(k, "vmim", f"{name}-2", ns)) in under_way and p,
+                 240, "the second migration under way", interval=0.05)  # fmt: skip
+    node = cluster.fleet().node(target)
+    for component in ("kubelet", "containerd"):
+        pid = read_pidfile(node.specs()[component].pidfile)
+        assert pid is not None, f"no {component} on {target}"
+        await stop_process(pid, marker=node.inputs.marker, grace=0, sig=signal.SIGKILL)
+    await node.start_runtime()
+    node.start_kubelet()
+    ended = _wait(lambda: (p := _phase(k, "vmim", f"{name}-2", ns)) in FINAL and p, 240,
+                  "the second migration ended", lambda: _get(k, "vmim", f"{name}-2", ns))  # fmt: skip
+    _wait(lambda: _handler_ready(k, target), 120, f"virt-handler on {target} Ready again")
+    vmi = _running(k, name, ns)
+    _one_qemu(f"{ns}_{name}")
+    uid = vmi["metadata"]["uid"]
+    live = _wait(lambda: len(p := _live_launchers(k, ns, uid)) == 1 and p, 120,
+                 f"one live launcher pod of {name}", lambda: _live_launchers(k, ns, uid))  # fmt: skip
+    print(f"CHAOS target-runtime-killed-mid-migration: killed at VMIM {seen}, VMIM {ended}, "
+          f"VMI Running on {vmi['status']['nodeName']} (target {target}), 1 QEMU, "
+          f"1 live launcher pod on {_node_of(live[0])}")  # fmt: skip
+    return str(target)
 
 
 async def _bounce_kubelet(cluster: Cluster, node: str) -> None:
