@@ -4,10 +4,14 @@ Each trial hits one running operation and checks the end state an operator relie
 
 - the source handler SIGKILLed while a VMI migrates: the migration ends (Succeeded or
   Failed, either is fine), the VMI is Running on exactly one node with exactly one QEMU;
-- that VMI's QEMU SIGKILLed: the VMI is Failed with a reason (a bare VMI is not restarted);
+- that VMI migrated again and the target node's kubelet and containerd SIGKILLed (then
+  started again) while it migrates: the same end, with one live launcher pod;
+- then that VMI's QEMU SIGKILLed: the VMI is Failed with a reason (a bare VMI is not
+  restarted);
 - the kubelet of a node stopped and started again while a VM's launcher pod starts there:
   the VM (runStrategy Always) is Running afterwards;
-- a launcher pod deleted while its guest boots: the VMI is Failed with a reason.
+- a launcher pod deleted while its guest boots: the VMI ends (Succeeded or Failed) and no
+  QEMU of it is left.
 
 What each trial ended with is printed (`CHAOS <trial>: …`, see `pytest -s`)."""
 
