@@ -4,10 +4,14 @@ Each trial hits one running operation and checks the end state an operator relie
 
 - the source handler SIGKILLed while a VMI migrates: the migration ends (Succeeded or
   Failed, either is fine), the VMI is Running on exactly one node with exactly one QEMU;
-- that VMI's QEMU SIGKILLed: the VMI is Failed with a reason (a bare VMI is not restarted);
+- that VMI migrated again and the target node's kubelet and containerd SIGKILLed (then
+  started again) while it migrates: the same end, with one live launcher pod;
+- then that VMI's QEMU SIGKILLed: the VMI is Failed with a reason (a bare VMI is not
+  restarted);
 - the kubelet of a node stopped and started again while a VM's launcher pod starts there:
   the VM (runStrategy Always) is Running afterwards;
-- a launcher pod deleted while its guest boots: the VMI is Failed with a reason.
+- a launcher pod deleted while its guest boots: the VMI ends (Succeeded or Failed) and no
+  QEMU of it is left.
 
 What each trial ended with is printed (`CHAOS <trial>: …`, see `pytest -s`)."""
 
@@ -75,22 +79,27 @@ def _handler_pod(k: Kubectl, node: str) -> dict[str, Any]:
     return pod
 
 
-def _handler_pid(k: Kubectl, node: str) -> int | None:
-    """This cluster's virt-handler process on `node`: found by its pod's cgroup, as other
-    clusters on this machine have handlers named for a node01 too."""
-    uid = str(_meta(_handler_pod(k, node))["uid"])
+def _pod_process(pod: dict[str, Any], program: bytes) -> int | None:
+    """The process running `program` in `pod`'s containers, found by the pod's cgroup, as
+    other clusters on this machine run the same programs (a virt-handler for a node01 too)."""
+    uid = str(_meta(pod)["uid"])
     marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if not any(b"virt-handler" in a for a in argv[:2]):
+            if not any(program in a for a in argv[:2]):
                 continue
             cgroups = (entry / "cgroup").read_text()
             if any(m in cgroups for m in marks):
                 return int(entry.name)
     return None
+
+
+def _handler_pid(k: Kubectl, node: str) -> int | None:
+    """This cluster's virt-handler process on `node`."""
+    return _pod_process(_handler_pod(k, node), b"virt-handler")
 
 
 def _handler_ready(k: Kubectl, node: str) -> bool:
@@ -119,7 +128,10 @@ def test_handler_killed_mid_migration_then_qemu_killed(
 ) -> None:
     """SIGKILL the source node's virt-handler while a VMI migrates: the VMIM ends (either
     way), the VMI is Running on one node and exactly one QEMU runs it; the handler is back
-    (Ready). Then SIGKILL that QEMU: the VMI is Failed with a reason."""
+    (Ready). Migrated again, the target node's kubelet and containerd are SIGKILLed while
+    the VMIM is under way and started again: the VMIM ends, the VMI is Running on one node
+    with exactly one QEMU and one live launcher pod. Then SIGKILL that QEMU: the VMI is
+    Failed with a reason."""
     k, ns = real_stack, real_namespace
     k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_tiny("chaos-mig")))
     source = _running(k, "chaos-mig", ns)["status"]["nodeName"]
@@ -141,9 +153,50 @@ def test_handler_killed_mid_migration_then_qemu_killed(
     print(f"CHAOS handler-killed-mid-migration: killed at VMIM {seen}, VMIM {ended}, VMI "
           f"Running on {vmi['status']['nodeName']} (source {source}), 1 QEMU")  # fmt: skip
 
+    asyncio.run(_runtime_killed_mid_migration(k, real_cluster, ns, "chaos-mig"))
+    qemu = _one_qemu(f"{ns}_chaos-mig")
     os.kill(qemu[0], signal.SIGKILL)
     status = _failed_with_reason(k, "chaos-mig", ns)
     print(f"CHAOS qemu-killed: VMI Failed, {status['reason']}")
+
+
+def _live_launchers(k: Kubectl, ns: str, vmi_uid: str) -> list[dict[str, Any]]:
+    """The VMI's launcher pods that have not ended (not Succeeded or Failed)."""
+    out = k("get", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi_uid}", "-o", "json")
+    return [p for p in json.loads(out)["items"] if p.get("status", {}).get("phase") not in FINAL]
+
+
+async def _runtime_killed_mid_migration(k: Kubectl, cluster: Cluster, ns: str, name: str) -> str:
+    """Migrate `name`; once the target pod is being prepared, SIGKILL the target node's
+    kubelet and containerd (the containers and their shims live on), then start them again;
+    check the end state. The target node."""
+    source = _get(k, "vmi", name, ns)["status"]["nodeName"]
+    (target,) = {_node_of(p) for p in pods(k, "kubevirt", "kubevirt.io=virt-handler")} - {source}
+    vmim = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": f"{name}-2"}, "spec": {"vmiName": name}}  # fmt: skip
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(vmim))
+    under_way = ("PreparingTarget", "TargetReady", "Running", *FINAL)
+    seen = _wait(lambda: (p := _phase(k, "vmim", f"{name}-2", ns)) in under_way and p,
+                 240, "the second migration under way", interval=0.05)  # fmt: skip
+    node = cluster.fleet().node(target)
+    for component in ("kubelet", "containerd"):
+        pid = read_pidfile(node.specs()[component].pidfile)
+        assert pid is not None, f"no {component} on {target}"
+        await stop_process(pid, marker=node.inputs.marker, grace=0, sig=signal.SIGKILL)
+    await node.start_runtime()
+    node.start_kubelet()
+    ended = _wait(lambda: (p := _phase(k, "vmim", f"{name}-2", ns)) in FINAL and p, 240,
+                  "the second migration ended", lambda: _get(k, "vmim", f"{name}-2", ns))  # fmt: skip
+    _wait(lambda: _handler_ready(k, target), 120, f"virt-handler on {target} Ready again")
+    vmi = _running(k, name, ns)
+    _one_qemu(f"{ns}_{name}")
+    uid = vmi["metadata"]["uid"]
+    live = _wait(lambda: len(p := _live_launchers(k, ns, uid)) == 1 and p, 120,
+                 f"one live launcher pod of {name}", lambda: _live_launchers(k, ns, uid))  # fmt: skip
+    print(f"CHAOS target-runtime-killed-mid-migration: killed at VMIM {seen}, VMIM {ended}, "
+          f"VMI Running on {vmi['status']['nodeName']} (target {target}), 1 QEMU, "
+          f"1 live launcher pod on {_node_of(live[0])}")  # fmt: skip
+    return str(target)
 
 
 async def _bounce_kubelet(cluster: Cluster, node: str) -> None:
