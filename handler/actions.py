@@ -356,6 +356,12 @@ class ActionsServer:
         """Listening, and its endpoint published (when it publishes one)."""
         return self.started.is_set() and (self._publish is None or self.published.is_set())
 
+    async def until_serving(self) -> None:
+        """Returns once `serving` holds (no I/O: waits on this server's own events)."""
+        await self.started.wait()
+        if self._publish is not None:
+            await self.published.wait()
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until `stop` is set (or until cancelled)."""
         cfg = self._config

@@ -314,8 +314,16 @@ class Handler:
                 self._synced = True
                 log.info("handler_ready", vmis=len(self.informer.store))
                 tg.create_task(self.heartbeat.run(), name="heartbeat")
+                if self.actions is not None:
+                    tg.create_task(self._poke_when_serving(self.actions), name="serving-poke")
         except* Shutdown:
             log.info("handler_stopped")
+
+    async def _poke_when_serving(self, actions: ActionsServer) -> None:
+        """Readiness waits on the actions endpoint's publication (it may come after the
+        caches synced): the heartbeat publishes schedulable=true then, not a beat later."""
+        await actions.until_serving()
+        self.heartbeat.poke()
 
     async def _stop_on(self, stop: asyncio.Event) -> None:
         await stop.wait()

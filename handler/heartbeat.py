@@ -41,7 +41,6 @@ class Heartbeat:
         schedulable: Callable[[], bool],
         wall: Clock = utc_now,
         rand: Callable[[], float] = random.random,
-        watch_every: float = 0.5,
     ) -> None:
         self._api = api
         self._node = node
@@ -50,7 +49,6 @@ class Heartbeat:
         self._schedulable = schedulable
         self._wall = wall
         self._rand = rand
-        self._watch_every = watch_every
         self._poke = asyncio.Event()
         self.beats = 0
         self.last: bool | None = None
@@ -88,18 +86,12 @@ class Heartbeat:
             await self._until_due(asyncio.get_running_loop().time() + self.next_delay())
 
     async def _until_due(self, deadline: float) -> None:
-        """Until the next beat is due: the interval ends, a poke, or `schedulable()` no longer
-        what was last published (looked at every `watch_every` s: a handler restarted is
-        Ready seconds after its first beat said false, and the node must not stay
-        unschedulable for a whole interval)."""
-        loop = asyncio.get_running_loop()
-        while (left := deadline - loop.time()) > 0:
-            try:
-                async with asyncio.timeout(min(left, self._watch_every)):
-                    await self._poke.wait()
-                return
-            except TimeoutError:
-                if cancelling():
-                    raise
-            if self.last is not None and self._schedulable() != self.last:
-                return
+        """Until the next beat is due: the interval ends or somebody pokes (a readiness
+        change: the daemon pokes once its actions endpoint is published)."""
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(max(0.0, left)):
+                await self._poke.wait()
+        except TimeoutError:
+            if cancelling():
+                raise

@@ -72,26 +72,6 @@ async def test_run_survives_failures_and_beats_at_once_when_poked() -> None:
     assert api.nodes["n"]["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
 
 
-async def test_a_schedulability_change_is_published_without_a_poke() -> None:
-    """A handler restarted beats false while it starts; once it is ready (nobody pokes) the
-    node is labelled schedulable at the next look, not after a whole interval."""
-    api = FakeApi()
-    ready = False
-    beat = Heartbeat(
-        api, node="n", interval=3600, jitter=0, schedulable=lambda: ready, watch_every=0.01
-    )
-    async with asyncio.TaskGroup() as tg:
-        task = tg.create_task(beat.run())
-        await until(lambda: beat.beats == 1, "the first beat")
-        assert beat.last is False
-        ready = True
-        await until(lambda: beat.last is True, "the beat after the handler got ready")
-        await asyncio.sleep(0.05)
-        assert beat.beats == 2  # unchanged since: no more beats before the interval ends
-        task.cancel()
-    assert api.nodes["n"]["metadata"]["labels"][SCHEDULABLE_LABEL] == "true"
-
-
 def test_device_checks_say_what_is_wrong(tmp_path: Path) -> None:
     """Missing, not a character device, or not accessible: each with a clear message."""
     missing = check_device(tmp_path / "kvm", required=False)

@@ -4,6 +4,7 @@ restarted handler is Ready exactly when pause/unpause and the other actions reac
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,3 +35,22 @@ def test_ready_only_once_synced_and_serving_actions(tmp_path: Path) -> None:
     assert handler.ready()
     handler._stopping = True
     assert not handler.ready()
+
+
+async def test_the_heartbeat_is_poked_once_the_actions_endpoint_serves(tmp_path: Path) -> None:
+    """A restarted handler's first beats say unschedulable; the moment its actions
+    endpoint is published the heartbeat is poked (no wait for the next 60 s beat)."""
+    handler = _handler(tmp_path)
+    pokes: list[bool] = []
+    handler.heartbeat.poke = lambda: pokes.append(True)  # type: ignore[method-assign]
+    actions = ActionsServer.__new__(ActionsServer)
+    actions._publish = lambda url: None  # type: ignore[assignment,return-value]
+    actions.started, actions.published = asyncio.Event(), asyncio.Event()
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(handler._poke_when_serving(actions))
+        actions.started.set()
+        await asyncio.sleep(0.01)
+        assert pokes == []  # listening but not yet published: not serving
+        actions.published.set()
+        await asyncio.wait_for(task, 1)
+    assert pokes == [True]
