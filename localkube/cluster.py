@@ -22,7 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from localkube import components
+from localkube import components, hostaddr
 from localkube.components import Ports
 from localkube.config import MARKER_ENV, ClusterConfig, NodeKind
 from localkube.csi.stack import CsiStack
@@ -89,6 +89,11 @@ class Cluster:
         return self.paths.admin_kubeconfig
 
     @property
+    def host_address(self) -> str:
+        """Where the apiserver dials host processes (process mode; localkube/hostaddr.py)."""
+        return hostaddr.host_address(self.paths.root)
+
+    @property
     def ports(self) -> Ports:
         return Ports.load_or_pick(self.paths.ports_file)
 
@@ -105,6 +110,7 @@ class Cluster:
         if self.real_nodes:
             await self._up_real_nodes(ports)
         else:
+            hostaddr.claim(self.paths.root, cluster_id=self.config.cluster_id)
             await ensure_pki(self.pki, self.config.nodes)
             self._write_kubeconfigs(ports)
             await self._start_control_plane(ports)
@@ -214,6 +220,7 @@ class Cluster:
             agents_root = f"kvpy/{self.config.cluster_id}"
             await kill_cgroup_tree(agents_root)
             remove_cgroup_tree(agents_root)
+            hostaddr.release(self.paths.root)
         for name in reversed(CONTROL_PLANE):
             await self._stop(name, grace=15)
         reaped = await reap_marked(self.marker)

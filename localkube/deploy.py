@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from localkube import hostaddr
 from localkube.errors import LocalKubeError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,19 +125,6 @@ class Kubectl:
         return done.stdout
 
 
-def host_ip() -> str:
-    """The first global IPv4 address of this host (what kube-apiserver can dial)."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show", "scope", "global"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    for line in out.stdout.splitlines():
-        return line.split()[3].split("/")[0]
-    raise LocalKubeError("no global IPv4 address on this host for the virt-api endpoint")
-
-
 def endpoint_slice(ip: str, port: int, *, admission_port: int) -> dict[str, object]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
@@ -174,8 +162,10 @@ def deploy(
     gen = [sys.executable, str(REPO / "scripts" / "lib" / "kvcerts.py"), "--out", str(certs),
            "--apply", "--kubectl", str(kubectl.binary),
            "--kubeconfig", str(kubectl.kubeconfig)]  # fmt: skip
-    if not real_nodes:
-        gen += ["--api-san", f"IP:{host_ip()}"]
+    # Process mode: virt-api runs on the host, at the cluster's own address (hostaddr.py).
+    host = "" if real_nodes else hostaddr.host_address(kubectl.kubeconfig.parent)
+    if host:
+        gen += ["--api-san", f"IP:{host}"]
     done = subprocess.run(gen, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise LocalKubeError(f"scripts/gen-certs failed: {done.stderr.strip()}")
@@ -183,7 +173,7 @@ def deploy(
         kubectl("apply", "-k", str(REAL_NODES_OVERLAY))
     else:
         _apply_overlay(kubectl, place)
-        slice_ = endpoint_slice(host_ip(), place.api_port, admission_port=place.webhook_port)
+        slice_ = endpoint_slice(host, place.api_port, admission_port=place.webhook_port)
         kubectl("apply", "-f", "-", stdin=json.dumps(slice_))
     # The APIService was (re)applied without a caBundle: patch it in again.
     bundle = base64.b64encode((certs / "ca" / "ca.crt").read_bytes()).decode()

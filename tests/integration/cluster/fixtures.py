@@ -24,7 +24,6 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from localkube.cluster import Cluster
-from localkube.deploy import host_ip
 from localkube.errors import LocalKubeError
 from localkube.testing import dns_label, session_cluster
 from tests.integration.cluster.admission import AdmissionUnavailable, SessionAdmission
@@ -38,7 +37,7 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         with session_cluster() as cluster:
             admission = SessionAdmission(
-                cluster, pki_dir=tmp_path_factory.mktemp("admission-pki"), host=host_ip()
+                cluster, pki_dir=tmp_path_factory.mktemp("admission-pki"), host=cluster.host_address
             )
             try:
                 admission.start()

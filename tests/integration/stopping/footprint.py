@@ -1,13 +1,15 @@
 """What a local cluster leaves on the host, for the clean-stop tests: its processes (by
-their marker), mounts under its dirs, network namespaces, host bridge, cgroups and state
-and node directories. Names are taken while it runs (its plan is purged with its state)."""
+their marker), mounts under its dirs, network namespaces, host bridge, a process-mode
+cluster's address on `lo`, cgroups and state and node directories. Names are taken while it runs (its plan is purged with its state)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from localkube import hostaddr
 from localkube.config import MARKER_ENV, ClusterConfig
 from localkube.procs import marked_pids, mounts_under
 from localkube.realnode.namespaces import NETNS_DIR, cgroup_hierarchies
@@ -23,6 +25,7 @@ class Footprint:
     netns: set[str] = field(default_factory=set)
     links: set[str] = field(default_factory=set)
     cgroups: set[str] = field(default_factory=set)
+    addresses: set[str] = field(default_factory=set)  # a process-mode cluster's on `lo`
     started: bool = False  # its kube-apiserver ran: the stop came after the cluster started
 
     def __post_init__(self) -> None:
@@ -32,6 +35,8 @@ class Footprint:
         """Record what the running cluster has made so far."""
         if self.config.paths.pidfile("kube-apiserver").exists():
             self.started = True
+        with contextlib.suppress(OSError):
+            self.addresses.add((self.config.state_dir / hostaddr.ADDRESS_FILE).read_text().strip())
         try:
             block = json.loads((self.config.state_dir / "net.json").read_text())["block"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -56,5 +61,6 @@ class Footprint:
             for c in self.cgroups
             if (h / c).exists()
         ]
+        left += [f"address {a}/32 on lo" for a in sorted(self.addresses) if hostaddr.present(a)]
         left += [f"dir {d}" for d in dirs if d.exists()]
         return left

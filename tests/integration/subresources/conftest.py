@@ -27,7 +27,6 @@ import pytest
 import yaml
 
 from localkube.cluster import Cluster
-from localkube.deploy import host_ip
 from localkube.health import admin_ssl
 from tests.integration.subresources.stack import Stack, StackConfig
 from tests.unit.virt_api.subresources.certs import gen_certs
@@ -38,7 +37,7 @@ Kubectl = Callable[..., Awaitable["Ran"]]
 @pytest.fixture(scope="module")
 def stack(kube_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The whole path, up and Available for the module."""
-    ip = host_ip()
+    ip = kube_cluster.host_address
     suffix = uuid.uuid4().hex[:6]
     namespace = f"kvpy-subres-{suffix}"
     pki, _ = gen_certs(
