@@ -69,7 +69,7 @@ class Config:
     # Where the KubeVirt CR lives (read live: migration limits; shared/clusterconfig.py).
     kubevirt_namespace: str = "kubevirt"
     # The kubelet's seccomp dir, where KubeVirt's launcher profile is installed when the
-    # KubeVirt CR asks (handler/seccomp.py); None: never installed.
+    # KubeVirt CR asks, and passt VMIs' always (handler/seccomp.py); None: never installed.
     seccomp_dir: Path | None = None
 
     @classmethod

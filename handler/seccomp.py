@@ -13,8 +13,10 @@ bpf/perf/keyring/module/reboot/clock-setting calls, `personality` only for the u
 personas, `socket` in every address family but AF_ALG and AF_VSOCK. Anything else fails
 with EPERM. containerd reads the file as an OCI `LinuxSeccomp`.
 
-The file is written atomically (a temporary file renamed over it), mode 0600 in a 0700
-directory as KubeVirt's, and only when its bytes differ.
+Next to it, on every node whatever the CR says, `kubevirt/passt.json`: this profile plus
+the few calls passt's own sandbox makes (handler/seccomp_passt.py), which launcher pods of
+passt VMIs always name. Each file is written atomically (a temporary file renamed over it),
+mode 0600 in a 0700 directory as KubeVirt's, and only when its bytes differ.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from typing import Any
 
 import structlog
 
+from handler.seccomp_passt import additions
 from shared.clusterconfig import ClusterConfig
-from shared.seccompconfig import KUBEVIRT_PROFILE, SECCOMP_GATE
+from shared.seccompconfig import KUBEVIRT_PROFILE, PASST_PROFILE, SECCOMP_GATE
 
 log = structlog.get_logger("handler.seccomp")
 
@@ -122,17 +125,23 @@ def profile() -> dict[str, Any]:
     }
 
 
-def render() -> bytes:
-    """The profile's file content (stable: the same bytes on every node and start)."""
-    return (json.dumps(profile(), indent=1, sort_keys=True) + "\n").encode()
+def passt_profile() -> dict[str, Any]:
+    """KubeVirt's profile with passt's sandbox calls appended, nothing else."""
+    base = profile()
+    return {**base, "syscalls": [*base["syscalls"], *additions()]}
 
 
-def install(seccomp_dir: Path) -> bool:
-    """Write the profile as `<seccomp_dir>/kubevirt/kubevirt.json`; False if it was already
-    there with the same bytes (its mode is still set to 0600)."""
-    target = seccomp_dir / KUBEVIRT_PROFILE
+def render(p: dict[str, Any]) -> bytes:
+    """A profile's file content (stable: the same bytes on every node and start)."""
+    return (json.dumps(p, indent=1, sort_keys=True) + "\n").encode()
+
+
+def install(seccomp_dir: Path, *, name: str = KUBEVIRT_PROFILE) -> bool:
+    """Write a profile as `<seccomp_dir>/<name>` (KubeVirt's, or passt's: PASST_PROFILE);
+    False if it was already there with the same bytes (its mode is still set to 0600)."""
+    target = seccomp_dir / name
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    body = render()
+    body = render({KUBEVIRT_PROFILE: profile, PASST_PROFILE: passt_profile}[name]())
     try:
         same = target.read_bytes() == body
     except FileNotFoundError:
@@ -151,20 +160,26 @@ def install(seccomp_dir: Path) -> bool:
     return True
 
 
+def _install_logged(seccomp_dir: Path, name: str) -> None:
+    try:
+        written = install(seccomp_dir, name=name)
+    except OSError as e:
+        log.error("seccomp_profile_install_failed", path=str(seccomp_dir / name), error=str(e))
+        return
+    log.info("seccomp_profile_installed", path=str(seccomp_dir / name), written=written)
+
+
 def installer(seccomp_dir: Path | None) -> Callable[[ClusterConfig], None]:
-    """A live-config listener that installs the profile when the cluster wants it (see
-    shared/seccompconfig.py); None dir: never (no kubelet seccomp dir mounted)."""
+    """Install passt's profile now (always: passt VMIs always name it; the handler calls
+    this while starting, before it is Ready) and return a live-config listener that
+    installs KubeVirt's when the cluster wants it (see shared/seccompconfig.py); None dir:
+    never (no kubelet seccomp dir mounted)."""
+    if seccomp_dir is not None:
+        _install_logged(seccomp_dir, PASST_PROFILE)
 
     def apply(config: ClusterConfig) -> None:
         wanted = config.gate(SECCOMP_GATE) or config.seccomp_localhost_profile == KUBEVIRT_PROFILE
-        if seccomp_dir is None or not wanted:
-            return
-        try:
-            written = install(seccomp_dir)
-        except OSError as e:
-            log.error("seccomp_profile_install_failed", dir=str(seccomp_dir), error=str(e))
-            return
-        log.info("seccomp_profile_installed", path=str(seccomp_dir / KUBEVIRT_PROFILE),
-                 written=written)  # fmt: skip
+        if seccomp_dir is not None and wanted:
+            _install_logged(seccomp_dir, KUBEVIRT_PROFILE)
 
     return apply

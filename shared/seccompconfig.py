@@ -8,8 +8,12 @@ The controller names the profile in launcher pods (`seccompProfile: {type: Local
 localhostProfile: …}`); RuntimeDefault when the CR names none. virt-handler writes
 KubeVirt's own profile, `kubevirt/kubevirt.json`, into its node's kubelet seccomp dir when
 the `KubevirtSeccompProfile` feature gate is on (KubeVirt's rule) or when the CR names that
-profile (so a launcher pod never meets a missing file). The profile itself:
-handler/seccomp.py. This module is the contract the two daemons share.
+profile (so a launcher pod never meets a missing file). Launcher pods of VMIs with a
+`passtBinding` interface always name `kubevirt/passt.json` instead, whatever the CR says:
+KubeVirt's profile plus the calls passt's own sandbox makes (user, mount, IPC, UTS, PID
+namespaces, pivot_root), which virt-handler writes on every node, always. The profiles
+themselves: handler/seccomp.py, handler/seccomp_passt.py. This module is the contract the
+two daemons share.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from shared.model.kubevirt import KubeVirtConfiguration
 SECCOMP_GATE = "KubevirtSeccompProfile"
 # The profile's name, relative to the kubelet's seccomp dir (<kubelet root>/seccomp).
 KUBEVIRT_PROFILE = "kubevirt/kubevirt.json"
+# passt VMIs' profile, beside it (always written, always named for them).
+PASST_PROFILE = "kubevirt/passt.json"
 
 _FIELD = "spec.configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile"
 

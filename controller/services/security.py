@@ -1,5 +1,6 @@
 """A launcher pod's security context: the non-root compute container (uid 107, no
-capabilities, read-only root filesystem), its seccomp profile, and what passt needs."""
+capabilities, read-only root filesystem), its seccomp profile (passt VMIs: passt's own,
+`kubevirt/passt.json`), and what passt needs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
 from shared.model import VirtualMachineInstance
-from shared.seccompconfig import pod_profile
+from shared.seccompconfig import PASST_PROFILE, pod_profile
 
 RUNTIME_DEFAULT = pod_profile(None)
 
@@ -20,26 +21,31 @@ def passt(vmi: VirtualMachineInstance) -> bool:
     return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
 
 
-def pod_security_context(*, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT) -> dict[str, Any]:
+def launcher_seccomp(vmi: VirtualMachineInstance, localhost: str | None) -> dict[str, str]:
+    """The launcher's seccompProfile: passt VMIs always `kubevirt/passt.json` (KubeVirt's
+    profile plus passt's sandbox calls, which virt-handler writes on every node), whatever
+    the KubeVirt CR names; others the CR's Localhost profile, else RuntimeDefault."""
+    return pod_profile(PASST_PROFILE if passt(vmi) else localhost)
+
+
+def pod_security_context(*, seccomp: Mapping[str, str] = RUNTIME_DEFAULT) -> dict[str, Any]:
     """A non-root launcher pod's: volumes group-owned by the qemu group (the kubelet's
     fsGroup), and DHCP's port 67 open to the unprivileged launcher (a namespaced, safe
     sysctl) so its responder binds it without capabilities; `seccomp`: its seccompProfile."""
     return {
         "fsGroup": LAUNCHER_GID,
         "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}],
-        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
+        "seccompProfile": dict(seccomp),
     }
 
 
-def compute_security_context(
-    *, seccomp: Mapping[str, str] | None = RUNTIME_DEFAULT
-) -> dict[str, Any]:
+def compute_security_context(*, seccomp: Mapping[str, str] = RUNTIME_DEFAULT) -> dict[str, Any]:
     """The compute container as the qemu user with no capabilities (KubeVirt's non-root
     launcher): libvirtd in session mode and QEMU need none, as virt-handler wires the
     pod's network and hands the container's device nodes to the user. The root filesystem
     is read-only: everything the launcher, libvirtd and QEMU write is under the pod's
-    emptyDirs (`private`, `sockets`; docs/nonroot.md). `seccomp` None (passt): no profile
-    named, the runtime's default for the pod (unconfined here)."""
+    emptyDirs (`private`, `sockets`; docs/nonroot.md). `seccomp`: its seccompProfile (the
+    pod's, launcher_seccomp)."""
     return {
         "runAsUser": LAUNCHER_UID,
         "runAsGroup": LAUNCHER_GID,
@@ -47,7 +53,7 @@ def compute_security_context(
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
-        **({"seccompProfile": dict(seccomp)} if seccomp is not None else {}),
+        "seccompProfile": dict(seccomp),
     }
 
 

@@ -39,6 +39,7 @@ from controller.services.scheduling import excluding_node, pod_fields
 from controller.services.security import (
     allow_passt,
     compute_security_context,
+    launcher_seccomp,
     passt,
     pod_security_context,
 )
@@ -66,7 +67,6 @@ from shared.model import (
 )
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_millis
-from shared.seccompconfig import pod_profile
 
 POD_NAME_PREFIX = "virt-launcher-"
 # Kubernetes' rand.String alphabet (no vowels, no confusable digits).
@@ -308,12 +308,10 @@ class TemplateService:
             container["command"] = list(self.config.launcher_command)
         return container
 
-    def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str] | None:
-        """The launcher's seccompProfile: the KubeVirt CR's Localhost one, else the runtime's
-        default; none for passt (below)."""
-        if passt(vmi):
-            return None
-        return pod_profile(self.config.seccomp_localhost_profile)
+    def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str]:
+        """The launcher's seccompProfile: passt's for passt VMIs, else the KubeVirt CR's
+        Localhost one, else the runtime's default (controller/services/security.py)."""
+        return launcher_seccomp(vmi, self.config.seccomp_localhost_profile)
 
     def _args(self, vmi: VirtualMachineInstance, launcher_grace: int) -> list[str]:
         """The launcher's command line (launcher/config.py)."""

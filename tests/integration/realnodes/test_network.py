@@ -13,6 +13,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_nonroot import assert_passt_confined
 from tests.integration.realnodes.test_story import (
     _pod_uid,
     _serial,
@@ -178,7 +179,8 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
     bridge, passt's own for passt); the passt guest pings another pod (passt's ping
     sockets); a pod on the bridge guest's other node reaches both guests at their pod IPs
     over TCP 7, HTTP 80 and UDP 7; neither VMI is live-migratable
-    (InterfaceNotLiveMigratable)."""
+    (InterfaceNotLiveMigratable). passt runs under its seccomp profile (KubeVirt's plus its
+    sandbox calls, `kubevirt/passt.json`, named by the pod; assert_passt_confined)."""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged-passt", IDLE))
     passt = _vmi_manifest(
@@ -202,6 +204,7 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
         assert migratable["status"] == "False", migratable
         assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
+    assert_passt_confined(k, real_cluster, ns, vmi)
     node, _ = _pod_uid(_running_vmi(k, ns, "bridged"))
     logs = _probe(k, ns, "probe-bridge", ips["bridged"], ips["passt"], node=_other(node))
     for pod_ip in ips.values():

@@ -3,7 +3,8 @@ libvirtd and QEMU under the qemu user (107), never root, and the guest still get
 root launcher gave it: its pod network (the handler's tap, DHCP on port 67 from the
 unprivileged launcher) and its disks. The container's root filesystem is read-only, and
 with the KubeVirt CR asking for it the launcher runs under KubeVirt's own seccomp profile
-(docs/hardening.md)."""
+(docs/hardening.md); a passt VMI's under passt's (`assert_passt_confined`, called by the
+passt story in test_network.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
+from handler.seccomp import passt_profile, profile
+from handler.seccomp_passt import additions
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
-from shared.seccompconfig import KUBEVIRT_PROFILE
+from shared.seccompconfig import KUBEVIRT_PROFILE, PASST_PROFILE
 from tests.integration.realnodes.conftest import pods
 from tests.integration.realnodes.test_story import REPO, _launcher_pid, _serial, _wait
 
@@ -116,6 +119,41 @@ def _oci_seccomp(cluster: Cluster, node: str, container_id: str) -> dict[str, An
     (spec,) = root.glob(f"*/io.containerd.runtime.v2.task/k8s.io/{container_id}/config.json")
     seccomp: dict[str, Any] = json.loads(spec.read_text())["linux"]["seccomp"]
     return seccomp
+
+
+def _rules(seccomp: dict[str, Any]) -> set[tuple[Any, ...]]:
+    """A LinuxSeccomp's rules, comparable (absent fields as their defaults)."""
+    return {
+        (name, r["action"], r.get("errnoRet"), tuple(
+            (a["index"], a["value"], a.get("valueTwo", 0), a["op"]) for a in r.get("args") or []
+        ))
+        for r in seccomp["syscalls"] for name in r["names"]
+    }  # fmt: skip
+
+
+def assert_passt_confined(k: Kubectl, cluster: Cluster, ns: str, vmi: dict[str, Any]) -> None:
+    """A running passt VMI's launcher pod and compute container name `kubevirt/passt.json`;
+    the OCI spec containerd handed runc holds KubeVirt's profile plus exactly passt's
+    sandbox calls (handler/seccomp_passt.py); passt runs under it and under its own filter
+    on top (`Seccomp: 2`, two filters)."""
+    (pod,) = pods(k, ns, f"kubevirt.io/created-by={vmi['metadata']['uid']}")
+    spec: Any = pod["spec"]
+    localhost = {"type": "Localhost", "localhostProfile": PASST_PROFILE}
+    compute = spec["containers"][0]["securityContext"]
+    assert compute["seccompProfile"] == spec["securityContext"]["seccompProfile"] == localhost
+    pod_status: Any = pod["status"]
+    (status,) = [c for c in pod_status["containerStatuses"] if c["name"] == "compute"]
+    seccomp = _oci_seccomp(cluster, spec["nodeName"], status["containerID"].split("//")[-1])
+    assert seccomp["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert _rules(seccomp) == _rules(passt_profile())
+    added = _rules(seccomp) - _rules(profile())
+    assert added == _rules({"syscalls": additions()}), sorted(added)
+    under = _descendants(_ps(), _launcher_pid(vmi["metadata"]["uid"]))
+    passts = [pid for pid, (_, comm) in under.items() if comm.startswith("passt")]
+    assert passts, under
+    for pid in passts:
+        assert _status(pid)["Seccomp"] == "2" and _status(pid)["NoNewPrivs"] == "1"
+        assert int(_status(pid)["Seccomp_filters"]) >= 2, _status(pid)  # runc's + passt's
 
 
 def test_launchers_run_libvirtd_and_qemu_as_the_qemu_user(

@@ -17,7 +17,7 @@ from controller.services.template import TemplateService
 from handler.seccomp import install, installer, profile
 from shared.clusterconfig import ClusterConfig, resolve, validate_kubevirt
 from shared.model.kubevirt import KubeVirt
-from shared.seccompconfig import KUBEVIRT_PROFILE
+from shared.seccompconfig import KUBEVIRT_PROFILE, PASST_PROFILE
 from tests.unit.controller.builders import make_vmi
 
 FIELD = "spec.configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile"
@@ -78,7 +78,7 @@ def test_install_writes_the_file_once_0600_in_a_0700_dir(tmp_path: Path) -> None
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     target.write_text("{}")
     assert install(tmp_path) is True and json.loads(target.read_text()) == profile()
-    assert [p.name for p in target.parent.iterdir()] == ["kubevirt.json"]
+    assert [p.name for p in target.parent.iterdir()] == ["kubevirt.json"]  # no temp left
 
 
 @pytest.mark.parametrize(
@@ -97,6 +97,7 @@ def test_the_handler_installs_when_the_gate_or_the_cr_asks(
     a launcher pod never meets a missing file); a profile of the operator's own is theirs."""
     installer(tmp_path)(config)
     assert (tmp_path / KUBEVIRT_PROFILE).exists() is installed
+    assert (tmp_path / PASST_PROFILE).exists()  # passt's: always
     installer(None)(config)  # no kubelet seccomp dir mounted: nothing, no error
 
 

@@ -46,27 +46,17 @@ def test_the_root_switch_leaves_the_pod_as_it_was() -> None:
     assert not Config.from_args([], environ={}).template.launcher_as_root
 
 
-def test_a_passt_bound_vmi_gets_no_seccomp_profile() -> None:
-    """passt sandboxes itself in user namespaces, which RuntimeDefault refuses without
-    CAP_SYS_ADMIN: such a pod names no profile; it still runs as 107."""
+def test_a_passt_bound_vmi_names_passts_profile_whatever_the_cr_says() -> None:
+    """passt sandboxes itself in user namespaces, which RuntimeDefault and KubeVirt's profile
+    refuse: such a pod and its compute container name `kubevirt/passt.json` (Localhost),
+    with or without the KubeVirt CR naming a profile; it still runs as 107."""
     raw = vmi_dict()
     raw["spec"]["domain"]["devices"]["interfaces"] = [{"name": "default", "passtBinding": {}}]
     raw["spec"]["networks"] = [{"name": "default", "pod": {}}]
-    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
-    ctx = pod["spec"]["containers"][0]["securityContext"]
-    assert "seccompProfile" not in ctx and "seccompProfile" not in pod["spec"]["securityContext"]
-    assert ctx["runAsUser"] == LAUNCHER_UID
-
-
-def test_a_host_disk_vmi_runs_non_root_too() -> None:
-    """hostDisk images are handed to 107 by virt-handler (handler/podowner.py), so such a
-    VMI's launcher is not root either."""
-    raw = vmi_dict()
-    raw["spec"]["volumes"] = [
-        {"name": "host", "hostDisk": {"path": "/var/data/disk.img", "type": "DiskOrCreate",
-                                      "capacity": "1Gi"}},
-    ]  # fmt: skip
-    raw["spec"]["domain"]["devices"]["disks"] = [{"name": "host", "disk": {"bus": "virtio"}}]
-    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
-    assert pod["spec"]["containers"][0]["securityContext"]["runAsUser"] == LAUNCHER_UID
-    assert pod["spec"]["securityContext"]["fsGroup"] == LAUNCHER_GID
+    expected = {"type": "Localhost", "localhostProfile": "kubevirt/passt.json"}
+    for localhost in (None, "kubevirt/kubevirt.json"):
+        config = TemplateConfig(seccomp_localhost_profile=localhost)
+        pod = TemplateService(config).launcher_pod(make_vmi(raw=raw))
+        ctx = pod["spec"]["containers"][0]["securityContext"]
+        assert ctx["seccompProfile"] == expected == pod["spec"]["securityContext"]["seccompProfile"]
+        assert ctx["runAsUser"] == LAUNCHER_UID
