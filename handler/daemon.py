@@ -47,7 +47,7 @@ from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
-from handler.seccomp import installer
+from handler.seccomp import install_always, installer
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -285,6 +285,7 @@ class Handler:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._stop_on(stop), name="stop-signal")
+                install_always(self.config.seccomp_dir)  # passt's profile, before Ready
                 await self._beat(schedulable=False)
                 if self.device_plugins is not None:
                     tg.create_task(self.device_plugins.run(), name="device-plugins")

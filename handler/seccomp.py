@@ -169,13 +169,17 @@ def _install_logged(seccomp_dir: Path, name: str) -> None:
     log.info("seccomp_profile_installed", path=str(seccomp_dir / name), written=written)
 
 
-def installer(seccomp_dir: Path | None) -> Callable[[ClusterConfig], None]:
-    """Install passt's profile now (always: passt VMIs always name it; the handler calls
-    this while starting, before it is Ready) and return a live-config listener that
-    installs KubeVirt's when the cluster wants it (see shared/seccompconfig.py); None dir:
-    never (no kubelet seccomp dir mounted)."""
+def install_always(seccomp_dir: Path | None) -> None:
+    """passt's profile, whatever the cluster wants (passt VMIs always name it): the
+    handler writes it as it starts, before it is Ready; None dir: no kubelet seccomp dir
+    mounted."""
     if seccomp_dir is not None:
         _install_logged(seccomp_dir, PASST_PROFILE)
+
+
+def installer(seccomp_dir: Path | None) -> Callable[[ClusterConfig], None]:
+    """A live-config listener that installs KubeVirt's profile when the cluster wants it
+    (see shared/seccompconfig.py); None dir: never (no kubelet seccomp dir mounted)."""
 
     def apply(config: ClusterConfig) -> None:
         wanted = config.gate(SECCOMP_GATE) or config.seccomp_localhost_profile == KUBEVIRT_PROFILE

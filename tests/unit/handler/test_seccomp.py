@@ -97,7 +97,7 @@ def test_the_handler_installs_when_the_gate_or_the_cr_asks(
     a launcher pod never meets a missing file); a profile of the operator's own is theirs."""
     installer(tmp_path)(config)
     assert (tmp_path / KUBEVIRT_PROFILE).exists() is installed
-    assert (tmp_path / PASST_PROFILE).exists()  # passt's: always
+    assert not (tmp_path / PASST_PROFILE).exists()  # passt's: install_always, at start
     installer(None)(config)  # no kubelet seccomp dir mounted: nothing, no error
 
 

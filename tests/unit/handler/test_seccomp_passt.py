@@ -7,7 +7,7 @@ import json
 import stat
 from pathlib import Path
 
-from handler.seccomp import install, installer, passt_profile, profile
+from handler.seccomp import install, install_always, installer, passt_profile, profile
 from shared.clusterconfig import ClusterConfig
 from shared.seccompconfig import KUBEVIRT_PROFILE, PASST_PROFILE
 
@@ -45,9 +45,10 @@ def test_the_passt_profile_is_kubevirts_plus_the_sandbox_calls() -> None:
 
 
 def test_the_handler_writes_passts_profile_always(tmp_path: Path) -> None:
-    """Created (as the handler starts), the installer writes `kubevirt/passt.json` whatever
-    the cluster says, 0600 in the 0700 dir beside KubeVirt's; KubeVirt's only when the CR
+    """As the handler starts (install_always) `kubevirt/passt.json` is written whatever the
+    cluster says, 0600 in the 0700 dir beside KubeVirt's; KubeVirt's only when the CR
     asks; a second write with the same bytes leaves it alone; no dir: nothing, no error."""
+    install_always(tmp_path)
     apply = installer(tmp_path)
     target = tmp_path / PASST_PROFILE
     assert json.loads(target.read_text()) == passt_profile()
@@ -62,3 +63,4 @@ def test_the_handler_writes_passts_profile_always(tmp_path: Path) -> None:
     assert install(tmp_path, name=PASST_PROFILE) is True
     assert sorted(p.name for p in target.parent.iterdir()) == ["kubevirt.json", "passt.json"]
     installer(None)(ClusterConfig())
+    install_always(None)
