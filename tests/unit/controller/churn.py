@@ -113,9 +113,7 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def _plural_of(obj: Mapping[str, Any]) -> str:
-    return {"Pod": PODS.plural, "VirtualMachineInstance": VMIS.plural}.get(
-        str(obj.get("kind")), ""
-    )
+    return {"Pod": PODS.plural, "VirtualMachineInstance": VMIS.plural}.get(str(obj.get("kind")), "")
 
 
 class ControllerRig:
