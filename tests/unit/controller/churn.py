@@ -10,6 +10,7 @@ its deletionTimestamp, and the object goes once its last finalizer is removed.
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from shared.kube import (
     EVENTS,
     PODS,
     VMIS,
-    DeleteOptions,
+    VMS,
     Informer,
     KubeClient,
     ListResult,
@@ -44,6 +45,14 @@ class WatchedApi(FakeApi):
         super().__init__()
         self.informers: dict[str, Informer[Any]] = {}
 
+    async def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """As the API server does: an object made without a uid gets one."""
+        meta = dict(body["metadata"])
+        meta.setdefault("uid", str(uuid.uuid4()))
+        return await super().create(resource, {**body, "metadata": meta}, namespace=namespace)
+
     def _written(self, obj: dict[str, Any], *, status: bool) -> None:
         meta = obj["metadata"]
         plural = self._plural_of_stored(obj)
@@ -66,14 +75,9 @@ class WatchedApi(FakeApi):
         if informer is not None:
             informer._apply(WatchEvent(type_, copy.deepcopy(obj)))
 
-    async def delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        options: DeleteOptions | None = None,
-    ) -> dict[str, Any]:
+    async def delete(self, resource: Resource, name: str, **kw: Any) -> dict[str, Any]:
+        """Finalizers pending: only a deletionTimestamp (options are not checked)."""
+        namespace: str | None = kw.get("namespace")
         self.calls.append(("delete", resource.plural))
         key = self._key(resource, name, namespace)
         obj = self.objects.get(key)
@@ -129,7 +133,7 @@ class ControllerRig:
         for loop, _ in self.ctl.loops.workers(self.ctl.config.workers):
             loop.queue._timers = self.timers  # no real timers: `later` fires them
         inf = self.ctl.informers
-        self.api.informers = {"virtualmachineinstances": inf.vmis, "pods": inf.pods}
+        self.api.informers = {VMIS.plural: inf.vmis, PODS.plural: inf.pods, VMS.plural: inf.vms}
 
     async def settle(self) -> None:
         """Run every queued key through its loop until no queue has work, then write the
@@ -161,6 +165,32 @@ class ControllerRig:
         raw["metadata"]["uid"] = uid
         await self.api.create(VMIS, raw, namespace="ns")
         await self.settle()
+        await self._run(name)
+        await self.api.delete(VMIS, name, namespace="ns")
+        await self.settle()
+        await self._stopped(name)
+        await self.later()
+        self.api.forget_history()
+
+    async def vm_lifecycle(self, name: str, uid: str) -> None:
+        """One VM: started (its VMI made and run), halted (its VMI stopped and removed),
+        then deleted itself."""
+        await self.api.create(VMS, vm_dict(name, uid), namespace="ns")
+        await self.settle()
+        await self._run(name)
+        halt = {"metadata": {"generation": 2}, "spec": {"runStrategy": "Halted"}}
+        await self._patch(VMS, name, halt)  # a spec change bumps the generation
+        await self.settle()
+        await self._stopped(name)
+        await self.api.delete(VMS, name, namespace="ns")
+        await self.settle()
+        assert (VMS.plural, f"ns/{name}") not in self.api.objects
+        await self.later()
+        self.api.forget_history()
+
+    async def _run(self, name: str) -> None:
+        """Play kubelet (the launcher pod runs) and handler (the VMI runs)."""
+        uid = self.api.stored(VMIS, f"ns/{name}")["metadata"]["uid"]
         pod = self._pod_of(uid)
         await self._patch(PODS, pod, {"spec": {"nodeName": NODE}, "status": _running_pod()})
         await self.settle()
@@ -169,15 +199,14 @@ class ControllerRig:
         assert VMI_FINALIZER in vmi["metadata"].get("finalizers", [])
         await self._patch(VMIS, name, {"status": {"phase": "Running"}}, status=True)
         await self.settle()
-        await self.api.delete(VMIS, name, namespace="ns")
-        await self.settle()
-        if (VMIS.plural, f"ns/{name}") in self.api.objects:  # the handler saw the guest off
+
+    async def _stopped(self, name: str) -> None:
+        """Play handler for a VMI being deleted (the guest is seen off); then it is gone."""
+        if (VMIS.plural, f"ns/{name}") in self.api.objects:
             await self._patch(VMIS, name, {"status": {"phase": "Succeeded"}}, status=True)
             await self.settle()
-        assert ("virtualmachineinstances", f"ns/{name}") not in self.api.objects
+        assert (VMIS.plural, f"ns/{name}") not in self.api.objects
         assert not any(plural == PODS.plural for plural, _ in self.api.objects)
-        await self.later()
-        self.api.forget_history()
 
     def _pod_of(self, uid: str) -> str:
         for (plural, _), obj in self.api.objects.items():
@@ -191,6 +220,18 @@ class ControllerRig:
         await self.api.patch(
             resource, name, patch, namespace="ns", subresource="status" if status else None
         )
+
+
+def vm_dict(name: str, uid: str) -> dict[str, Any]:
+    """A VM that runs vmi_dict()'s spec (runStrategy Always)."""
+    template = {"metadata": {"labels": {"app": name}}, "spec": vmi_dict(name)["spec"]}
+    meta = {"name": name, "namespace": "ns", "uid": uid, "generation": 1}
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": meta,
+        "spec": {"runStrategy": "Always", "template": template},
+    }
 
 
 def _running_pod() -> dict[str, Any]:

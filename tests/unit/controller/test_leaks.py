@@ -23,3 +23,14 @@ async def test_vmi_churn_leaves_no_per_vmi_state() -> None:
     for i in range(1, CYCLES + 1):
         await rig.vmi_lifecycle(f"vmi{i}", _uid(i))
     assert grown(before, sizes(rig.ctl, skip=(WatchedApi,))) == {}
+
+
+async def test_vm_churn_leaves_no_per_vm_state() -> None:
+    """VMs started, halted and deleted: the VM loop's and the VMI loop's tables are back
+    to their size after the first one."""
+    rig = ControllerRig()
+    await rig.vm_lifecycle("warm", _uid(0))
+    before = sizes(rig.ctl, skip=(WatchedApi,))
+    for i in range(1, CYCLES + 1):
+        await rig.vm_lifecycle(f"vm{i}", _uid(i))
+    assert grown(before, sizes(rig.ctl, skip=(WatchedApi,))) == {}
