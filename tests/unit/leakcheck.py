@@ -8,20 +8,19 @@ objects that are gone.
 
 `sizes` walks instance attributes (`__dict__` and `__slots__`), dicts, lists, tuples,
 sets and deques from the root breadth-first, each object once (named by its shortest
-path), up to `depth` levels; it records the
-length of every dict, set, list and deque it meets. It does not enter functions, modules,
-classes, coroutines or the event loop, nor any object whose type is in `skip` (the test's
-own fakes).
+path), up to `depth` levels, and records the length of every dict, set, list and deque it
+meets. A bound method leads to its object. It does not enter functions, modules, classes,
+coroutines, tasks, futures or the event loop, nor any object whose type is in `skip` (the
+test's own fakes). Entries of a table are named by their key (`x['ns/vm1']`); what hangs
+off a grown table's new entries is reported as that table's growth only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import tracemalloc
 import types
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 Sizes = dict[str, int]
 _CONTAINERS = (dict, set, frozenset, list, deque)
@@ -95,26 +94,3 @@ def grown(before: Sizes, after: Sizes) -> dict[str, tuple[int, int]]:
         if n > was:
             out[path] = (was, n)
     return out
-
-
-def top_growth(
-    cycle: Callable[[], Any], *, limit: int = 10, filters: tuple[str, ...] = ()
-) -> list[str]:
-    """The lines whose allocations grew most across `cycle()` (tracemalloc; for a look by
-    hand, not for assertions: the allocator's noise is in it)."""
-    tracemalloc.start(10)
-    try:
-        first = tracemalloc.take_snapshot()
-        cycle()
-        second = tracemalloc.take_snapshot()
-    finally:
-        tracemalloc.stop()
-    keep = [tracemalloc.Filter(True, f"*{f}*") for f in filters]
-    stats = (second.filter_traces(keep) if keep else second).compare_to(
-        first.filter_traces(keep) if keep else first, "traceback"
-    )
-    return [
-        f"{s.size_diff:+d} B {s.count_diff:+d}: {s.traceback.format()[-1].strip()}"
-        for s in stats[:limit]
-        if s.size_diff > 0
-    ]
