@@ -12,6 +12,7 @@ Deployment restarts it as a standby.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import structlog
 
@@ -27,6 +28,7 @@ from shared.clusterconfig import LiveConfig
 from shared.kube import (
     VMIS,
     EventRecorder,
+    Handlers,
     HealthConfig,
     HealthServer,
     KubeClient,
@@ -87,6 +89,7 @@ class Controller:
         )
         self.loops: Loops = build_loops(config, deps, registry, self.live)
         self.loops.register(self.informers)
+        self._forget_events_of_deleted()
         self.elector = LeaderElector(client, _leader_config(config))
         self.health = HealthServer(
             HealthConfig(
@@ -98,6 +101,14 @@ class Controller:
             ready=self.ready,
         )
         self._export_metrics(registry)
+
+    def _forget_events_of_deleted(self) -> None:
+        """A deleted object's event bookkeeping (spam buckets, aggregation) goes with it."""
+        forget: Handlers[Any] = Handlers(
+            on_delete=lambda obj: self.recorder.forget(str(getattr(obj, "uid", "") or ""))
+        )
+        for informer in self.informers.all():
+            informer.add_handlers(forget)
 
     def _export_metrics(self, registry: Registry) -> None:
         """The object gauges (from the caches) and whether this replica leads or is ready."""

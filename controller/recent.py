@@ -34,7 +34,12 @@ class Recent(Generic[M]):
         self._written: dict[str, M] = {}
 
     def remember(self, obj: M) -> None:
-        """Record what a write returned."""
+        """Record what a write returned; a write that removed a deleted object's last
+        finalizer returned an object that is gone (its delete event may already have been
+        handled, so nothing would forget it)."""
+        if obj.metadata.is_deleting and not obj.metadata.finalizers:
+            self._written.pop(obj.key, None)
+            return
         self._written[obj.key] = obj
 
     def get(self, key: str) -> M | None:

@@ -90,6 +90,12 @@ class DomainCache:
         self._records.pop(uid, None)
         self._generations.pop(uid, None)
 
+    def forget_key(self, key: str) -> None:
+        """Drop the records of the VMI at `key` "namespace/name" (it is gone; an event its
+        launcher sent late recreated a record no VMI will forget)."""
+        for uid in [uid for uid, record in self._records.items() if record.key == key]:
+            self.forget(uid)
+
     def __len__(self) -> int:
         return len(self._records)
 

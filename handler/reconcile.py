@@ -374,6 +374,8 @@ class Reconciler:
         if local is not None:
             self._drop(local)
             log.info("vmi_forgotten")
+        else:  # a launcher's event after the VMI was forgotten brought its key back
+            self._d.domains.forget_key(key)
 
     def _drop(self, local: Local) -> None:
         if self._d.expansion is not None:
@@ -383,6 +385,7 @@ class Reconciler:
         self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
         self._d.domains.forget(local.uid)
+        self._d.recorder.forget(local.uid)
         if self._d.partitions is not None:  # every launcher of the VMI has ended
             self._d.partitions.sweep(local.uid)
 

@@ -172,6 +172,7 @@ class VMIController(Reconciler):
     async def sync(self, key: str) -> None:
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         if vmi is None:
+            self._vmi_recent.forget(key)  # gone: a write answered after its delete event
             return
         if not self._pods.expectations.satisfied(key):
             log.debug("expectations_pending", pending=str(self._pods.expectations.pending(key)))

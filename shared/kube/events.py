@@ -10,6 +10,9 @@ tells what happened to an object.
   already written (same source, object, type, reason and message) is aggregated: its
   `count` is patched up by one and `lastTimestamp` moved, as client-go's EventCorrelator
   does; a vanished Event is created anew. Write errors are logged, never raised.
+- `forget(uid)` once the object is gone: its spam buckets go at once, its aggregation
+  entries once the events queued before it are written (both tables are LRUs bounded by
+  `cache_size`, but a gone object's entries would otherwise sit there until pushed out).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
@@ -101,11 +104,17 @@ class Recorder(Protocol):
 
     def event(self, obj: KubeObject, type_: EventType, reason: str, message: str) -> None: ...
 
+    def forget(self, uid: str) -> None:
+        """The object with `uid` is gone: drop what is kept about its events."""
+
 
 class DiscardRecorder:
     """Records nothing (tests and tools that do not care about events)."""
 
     def event(self, obj: KubeObject, type_: EventType, reason: str, message: str) -> None:
+        return None
+
+    def forget(self, uid: str) -> None:
         return None
 
 
@@ -134,11 +143,63 @@ class _Pending:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Forget:
+    uid: str
+
+
 @dataclass(slots=True)
 class _Written:
     name: str
     count: int
     first: str
+
+
+V = TypeVar("V")
+_UID = 3  # where the involved object's uid sits in both tables' keys
+
+
+class _Table(Generic[V]):
+    """An LRU keyed by (kind, namespace, name, uid, ...) whose entries of one uid can be
+    dropped together."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, ...], V] = OrderedDict()
+        self._by_uid: dict[str, set[tuple[str, ...]]] = {}
+
+    def get(self, key: tuple[str, ...]) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[str, ...], value: V) -> None:
+        self._items[key] = value
+        self._by_uid.setdefault(key[_UID], set()).add(key)
+        while len(self._items) > self._size:
+            self.pop(next(iter(self._items)))
+
+    def pop(self, key: tuple[str, ...]) -> None:
+        self._items.pop(key, None)
+        keys = self._by_uid.get(key[_UID])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_uid[key[_UID]]
+
+    def forget(self, uid: str) -> bool:
+        """Drop `uid`'s entries; False when there were none."""
+        keys = self._by_uid.pop(uid, ())
+        for key in keys:
+            self._items.pop(key, None)
+        return bool(keys)
+
+    def uids(self) -> set[str]:
+        return set(self._by_uid)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class EventRecorder:
@@ -157,9 +218,9 @@ class EventRecorder:
         self._config = config
         self._clock = clock
         self._wall = wall
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=config.queue_size)
-        self._spam: OrderedDict[tuple[str, ...], TokenBucket] = OrderedDict()
-        self._written: OrderedDict[tuple[str, ...], _Written] = OrderedDict()
+        self._queue: asyncio.Queue[_Pending | _Forget] = asyncio.Queue(maxsize=config.queue_size)
+        self._spam: _Table[TokenBucket] = _Table(config.cache_size)
+        self._written: _Table[_Written] = _Table(config.cache_size)
         self._dropped = (registry or Registry()).counter(
             "kubevirt_py_events_dropped_total",
             "Events not recorded, by why (rate_limited, queue_full, write_failed).",
@@ -181,19 +242,33 @@ class EventRecorder:
             self._dropped.labels("queue_full").inc()
             log.warning("event_dropped_queue_full", reason=reason, object=pending.ref.name)
 
+    def forget(self, uid: str) -> None:
+        """The object with `uid` is gone: its spam buckets are dropped now, its aggregation
+        entries after the events already queued for it are written."""
+        if not uid:
+            return
+        if not self._spam.forget(uid):  # nothing was queued about it (or it aged out)
+            self._written.forget(uid)
+            return
+        try:
+            self._queue.put_nowait(_Forget(uid))
+        except asyncio.QueueFull:
+            self._written.forget(uid)
+
     def _spam_bucket(self, p: _Pending) -> TokenBucket:
         ref = p.ref
         key = (ref.kind, ref.namespace, ref.name, ref.uid, str(p.type_), p.reason)
         bucket = self._spam.get(key)
         if bucket is None:
             bucket = TokenBucket(self._config.spam_limit, clock=self._clock)
-            self._spam[key] = bucket
-            _trim(self._spam, self._config.cache_size)
-        else:
-            self._spam.move_to_end(key)
+            self._spam.put(key, bucket)
         return bucket
 
     # ---- the writer task -------------------------------------------------------------
+
+    def tracked(self) -> int:
+        """Objects the recorder keeps spam buckets or aggregation entries for."""
+        return len(self._spam.uids() | self._written.uids())
 
     @property
     def pending(self) -> int:
@@ -210,8 +285,11 @@ class EventRecorder:
         while not self._queue.empty():
             await self._write_one(self._queue.get_nowait())
 
-    async def _write_one(self, p: _Pending) -> None:
+    async def _write_one(self, p: _Pending | _Forget) -> None:
         """Create or aggregate one event; errors are logged and counted, never raised."""
+        if isinstance(p, _Forget):
+            self._written.forget(p.uid)
+            return
         try:
             async with asyncio.timeout(self._config.write_timeout):
                 await self._write(p)
@@ -226,7 +304,6 @@ class EventRecorder:
         now = format_time(self._wall())
         seen = self._written.get(key)
         if seen is not None:
-            self._written.move_to_end(key)
             try:
                 await self._client.patch(
                     EVENTS,
@@ -237,11 +314,10 @@ class EventRecorder:
                 seen.count += 1
                 return
             except NotFound:
-                del self._written[key]
+                self._written.pop(key)
         name = f"{p.ref.name}.{time.time_ns():x}{secrets.token_hex(2)}"
         await self._client.create(EVENTS, self._body(p, name, now), namespace=p.ref.namespace)
-        self._written[key] = _Written(name=name, count=1, first=now)
-        _trim(self._written, self._config.cache_size)
+        self._written.put(key, _Written(name=name, count=1, first=now))
 
     def _aggregation_key(self, p: _Pending) -> tuple[str, ...]:
         r = p.ref
@@ -264,8 +340,3 @@ class EventRecorder:
             "firstTimestamp": now,
             "lastTimestamp": now,
         }
-
-
-def _trim(cache: OrderedDict[tuple[str, ...], Any], size: int) -> None:
-    while len(cache) > size:
-        cache.popitem(last=False)

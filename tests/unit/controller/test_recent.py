@@ -48,3 +48,14 @@ def test_forget_and_none() -> None:
     assert recent.latest(None) is None
     recent.forget("ns/vm1")
     assert len(recent) == 0
+
+
+def test_a_write_that_removed_the_last_finalizer_is_not_remembered() -> None:
+    """A deleted object's write that dropped its last finalizer returns an object that is
+    gone: its delete event may have come first, so remembering it would keep it forever."""
+    recent: Recent[VirtualMachineInstance] = Recent()
+    recent.remember(at("7"))
+    gone = make_vmi(deleting=True)
+    assert not gone.metadata.finalizers
+    recent.remember(gone)
+    assert len(recent) == 0

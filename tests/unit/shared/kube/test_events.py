@@ -201,3 +201,39 @@ async def test_run_writes_as_events_arrive() -> None:
             await asyncio.sleep(0)
         task.cancel()
     assert len(api.events) == 1
+
+
+async def test_forget_drops_a_gone_objects_entries_after_its_queued_events() -> None:
+    """forget(uid) once the object is gone: the events already queued about it are still
+    written, and afterwards neither its spam buckets nor its aggregation entries are kept;
+    another object's are."""
+    api = FakeEvents()
+    rec, _ = make(api, Clock())
+    rec.event(vmi(), EventType.NORMAL, "SuccessfulCreate", "pod")
+    await rec.drain()
+    rec.event(vmi(), EventType.NORMAL, "SuccessfulDelete", "pod")
+    rec.event(vmi("vm2"), EventType.NORMAL, "Started", "s")
+    rec.forget("uid-vm1")
+    rec.forget("uid-unknown")
+    assert rec.tracked() == 2  # vm1's aggregation entries wait for its queued event
+    await rec.drain()
+    assert sorted(e["reason"] for e in api.events.values()) == [
+        "Started",
+        "SuccessfulCreate",
+        "SuccessfulDelete",
+    ]
+    assert rec.tracked() == 1
+
+
+async def test_entries_pushed_out_of_the_lru_leave_no_index_behind() -> None:
+    """Past `cache_size` the oldest entries go, and with them their uid's index entry."""
+    api = FakeEvents()
+    rec, _ = make(api, Clock(), cache_size=2)
+    for name in ("a", "b", "c"):
+        rec.event(vmi(name), EventType.NORMAL, "Started", "s")
+    await rec.drain()
+    assert rec.tracked() == 2
+    for name in ("b", "c"):
+        rec.forget(f"uid-{name}")
+    await rec.drain()
+    assert rec.tracked() == 0
