@@ -353,14 +353,9 @@ class ActionsServer:
 
     @property
     def serving(self) -> bool:
-        """Listening, and its endpoint published (when it publishes one)."""
-        return self.started.is_set() and (self._publish is None or self.published.is_set())
-
-    async def until_serving(self) -> None:
-        """Returns once `serving` holds (no I/O: waits on this server's own events)."""
-        await self.started.wait()
-        if self._publish is not None:
-            await self.published.wait()
+        """Listening, and its endpoint published (`published` is set once it listens when
+        there is nothing to publish)."""
+        return self.started.is_set() and self.published.is_set()
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until `stop` is set (or until cancelled)."""
@@ -385,6 +380,7 @@ class ActionsServer:
 
     async def _publish_until_done(self, policy: BackoffPolicy | None = None) -> None:
         if self._publish is None or self.url is None:
+            self.published.set()  # nothing to publish: serving once listening
             return
         backoff = Backoff(policy or BackoffPolicy(initial=0.5, cap=30.0))
         while True:

@@ -323,7 +323,8 @@ class Handler:
     async def _poke_when_serving(self, actions: ActionsServer) -> None:
         """Readiness waits on the actions endpoint's publication (it may come after the
         caches synced): the heartbeat publishes schedulable=true then, not a beat later."""
-        await actions.until_serving()
+        await actions.started.wait()
+        await actions.published.wait()
         self.heartbeat.poke()
 
     async def _stop_on(self, stop: asyncio.Event) -> None:

@@ -44,7 +44,6 @@ async def test_the_heartbeat_is_poked_once_the_actions_endpoint_serves(tmp_path:
     pokes: list[bool] = []
     handler.heartbeat.poke = lambda: pokes.append(True)  # type: ignore[method-assign]
     actions = ActionsServer.__new__(ActionsServer)
-    actions._publish = lambda url: None  # type: ignore[assignment,return-value]
     actions.started, actions.published = asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(handler._poke_when_serving(actions))
