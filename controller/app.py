@@ -42,6 +42,7 @@ from shared.kube import (
 )
 from shared.model import (
     Clock,
+    KubeObject,
     VirtualMachineInstance,
     utc_now,
 )
@@ -103,12 +104,16 @@ class Controller:
         self._export_metrics(registry)
 
     def _forget_events_of_deleted(self) -> None:
-        """A deleted object's event bookkeeping (spam buckets, aggregation) goes with it."""
-        forget: Handlers[Any] = Handlers(
-            on_delete=lambda obj: self.recorder.forget(str(getattr(obj, "uid", "") or ""))
-        )
+        """A deleted object's event bookkeeping (spam buckets, aggregation) goes with it
+        (events are only recorded about KubeObjects; the informers' views are not ones)."""
+
+        def forget(obj: object) -> None:
+            if isinstance(obj, KubeObject):
+                self.recorder.forget(obj.uid)
+
+        handlers: Handlers[Any] = Handlers(on_delete=forget)
         for informer in self.informers.all():
-            informer.add_handlers(forget)
+            informer.add_handlers(handlers)
 
     def _export_metrics(self, registry: Registry) -> None:
         """The object gauges (from the caches) and whether this replica leads or is ready."""

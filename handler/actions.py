@@ -353,9 +353,9 @@ class ActionsServer:
 
     @property
     def serving(self) -> bool:
-        """Listening, and its endpoint published (`published` is set once it listens when
-        there is nothing to publish)."""
-        return self.started.is_set() and self.published.is_set()
+        """Listening, and its endpoint published (`published` is set after `started`, at
+        once when there is nothing to publish)."""
+        return self.published.is_set()
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until `stop` is set (or until cancelled)."""

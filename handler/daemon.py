@@ -323,8 +323,7 @@ class Handler:
     async def _poke_when_serving(self, actions: ActionsServer) -> None:
         """Readiness waits on the actions endpoint's publication (it may come after the
         caches synced): the heartbeat publishes schedulable=true then, not a beat later."""
-        await actions.started.wait()
-        await actions.published.wait()
+        await actions.published.wait()  # set after it listens
         self.heartbeat.poke()
 
     async def _stop_on(self, stop: asyncio.Event) -> None:
