@@ -6,7 +6,8 @@ built here.
   down at its end; a build or start failure fails every test using it, with the reason;
 - ``real_kubectl`` (session): kubectl with its admin kubeconfig;
 - ``real_stack`` (session): kubevirt-py deployed onto it from manifests/overlays/local,
-  the production overlay with this machine's images and TCG.
+  the production overlay with this machine's images and TCG; at its end the daemons' logs
+  must hold no work item failed with a traceback (logscan.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from localkube.deploy import Kubectl, deploy
 from localkube.errors import LocalKubeError
 from localkube.realnode.namespaces import KUBELET_SYSCTLS
 from localkube.testing import session_cluster
+from tests.integration.realnodes.logscan import daemon_failures
 
 
 @pytest.fixture(scope="session")
@@ -54,8 +56,12 @@ def real_stack(
     """kubevirt-py deployed as an operator would, onto the real nodes."""
     deploy(real_kubectl, certs=tmp_path_factory.mktemp("certs"), real_nodes=True, timeout=300)
     yield real_kubectl
+    failures = daemon_failures(real_kubectl)
     real_kubectl("delete", "vm", "--all", "-A", "--wait=false", check=False)
     real_kubectl("delete", "vmi", "--all", "-A", "--wait=false", check=False)
+    if failures:
+        listed = "\n".join(f"  {f}" for f in failures)
+        pytest.fail(f"work items failed with a traceback in the daemons' logs:\n{listed}")
 
 
 @pytest.fixture
