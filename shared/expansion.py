@@ -84,8 +84,8 @@ def matcher_errors(vm: VirtualMachine) -> list[FieldError]:
         ("preference", vm.spec.preference, PREFERENCE_KIND_NAMES, True),
     )
     for key, matcher, kinds, is_pref in pairs:
-        if matcher is None:
-            continue
+        if matcher is None or matcher.infer_from_volume:
+            continue  # inferred at mutation (virt_api/admission/infer.py)
         if not matcher.name:
             errors.append(FieldError(path=f"spec.{key}.name", message="must be set"))
         kind = matcher_kind(matcher, preference=is_pref)
@@ -97,7 +97,7 @@ def matcher_errors(vm: VirtualMachine) -> list[FieldError]:
 
 def instancetype_conflicts(vm: VirtualMachine) -> list[FieldError]:
     """Every template field an instancetype sets, named (empty without an instancetype)."""
-    if vm.spec.instancetype is None:
+    if vm.spec.instancetype is None or vm.spec.instancetype.infer_from_volume:
         return []
     domain = vm.spec.template.spec.domain.to_dict()
     errors = []
