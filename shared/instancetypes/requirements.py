@@ -121,7 +121,12 @@ def requirement_errors(
         if errors:
             return errors
     if needs.architecture:
-        arch = vmi_spec.get("architecture") or DEFAULT_ARCHITECTURE
+        # KubeVirt's VM mutator sets the preferred architecture before this check.
+        arch = (
+            vmi_spec.get("architecture")
+            or preference.preferred_architecture
+            or DEFAULT_ARCHITECTURE
+        )
         if arch != needs.architecture:
             want = needs.architecture
             message = f"preference requires architecture {want} but {arch} is being requested"

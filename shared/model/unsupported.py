@@ -245,6 +245,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
     (EFI, "persistent"): (False,),
+    (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.
