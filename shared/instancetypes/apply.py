@@ -49,14 +49,21 @@ def expand(
     )
 
 
-def _origin_of(path: str, origins: Mapping[str, Origin]) -> Origin | None:
-    """The origin of the longest recorded path `path` is at or under."""
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith((f"{parent}.", f"{parent}["))
+
+
+def _origins_of(path: str, origins: Mapping[str, Origin]) -> list[Origin]:
+    """The origin of the longest recorded path `path` is at or under; else those of every
+    recorded path under `path` (an error on an object the objects filled in)."""
     best: tuple[int, Origin] | None = None
     for key, origin in origins.items():
-        under = path == key or path.startswith((f"{key}.", f"{key}["))
-        if under and (best is None or len(key) > best[0]):
+        if _under(path, key) and (best is None or len(key) > best[0]):
             best = (len(key), origin)
-    return best[1] if best else None
+    if best is not None:
+        return [best[1]]
+    below = [origins[key] for key in sorted(origins) if _under(key, path)]
+    return list(dict.fromkeys(below))
 
 
 def attribute(
@@ -69,12 +76,13 @@ def attribute(
     for error in errors:
         relative = error.path.removeprefix("spec.")
         vm_path = f"spec.template.{error.path}"
-        origin = _origin_of(relative, expanded.origins)
-        if origin is None:
+        found = _origins_of(relative, expanded.origins)
+        if not found:
             message = f"{error.message} ({APPLIED})"
             out.append(FieldError(path=vm_path, message=message, value=error.value))
-            continue
-        who = names.get(origin.source, str(origin.source))
-        message = f"{who} field {origin.field} sets {vm_path}: {error.message}"
-        out.append(FieldError(path=f"spec.{origin.source}", message=message, value=error.value))
+        for origin in found:
+            who = names.get(origin.source, str(origin.source))
+            message = f"{who} field {origin.field} sets {vm_path}: {error.message}"
+            path = f"spec.{origin.source}"
+            out.append(FieldError(path=path, message=message, value=error.value))
     return out

@@ -171,6 +171,10 @@ def _features(target: Target, prefs: Mapping[str, Any]) -> None:
     hyperv = prefs.get("preferredHyperv")
     passthrough = target.get("domain", "features", "hypervPassthrough", "enabled") is True
     if isinstance(hyperv, dict) and not passthrough:
+        if target.get("domain", "features", "hyperv") is None:
+            origin = _origin("features", "preferredHyperv")
+            target.put(("domain", "features", "hyperv"), hyperv, origin)
+            return
         for key, value in hyperv.items():
             if target.get("domain", "features", "hyperv", key) is None:
                 origin = _origin("features", "preferredHyperv", key)
