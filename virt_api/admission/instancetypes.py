@@ -106,3 +106,30 @@ async def instancetype_errors(
     new = [error for key, error in sorted(after.items()) if key not in before]
     names = {source: f.name for source, f in found.items()}
     return attribute(new, expanded, names=names)
+
+
+async def with_preferred_storage_class(
+    spec: dict[str, Any], *, namespace: str, lookup: ObjectLookup
+) -> dict[str, Any]:
+    """KubeVirt's VM mutator: a preference's volumes.preferredStorageClassName goes to every
+    dataVolumeTemplate (pvc or storage) that names no storage class. `spec` is changed."""
+    templates = spec.get("dataVolumeTemplates")
+    if not templates or not isinstance(spec.get("preference"), dict):
+        return spec
+    try:
+        vm = VirtualMachine.from_dict({"metadata": {"namespace": namespace}, "spec": spec})
+    except ParseError:
+        return spec  # validation names it
+    matcher = vm.spec.preference
+    if matcher is None or matcher.infer_from_volume:
+        return spec
+    found = await _find(vm, matcher, Source.PREFERENCE, lookup)
+    if not isinstance(found.spec, PreferenceSpec):
+        return spec  # a missing preference is the validator's to name
+    storage_class = found.spec.volumes.preferred_storage_class_name
+    for template in templates if storage_class else ():
+        for key in ("pvc", "storage"):
+            target = (template.get("spec") or {}).get(key) if isinstance(template, dict) else None
+            if isinstance(target, dict) and target.get("storageClassName") is None:
+                target["storageClassName"] = storage_class
+    return spec

@@ -39,7 +39,7 @@ from virt_api.admission.defaults import Defaults, default_vm_spec, mutate, spec_
 from virt_api.admission.eviction import EvictionAdmitter
 from virt_api.admission.gates import gate_errors
 from virt_api.admission.infer import infer
-from virt_api.admission.instancetypes import instancetype_errors
+from virt_api.admission.instancetypes import instancetype_errors, with_preferred_storage_class
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
 from virt_api.admission.snapshots import (
     SNAPSHOT_KINDS,
@@ -129,6 +129,9 @@ async def _mutate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
         spec, errors = await infer(spec, namespace=review.namespace, lookup=deps.objects)
         if errors:
             return deny(review.uid, kind=review.kind, name=review.name, errors=errors)
+        spec = await with_preferred_storage_class(
+            spec, namespace=review.namespace, lookup=deps.objects
+        )
         return allow(review.uid, spec_patch(review.obj, default_vm_spec(spec, deps.defaults)))
     return allow(review.uid, mutate(review.kind, review.obj, deps.defaults))
 

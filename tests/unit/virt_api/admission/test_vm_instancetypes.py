@@ -274,3 +274,28 @@ async def test_infer_failures_and_the_ignore_policy() -> None:
     ghost = _vm(instancetype={"inferFromVolume": "ghost", "inferFromVolumeFailurePolicy": "Ignore"})
     _, errors = await _mutated(ghost, lookup)
     assert errors == ["unable to find volume ghost to infer defaults"]
+
+
+async def test_preferred_storage_class_fills_datavolume_templates() -> None:
+    """The preference's volumes.preferredStorageClassName goes to dataVolumeTemplates that
+    name none (KubeVirt's VM mutator); one that names its own keeps it."""
+    extra = {
+        ("virtualmachineclusterpreferences", "fast"): {
+            "spec": {"volumes": {"preferredStorageClassName": "local-fast"}}
+        }
+    }
+    vm = _vm(preference={"name": "fast"})
+    vm["spec"]["dataVolumeTemplates"] = [
+        {"metadata": {"name": "a"}, "spec": {"storage": {}, "source": {"blank": {}}}},
+        {
+            "metadata": {"name": "b"},
+            "spec": {"pvc": {"storageClassName": "mine"}, "source": {"blank": {}}},
+        },
+    ]
+    spec, errors = await _mutated(vm, _objects(extra))
+    assert errors == [] and spec is not None
+    classes = [
+        t["spec"].get("storage", t["spec"].get("pvc"))["storageClassName"]
+        for t in spec["dataVolumeTemplates"]
+    ]
+    assert classes == ["local-fast", "mine"]
