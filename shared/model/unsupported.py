@@ -49,11 +49,9 @@ from shared.model.domain import (
 from shared.model.errors import FieldError
 from shared.model.instancetype import (
     CPUInstancetype,
-    DevicePreferences,
     InstancetypeMatcher,
     InstancetypeObject,
     InstancetypeSpec,
-    MachinePreferences,
     MemoryInstancetype,
     PreferenceSpec,
 )
@@ -70,6 +68,7 @@ from shared.model.pool import (
     VirtualMachinePool,
     VMTemplateSpec,
 )
+from shared.model.preference import PREFERENCE_CLASSES, VMIPart
 from shared.model.probes import (
     ExecAction,
     GuestAgentPing,
@@ -216,52 +215,26 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Unmanaged: frozenset({"statePreservation"}),
     SelectionPolicy: frozenset({"selectors"}),
     Autohealing: frozenset({"minFailingToStartDuration"}),
-    InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
+    InstancetypeMatcher: frozenset(),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
     Toleration: frozenset(),
     PodDNSConfig: frozenset(),
     PodDNSConfigOption: frozenset(),
-    # instancetype.kubevirt.io/v1beta1
-    InstancetypeSpec: frozenset(
-        {
-            "nodeSelector", "schedulerName", "gpus", "hostDevices", "ioThreadsPolicy",
-            "launchSecurity", "annotations",
-        }
-    ),
-    CPUInstancetype: frozenset(
-        {
-            "model", "dedicatedCPUPlacement", "numa", "isolateEmulatorThread", "realtime",
-            "maxSockets",
-        }
-    ),
-    MemoryInstancetype: frozenset({"hugepages", "overcommitPercent", "maxGuest"}),
-    PreferenceSpec: frozenset(
-        {
-            "clock", "cpu", "features", "firmware", "volumes", "preferredSubdomain",
-            "preferredTerminationGracePeriodSeconds", "requirements", "annotations",
-            "preferSpreadSocketToCoreRatio", "preferredArchitecture",
-        }
-    ),
-    DevicePreferences: frozenset(
-        {
-            "preferredAutoattachGraphicsDevice", "preferredAutoattachMemBalloon",
-            "preferredAutoattachPodInterface", "preferredAutoattachSerialConsole",
-            "preferredAutoattachInputDevice", "preferredDisableHotplug",
-            "preferredVirtualGPUOptions", "preferredSoundModel", "preferredUseVirtioTransitional",
-            "preferredInputBus", "preferredInputType", "preferredLunBus",
-            "preferredDiskDedicatedIoThread", "preferredDiskCache", "preferredDiskIO",
-            "preferredDiskBlockSize", "preferredRng", "preferredBlockMultiQueue",
-            "preferredNetworkInterfaceMultiQueue", "preferredTPM", "preferredInterfaceMasquerade",
-        }
-    ),
-    MachinePreferences: frozenset(),
+    # instancetype.kubevirt.io/v1beta1: every field typed (a VM applying one whose VMI
+    # field is refused is refused at VM admission, naming it: shared.instancetypes)
+    InstancetypeSpec: frozenset(),
+    CPUInstancetype: frozenset(),
+    MemoryInstancetype: frozenset(),
+    **{cls: frozenset() for cls in PREFERENCE_CLASSES},
 }  # fmt: skip
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
 # keys when the pod is made, so they are not walked here.
 # A DataVolume template is CDI's: the DataVolume controller names its bad fields.
+# A VMIPart is a kubevirt.io/v1 object an instancetype or preference hands to the VMI whole:
+# checked in the VMI it lands in (shared.instancetypes), not in the instancetype object.
 KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
-    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec}
+    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec, VMIPart}
 )
 
 # KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
@@ -272,6 +245,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
     (EFI, "persistent"): (False,),
+    (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.

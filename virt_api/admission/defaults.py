@@ -13,8 +13,8 @@ For a VMI spec (and a VM's template spec):
   API defaults; a secure-boot guest's machine type to q35 (libvirt's rule for a secure
   flash).
 A VM's template leaves to its instancetype the CPU and memory defaults, and to its
-preference the disk buses and machine type: the VMI the VM controller creates is expanded
-with them, then defaulted at its own admission.
+preference the disk buses, machine type and grace period: the VMI the VM controller
+creates is expanded with them, then defaulted at its own admission.
 Malformed input is left as it is: validation then names what is wrong.
 """
 
@@ -164,7 +164,7 @@ def default_vmi_spec(
     if not leave.sizing:
         _default_memory(domain)
         _default_cpu(domain)
-    if out.get("terminationGracePeriodSeconds") is None:
+    if out.get("terminationGracePeriodSeconds") is None and not leave.preferences:
         out["terminationGracePeriodSeconds"] = DEFAULT_GRACE_PERIOD_SECONDS
     return out
 

@@ -241,7 +241,6 @@ def test_vm_and_migration_specs_are_walked() -> None:
     paths = [e.path for e in unsupported_fields(vm)]
     assert paths == [
         "spec.updateVolumesStrategy",
-        "spec.instancetype.inferFromVolume",
         "spec.template.spec.domain.devices.gpus",
     ]
     vmim = VirtualMachineInstanceMigration.from_dict(
