@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import UTC, datetime
 
 import pytest
 import structlog
@@ -66,3 +67,22 @@ def test_the_daemons_json_log_carries_what_the_scan_reads(
     text = out.out + out.err
     (found,) = failures_in(text, pod="p")
     assert found.key == "ns/a" and found.exception.rstrip().endswith("ValueError: boom")
+
+
+def test_failures_inside_a_fault_window_are_told_apart() -> None:
+    """A failure's structlog timestamp places it inside or outside the windows of tests
+    that inject faults; one without a timestamp is never excused."""
+    text = "\n".join(
+        [
+            _line(event="work_item_failed", key="in", timestamp="2026-11-29T09:00:10.5Z",
+                  exception="Traceback (most recent call last):\nOSError"),
+            _line(event="work_item_failed", key="out", timestamp="2026-11-29T09:05:00Z",
+                  exception="Traceback (most recent call last):\nOSError"),
+            _line(event="work_item_failed", key="none",
+                  exception="Traceback (most recent call last):\nOSError"),
+        ]
+    )  # fmt: skip
+    start = datetime(2026, 11, 29, 9, 0, 0, tzinfo=UTC).timestamp()
+    windows = [(start, start + 60.0)]
+    found = {f.key: f.within(windows) for f in failures_in(text, pod="p")}
+    assert found == {"in": True, "out": False, "none": False}

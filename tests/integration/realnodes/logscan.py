@@ -5,8 +5,10 @@ At the end of the session, before the stack is torn down, every virt-controller 
 virt-handler container's log (the current instance and, where it restarted, the previous
 one) is read through `kubectl logs`, and each JSON line whose event is a work item's
 unexpected failure and which carries a traceback is reported. A fault a test injects on
-purpose does not end in one: the daemons turn what they expect (a dead node, a refused
-connection, a conflict) into typed sync errors and conditions.
+purpose (a module marked `faults`: etcd, a kubelet or a daemon killed) may: a failure logged
+while such a test ran, or within `FAULT_GRACE` seconds after it, is listed as excused and
+does not fail the run. Everywhere else the daemons turn what they expect (a dead launcher,
+a refused connection, a conflict) into typed sync errors and conditions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from localkube.deploy import Kubectl
@@ -21,6 +24,9 @@ from localkube.deploy import Kubectl
 # What a loop logs when a work item fails with an exception it did not expect.
 FAILURE_EVENTS = frozenset({"work_item_failed", "sync_unexpected_error"})
 DAEMONS = ("kubevirt.io=virt-handler", "kubevirt.io=virt-controller")
+FAULT_GRACE = 30.0
+# (start, end) in seconds since the epoch: while a test that injects faults ran, plus grace.
+Window = tuple[float, float]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +35,11 @@ class Failure:
     event: str
     key: str
     exception: str
+    at: float | None = None  # the line's timestamp, seconds since the epoch
+
+    def within(self, windows: list[Window]) -> bool:
+        """True when logged inside one of `windows`."""
+        return self.at is not None and any(a <= self.at <= b for a, b in windows)
 
     def __str__(self) -> str:
         last = self.exception.strip().splitlines()[-1] if self.exception.strip() else "?"
@@ -50,7 +61,18 @@ def failures_in(text: str, *, pod: str) -> Iterator[Failure]:
                 event=str(entry["event"]),
                 key=str(entry.get("key", "")),
                 exception=str(entry["exception"]),
+                at=_epoch(entry.get("timestamp")),
             )
+
+
+def _epoch(stamp: object) -> float | None:
+    """structlog's ISO timestamp (UTC, `Z`) in seconds since the epoch; None if absent."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def daemon_failures(kubectl: Kubectl, *, namespace: str = "kubevirt") -> list[Failure]:

@@ -29,7 +29,7 @@ from tests.integration.realnodes.test_chaos import (
 )
 from tests.integration.realnodes.test_story import _virtctl, _wait
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 TRIALS = 10
 SERVED_BOUND = 120.0  # a liveness bound, not the target
 
