@@ -1,0 +1,155 @@
+"""Disk and interface options on real nodes: one q35 VMI (machine type defaulted by
+admission) with every disk option kubevirt-py honours on its disks (cache, io, errorPolicy,
+blockSize custom and matchVolume, readonly, shareable, serial, bootOrder, a dedicated I/O
+thread under ioThreadsPolicy shared, blockMultiQueue) and two interfaces (an e1000e on the
+pod network with pciAddress, acpiIndex and bootOrder; a virtio NIC on a multus network
+with networkInterfaceMultiqueue and its link down) runs; its live domain XML carries each
+option, the guest reads its cloud-init CD-ROM on q35's AHCI and gets its address by DHCP
+on the e1000e."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_multus import _apply, _bridge_nad, _secondary_vmi
+from tests.integration.realnodes.test_network import _guest_says, _running_vmi
+from tests.integration.realnodes.test_shared_storage import _libvirt
+
+pytestmark = pytest.mark.cluster
+NAME = "opts"
+
+
+def _vmi(nad: str) -> dict[str, Any]:
+    vmi = _secondary_vmi(NAME, nad, node="node01")
+    spec = vmi["spec"]
+    domain = spec["domain"]
+    domain["cpu"] = {"sockets": 2}
+    domain["ioThreadsPolicy"] = "shared"
+    devices = domain["devices"]
+    devices["blockMultiQueue"] = True
+    devices["networkInterfaceMultiqueue"] = True
+    devices["disks"] = [
+        {"name": "containerdisk", "disk": {"bus": "virtio"}, "bootOrder": 1,
+         "cache": "writeback", "io": "threads", "errorPolicy": "enospace",
+         "blockSize": {"matchVolume": {"enabled": True}}},
+        {"name": "fast", "disk": {"bus": "virtio"}, "cache": "none", "io": "native",
+         "errorPolicy": "report", "dedicatedIOThread": True, "serial": "FAST0001",
+         "blockSize": {"custom": {"logical": 512, "physical": 4096}}},
+        {"name": "ro", "disk": {"bus": "virtio", "readonly": True}, "cache": "writethrough",
+         "io": "default", "errorPolicy": "ignore"},
+        {"name": "shared", "disk": {"bus": "virtio"}, "shareable": True, "errorPolicy": "stop"},
+        {"name": "cloudinit", "cdrom": {"bus": "sata"}},
+    ]  # fmt: skip
+    spec["volumes"] += [
+        {"name": "fast", "emptyDisk": {"capacity": "16Mi"}},
+        {"name": "ro", "emptyDisk": {"capacity": "16Mi"}},
+        {"name": "shared", "emptyDisk": {"capacity": "16Mi"}},
+        {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nopts: yes\n"}},
+    ]
+    default, sec = devices["interfaces"]
+    default.update(model="e1000e", pciAddress="0000:00:0a.0", acpiIndex=3, bootOrder=3)
+    sec.update(model="virtio", state="down")
+    return vmi
+
+
+def _domain(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return ET.fromstring(done.stdout)
+
+
+def _by_alias(root: ET.Element, tag: str) -> dict[str, ET.Element]:
+    out = {}
+    for el in root.iterfind(f"devices/{tag}"):
+        alias = el.find("alias")
+        if alias is not None:
+            out[(alias.get("name") or "").removeprefix("ua-")] = el
+    return out
+
+
+def _attrs(el: ET.Element | None) -> dict[str, str]:
+    assert el is not None
+    return dict(el.attrib)
+
+
+def _check_disks(root: ET.Element) -> None:
+    disks = _by_alias(root, "disk")
+    assert root.findtext("iothreads") == "2"
+    boot = disks["containerdisk"]
+    driver = _attrs(boot.find("driver"))
+    assert (driver["cache"], driver["io"], driver["error_policy"]) == ("writeback", "threads",
+                                                                      "enospace")  # fmt: skip
+    assert driver["queues"] == "2" and driver["iothread"] == "1"
+    assert _attrs(boot.find("boot"))["order"] == "1"
+    assert boot.find("blockio") is not None
+    fast = disks["fast"]
+    driver = _attrs(fast.find("driver"))
+    assert (driver["cache"], driver["io"], driver["error_policy"]) == ("none", "native", "report")
+    assert driver["iothread"] == "2"  # its own thread
+    assert fast.findtext("serial") == "FAST0001"
+    blockio = _attrs(fast.find("blockio"))
+    assert (blockio["logical_block_size"], blockio["physical_block_size"]) == ("512", "4096")
+    ro = disks["ro"]
+    driver = _attrs(ro.find("driver"))
+    assert (driver["cache"], driver.get("io"), driver["error_policy"]) == (
+        "writethrough", None, "ignore")  # fmt: skip
+    assert ro.find("readonly") is not None
+    shared = disks["shared"]
+    assert shared.find("shareable") is not None
+    assert _attrs(shared.find("driver"))["error_policy"] == "stop"
+    cdrom = disks["cloudinit"]
+    assert _attrs(cdrom.find("target"))["bus"] == "sata"
+
+
+def _check_interfaces(root: ET.Element) -> None:
+    ifaces = _by_alias(root, "interface")
+    e1000e = ifaces["default"]
+    assert _attrs(e1000e.find("model"))["type"] == "e1000e"
+    address = _attrs(e1000e.find("address"))
+    assert (address["bus"], address["slot"], address["function"]) == ("0x00", "0x0a", "0x0")
+    assert _attrs(e1000e.find("acpi"))["index"] == "3"
+    assert _attrs(e1000e.find("boot"))["order"] == "3"
+    sec = ifaces["sec"]
+    assert _attrs(sec.find("model"))["type"] == "virtio"
+    assert _attrs(sec.find("driver"))["queues"] == "2"
+    assert _attrs(sec.find("link"))["state"] == "down"
+
+
+def test_a_q35_guest_runs_with_every_disk_and_interface_option(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """The VMI is defaulted to q35 and runs; the domain has spare pcie-root-ports, each
+    disk's cache/io/errorPolicy/blockio/readonly/shareable/serial/boot/iothread/queues and
+    each NIC's model/address/acpi/boot/queues/link as asked; the guest prints its
+    cloud-init user data (the sata CD-ROM on ICH9's AHCI) and its DHCP lease on eth0 (the
+    e1000e)."""
+    k, ns = real_stack, real_namespace
+    address = real_cluster.fleet().plan.secondary_addr(20)
+    _apply(k, ns, _bridge_nad("opts-net", f"{address}/25"), _vmi("opts-net"))
+    vmi = _running_vmi(k, ns, NAME)
+    assert vmi["spec"]["domain"]["machine"]["type"] == "q35"
+    root = _domain(real_cluster, vmi)
+    assert "q35" in (_attrs(root.find("os/type"))["machine"])
+    ports = [c for c in root.iterfind("devices/controller") if c.get("model") == "pcie-root-port"]
+    used = {
+        el.find("address").get("bus")  # type: ignore[union-attr]
+        for el in root.iterfind("devices/*")
+        if el.find("address") is not None and el.find("address").get("type") == "pci"  # type: ignore[union-attr]
+    }
+    free = [p for p in ports if f"0x{int(p.get('index', '0')):02x}" not in used]
+    assert len(free) >= 3, f"{len(ports)} root ports, {len(free)} free"
+    _check_disks(root)
+    _check_interfaces(root)
+    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-USERDATA-END", "KUBEVIRT-PY-DHCP eth0")
+    assert "opts: yes" in serial
+    assert json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))["status"]["phase"] == "Running"
