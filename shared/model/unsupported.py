@@ -287,7 +287,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
     PodNetwork: frozenset({"vmNetworkCIDR"}),
-    Interface: frozenset({"dhcpOptions"}),  # the launcher's DHCP does not serve them yet
 }
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).

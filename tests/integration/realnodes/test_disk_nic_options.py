@@ -1,15 +1,17 @@
-"""Disk and interface options on real nodes: one q35 VMI (machine type defaulted by
+"""Disk and interface options on real nodes: one q35 VM (machine type defaulted by
 admission) with every disk option kubevirt-py honours on its disks (cache, io, errorPolicy,
 blockSize custom and matchVolume, readonly, shareable, serial, bootOrder, a dedicated I/O
 thread under ioThreadsPolicy shared, blockMultiQueue) and two interfaces (an e1000e on the
-pod network with pciAddress, acpiIndex and bootOrder; a virtio NIC on a multus network
-with networkInterfaceMultiqueue and its link down) runs; its live domain XML carries each
-option, the guest reads its cloud-init CD-ROM on q35's AHCI and gets its address by DHCP
-on the e1000e."""
+pod network with pciAddress, acpiIndex, bootOrder and dhcpOptions; a virtio NIC on a
+multus network with networkInterfaceMultiqueue, its link down) runs; its live domain XML
+carries each option, the guest reads its cloud-init CD-ROM on q35's AHCI, sees the
+dhcpOptions in its lease, and sees the virtio NIC's carrier come and go as the VM's
+interface state is edited (live: same VMI, no RestartRequired)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -20,10 +22,17 @@ from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_multus import _apply, _bridge_nad, _secondary_vmi
 from tests.integration.realnodes.test_network import _guest_says, _running_vmi
-from tests.integration.realnodes.test_shared_storage import _libvirt
+from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh, _libvirt
+from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
 NAME = "opts"
+DHCP_OPTIONS = {
+    "bootFileName": "pxelinux.0",
+    "tftpServerName": "tftp.kvpy.test",
+    "ntpServers": ["198.51.100.7", "198.51.100.8"],
+    "privateOptions": [{"option": 240, "value": "kvpy-private"}],
+}
 
 
 def _vmi(nad: str) -> dict[str, Any]:
@@ -54,9 +63,16 @@ def _vmi(nad: str) -> dict[str, Any]:
         {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nopts: yes\n"}},
     ]
     default, sec = devices["interfaces"]
-    default.update(model="e1000e", pciAddress="0000:00:0a.0", acpiIndex=3, bootOrder=3)
+    default.update(model="e1000e", pciAddress="0000:00:0a.0", acpiIndex=3, bootOrder=3,
+                   dhcpOptions=DHCP_OPTIONS)  # fmt: skip
     sec.update(model="virtio", state="down")
     return vmi
+
+
+def _vm(nad: str) -> dict[str, Any]:
+    spec = _vmi(nad)["spec"]
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": NAME},
+            "spec": {"runStrategy": "Always", "template": {"metadata": {}, "spec": spec}}}  # fmt: skip
 
 
 def _domain(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
@@ -128,14 +144,15 @@ def _check_interfaces(root: ET.Element) -> None:
 def test_a_q35_guest_runs_with_every_disk_and_interface_option(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
-    """The VMI is defaulted to q35 and runs; the domain has spare pcie-root-ports, each
-    disk's cache/io/errorPolicy/blockio/readonly/shareable/serial/boot/iothread/queues and
-    each NIC's model/address/acpi/boot/queues/link as asked; the guest prints its
-    cloud-init user data (the sata CD-ROM on ICH9's AHCI) and its DHCP lease on eth0 (the
-    e1000e)."""
+    """The VM's VMI is defaulted to q35 and runs; the domain has spare pcie-root-ports,
+    each disk's cache/io/errorPolicy/blockio/readonly/shareable/serial/boot/iothread/queues
+    and each NIC's model/address/acpi/boot/queues/link as asked; the guest prints its
+    cloud-init user data (the sata CD-ROM on ICH9's AHCI) and the dhcpOptions of its lease
+    (boot file, TFTP server, NTP servers, private option 240 as hex); the sec NIC's carrier
+    is 0, then 1 and 0 again as the VM's interface state is edited up and down."""
     k, ns = real_stack, real_namespace
     address = real_cluster.fleet().plan.secondary_addr(20)
-    _apply(k, ns, _bridge_nad("opts-net", f"{address}/25"), _vmi("opts-net"))
+    _apply(k, ns, _bridge_nad("opts-net", f"{address}/25"), _vm("opts-net"))
     vmi = _running_vmi(k, ns, NAME)
     assert vmi["spec"]["domain"]["machine"]["type"] == "q35"
     root = _domain(real_cluster, vmi)
@@ -150,6 +167,42 @@ def test_a_q35_guest_runs_with_every_disk_and_interface_option(
     assert len(free) >= 3, f"{len(ports)} root ports, {len(free)} free"
     _check_disks(root)
     _check_interfaces(root)
-    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-USERDATA-END", "KUBEVIRT-PY-DHCP eth0")
+    serial = _guest_says(real_cluster, vmi, "KUBEVIRT-PY-USERDATA-END", "KUBEVIRT-PY-DHCP-OPTIONS")
     assert "opts: yes" in serial
-    assert json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))["status"]["phase"] == "Running"
+    private = b"kvpy-private".hex()
+    line = rf"KUBEVIRT-PY-DHCP-OPTIONS \S+ bootfile=pxelinux.0 tftp=tftp.kvpy.test ntpsrv=198.51.100.7 198.51.100.8 .*opt240={private}"
+    assert re.search(line, serial), serial[-1500:]
+    _toggle_link(k, real_cluster, vmi, root)
+
+
+def _carrier(cluster: Cluster, vmi: dict[str, Any], mac: str) -> str:
+    """The guest's carrier (0 or 1) of the NIC with this MAC."""
+    script = "for d in /sys/class/net/eth*; do echo $(cat $d/address) $(cat $d/carrier); done"
+    lines = _guest_sh(cluster, vmi, script).split("\n")
+    (found,) = [x.split()[1] for x in lines if x.startswith(mac.lower())]
+    return found
+
+
+def _toggle_link(k: Kubectl, cluster: Cluster, vmi: dict[str, Any], root: ET.Element) -> None:
+    """The VM's sec interface edited up, then down: the guest's carrier follows, same VMI,
+    and the VM never needs a restart."""
+    ns, uid = vmi["metadata"]["namespace"], vmi["metadata"]["uid"]
+    mac = _attrs(_by_alias(root, "interface")["sec"].find("mac"))["address"]
+    _agent_connected(k, ns, NAME)
+    assert _carrier(cluster, vmi, mac) == "0"
+    for state, carrier in (("up", "1"), ("down", "0")):
+        patch = [{"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/1/state",
+                  "value": state}]  # fmt: skip
+        k("patch", "vm", NAME, "-n", ns, "--type=json", "-p", json.dumps(patch))
+
+        def seen(want: str = carrier) -> bool:
+            return _carrier(cluster, vmi, mac) == want
+
+        _wait(seen, 120, f"the guest's carrier {carrier} after state {state}",
+              lambda: k("get", "vmi", NAME, "-n", ns, "-o", "jsonpath={.spec.domain.devices}"))  # fmt: skip
+        current = json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))
+        assert current["metadata"]["uid"] == uid
+        assert current["spec"]["domain"]["devices"]["interfaces"][1]["state"] == state
+        vm = json.loads(k("get", "vm", NAME, "-n", ns, "-o", "json"))
+        kinds = [c["type"] for c in vm.get("status", {}).get("conditions", [])]
+        assert "RestartRequired" not in kinds, vm["status"]
