@@ -68,9 +68,13 @@ def root_ports(*, cold_devices: int, memory_kib: int) -> int:
 
 
 def render_root_ports(devices: ET.Element, count: int) -> None:
-    """`count` root ports, numbered and placed by libvirt."""
-    for _ in range(count):
-        ET.SubElement(devices, "controller", type="pci", model="pcie-root-port")
+    """q35's root complex (index 0) and `count` root ports numbered from 1 (placed by
+    libvirt; controllers it adds later take the indexes after them)."""
+    if not count:
+        return
+    ET.SubElement(devices, "controller", type="pci", index="0", model="pcie-root")
+    for index in range(1, count + 1):
+        ET.SubElement(devices, "controller", type="pci", index=str(index), model="pcie-root-port")
 
 
 def link_updates(domain_xml: str, wanted: Mapping[str, bool]) -> list[tuple[str, str]]:
