@@ -129,6 +129,15 @@ def iothread_count(vmi: VirtualMachineInstance, plans: tuple[DiskPlan, ...]) -> 
     return max(used, pool or 0) if domain.io_threads_policy else used
 
 
+def _check_shareable(disk: Disk, resolved: volumes.ResolvedDisk, *, index: int) -> None:
+    """libvirt shares only raw images (a claim, a hostDisk): a shareable disk of another
+    format (an emptyDisk's or containerDisk's qcow2) is refused naming the field."""
+    if disk.shareable and resolved.format != "raw":
+        field = f"spec.domain.devices.disks[{index}].shareable"
+        message = f"needs a raw volume (a claim or hostDisk), not {resolved.format}"
+        raise InvalidSpec(f"{field}: {message}", {"fields": [{"path": field, "message": message}]})
+
+
 def _cache(disk: Disk, resolved: volumes.ResolvedDisk, *, index: int) -> str | None:
     """disks[].cache, else none for io native, else the volume's; cache none on a file
     without O_DIRECT is refused naming the field (KubeVirt's rule)."""
@@ -148,6 +157,7 @@ def _disk_plan(
     *,
     index: int,
 ) -> DiskPlan:
+    _check_shareable(disk, resolved, index=index)
     bus = disk.effective_bus
     cdrom_ro = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
     disk_ro = disk.disk is not None and disk.disk.readonly is True

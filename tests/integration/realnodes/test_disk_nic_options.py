@@ -1,6 +1,7 @@
 """Disk and interface options on real nodes: one q35 VM (machine type defaulted by
 admission) with every disk option kubevirt-py honours on its disks (cache, io, errorPolicy,
-blockSize custom and matchVolume, readonly, shareable, serial, bootOrder, a dedicated I/O
+blockSize custom and matchVolume, readonly, shareable (on a claim: libvirt shares raw
+images only), serial, bootOrder, a dedicated I/O
 thread under ioThreadsPolicy shared, blockMultiQueue) and two interfaces (an e1000e on the
 pod network with pciAddress, acpiIndex, bootOrder and dhcpOptions; a virtio NIC on a
 multus network with networkInterfaceMultiqueue, its link down) runs; its live domain XML
@@ -59,7 +60,7 @@ def _vmi(nad: str) -> dict[str, Any]:
     spec["volumes"] += [
         {"name": "fast", "emptyDisk": {"capacity": "16Mi"}},
         {"name": "ro", "emptyDisk": {"capacity": "16Mi"}},
-        {"name": "shared", "emptyDisk": {"capacity": "16Mi"}},
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "opts-shared"}},
         {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config\nopts: yes\n"}},
     ]
     default, sec = devices["interfaces"]
@@ -152,7 +153,11 @@ def test_a_q35_guest_runs_with_every_disk_and_interface_option(
     is 0, then 1 and 0 again as the VM's interface state is edited up and down."""
     k, ns = real_stack, real_namespace
     address = real_cluster.fleet().plan.secondary_addr(20)
-    _apply(k, ns, _bridge_nad("opts-net", f"{address}/25"), _vm("opts-net"))
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "opts-shared"},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "64Mi"}}}}  # fmt: skip
+    _apply(k, ns, claim, _bridge_nad("opts-net", f"{address}/25"), _vm("opts-net"))
     vmi = _running_vmi(k, ns, NAME)
     assert vmi["spec"]["domain"]["machine"]["type"] == "q35"
     root = _domain(real_cluster, vmi)

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from launcher import diskxml, nicxml, plan
+from launcher import diskxml, nicxml, plan, volumes
 from launcher.diskxml import BlockIO, DiskOptions
 from launcher.domxml import DiskDevice, DiskPlan, InterfacePlan, NetBackend, build
+from launcher.errors import InvalidSpec
 from launcher.nicxml import NicOptions
 from shared.model import Disk, VirtualMachineInstance
 from tests.unit.launcher.test_domxml import PLAN
@@ -203,3 +204,13 @@ def test_disk_plan_marks_a_readonly_disk(tmp_path: Path) -> None:
     )  # fmt: skip
     xml = build(dataclasses.replace(PLAN, disks=(ro,)))
     assert ET.fromstring(xml).find("devices/disk/readonly") is not None
+
+
+def test_a_shareable_disk_needs_a_raw_volume(tmp_path: Path) -> None:
+    """libvirt shares raw images only: shareable on a qcow2 volume (an emptyDisk) is
+    refused naming the field; on a raw one (a claim) it passes."""
+    disk = _disk(shareable=True)
+    qcow2 = volumes.ResolvedDisk(path=tmp_path / "d.qcow2", format="qcow2")
+    with pytest.raises(InvalidSpec, match=r"disks\[2\]\.shareable"):
+        plan._check_shareable(disk, qcow2, index=2)
+    plan._check_shareable(disk, dataclasses.replace(qcow2, format="raw"), index=2)
