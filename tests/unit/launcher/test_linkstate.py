@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 from launcher import dhcp
 from launcher.domxml import build
 from launcher.linkstate import LinkStates
+from launcher.podnet import vmi_extras
+from shared.model import VirtualMachineInstance
 from shared.model.devopts import DHCPOptions
 from shared.podnet import nic_queues
 from shared.wire.links import LinkStatesArgs
@@ -61,3 +63,19 @@ def test_nic_queues_follow_kubevirt() -> None:
     assert nic_queues(multiqueue=True, model="e1000e", vcpus=4) == 1
     assert nic_queues(multiqueue=None, model="virtio", vcpus=4) == 1
     assert nic_queues(multiqueue=True, model="virtio", vcpus=1) == 1
+
+
+def test_vmi_extras_read_the_interfaces_dhcp_options() -> None:
+    """The DHCP responder of an interface takes its dhcpOptions from the VMI the launcher
+    holds at reply time; before a VMI, or for an interface without any, none."""
+    vmi = VirtualMachineInstance.from_dict({"metadata": {"name": "v"}, "spec": {"domain": {
+        "devices": {"interfaces": [
+            {"name": "default", "masquerade": {}, "dhcpOptions": {"bootFileName": "f"}},
+            {"name": "other", "bridge": {}},
+        ]}}}})  # fmt: skip
+    held: list[VirtualMachineInstance | None] = [None]
+    of = vmi_extras(lambda: held[0])
+    assert of("default") == dhcp.Extras()
+    held[0] = vmi
+    assert of("default") == dhcp.Extras(boot_file="f")
+    assert of("other") == dhcp.Extras()
