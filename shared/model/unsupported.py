@@ -20,6 +20,14 @@ from typing import Any
 
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model._validate_common import child_path
+from shared.model.devopts import (
+    BlockSize,
+    CustomBlockSize,
+    DHCPOptions,
+    DHCPPrivateOption,
+    IOThreads,
+    MatchVolume,
+)
 from shared.model.domain import (
     BIOS,
     CPU,
@@ -123,9 +131,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "accessCredentials", "architecture", "resourceClaims",
         }
     ),
-    DomainSpec: frozenset(
-        {"clock", "ioThreadsPolicy", "ioThreads", "chassis", "launchSecurity"}
-    ),
+    DomainSpec: frozenset({"clock", "chassis", "launchSecurity"}),
     Features: frozenset({"acpi", "apic", "hyperv", "kvm", "pvspinlock", "hypervPassthrough"}),
     FeatureState: frozenset(),
     CPU: frozenset(
@@ -142,29 +148,33 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "useVirtioTransitional", "disableHotplug", "watchdog", "inputs",
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
             "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK",
-            "blockMultiQueue", "networkInterfaceMultiqueue", "gpus", "downwardMetrics",
+            "gpus", "downwardMetrics",
             "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
             "logSerialConsole", "video",
         }
     ),
     Disk: frozenset(
         {
-            "lun", "dedicatedIOThread", "cache", "io", "tag", "blockSize", "shareable",
-            "errorPolicy",
+            "lun", "tag",
         }
     ),
-    DiskTarget: frozenset({"readonly", "pciAddress"}),
+    DiskTarget: frozenset({"pciAddress"}),
     CDRomTarget: frozenset({"tray"}),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "bootOrder",
-            "pciAddress", "dhcpOptions", "tag", "acpiIndex", "state",
+            "slirp", "sriov", "macvtap", "passt", "binding", "tag",
         }
     ),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
     Rng: frozenset(),
+    BlockSize: frozenset(),
+    CustomBlockSize: frozenset({"discardGranularity"}),
+    MatchVolume: frozenset(),
+    IOThreads: frozenset(),
+    DHCPOptions: frozenset(),
+    DHCPPrivateOption: frozenset(),
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset({"useSerial"}),

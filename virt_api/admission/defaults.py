@@ -6,7 +6,7 @@ For a VMI spec (and a VM's template spec):
   gets `disk: {}`, a target without a bus gets virtio (cdrom: sata);
 - no interfaces and no networks (and autoattachPodInterface not false): the pod network
   with a masquerade interface, named `default`;
-- machine.type (the launcher's machine type unless configured);
+- machine.type: q35, as KubeVirt (unless configured; `pc` is honoured when asked for);
 - memory.guest from resources.requests.memory, and requests.memory from memory.guest;
 - CPU topology counts default to 1; terminationGracePeriodSeconds to 30;
 - efi.secureBoot to true and a feature's `enabled` (features.smm) to true, as KubeVirt's
@@ -37,8 +37,8 @@ SECURE_BOOT_MACHINE_TYPE = "q35"
 class Defaults:
     """The values admission fills in."""
 
-    # The launcher's machine type when none is set (KubeVirt's own default is q35).
-    machine_type: str = "pc"
+    # The machine type when none is set: q35, as KubeVirt (PCIe, hot-pluggable root ports).
+    machine_type: str = "q35"
 
 
 def _obj(parent: dict[str, Any], key: str) -> dict[str, Any] | None:

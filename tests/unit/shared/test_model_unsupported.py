@@ -107,9 +107,9 @@ REFUSED = [
         id="sriov",
     ),
     pytest.param(
-        {"spec.domain.devices.interfaces[0].bootOrder": 1},
-        "spec.domain.devices.interfaces[0].bootOrder",
-        id="interface-boot-order",
+        {"spec.domain.devices.interfaces[0].tag": "nic"},
+        "spec.domain.devices.interfaces[0].tag",
+        id="interface-tag",
     ),
     pytest.param(
         {"spec.domain.firmware.bootloader": {"efi": {"persistent": True}}},
