@@ -25,6 +25,7 @@ from controller.migration.logic import (
     plan_migration,
 )
 from controller.migration.policy import PolicyStamp
+from controller.migration.selector import matching_nodes
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
@@ -190,6 +191,7 @@ class MigrationController(Reconciler):
                 capacity=self.capacity(exclude=key),
                 now=self._clock(),
                 config=self._config_of(),
+                selector_nodes=self._selector_nodes(m, vmi),
             )
         )
         if plan.create_target_pod and vmi is not None:
@@ -197,6 +199,14 @@ class MigrationController(Reconciler):
         await self._apply(m, vmi, plan)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after)
+
+    def _selector_nodes(
+        self, m: Migration, vmi: VirtualMachineInstance | None
+    ) -> frozenset[str] | None:
+        added = m.spec.added_node_selector
+        if not added or vmi is None:
+            return None
+        return matching_nodes(vmi, added, self._informers.nodes.store.list())
 
     def _block_claims(self, vmi: VirtualMachineInstance) -> dict[str, Claim]:
         """The VMI's block-mode claims from the cache: the target pod has their devices

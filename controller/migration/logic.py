@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.config import MigrationConfig
+from controller.migration.selector import describe
 from controller.transitions import with_phases
 from shared.launcherpod import LauncherPod
 from shared.model import (
@@ -79,6 +80,9 @@ class MigrationInputs:
     capacity: Capacity
     now: datetime
     config: MigrationConfig
+    # With an addedNodeSelector: the nodes the target pod's nodeSelector matches
+    # (controller/migration/selector.py); None: not looked at.
+    selector_nodes: frozenset[str] | None = None
 
 
 def plan_migration(inp: MigrationInputs) -> MigrationPlan:
@@ -162,7 +166,7 @@ def _plan_pre_handoff(inp: MigrationInputs, vmi: VirtualMachineInstance) -> Migr
     if target.gone_or_going:
         return _fail(inp, f"target {target.describe_failure()}")
     if target.unschedulable is not None:
-        return _plan_unschedulable(inp, target, status)
+        return _plan_unschedulable(inp, vmi, target, status)
     if not target.running_on_node:
         return MigrationPlan(status=status, finalizer=True)
     return _plan_handoff(inp, vmi, target, status)
@@ -212,15 +216,25 @@ def _plan_admission(
 
 
 def _plan_unschedulable(
-    inp: MigrationInputs, target: LauncherPod, status: MigrationStatus
+    inp: MigrationInputs,
+    vmi: VirtualMachineInstance,
+    target: LauncherPod,
+    status: MigrationStatus,
 ) -> MigrationPlan:
+    """Wait for the scheduler up to the unschedulable timeout (KubeVirt's), unless the
+    addedNodeSelector matches no node but the source: that fails at once, naming it."""
+    added = inp.migration.spec.added_node_selector
+    why = target.unschedulable
+    nodes = inp.selector_nodes
+    if added and nodes is not None and not nodes - {vmi.status.node_name or ""}:
+        return _fail(inp, f"{describe(added)} matches no node the VMI may move to: {why}")
     since_text = target.unschedulable_since or target.created
     since = parse_time(since_text) if since_text else inp.now
     waited = (inp.now - since).total_seconds()
     timeout = inp.config.unschedulable_timeout
     if waited >= timeout:
-        why = target.unschedulable
-        return _fail(inp, f"target pod {target.name} could not be scheduled: {why}")
+        with_field = f" (with {describe(added)})" if added else ""
+        return _fail(inp, f"target pod {target.name} could not be scheduled{with_field}: {why}")
     return MigrationPlan(status=status, finalizer=True, requeue_after=max(0.5, timeout - waited))
 
 

@@ -23,7 +23,7 @@ Running on a dead node is not gone either: the node may only be cut off, its gue
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +45,8 @@ class NodeView:
     ready: bool | None = None
     # Tainted node.kubernetes.io/out-of-service: an admin declared it powered off.
     fenced: bool = False
+    # Its labels (a migration's addedNodeSelector is matched against them).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def has_handler(self) -> bool:
@@ -86,9 +88,11 @@ def decode_node(raw: Mapping[str, Any]) -> NodeView:
         None,
     )
     taints = (raw.get("spec") or {}).get("taints") or ()
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     return NodeView(
         name=str(meta.get("name") or ""),
-        schedulable=(meta.get("labels") or {}).get(SCHEDULABLE_LABEL),
+        schedulable=labels.get(SCHEDULABLE_LABEL),
+        labels=labels,
         heartbeat=heartbeat,
         ready=ready,
         fenced=any(t.get("key") == OUT_OF_SERVICE_TAINT for t in taints),

@@ -5,7 +5,8 @@ to its first dot, at most 63 characters), subdomain, dnsPolicy and dnsConfig.
 (nodeSelector is merged by the template itself, with the schedulable label.)
 
 A migration target keeps the VMI's affinity and adds one required node term: not the
-source node (`excluding_node`).
+source node (`excluding_node`); a VMIM's addedNodeSelector joins the pod's nodeSelector
+without overriding a key the VMI sets (`with_added_selector`): it only restricts.
 """
 
 from __future__ import annotations
@@ -60,3 +61,11 @@ def excluding_node(affinity: Mapping[str, Any] | None, node: str) -> dict[str, A
         term["matchFields"] = [*term.get("matchFields", []), not_node]
     required["nodeSelectorTerms"] = terms
     return out
+
+
+def with_added_selector(
+    node_selector: Mapping[str, str], added: Mapping[str, str]
+) -> dict[str, str]:
+    """`node_selector` plus the `added` labels; on a shared key the VMI's value stays
+    (KubeVirt: addedNodeSelector can restrict, never bypass, the VMI's constraints)."""
+    return {**node_selector, **{k: v for k, v in added.items() if k not in node_selector}}

@@ -35,7 +35,7 @@ from controller.errors import SyncError
 from controller.services import volumes
 from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
-from controller.services.scheduling import excluding_node, pod_fields
+from controller.services.scheduling import excluding_node, pod_fields, with_added_selector
 from controller.services.security import (
     allow_passt,
     compute_security_context,
@@ -144,7 +144,11 @@ class TemplateService:
             extra_labels={MIGRATION_JOB_LABEL: migration.uid},
             claims=claims or {},
         )
-        pod["spec"]["affinity"] = excluding_node(pod["spec"].get("affinity"), source_node)
+        spec = pod["spec"]
+        spec["affinity"] = excluding_node(spec.get("affinity"), source_node)
+        spec["nodeSelector"] = with_added_selector(
+            spec["nodeSelector"], migration.spec.added_node_selector
+        )
         return pod
 
     def _pod(

@@ -42,9 +42,12 @@ class MigrationState(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MigrationSpec(Model):
-    """VMIM spec: which VMI (same namespace) to migrate."""
+    """VMIM spec: which VMI (same namespace) to migrate, and where to."""
 
     vmi_name: str | None = None
+    # Node labels the target pod must also match (KubeVirt 1.6). They only restrict: a key
+    # the VMI's own nodeSelector sets keeps the VMI's value (controller/services/scheduling).
+    added_node_selector: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

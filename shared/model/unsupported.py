@@ -226,7 +226,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     SelectionPolicy: frozenset({"selectors"}),
     Autohealing: frozenset({"minFailingToStartDuration"}),
     InstancetypeMatcher: frozenset(),
-    MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
+    MigrationSpec: frozenset({"sendTo", "receive"}),
     Toleration: frozenset(),
     PodDNSConfig: frozenset(),
     PodDNSConfigOption: frozenset(),

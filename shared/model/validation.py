@@ -25,6 +25,7 @@ from shared.model._validate_domain import (
     validate_memory,
 )
 from shared.model._validate_firmware import validate_cpu_model, validate_firmware
+from shared.model._validate_labels import check_label_map
 from shared.model._validate_pod import validate_pod_fields
 from shared.model._validate_probes import validate_probes
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
@@ -119,10 +120,11 @@ def validate_vm(
 
 
 def validate_migration(migration: VirtualMachineInstanceMigration) -> list[FieldError]:
-    """A migration names its VMI with a valid name."""
+    """A migration names its VMI with a valid name; its addedNodeSelector is node labels."""
     errs = Errors()
     _validate_metadata(errs, migration.metadata, name_required=False)
     check_name(errs, "spec.vmiName", migration.spec.vmi_name, subdomain=True)
+    check_label_map(errs, "spec.addedNodeSelector", migration.spec.added_node_selector)
     return errs.items
 
 

@@ -226,18 +226,23 @@ def _migrate(s: _Subject, opts: VmOptions) -> VmWrites:
         raise NotFound(f'virtualmachineinstance.{GROUP} "{s.ref.name}" not found', vmi=s.ref)
     if s.phase is not VMIPhase.RUNNING:
         raise conflict(s.ref, NOT_RUNNING)
-    if opts.added_node_selector:
-        raise BadRequest("addedNodeSelector is not supported by kubevirt-py yet", vmi=s.ref)
-    return VmWrites(migration=migration(s.ref.namespace, s.ref.name))
+    selector = opts.added_node_selector
+    return VmWrites(migration=migration(s.ref.namespace, s.ref.name, added_node_selector=selector))
 
 
-def migration(namespace: str, vmi_name: str) -> dict[str, Any]:
-    """The VMIM virt-api creates (generated name, as KubeVirt's)."""
+def migration(
+    namespace: str, vmi_name: str, *, added_node_selector: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The VMIM virt-api creates (generated name, as KubeVirt's); MigrateOptions'
+    addedNodeSelector is its spec's (the VMIM webhook checks the labels)."""
+    spec: dict[str, Any] = {"vmiName": vmi_name}
+    if added_node_selector:
+        spec["addedNodeSelector"] = dict(added_node_selector)
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstanceMigration",
         "metadata": {"generateName": MIGRATION_PREFIX, "namespace": namespace},
-        "spec": {"vmiName": vmi_name},
+        "spec": spec,
     }
 
 

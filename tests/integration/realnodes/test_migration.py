@@ -25,6 +25,7 @@ from tests.integration.realnodes.test_story import (
 
 pytestmark = pytest.mark.cluster
 TICKS = re.compile(r"KUBEVIRT-PY-TICK (\d+)")
+HOST = "kubernetes.io/hostname"
 
 
 def _private(cluster: Cluster, node: str, pod_uid: str) -> Path:
@@ -41,13 +42,37 @@ def _last_tick(cluster: Cluster, node: str, pod_uid: str) -> int:
     return ticks[-1] if ticks else -1
 
 
+def _migrate_to(k: Kubectl, ns: str, name: str, selector: dict[str, str]) -> dict[str, Any]:
+    """A VMIM of the demo VMI with this addedNodeSelector, once final."""
+    vmim = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"vmiName": "demo", "addedNodeSelector": selector},
+    }
+    k("create", "-f", "-", stdin=json.dumps(vmim))
+
+    def get() -> dict[str, Any]:
+        got: dict[str, Any] = json.loads(k("get", "vmim", name, "-n", ns, "-o", "json"))
+        return got
+
+    final = ("Succeeded", "Failed")
+    return _wait(  # type: ignore[no-any-return]
+        lambda: (m := get()).get("status", {}).get("phase") in final and m,
+        240, f"VMIM {name} final", lambda: get().get("status"),
+    )  # fmt: skip
+
+
 def test_demo_vm_live_migrates_between_real_nodes(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
     """`virtctl-py migrate demo --wait` moves the running demo VM to the other real node: the
     VMIM Succeeded, migrationState names the target handler's address and its four proxy
     ports, the guest's console keeps ticking on the target past where it was, and the
-    target's per-migration proxy dir is gone once the migration ended."""
+    target's per-migration proxy dir is gone once the migration ended. Then
+    spec.addedNodeSelector: one no node matches ends Failed at once, its failureReason naming
+    the field, the VM left where it is; one naming the first node's hostname label Succeeds
+    and the VMI runs on that node again."""
     k, ns = real_stack, real_namespace
     vmi = start_demo(k, ns)
     source, source_pod = _pod_uid(vmi)
@@ -88,3 +113,16 @@ def test_demo_vm_live_migrates_between_real_nodes(
           60, "the VMIM's events", lambda: _reasons(k, ns, vmim_uid))  # fmt: skip
     mig = _private(real_cluster, target, target_pod) / "mig" / state["migrationUid"][:8]
     _wait(lambda: not mig.exists(), 60, f"{mig} removed by the target handler")
+
+    # spec.addedNodeSelector: matching no node, the VMIM fails naming the field and the VMI
+    # stays; naming the first node's hostname label, the VM moves back there.
+    nowhere = _migrate_to(k, ns, "to-nowhere", {HOST: "no-such-node"})
+    assert nowhere["status"]["phase"] == "Failed", nowhere["status"]
+    why = nowhere["status"]["migrationState"]["failureReason"]
+    assert why.startswith("spec.addedNodeSelector {kubernetes.io/hostname=no-such-node}"), why
+    assert _vmi(k, ns)["status"]["nodeName"] == target
+    label = json.loads(k("get", "node", source, "-o", "json"))["metadata"]["labels"][HOST]
+    back = _migrate_to(k, ns, "back-to-source", {HOST: label})
+    assert back["status"]["phase"] == "Succeeded", back["status"]
+    assert back["status"]["migrationState"]["targetNode"] == source
+    _wait(lambda: _vmi(k, ns).get("status", {}).get("nodeName") == source, 60, "VMI on source")

@@ -244,10 +244,10 @@ def test_vm_and_migration_specs_are_walked() -> None:
         "spec.template.spec.domain.devices.gpus",
     ]
     vmim = VirtualMachineInstanceMigration.from_dict(
-        {"spec": {"vmiName": "a", "addedNodeSelector": {"a": "b"}}}
+        {"spec": {"vmiName": "a", "addedNodeSelector": {"a": "b"}, "sendTo": {}}}
     )
     assert [(e.path, e.message) for e in unsupported_fields(vmim)] == [
-        ("spec.addedNodeSelector", NOT_SUPPORTED)
+        ("spec.sendTo", NOT_SUPPORTED)
     ]
 
 

@@ -1,12 +1,14 @@
 """The pod-level fields a VMI carries to its launcher pod (KubeVirt's template service):
-each exactly as written, the hostname rule, and a migration target's extra node term."""
+each exactly as written, the hostname rule, and a migration target's extra node term and
+added node selector."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from controller.config import TemplateConfig
-from controller.services.scheduling import excluding_node, hostname
+from controller.services.scheduling import excluding_node, hostname, with_added_selector
 from controller.services.template import TemplateService
 from tests.unit.controller.builders import make_migration, make_vmi, vmi_dict
 
@@ -87,3 +89,32 @@ def test_excluding_node_does_not_change_its_input() -> None:
     before: dict[str, Any] = {"nodeAffinity": {}}
     excluding_node(before, "n")
     assert before == {"nodeAffinity": {}}
+
+
+def test_target_pod_adds_the_migrations_node_selector() -> None:
+    """A VMIM's addedNodeSelector joins the target pod's nodeSelector; a key the VMI sets
+    keeps the VMI's value (it restricts, never bypasses); the VMI's affinity and the
+    source-node exclusion stay; the VMI's own launcher pod is unchanged."""
+    vmi = _vmi(affinity=AFFINITY, nodeSelector={"zone": "a"})
+    m = make_migration()
+    added = {"kubernetes.io/hostname": "node02", "zone": "b"}
+    m = dataclasses.replace(m, spec=dataclasses.replace(m.spec, added_node_selector=added))
+    svc = TemplateService(TemplateConfig())
+    target = svc.target_pod(vmi, m, source_node="node01")
+    assert target["spec"]["nodeSelector"] == {
+        "zone": "a",
+        "kubevirt.io/schedulable": "true",
+        "kubernetes.io/hostname": "node02",
+    }
+    terms = target["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert all(t["matchFields"][-1]["values"] == ["node01"] for t in terms)
+    assert "kubernetes.io/hostname" not in svc.launcher_pod(vmi)["spec"]["nodeSelector"]
+
+
+def test_added_selector_does_not_change_its_input() -> None:
+    """The pod's nodeSelector and the VMIM's map are not modified."""
+    mine, added = {"a": "1"}, {"a": "2", "b": "3"}
+    assert with_added_selector(mine, added) == {"a": "1", "b": "3"}
+    assert mine == {"a": "1"} and added == {"a": "2", "b": "3"}

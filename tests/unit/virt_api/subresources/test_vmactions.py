@@ -171,6 +171,17 @@ def test_migrate_creates_a_generated_vmim() -> None:
     }
 
 
+def test_migrate_options_added_node_selector_lands_on_the_vmim() -> None:
+    """MigrateOptions.addedNodeSelector becomes the VMIM's spec.addedNodeSelector."""
+    opts = VmOptions(added_node_selector={"kubernetes.io/hostname": "node02"})
+    writes = plan(VMAction.MIGRATE, opts, with_status("Always"), vmi())
+    assert writes.migration is not None
+    assert writes.migration["spec"] == {
+        "vmiName": "vm1",
+        "addedNodeSelector": {"kubernetes.io/hostname": "node02"},
+    }
+
+
 def test_migrate_without_vmi_is_not_found() -> None:
     """No VMI: 404 naming the virtualmachineinstance, as virt-api's fetch."""
     with pytest.raises(NotFound, match=r'virtualmachineinstance\.kubevirt\.io "vm1" not found'):
