@@ -3,7 +3,8 @@
 Only what the handler owns is touched: phase (from Scheduled on), reason,
 phaseTransitionTimestamps, interfaces (the guest agent's names and addresses),
 guestOSInfo, fsFreezeStatus, and the conditions
-Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
+Ready, Paused, AgentConnected, AccessCredentialsSynchronized (the launcher's last sync of
+guest-agent credentials), LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
 and the status writer skips the write. volumeStatus entries of hotplugged volumes are
@@ -147,6 +148,13 @@ def _live(domain: DomainRecord, *, stopping: bool) -> dict[str, VMICondition | N
     if st.agent_connected:
         out[VMIConditionType.AGENT_CONNECTED] = VMICondition(
             type=VMIConditionType.AGENT_CONNECTED, status=ConditionStatus.TRUE
+        )
+    if st.access_credential is not None:  # KubeVirt's: no reason, the failure's message
+        ok = st.access_credential.succeeded
+        out[VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED] = VMICondition(
+            type=VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED,
+            status=ConditionStatus.TRUE if ok else ConditionStatus.FALSE,
+            message=st.access_credential.message or None,
         )
     return out
 

@@ -163,6 +163,7 @@ async def _serve(
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
             tg.create_task(migrations.source.run(), name="migrations")
             tg.create_task(manager.freezer.run(), name="auto-thaw")
+            tg.create_task(manager.credentials.run(), name="access-credentials")
             tg.create_task(launcher_podnet.serve(network_file, hostname=config.name), name="dhcp")
             await started.wait()
             await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)

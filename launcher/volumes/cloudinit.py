@@ -67,12 +67,9 @@ def cloud_init_data(
 def access_keys(req: VolumeRequest, method: Propagation) -> tuple[str, ...]:
     """The sshPublicKey access credentials' keys propagated by `method` (noCloud or
     configDrive), read from their mounted Secrets."""
-
-    def secret_dir(name: str) -> Path:
-        return req.ctx.config_mount_of(podlayout.SECRET_SUBDIR, name + podlayout.ACCESS_CRED_SUFFIX)
-
     try:
-        return accesscreds.keys_for(req.vmi.spec.access_credentials, method, secret_dir)
+        creds = req.vmi.spec.access_credentials
+        return accesscreds.keys_for(creds, method, req.ctx.access_cred_dir)
     except accesscreds.CredentialError as e:
         raise DiskFailure(f"spec.accessCredentials: {e}") from e
 
