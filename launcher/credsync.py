@@ -150,8 +150,15 @@ class CredentialSync:
         return None
 
     async def _remove_all_keys(self, user: str) -> None:
-        found = await self._agent("guest-ssh-get-authorized-keys", {"username": user}) or {}
-        present = list(found.get("keys", []))
+        """No key left: remove what the guest has; an agent that cannot read the file
+        (none yet) gets an empty one (add with reset and no keys)."""
+        try:
+            found = await self._agent("guest-ssh-get-authorized-keys", {"username": user})
+        except CommandFailed:
+            args = {"username": user, "keys": [], "reset": True}
+            await self._agent("guest-ssh-add-authorized-keys", args)
+            return
+        present = list((found or {}).get("keys", []))
         if present:
             await self._agent(
                 "guest-ssh-remove-authorized-keys", {"username": user, "keys": present}

@@ -124,6 +124,20 @@ async def test_the_last_key_removed_removes_what_the_guest_has(tmp_path: Path) -
     ]
 
 
+async def test_no_key_file_yet_gets_an_empty_one(tmp_path: Path) -> None:
+    """The agent cannot read the user's authorized_keys (none yet): an add with reset and
+    no keys makes it empty, and the sync succeeds."""
+    _secret(tmp_path, "keys", {}, stamp="..1")
+    _secret(tmp_path, "pw", {}, stamp="..1")
+    rig = Rig(tmp_path)
+    rig.agent.fail = "guest-ssh-get-authorized-keys"
+    await rig.sync.tick()
+    assert rig.agent.calls == [
+        ("guest-ssh-add-authorized-keys", {"username": "root", "keys": [], "reset": True})
+    ]
+    assert rig.sync.result == AccessCredentialStatus(succeeded=True)
+
+
 async def test_failures_are_reported_and_retried(tmp_path: Path) -> None:
     """A refused password: False with KubeVirt's message (keys still applied), retried at
     the next look, True once it lands."""
