@@ -14,13 +14,6 @@ from enum import StrEnum
 from shared.model._codec import Model
 
 
-class CredentialKind(StrEnum):
-    """What an access credential carries."""
-
-    SSH_PUBLIC_KEY = "sshPublicKey"
-    USER_PASSWORD = "userPassword"
-
-
 class Propagation(StrEnum):
     """How an access credential reaches the guest (the wire names of KubeVirt's fields)."""
 
@@ -45,8 +38,9 @@ class SSHPublicKeySource(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QemuGuestAgentSSHPropagation(Model):
-    """propagationMethod.qemuGuestAgent: the guest users whose authorized_keys the Secret's
-    keys become (the whole set: keys gone from the Secret are removed)."""
+    """propagationMethod.qemuGuestAgent: the guest users given the Secret's keys.
+
+    The keys are each user's whole authorized_keys: keys gone from the Secret are removed."""
 
     users: tuple[str, ...] = ()
 
