@@ -118,10 +118,13 @@ def _synchronized(k: Kubectl, ns: str) -> dict[str, Any] | None:
 def _ssh(kubeconfig: Path, ns: str, key: Path, command: str) -> subprocess.CompletedProcess[str]:
     opts = ["-i", str(key), "-t", "-o StrictHostKeyChecking=no",
             "-t", "-o UserKnownHostsFile=/dev/null", "-t", "-o BatchMode=yes"]  # fmt: skip
-    return subprocess.run(
-        virtctl_py(kubeconfig, ns, "ssh", "root@vmi/demo", *opts, "-c", command),
-        capture_output=True, text=True, timeout=SSH_TIMEOUT, cwd=REPO, check=False,
-    )  # fmt: skip
+    argv = virtctl_py(kubeconfig, ns, "ssh", "root@vmi/demo", *opts, "-c", command)
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=SSH_TIMEOUT, cwd=REPO, check=False
+        )
+    except subprocess.TimeoutExpired as e:  # a hung attempt is one more failed try
+        return subprocess.CompletedProcess(argv, -1, "", f"timed out: {e}")
 
 
 def _run(argv: list[str]) -> str:
