@@ -38,7 +38,11 @@ def _files(directory: Path) -> list[Path]:
     """The Secret's key files (sorted), refusing a Secret that is not mounted."""
     if not directory.is_dir():
         raise CredentialError(f"the Secret is not mounted at {directory}")
-    return sorted(p for p in directory.iterdir() if not p.name.startswith("..") and not p.is_dir())
+    try:
+        names = list(directory.iterdir())
+    except OSError as e:
+        raise CredentialError(f"cannot list {directory}: {e.strerror}") from e
+    return sorted(p for p in names if not p.name.startswith("..") and not p.is_dir())
 
 
 def read_keys(directory: Path) -> tuple[str, ...]:

@@ -102,7 +102,16 @@ class CredentialSync:
         """Forever: sync whenever due."""
         while True:
             await asyncio.sleep(poll_seconds)
-            await self.tick()
+            try:
+                await self.tick()
+            except TimeoutError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                self._report(False, "timed out applying the credentials through the guest agent")
+            except Exception as e:  # task boundary: the guest runs on; the next look retries
+                log.exception("access_credentials_sync_failed")
+                self._report(False, str(e))
 
     async def tick(self) -> None:
         """One look: sync if the Secrets changed, the last sync failed or a resync is due."""

@@ -6,7 +6,9 @@ KubeVirt's messages and retried; every change of outcome is pushed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -175,6 +177,33 @@ async def test_a_secret_not_mounted_is_named(tmp_path: Path) -> None:
     await rig.sync.tick()
     assert rig.sync.result is not None and not rig.sync.result.succeeded
     assert "not mounted at" in rig.sync.result.message and "pw" in rig.sync.result.message
+
+
+async def test_run_survives_an_unexpected_error(tmp_path: Path) -> None:
+    """An error the sync did not expect is reported False and the loop goes on (the
+    launcher's TaskGroup is not brought down by it)."""
+    _secret(tmp_path, "keys", {"a": KEY_A}, stamp="..1")
+    _secret(tmp_path, "pw", {}, stamp="..1")
+    rig = Rig(tmp_path)
+
+    async def broken(command: str, arguments: Any = None) -> Any:
+        raise RuntimeError("agent channel exploded")
+
+    rig.sync._agent = broken
+    reported = asyncio.Event()
+    rig.sync._on_change = reported.set
+    task = asyncio.create_task(rig.sync.run(poll_seconds=0.01))
+    try:
+        async with asyncio.timeout(5):
+            await reported.wait()
+        await asyncio.sleep(0.05)  # a few more looks
+        assert not task.done()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    expected = AccessCredentialStatus(succeeded=False, message="agent channel exploded")
+    assert rig.sync.result == expected
 
 
 async def test_a_resync_is_forced_after_five_minutes(tmp_path: Path) -> None:
