@@ -289,7 +289,10 @@ def _put(status: VMIStatus, type_: str, cond: VMICondition | None, *, now: str) 
 
 def _same(a: VMICondition, b: VMICondition) -> bool:
     """Same status and reason: keep the existing one, whoever wrote its message — two
-    writers that only disagree on wording must not take turns rewriting it."""
+    writers that only disagree on wording must not take turns rewriting it.
+    AccessCredentialsSynchronized has one writer and no reason: its message counts."""
+    if str(a.type) == VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED:
+        return (a.status, a.message) == (b.status, b.message)
     return (a.status, a.reason) == (b.status, b.reason)
 
 

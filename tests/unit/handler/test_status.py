@@ -119,8 +119,8 @@ def test_agent_and_guest_info() -> None:
 
 def test_access_credentials_condition_follows_the_launcher() -> None:
     """The launcher's last credential sync becomes AccessCredentialsSynchronized: True,
-    then False with the failure's message (KubeVirt's: no reason); none when the launcher
-    has nothing to sync."""
+    then False with the failure's message (KubeVirt's: no reason), the message updated when
+    the failure changes; none when the launcher has nothing to sync."""
     vmi, obs = _running()
     assert next_status(vmi, obs, now=T0).condition(ACS) is None
     vmi, obs = _running(access_credential=AccessCredentialStatus(succeeded=True))
@@ -140,6 +140,11 @@ def test_access_credentials_condition_follows_the_launcher() -> None:
         "Guest agent is offline",
         T1,
     )
+    other = AccessCredentialStatus(succeeded=False, message="Error encountered setting password")
+    _, obs = _running(access_credential=other)
+    status = next_status(dataclasses.replace(vmi, status=status), obs, now=T1)
+    cond = status.condition(ACS)
+    assert cond is not None and cond.message == "Error encountered setting password"
 
 
 def test_final_status_drops_live_conditions() -> None:
