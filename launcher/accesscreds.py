@@ -25,6 +25,9 @@ from shared.model.credentials import AccessCredential, Propagation
 
 CLOUD_CONFIG = "#cloud-config"
 AUTHORIZED_KEYS = "ssh_authorized_keys"
+# Keys stay one line each (YAML would fold a long one: valid, but line-based readers and
+# people grepping the user data see half a key).
+_WIDE = 1 << 20
 
 # Secret name → the directory it is mounted at.
 SecretDir = Callable[[str], Path]
@@ -129,11 +132,11 @@ def with_authorized_keys(user_data: bytes, keys: tuple[str, ...]) -> bytes:
     doc = doc if isinstance(doc, dict) else {}
     own = doc.get(AUTHORIZED_KEYS)
     if own is None:
-        block = yaml.safe_dump({AUTHORIZED_KEYS: list(keys)}, default_flow_style=False)
+        block = yaml.safe_dump({AUTHORIZED_KEYS: list(keys)}, default_flow_style=False, width=_WIDE)
         return (text if text.endswith("\n") else text + "\n").encode() + block.encode()
     merged = [*(own if isinstance(own, list) else [own]), *keys]
     doc[AUTHORIZED_KEYS] = list(dict.fromkeys(str(k) for k in merged))
-    body = yaml.safe_dump(doc, default_flow_style=False, sort_keys=False)
+    body = yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=_WIDE)
     return f"{CLOUD_CONFIG}\n{body}".encode()
 
 

@@ -97,6 +97,14 @@ def test_no_cloud_keys_join_ssh_authorized_keys(user_data: bytes, expected: list
         assert out.startswith(user_data)  # the user's text (comments too) kept as it was
 
 
+def test_a_long_key_stays_on_one_line() -> None:
+    """A key longer than YAML's line width is written whole on its line (not folded)."""
+    long_key = "ssh-rsa " + "A" * 600 + " someone@somewhere.example"
+    for user_data in (b"", b"#cloud-config\nssh_authorized_keys: []\n"):
+        out = accesscreds.with_authorized_keys(user_data, (long_key,)).decode()
+        assert f"- {long_key}\n" in out
+
+
 def test_user_data_that_is_not_cloud_config_is_left_alone() -> None:
     """A script stays as it is (cloud-init would not read a list appended to it)."""
     script = b"#!/bin/sh\necho hi\n"
