@@ -206,6 +206,14 @@ async def credentials(kube: KubeClient, target: Target, args: argparse.Namespace
     return await remove_key(kube, vm, key, args)
 
 
+async def _get_secret(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:
+    """The Secret; a missing one named as KubeVirt's virtctl names it."""
+    try:
+        return await kube.get(SECRETS, name, namespace=ns)
+    except NotFound as e:
+        raise CliError(f'error getting secret "{name}": {e}') from e
+
+
 async def _patch_data(kube: KubeClient, ns: str, name: str, key: str, value: str) -> None:
     """Add `key` to the Secret's data; a second patch creating .data if the first failed."""
     try:
@@ -227,7 +235,7 @@ async def add_key(
     if not found:
         raise CliError(f"no secrets specified for user: {args.guest_user}")
     secret_name = pick_secret(args.secret, found)
-    secret = await kube.get(SECRETS, secret_name, namespace=ns)
+    secret = await _get_secret(kube, ns, secret_name)
     if secret_contains_key(secret.get("data") or {}, key):
         return f'Secret "{secret_name}" already contains this SSH key.'
     _check_owner(secret, vm, force=args.force)
@@ -304,6 +312,6 @@ async def set_password(kube: KubeClient, vm: Mapping[str, Any], args: argparse.N
         raise CliError("no secrets assigned to UserPassword AccessCredentials")
     secret_name = pick_secret(args.secret, found)
     if not args.force:
-        _check_owner(await kube.get(SECRETS, secret_name, namespace=ns), vm, force=False)
+        _check_owner(await _get_secret(kube, ns, secret_name), vm, force=False)
     await _patch_data(kube, ns, secret_name, args.guest_user, args.password)
     return f'Successfully set password in secret "{secret_name}"'

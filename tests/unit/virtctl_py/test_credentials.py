@@ -252,6 +252,9 @@ async def test_set_password_puts_the_users_key() -> None:
         await _run(two, "set-password", "-u", "root", "-p", "x", "vm1")
     await _run(two, "set-password", "-u", "root", "-p", "x", "vm1", "--secret", "b")
     assert _text(two.secret("b")["data"]["root"]) == "x"
+    gone = FakeKube(_vm(_pw("pw")))
+    with pytest.raises(CliError, match='error getting secret "pw"'):
+        await _run(gone, "set-password", "-u", "root", "-p", "x", "vm1")
     none = FakeKube(_vm(_ssh("keys", "root")))
     with pytest.raises(CliError, match="no secrets assigned to UserPassword"):
         await _run(none, "set-password", "-u", "root", "-p", "x", "vm1")
