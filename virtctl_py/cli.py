@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from virtctl_py import credentials_cli
+from virtctl_py import createobjects, credentials_cli
 
 # KubeVirt's runStrategies (shared.model.RunStrategy; a test keeps the two equal): spelled
 # out so that parsing the command line loads no model.
@@ -180,6 +180,12 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
     p.add_argument(
         "--preference", help="[kind/]name (default kind virtualmachineclusterpreference)"
     )
+    for what in ("instancetype", "preference"):
+        p.add_argument(
+            f"--infer-{what}", nargs="?", const="true", choices=["true", "false"],
+            help=f"infer the {what} from the first boot disk (default true, failures ignored)",
+        )  # fmt: skip
+        p.add_argument(f"--infer-{what}-from", metavar="VOLUME", help=f"infer the {what} from it")
     p.add_argument(
         "--kernel-image", help="an image with /boot/vmlinuz and /boot/initrd.img (kernelBoot)"
     )
@@ -190,6 +196,7 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
         "--termination-grace-period", "--grace", dest="grace", type=int, default=180,
         help="terminationGracePeriodSeconds",
     )  # fmt: skip
+    createobjects.add_parsers(kinds, common)
 
 
 def _vnc(p: argparse.ArgumentParser) -> None:

@@ -177,7 +177,7 @@ def execute(args: argparse.Namespace) -> None:
         from virtctl_py import commands  # noqa: PLC0415 - the model loads for create only
 
         try:
-            print(commands.create_vm(args, args.namespace))
+            print(commands.create(args, args.namespace))
         except CliError as err:
             _fail(err)
         return
