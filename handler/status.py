@@ -3,7 +3,8 @@
 Only what the handler owns is touched: phase (from Scheduled on), reason,
 phaseTransitionTimestamps, interfaces (the guest agent's names and addresses),
 guestOSInfo, fsFreezeStatus, and the conditions
-Ready, Paused, AgentConnected, LiveMigratable and Synchronized. Everything else —
+Ready, Paused, AgentConnected, AccessCredentialsSynchronized (the launcher's last sync of
+guest-agent credentials), LiveMigratable and Synchronized. Everything else —
 nodeName, activePods, the controller's conditions — is carried over unchanged, and an
 unchanged condition keeps its timestamps, so an idle resync computes an identical status
 and the status writer skips the write. volumeStatus entries of hotplugged volumes are
@@ -148,6 +149,13 @@ def _live(domain: DomainRecord, *, stopping: bool) -> dict[str, VMICondition | N
         out[VMIConditionType.AGENT_CONNECTED] = VMICondition(
             type=VMIConditionType.AGENT_CONNECTED, status=ConditionStatus.TRUE
         )
+    if st.access_credential is not None:  # KubeVirt's: no reason, the failure's message
+        ok = st.access_credential.succeeded
+        out[VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED] = VMICondition(
+            type=VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED,
+            status=ConditionStatus.TRUE if ok else ConditionStatus.FALSE,
+            message=st.access_credential.message or None,
+        )
     return out
 
 
@@ -281,7 +289,10 @@ def _put(status: VMIStatus, type_: str, cond: VMICondition | None, *, now: str) 
 
 def _same(a: VMICondition, b: VMICondition) -> bool:
     """Same status and reason: keep the existing one, whoever wrote its message — two
-    writers that only disagree on wording must not take turns rewriting it."""
+    writers that only disagree on wording must not take turns rewriting it.
+    AccessCredentialsSynchronized has one writer and no reason: its message counts."""
+    if str(a.type) == VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED:
+        return (a.status, a.message) == (b.status, b.message)
     return (a.status, a.reason) == (b.status, b.reason)
 
 

@@ -165,6 +165,7 @@ async def _serve(
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
             tg.create_task(migrations.source.run(), name="migrations")
             tg.create_task(manager.freezer.run(), name="auto-thaw")
+            tg.create_task(manager.credentials.run(), name="access-credentials")
             extras = launcher_podnet.vmi_extras(lambda: manager.vmi)
             dhcp = launcher_podnet.serve(network_file, hostname=config.name, extras=extras)
             tg.create_task(dhcp, name="dhcp")

@@ -52,6 +52,12 @@ class DiskContext:
         the private dir, which holds vmi_disks too (podlayout)."""
         return self.vmi_disks.parent / podlayout.config_dir(kind_subdir, volume)
 
+    def access_cred_dir(self, secret_name: str) -> Path:
+        """Where an access credential's Secret is mounted (secret/<name>-access-cred)."""
+        return self.config_mount_of(
+            podlayout.SECRET_SUBDIR, secret_name + podlayout.ACCESS_CRED_SUFFIX
+        )
+
 
 def contained(path: str, roots: tuple[Path, ...], *, field: str) -> Path:
     """``path`` resolved, refusing anything outside ``roots`` (symlinks included)."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from launcher import domxml
+from launcher.credsync import CredentialSync, SyncSources
 from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
 from launcher.domxml import DomainPlan
@@ -112,7 +113,15 @@ class DomainManager:
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
         self.shared_disks: frozenset[str] = frozenset()  # target devs on shared storage
-        self.freezer = Freezer(virt, identity.domain, on_change=self._frozen_or_thawed)
+        self.freezer = Freezer(virt, identity.domain, on_change=lambda: self._push("FSFreeze"))
+        sources = SyncSources(
+            vmi=lambda: self.vmi,
+            connected=lambda: self._flags.agent_connected,
+            secret_dir=disks.access_cred_dir,
+        )
+        self.credentials = CredentialSync(
+            self.agent, sources, on_change=lambda: self._push("AccessCredentials")
+        )
 
     @property
     def deleted(self) -> asyncio.Event:
@@ -158,14 +167,15 @@ class DomainManager:
         self.xml = domxml.build(plan)
         self.shared_disks = frozenset(d.target for d in plan.disks if d.shared)
 
-    def _frozen_or_thawed(self) -> None:
-        """Push the domain's status (fsFrozen) to the handler, as for any domain event."""
-        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, "FSFreeze"))
+    def _push(self, what: str) -> None:
+        """Push the domain's status (fsFrozen, migration, access credentials) to the
+        handler, as for any domain event."""
+        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, what))
 
     def set_migration(self, info: MigrationInfo) -> None:
         """Record migration progress and push it to the handler with the domain's status."""
         self._flags.migration = info
-        self._virt.events.put_nowait(LifecycleEvent(self._id.domain, "Migration"))
+        self._push("Migration")
 
     async def sync(self, raw_vmi: Any) -> DomainStatus:
         """Define and start the domain once; later calls only report its status."""
@@ -227,6 +237,7 @@ class DomainManager:
             graceful_shutdown=self._flags.graceful_shutdown,
             migration=migration.to_wire() if migration is not None else {},
             fs_frozen=self.freezer.frozen and state not in OFF_STATES,
+            access_credential=self.credentials.result if state not in OFF_STATES else None,
         )
 
     async def pause(self) -> DomainStatus:

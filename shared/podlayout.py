@@ -119,6 +119,8 @@ DOWNWARD_API_SUBDIR = "downwardapi"
 SERVICE_ACCOUNT_SUBDIR = "service-account"
 USER_DATA_SUFFIX = "-udata"
 NETWORK_DATA_SUFFIX = "-ndata"
+# spec.accessCredentials' Secrets: `secret/<secretName>-access-cred` (KubeVirt's layout).
+ACCESS_CRED_SUFFIX = "-access-cred"
 # Hotplugged claims' disks, bind-mounted in by virt-handler (see the top of this file).
 # The node's QEMU capability cache, made by virt-handler's `qemu-capabilities` init
 # container (launcher/seed.py, launcher image) at this host path, and mounted read-only

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from virtctl_py import createobjects
+from virtctl_py import createobjects, credentials_cli
 
 # KubeVirt's runStrategies (shared.model.RunStrategy; a test keeps the two equal): spelled
 # out so that parsing the command line loads no model.
@@ -99,6 +99,7 @@ def build() -> argparse.ArgumentParser:
     _expose(verb("expose", "create a Service for a VM or VMI"))
     _vmexport(verb("vmexport", "export a VM's or a claim's disks (create, delete, download)"))
     _image_upload(verb("image-upload", "upload a disk image into a new DataVolume"))
+    credentials_cli.add(verb("credentials", "SSH keys and passwords of a VM's guest"), _common)
     verb("version", "client and server versions")
     verb("completion", "print a shell completion script").add_argument(
         "shell", choices=["bash", "zsh"]

@@ -46,6 +46,7 @@ VERBS: Mapping[str, str] = {
     "expose": "commands:expose",
     "vmexport": "vmexport:vmexport",
     "image-upload": "imageupload:image_upload",
+    "credentials": "credentials:credentials",
 }
 
 

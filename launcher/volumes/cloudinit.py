@@ -2,7 +2,9 @@
 
 User and network data come inline, as base64, or from a Secret the pod mounted at
 `PRIVATE_DIR/secret/<volume>-udata` (`-ndata`): its key userdata or userData (networkdata
-or networkData), as KubeVirt reads them. cloudInitConfigDrive shares `cloud_init_data`.
+or networkData), as KubeVirt reads them; sshPublicKey access credentials propagated by
+noCloud join the user data's ssh_authorized_keys (launcher/accesscreds.py).
+cloudInitConfigDrive shares `cloud_init_data` and `access_keys`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+from launcher import accesscreds
 from launcher.errors import DiskFailure
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
 from launcher.volumes.iso import build_iso
 from shared import podlayout
+from shared.model.credentials import Propagation
 from shared.model.volumes import CloudInitNoCloudSource, LocalObjectReference
 
 USER_DATA_KEYS = ("userdata", "userData")
@@ -60,6 +64,16 @@ def cloud_init_data(
     return user or b"", network
 
 
+def access_keys(req: VolumeRequest, method: Propagation) -> tuple[str, ...]:
+    """The sshPublicKey access credentials' keys propagated by `method` (noCloud or
+    configDrive), read from their mounted Secrets."""
+    try:
+        creds = req.vmi.spec.access_credentials
+        return accesscreds.keys_for(creds, method, req.ctx.access_cred_dir)
+    except accesscreds.CredentialError as e:
+        raise DiskFailure(f"spec.accessCredentials: {e}") from e
+
+
 def fresh_dir(path: Path) -> Path:
     """`path` as an empty directory (files of an earlier start removed)."""
     path.mkdir(parents=True, exist_ok=True)
@@ -74,6 +88,7 @@ def fresh_dir(path: Path) -> Path:
 async def resolve(req: VolumeRequest, source: CloudInitNoCloudSource) -> ResolvedDisk:
     ctx, meta_obj = req.ctx, req.vmi.metadata
     user, network = cloud_init_data(req, source)
+    user = accesscreds.with_authorized_keys(user, access_keys(req, Propagation.NO_CLOUD))
     data_dir = fresh_dir(ctx.work_dir / f"cloud-init-{req.name}")
     (data_dir / "user-data").write_bytes(user)
     meta = f"instance-id: {meta_obj.uid or meta_obj.name}\n"

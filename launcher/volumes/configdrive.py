@@ -1,30 +1,37 @@
 """cloudInitConfigDrive: an OpenStack config drive (volume label config-2) holding
 openstack/latest/user_data, meta_data.json and, when given, network_data.json; rebuilt each
 start. Data as for NoCloud (inline, base64 or a Secret). meta_data.json carries KubeVirt's
-keys: instance_id `<name>.<namespace>`, local-hostname and hostname, uuid."""
+keys: instance_id `<name>.<namespace>`, local-hostname and hostname, uuid, and public_keys
+for sshPublicKey access credentials propagated by configDrive."""
 
 from __future__ import annotations
 
 import json
 
+from launcher.accesscreds import public_keys
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
-from launcher.volumes.cloudinit import cloud_init_data, fresh_dir
+from launcher.volumes.cloudinit import access_keys, cloud_init_data, fresh_dir
 from launcher.volumes.iso import build_iso
+from shared.model.credentials import Propagation
 from shared.model.volumes import CloudInitConfigDriveSource
 
 LABEL = "config-2"
 
 
-def meta_data(req: VolumeRequest) -> dict[str, str]:
-    """meta_data.json's content."""
+def meta_data(req: VolumeRequest) -> dict[str, object]:
+    """meta_data.json's content (public_keys: the configDrive access credentials' keys)."""
     meta = req.vmi.metadata
     name = meta.name or ""
-    return {
+    out: dict[str, object] = {
         "instance_id": f"{name}.{meta.namespace or ''}",
         "local-hostname": name,
         "hostname": name,
         "uuid": meta.uid or "",
     }
+    keys = access_keys(req, Propagation.CONFIG_DRIVE)
+    if keys:
+        out["public_keys"] = public_keys(keys)
+    return out
 
 
 async def resolve(req: VolumeRequest, source: CloudInitConfigDriveSource) -> ResolvedDisk:

@@ -26,8 +26,14 @@ VMI_MIGRATING = "VirtualMachineInstance is migrating."
 
 
 def vmi_transition_events(old: VMIStatus, new: VMIStatus) -> list[EventSpec]:
-    """Events for old → new: phase changes, Paused on/off, migration start/end."""
-    return [*_phase_events(old, new), *_pause_events(old, new), *_migration_events(old, new)]
+    """Events for old → new: phase changes, Paused on/off, migration start/end, access
+    credentials synced or not."""
+    return [
+        *_phase_events(old, new),
+        *_pause_events(old, new),
+        *_migration_events(old, new),
+        *_credential_events(old, new),
+    ]
 
 
 def _phase_events(old: VMIStatus, new: VMIStatus) -> list[EventSpec]:
@@ -103,3 +109,25 @@ def _migration_end(state: MigrationState) -> EventSpec:
         "Migrated",
         f"The VirtualMachineInstance migrated to node {state.target_node or '?'}.",
     )
+
+
+def _credential_events(old: VMIStatus, new: VMIStatus) -> list[EventSpec]:
+    """AccessCredentialsSynchronized set or changed (KubeVirt's events and wording)."""
+    kind = VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED
+    before, after = old.condition(kind), new.condition(kind)
+    if after is None or (
+        before is not None and (before.status, before.message) == (after.status, after.message)
+    ):
+        return []
+    if str(after.status) == "True":
+        text = "Access credentials sync successful."
+        if after.message:
+            text = f"Access credentials sync successful: {after.message}"
+        return [(EventType.NORMAL, "AccessCredentialsSyncSuccess", text)]
+    return [
+        (
+            EventType.WARNING,
+            "AccessCredentialsSyncFailed",
+            f"Access credentials sync failed: {after.message or ''}",
+        )
+    ]

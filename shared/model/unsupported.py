@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model._validate_common import child_path
+from shared.model.credentials import CREDENTIAL_MODELS
 from shared.model.devopts import (
     BlockSize,
     CustomBlockSize,
@@ -126,9 +127,10 @@ ANY_KEY = "*"
 # Per model class: the keys KubeVirt's kubevirt.io/v1 API has at that place which the
 # model does not type. Every model class reachable from a spec has an entry.
 KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
+    **dict.fromkeys(CREDENTIAL_MODELS, frozenset()),  # spec.accessCredentials: all typed
     VMISpec: frozenset(
         {
-            "accessCredentials", "architecture", "resourceClaims",
+            "architecture", "resourceClaims",
         }
     ),
     DomainSpec: frozenset({"clock", "chassis", "launchSecurity"}),

@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_name,
     check_strings,
 )
+from shared.model._validate_credentials import validate_access_credentials
 from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
@@ -85,6 +86,7 @@ def validate_vmi_spec(
     validate_cpu_model(errs, domain_path, spec.domain, limits)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
+    validate_access_credentials(errs, path, spec)
     grace = spec.termination_grace_period_seconds
     if grace is not None and grace < 0:
         errs.add(f"{path}.terminationGracePeriodSeconds", "must not be negative", grace)

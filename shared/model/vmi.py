@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from shared.model._codec import Model, json_name
+from shared.model.credentials import AccessCredential
 from shared.model.domain import DomainSpec
 from shared.model.enums import (
     EvictionStrategy,
@@ -57,6 +58,8 @@ class VMISpec(Model):
     # Run by the kubelet as the launcher pod's probes (shared/model/probes.py).
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
+    # SSH keys and passwords from Secrets (shared/model/credentials.py).
+    access_credentials: tuple[AccessCredential, ...] = ()
 
     def volume(self, name: str) -> Volume | None:
         """The volume with this name, if any."""

@@ -64,6 +64,22 @@ def _bool(args: Mapping[str, Any], key: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessCredentialStatus:
+    """The last sync of the guest-agent access credentials (the VMI's
+    AccessCredentialsSynchronized condition): succeeded, or why not."""
+
+    succeeded: bool
+    message: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"succeeded": self.succeeded, "message": self.message}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Self:
+        return cls(succeeded=_bool(data, "succeeded"), message=_str(data, "message", default=""))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DomainStatus:
     """One domain: identity, state and reason, and what the launcher knows beside libvirt."""
 
@@ -77,9 +93,12 @@ class DomainStatus:
     graceful_shutdown: bool = False
     migration: Mapping[str, Any] = field(default_factory=dict)
     fs_frozen: bool = False  # the guest's filesystems frozen (VMI freeze)
+    access_credential: AccessCredentialStatus | None = None  # None: nothing to sync
 
     def to_wire(self) -> dict[str, Any]:
+        access = self.access_credential
         return {
+            **({"accessCredential": access.to_wire()} if access is not None else {}),
             "name": self.name,
             "namespace": self.namespace,
             "vmiName": self.vmi_name,
@@ -96,7 +115,13 @@ class DomainStatus:
     def from_wire(cls, data: Mapping[str, Any]) -> Self:
         parsed = _enum(DomainState, data, "state", what="domain state")
         migration = _map(data, "migration", default={})
+        access = data.get("accessCredential")
         return cls(
+            access_credential=(
+                AccessCredentialStatus.from_wire(_map(data, "accessCredential"))
+                if access is not None
+                else None
+            ),
             name=_str(data, "name"),
             namespace=_str(data, "namespace"),
             vmi_name=_str(data, "vmiName"),

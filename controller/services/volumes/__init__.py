@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.services.volumes import cloudinit, config, containerdisk, hostdisk, pvc
+from controller.services.volumes import (
+    cloudinit,
+    config,
+    containerdisk,
+    credentials,
+    hostdisk,
+    pvc,
+)
 from controller.services.volumes.base import PodVolumes, RenderContext
 from controller.services.volumes.claims import Claim, ClaimReason, read_claims
 from shared.model import VirtualMachineInstance, Volume
@@ -46,7 +53,8 @@ RENDERERS: Mapping[type[Any], Renderer] = {
 
 
 def render(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
-    """Everything the VMI's volumes (and kernelBoot) add to its launcher pod, in spec order."""
+    """Everything the VMI's volumes (and kernelBoot, and the access credentials' Secrets)
+    add to its launcher pod, in spec order."""
     parts = []
     for volume in vmi.spec.volumes:
         source = volume.source()
@@ -54,4 +62,5 @@ def render(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
         if renderer is not None and volume.name:
             parts.append(renderer(volume, source, ctx))
     parts.append(containerdisk.kernel_boot(vmi, ctx))
+    parts.append(credentials.render(vmi))
     return PodVolumes.merged(parts)

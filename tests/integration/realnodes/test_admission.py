@@ -36,8 +36,8 @@ def _apply(k: Kubectl, ns: str, obj: dict[str, Any]) -> str:
 def test_unsupported_fields_are_refused_naming_each(
     real_stack: Kubectl, real_namespace: str
 ) -> None:
-    """kubectl apply of a VMI asking for a GPU and access credentials fails, naming both fields
-    in one answer; nothing is created."""
+    """kubectl apply of a VMI asking for a GPU and an access credential without a source
+    fails, naming both fields in one answer; nothing is created."""
     vmi = _tiny_vmi("gpu")
     vmi["spec"]["accessCredentials"] = [{"sshPublicKey": {}}]
     vmi["spec"]["domain"]["devices"]["gpus"] = [{"name": "g1", "deviceName": "nvidia.com/GP100"}]
@@ -46,7 +46,7 @@ def test_unsupported_fields_are_refused_naming_each(
     message = str(refused.value)
     assert 'VirtualMachineInstance "gpu" is invalid' in message
     assert "spec.domain.devices.gpus: not supported by kubevirt-py" in message
-    assert "spec.accessCredentials: not supported by kubevirt-py" in message
+    assert "spec.accessCredentials[0].sshPublicKey.source: " in message
     listed = json.loads(real_stack("get", "vmi", "-n", real_namespace, "-o", "json"))
     assert listed["items"] == []
 

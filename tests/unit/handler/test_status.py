@@ -19,9 +19,10 @@ from shared.model import (
     VMIInterfaceStatus,
     VMIPhase,
 )
-from shared.wire.domain import DomainState
+from shared.wire.domain import AccessCredentialStatus, DomainState
 from tests.unit.handler.fakes import domain_status, vmi_dict
 
+ACS = VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
 
 
@@ -114,6 +115,36 @@ def test_agent_and_guest_info() -> None:
     status = next_status(vmi, dataclasses.replace(obs, guest_info=info), now=T0)
     assert status.condition_is_true(VMIConditionType.AGENT_CONNECTED)
     assert status.guest_os_info == info
+
+
+def test_access_credentials_condition_follows_the_launcher() -> None:
+    """The launcher's last credential sync becomes AccessCredentialsSynchronized: True,
+    then False with the failure's message (KubeVirt's: no reason), the message updated when
+    the failure changes; none when the launcher has nothing to sync."""
+    vmi, obs = _running()
+    assert next_status(vmi, obs, now=T0).condition(ACS) is None
+    vmi, obs = _running(access_credential=AccessCredentialStatus(succeeded=True))
+    status = next_status(vmi, obs, now=T0)
+    cond = status.condition(ACS)
+    assert cond is not None and (cond.status, cond.reason, cond.message) == (
+        ConditionStatus.TRUE,
+        None,
+        None,
+    )
+    failed = AccessCredentialStatus(succeeded=False, message="Guest agent is offline")
+    _, obs = _running(access_credential=failed)
+    status = next_status(dataclasses.replace(vmi, status=status), obs, now=T1)
+    cond = status.condition(ACS)
+    assert cond is not None and (cond.status, cond.message, cond.last_transition_time) == (
+        ConditionStatus.FALSE,
+        "Guest agent is offline",
+        T1,
+    )
+    other = AccessCredentialStatus(succeeded=False, message="Error encountered setting password")
+    _, obs = _running(access_credential=other)
+    status = next_status(dataclasses.replace(vmi, status=status), obs, now=T1)
+    cond = status.condition(ACS)
+    assert cond is not None and cond.message == "Error encountered setting password"
 
 
 def test_final_status_drops_live_conditions() -> None:

@@ -124,7 +124,7 @@ REFUSED = [
     pytest.param(
         {"spec.domain.features": {"hyperv": {}}}, "spec.domain.features.hyperv", id="hyperv"
     ),
-    pytest.param({"spec.accessCredentials": []}, "spec.accessCredentials", id="access-credentials"),
+    pytest.param({"spec.resourceClaims": []}, "spec.resourceClaims", id="resource-claims"),
     pytest.param(
         {"spec.domain.resources.limits": {"memory": "1Gi", "nvidia.com/gpu": 1}},
         "spec.domain.resources.limits[nvidia.com/gpu]",

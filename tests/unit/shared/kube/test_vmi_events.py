@@ -94,3 +94,27 @@ def test_migrated_names_the_target_node() -> None:
     assert done[2] == "The VirtualMachineInstance migrated to node node02."
     (failed,) = vmi_transition_events(migrating(), migrating(failed=True, failure_reason="x"))
     assert "failed. reason: x" in failed[2]
+
+
+def _synced(status: ConditionStatus, message: str | None = None) -> VMIStatus:
+    return RUNNING.with_condition(
+        VMICondition(
+            type=VMIConditionType.ACCESS_CREDENTIALS_SYNCHRONIZED, status=status, message=message
+        )
+    )
+
+
+def test_access_credential_events_follow_the_condition() -> None:
+    """AccessCredentialsSynchronized set True: a Normal AccessCredentialsSyncSuccess; turned
+    False: a Warning AccessCredentialsSyncFailed with its message (KubeVirt's wording);
+    unchanged: nothing."""
+    ok = _synced(ConditionStatus.TRUE)
+    failed = _synced(ConditionStatus.FALSE, "Guest agent is offline")
+    assert [(str(t), r, m) for t, r, m in vmi_transition_events(RUNNING, ok)] == [
+        ("Normal", "AccessCredentialsSyncSuccess", "Access credentials sync successful.")
+    ]
+    assert [(str(t), r, m) for t, r, m in vmi_transition_events(ok, failed)] == [
+        ("Warning", "AccessCredentialsSyncFailed",
+         "Access credentials sync failed: Guest agent is offline")
+    ]  # fmt: skip
+    assert vmi_transition_events(ok, ok) == []

@@ -149,10 +149,14 @@ async def test_validate_refuses_with_every_cause() -> None:
     status = body["response"]["status"]
     assert body["response"]["allowed"] is False
     assert status["code"] == 422
-    assert "spec.accessCredentials: not supported by kubevirt-py" in status["message"]
+    assert "spec.accessCredentials[0].sshPublicKey.source: " in status["message"]
     assert "spec.domain.devices.hostDevices: not supported by kubevirt-py" in status["message"]
     fields = {c["field"] for c in status["details"]["causes"]}
-    assert {"spec.accessCredentials", "spec.domain.devices.hostDevices"} <= fields
+    assert {
+        "spec.accessCredentials[0].sshPublicKey.source",
+        "spec.accessCredentials[0].sshPublicKey.propagationMethod",
+        "spec.domain.devices.hostDevices",
+    } <= fields
 
 
 async def test_validate_refuses_a_migration_of_a_missing_vmi() -> None:
