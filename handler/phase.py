@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from handler.domains import DomainRecord
+from handler.errors import SyncError, SyncReason
 from handler.launchers import LauncherState
 from shared.model import ConditionReason, VirtualMachineInstance, VMIPhase
 from shared.wire.domain import DomainState
@@ -33,6 +34,7 @@ class FailureReason(StrEnum):
     DOMAIN_VANISHED = "DomainVanished"
     LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the controller writes it too
     INVALID_SPEC = "InvalidSpec"
+    HYPERVISOR_UNSUPPORTED = "HypervisorUnsupported"  # KVM-only settings on a TCG node
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +105,13 @@ def launcher_failure(
             message=f"{pod} has served no command socket for {launcher.waited:.0f}s",
         )
     return None
+
+
+def fatal_reason(error: SyncError) -> FailureReason:
+    """status.reason of a VMI failed by a fatal sync error."""
+    if error.reason is SyncReason.HYPERVISOR_UNSUPPORTED:
+        return FailureReason.HYPERVISOR_UNSUPPORTED
+    return FailureReason.INVALID_SPEC
 
 
 def user_paused(domain: DomainRecord) -> bool:

@@ -8,11 +8,12 @@ hand. Resolving a VMI into a plan is launcher.plan's job.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import passt
+from launcher import guestxml, passt
+from launcher.guestxml import GuestExtras
 from launcher.passt import PasstInterface
 
 KUBEVIRT_NS = "http://kubevirt.io"
@@ -140,6 +141,8 @@ class DomainPlan:
     # online (`<vcpu current=…>`); None: all of them.
     vcpus_current: int | None = None
     memory_hotplug: MemoryHotplugPlan | None = None
+    # clock, features, inputs, watchdog, panic, video, sound, balloon (launcher/guestxml.py)
+    extras: GuestExtras = field(default_factory=GuestExtras)
 
     @property
     def domain_uuid(self) -> str:
@@ -171,6 +174,7 @@ def build(plan: DomainPlan) -> str:
     _sysinfo(dom, plan)
     _features(dom, plan)
     _cpu(dom, plan)
+    guestxml.clock(dom, plan.extras.clock)
     _text(dom, "on_poweroff", "destroy")
     _text(dom, "on_reboot", "restart")
     _text(dom, "on_crash", "destroy")
@@ -226,7 +230,7 @@ def _sysinfo(dom: ET.Element, plan: DomainPlan) -> None:
 
 def _features(dom: ET.Element, plan: DomainPlan) -> None:
     features = ET.SubElement(dom, "features")
-    ET.SubElement(features, "acpi")
+    guestxml.features(features, plan.extras.features)
     if plan.smm:
         ET.SubElement(features, "smm", state="on")
     if plan.virt_type == "qemu" and plan.tb_cache_mib:
@@ -263,22 +267,31 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     ET.SubElement(devices, "controller", type="scsi", index="0", model="virtio-scsi")
     for iface in plan.interfaces:
         _interface(devices, iface)
-    # The serial console is a Unix socket for interactive use, logged to a file as well.
-    serial = ET.SubElement(devices, "serial", type="unix")
-    ET.SubElement(serial, "source", mode="bind", path=str(plan.console_socket))
-    ET.SubElement(serial, "log", file=str(plan.serial_log), append="on")
-    ET.SubElement(serial, "target", port="0")
+    if plan.extras.serial:
+        _serial(devices, plan)
     channel = ET.SubElement(devices, "channel", type="unix")
     ET.SubElement(channel, "source", mode="bind", path=str(plan.agent_socket))
     ET.SubElement(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
-    _graphics(devices, plan.vnc_socket)
-    balloon = ET.SubElement(devices, "memballoon", model="virtio")
-    ET.SubElement(balloon, "stats", period="1")
+    _graphics(devices, plan.vnc_socket, plan.extras.video_type)
+    guestxml.devices(devices, plan.extras)
+    if plan.extras.memballoon:
+        balloon = ET.SubElement(devices, "memballoon", model="virtio")
+        ET.SubElement(balloon, "stats", period="1")
+    else:  # libvirt adds one unless told none
+        ET.SubElement(devices, "memballoon", model="none")
     if plan.rng:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+
+
+def _serial(devices: ET.Element, plan: DomainPlan) -> None:
+    """The serial console: a Unix socket for interactive use, logged to a file as well."""
+    serial = ET.SubElement(devices, "serial", type="unix")
+    ET.SubElement(serial, "source", mode="bind", path=str(plan.console_socket))
+    ET.SubElement(serial, "log", file=str(plan.serial_log), append="on")
+    ET.SubElement(serial, "target", port="0")
 
 
 def _virtio_mem(devices: ET.Element, hotplug: MemoryHotplugPlan, *, boot_kib: int) -> None:
@@ -298,16 +311,17 @@ def disk_xml(disk: DiskPlan) -> str:
     return ET.tostring(holder[0], encoding="unicode")
 
 
-def _graphics(devices: ET.Element, vnc_socket: Path | None) -> None:
-    """KubeVirt's default display: a VGA card (a framebuffer) and QEMU's VNC server on a
-    Unix socket in the pod, which the handler relays; with none, no video at all."""
+def _graphics(devices: ET.Element, vnc_socket: Path | None, video_type: str | None) -> None:
+    """KubeVirt's default display: a VGA card (a framebuffer; devices.video names another)
+    and QEMU's VNC server on a Unix socket in the pod, which the handler relays; with none,
+    no video at all."""
     video = ET.SubElement(devices, "video")
     if vnc_socket is None:
         ET.SubElement(video, "model", type="none")
         return
     graphics = ET.SubElement(devices, "graphics", type="vnc", socket=str(vnc_socket))
     ET.SubElement(graphics, "listen", type="socket", socket=str(vnc_socket))
-    ET.SubElement(video, "model", type="vga", vram="16384", heads="1")
+    guestxml.video_model(video, video_type)
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:

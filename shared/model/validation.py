@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_name,
     check_strings,
 )
+from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
     DISK_BUSES,
@@ -80,6 +81,9 @@ def validate_vmi_spec(
     validate_machine(errs, domain_path, spec.domain)
     validate_firmware(errs, domain_path, spec.domain)
     validate_cpu_model(errs, domain_path, spec.domain, limits)
+    validate_devices(errs, domain_path, spec.domain)
+    validate_clock(errs, domain_path, spec.domain.clock)
+    validate_features(errs, domain_path, spec.domain.features)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
     grace = spec.termination_grace_period_seconds
