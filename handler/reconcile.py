@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, hotresources
+from handler import commands, guestevents, hotresources
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -281,6 +281,8 @@ class Reconciler:
     async def _write(self, step: Pass) -> VirtualMachineInstance:
         vmi = step.vmi
         record = self._d.domains.get(vmi.uid)
+        if (watchdog := guestevents.watchdog_event(record, step.local)) is not None:
+            self._d.recorder.event(vmi, *watchdog)
         stopping = self._stopping(vmi, record)
         failure = self._failure(step, record, stopping=stopping)
         if failure is None and step.error is not None and step.error.fatal:
