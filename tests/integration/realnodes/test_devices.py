@@ -12,6 +12,7 @@ import os
 import select
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -97,6 +98,95 @@ def _event(k: Kubectl, ns: str, reason: str) -> dict[str, Any] | None:
     return next((e for e in _events(k, ns) if e.get("reason") == reason), None)
 
 
+@dataclass(frozen=True)
+class Guest:
+    """The test's one VMI: its namespace, kubectl, and what the checks read of it."""
+
+    cluster: Cluster
+    k: Kubectl
+    ns: str
+
+    def vmi(self) -> dict[str, Any]:
+        out = self.k("get", "vmi", NAME, "-n", self.ns, "-o", "json", check=False)
+        return json.loads(out) if out else {}
+
+    def phase(self, phase: str) -> dict[str, Any] | None:
+        v = self.vmi()
+        return v if v.get("status", {}).get("phase") == phase else None
+
+    def console_log(self, pod: str) -> str:
+        out = self.k("logs", "-n", self.ns, pod, "-c", "guest-console-log", check=False)
+        return out or ""
+
+    def console(self) -> Console:
+        return Console(virtctl_py(self.cluster.kubeconfig, self.ns, "console", NAME))
+
+    def event(self, reason: str, timeout: float) -> dict[str, Any]:
+        found: dict[str, Any] = _wait(
+            lambda: _event(self.k, self.ns, reason), timeout, f"{reason} Event",
+            lambda: [e.get("reason") for e in _events(self.k, self.ns)],
+        )  # fmt: skip
+        return found
+
+
+def _boots_with_its_devices(g: Guest) -> str:
+    """Running, booted, each device in QEMU, the boot in guest-console-log; the pod's name."""
+    running = _wait(lambda: g.phase("Running"), 300, "devices VMI Running",
+                    lambda: g.vmi().get("status"))  # fmt: skip
+    _wait(lambda: BOOTED in _serial(g.cluster, running), 240, "the guest's boot",
+          lambda: _serial(g.cluster, running)[-800:])  # fmt: skip
+    cmdline = _qemu_cmdline(f"guest={g.ns}_{NAME}")
+    for device in ("usb-tablet", "virtio-keyboard", "virtio-vga", "ich9-intel-hda",
+                   "i6300esb", "pvpanic", "driftfix=slew"):  # fmt: skip
+        assert device in cmdline, (device, cmdline)
+    (pod,) = pods(g.k, g.ns, "kubevirt.io=virt-launcher")
+    pod_name = str(pod["metadata"]["name"])  # type: ignore[index]
+    containers = [c["name"] for c in pod["spec"]["containers"]]  # type: ignore[index]
+    assert containers == ["compute", "guest-console-log"]
+    _wait(lambda: BOOTED in g.console_log(pod_name), 120, "the boot in guest-console-log",
+          lambda: g.console_log(pod_name)[-800:])  # fmt: skip
+    return pod_name
+
+
+def _watchdog_resets(g: Guest, pod: str) -> None:
+    """Armed from the console, the watchdog expires: an Event, the guest boots again."""
+    console = g.console()
+    try:
+        console.until(TICK, 120)
+        console.type("kvpy-watchdog")
+        console.until(b"KUBEVIRT-PY-WATCHDOG-ARMED", 120)
+        fired = g.event("WatchdogExpired", 180)
+        assert "action reset" in fired["message"], fired
+        _wait(lambda: g.console_log(pod).count(BOOTED) >= 2, 240, "the guest booting again",
+              lambda: g.console_log(pod)[-800:])  # fmt: skip
+        assert g.vmi()["status"]["phase"] == "Running"
+    finally:
+        console.close()
+
+
+def _panic_fails_it(g: Guest, pod: str) -> None:
+    """A kernel panic typed on the console: Failed (GuestCrashed) with its Event, and the
+    launcher pod completes (the log follower ended with the launcher)."""
+    console = g.console()
+    try:
+        console.until(TICK, 180)
+        console.type("kvpy-panic")
+        failed = _wait(lambda: g.phase("Failed"), 180, "VMI Failed after the panic",
+                       lambda: g.vmi().get("status"))  # fmt: skip
+    finally:
+        console.close()
+    assert failed["status"]["reason"] == "GuestCrashed", failed["status"]
+    assert g.event("GuestCrashed", 60)["type"] == "Warning"
+    assert "KUBEVIRT-PY-PANICKING" in g.console_log(pod)
+
+    def pod_done() -> bool:
+        found = pods(g.k, g.ns, "kubevirt.io=virt-launcher")
+        return all(p["status"]["phase"] in ("Succeeded", "Failed") for p in found)  # type: ignore[index]
+
+    _wait(pod_done, 180, "the launcher pod completing (guest-console-log ended too)",
+          lambda: [p["status"] for p in pods(g.k, g.ns, "kubevirt.io=virt-launcher")])  # fmt: skip
+
+
 def test_devices_console_log_watchdog_and_panic(
     real_cluster: Cluster, real_stack: Kubectl, real_namespace: str
 ) -> None:
@@ -105,72 +195,11 @@ def test_devices_console_log_watchdog_and_panic(
     the boot while `virtctl-py console` types into the guest; the watchdog (reset) expiring
     is an Event and the guest boots again, still Running; a kernel panic fails the VMI
     (reason GuestCrashed, with its Event) and the launcher pod then completes."""
-    k, ns = real_stack, real_namespace
-    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi()))
-
-    def vmi() -> dict[str, Any]:
-        out = k("get", "vmi", NAME, "-n", ns, "-o", "json", check=False)
-        return json.loads(out) if out else {}
-
-    running = _wait(
-        lambda: (v := vmi()).get("status", {}).get("phase") == "Running" and v,
-        300, "devices VMI Running", lambda: vmi().get("status"),
-    )  # fmt: skip
-    _wait(lambda: BOOTED in _serial(real_cluster, running), 240, "the guest's boot",
-          lambda: _serial(real_cluster, running)[-800:])  # fmt: skip
-
-    cmdline = _qemu_cmdline(f"guest={ns}_{NAME}")
-    for device in ("usb-tablet", "virtio-keyboard", "virtio-vga", "ich9-intel-hda",
-                   "i6300esb", "pvpanic", "driftfix=slew"):  # fmt: skip
-        assert device in cmdline, (device, cmdline)
-
-    (pod,) = pods(k, ns, "kubevirt.io=virt-launcher")
-    pod_name = str(pod["metadata"]["name"])  # type: ignore[index]
-    containers = [c["name"] for c in pod["spec"]["containers"]]  # type: ignore[index]
-    assert containers == ["compute", "guest-console-log"]
-
-    def console_log() -> str:
-        return k("logs", "-n", ns, pod_name, "-c", "guest-console-log", check=False) or ""
-
-    _wait(lambda: BOOTED in console_log(), 120, "the boot in guest-console-log",
-          lambda: console_log()[-800:])  # fmt: skip
-
-    console = Console(virtctl_py(real_cluster.kubeconfig, ns, "console", NAME))
-    try:
-        console.until(TICK, 120)
-        console.type("kvpy-watchdog")
-        console.until(b"KUBEVIRT-PY-WATCHDOG-ARMED", 120)
-        fired = _wait(lambda: _event(k, ns, "WatchdogExpired"), 180, "WatchdogExpired Event",
-                      lambda: [e.get("reason") for e in _events(k, ns)])  # fmt: skip
-        assert "action reset" in fired["message"], fired
-        _wait(lambda: console_log().count(BOOTED) >= 2, 240, "the guest booting again",
-              lambda: console_log()[-800:])  # fmt: skip
-        assert vmi()["status"]["phase"] == "Running"
-    finally:
-        console.close()
-
-    console = Console(virtctl_py(real_cluster.kubeconfig, ns, "console", NAME))
-    try:
-        console.until(TICK, 180)
-        console.type("kvpy-panic")
-        failed = _wait(
-            lambda: (v := vmi()).get("status", {}).get("phase") == "Failed" and v,
-            180, "VMI Failed after the panic", lambda: vmi().get("status"),
-        )  # fmt: skip
-    finally:
-        console.close()
-    assert failed["status"]["reason"] == "GuestCrashed", failed["status"]
-    crashed = _wait(lambda: _event(k, ns, "GuestCrashed"), 60, "GuestCrashed Event",
-                    lambda: [e.get("reason") for e in _events(k, ns)])  # fmt: skip
-    assert crashed["type"] == "Warning"
-    assert "KUBEVIRT-PY-PANICKING" in console_log()
-
-    def pod_done() -> bool:
-        found = pods(k, ns, "kubevirt.io=virt-launcher")
-        return all(p["status"]["phase"] in ("Succeeded", "Failed") for p in found)  # type: ignore[index]
-
-    _wait(pod_done, 180, "the launcher pod completing (guest-console-log ended too)",
-          lambda: [p["status"] for p in pods(k, ns, "kubevirt.io=virt-launcher")])  # fmt: skip
+    g = Guest(cluster=real_cluster, k=real_stack, ns=real_namespace)
+    g.k("apply", "-n", g.ns, "-f", "-", stdin=json.dumps(_vmi()))
+    pod = _boots_with_its_devices(g)
+    _watchdog_resets(g, pod)
+    _panic_fails_it(g, pod)
 
 
 def test_kvm_only_feature_fails_on_an_emulating_node(
