@@ -65,6 +65,8 @@ class TemplateConfig:
     # The KubeVirt CR's seccompConfiguration: a Localhost profile for launcher pods (None:
     # RuntimeDefault; shared/seccompconfig.py).
     seccomp_localhost_profile: str | None = None
+    # The KubeVirt CR's virtualMachineOptions.disableSerialConsoleLog (shared/clusterconfig).
+    serial_console_log_disabled: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,10 +34,15 @@ from shared.wire.stats import DomainStats
 
 _REASONS: Mapping[str, SyncReason] = {
     ErrorCode.INVALID_VMI: SyncReason.INVALID_SPEC,
+    ErrorCode.HYPERVISOR_UNSUPPORTED: SyncReason.HYPERVISOR_UNSUPPORTED,
     ErrorCode.IMAGE_NOT_FOUND: SyncReason.IMAGE_NOT_FOUND,
     ErrorCode.DISK: SyncReason.DISK_ERROR,
     ErrorCode.LIBVIRT: SyncReason.LIBVIRT_ERROR,
 }
+
+
+# The VMI will never start as written (here): it fails at once.
+FATAL_REASONS = frozenset({SyncReason.INVALID_SPEC, SyncReason.HYPERVISOR_UNSUPPORTED})
 
 
 def sync_error(method: Method, exc: Exception) -> SyncError:
@@ -50,7 +55,7 @@ def sync_error(method: Method, exc: Exception) -> SyncError:
         return SyncError(SyncReason.LAUNCHER_UNREACHABLE, f"{method}: {exc}")
     if isinstance(exc, CommandFailed | RemoteError):
         reason = _REASONS.get(exc.code, SyncReason.SYNC_FAILED)
-        fatal = reason is SyncReason.INVALID_SPEC
+        fatal = reason in FATAL_REASONS
         return SyncError(reason, f"{method}: {exc.message}", fatal=fatal, requeue=not fatal)
     return SyncError(SyncReason.SYNC_FAILED, f"{method}: {exc}")
 

@@ -25,6 +25,7 @@ class SyncReason(StrEnum):
     LAUNCHER_UNREACHABLE = "LauncherUnreachable"
     LAUNCHER_TIMEOUT = "LauncherTimeout"
     INVALID_SPEC = "InvalidSpec"
+    HYPERVISOR_UNSUPPORTED = "HypervisorUnsupported"
     IMAGE_NOT_FOUND = "ImageNotFound"
     DISK_ERROR = "DiskError"
     LIBVIRT_ERROR = "LibvirtError"

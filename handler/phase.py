@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from handler.domains import DomainRecord
+from handler.errors import SyncError, SyncReason
 from handler.launchers import LauncherState
 from shared.model import ConditionReason, VirtualMachineInstance, VMIPhase
 from shared.wire.domain import DomainState
@@ -33,6 +34,7 @@ class FailureReason(StrEnum):
     DOMAIN_VANISHED = "DomainVanished"
     LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the controller writes it too
     INVALID_SPEC = "InvalidSpec"
+    HYPERVISOR_UNSUPPORTED = "HypervisorUnsupported"  # KVM-only settings on a TCG node
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +107,13 @@ def launcher_failure(
     return None
 
 
+def fatal_reason(error: SyncError) -> FailureReason:
+    """status.reason of a VMI failed by a fatal sync error."""
+    if error.reason is SyncReason.HYPERVISOR_UNSUPPORTED:
+        return FailureReason.HYPERVISOR_UNSUPPORTED
+    return FailureReason.INVALID_SPEC
+
+
 def user_paused(domain: DomainRecord) -> bool:
     """Paused by a request (pause, startStrategy: Paused) or an I/O error, not in passing."""
     st = domain.status
@@ -141,7 +150,7 @@ def _from_domain(current: VMIPhase, domain: DomainRecord, *, stopping: bool) -> 
     if state is DomainState.CRASHED:
         return _failed(FailureReason.GUEST_CRASHED, f"the guest crashed ({domain.status.reason})")
     if state is DomainState.SHUTOFF:
-        return _shutoff(current, domain.status.reason, stopping=stopping)
+        return _watchdog_said(_shutoff(current, domain.status.reason, stopping=stopping), domain)
     return Verdict(phase=current)  # NoState: nothing to conclude yet
 
 
@@ -157,6 +166,18 @@ def _shutoff(current: VMIPhase, reason: str, *, stopping: bool) -> Verdict:
     if reason == "Crashed":
         return _failed(FailureReason.GUEST_CRASHED, "the guest crashed")
     return _failed(FailureReason.QEMU_DIED, f"QEMU stopped unexpectedly (libvirt reason {reason})")
+
+
+def _watchdog_said(verdict: Verdict, domain: DomainRecord) -> Verdict:
+    """A domain destroyed by its watchdog's poweroff action says so in the failure."""
+    st = domain.status
+    failure = verdict.failure
+    if failure is None or failure.reason is not FailureReason.DOMAIN_DESTROYED:
+        return verdict
+    if st.watchdog_fired == 0 or st.watchdog_action != "poweroff":
+        return verdict
+    message = "the guest's watchdog expired: its poweroff action destroyed the domain"
+    return Verdict(phase=verdict.phase, failure=Failure(reason=failure.reason, message=message))
 
 
 def _ended(stopping: bool, reason: FailureReason, message: str) -> Verdict:

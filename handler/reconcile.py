@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, hotresources, linkstate
+from handler import commands, guestevents, hotresources, linkstate
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -28,7 +28,7 @@ from handler.launchers import (
     pod_on_node,
 )
 from handler.migration_source import handed_over, source_state
-from handler.phase import Failure, FailureReason, LauncherView, decide, launcher_failure
+from handler.phase import Failure, LauncherView, decide, fatal_reason, launcher_failure
 from handler.reconcile_deps import Local, Pass, ReconcileOptions, ReconcilerDeps
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
@@ -283,10 +283,12 @@ class Reconciler:
     async def _write(self, step: Pass) -> VirtualMachineInstance:
         vmi = step.vmi
         record = self._d.domains.get(vmi.uid)
+        if (watchdog := guestevents.watchdog_event(record, step.local)) is not None:
+            self._d.recorder.event(vmi, *watchdog)
         stopping = self._stopping(vmi, record)
         failure = self._failure(step, record, stopping=stopping)
         if failure is None and step.error is not None and step.error.fatal:
-            failure = Failure(reason=FailureReason.INVALID_SPEC, message=step.error.message)
+            failure = Failure(reason=fatal_reason(step.error), message=step.error.message)
         verdict = decide(vmi, record, stopping=stopping, failure=failure)
         observed = Observed(
             domain=record,

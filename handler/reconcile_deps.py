@@ -73,6 +73,7 @@ class Local:
     guest: GuestFacts | None = None  # while the guest agent is connected
     launcher_deleted: bool = False
     written: tuple[str | None, VirtualMachineInstance] | None = None
+    watchdog_reported: int = 0  # watchdog expiries already reported as Events
 
 
 @dataclass(slots=True)

@@ -92,7 +92,10 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
         if config.capabilities_seed is not None:
             log.info("qemu_capabilities", reused=daemon.capabilities_reused())
             daemon.save_capabilities(config.capabilities_seed)
-        host = _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir)
+        host = dataclasses.replace(
+            _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir),
+            node_name=config.node_name,
+        )
         host = dataclasses.replace(host, tcg_single_emulator=wrapper)
         try:
             await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)

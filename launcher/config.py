@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -37,6 +38,7 @@ class Config:
     tini: Path
     log_format: str
     capabilities_seed: Path | None
+    node_name: str = ""  # the pod's node (named in failures)
 
     @property
     def vmi_disks_dir(self) -> Path:
@@ -71,6 +73,7 @@ class Config:
             tini=ns.tini,
             log_format=ns.log_format,
             capabilities_seed=ns.capabilities_seed,
+            node_name=ns.node_name,
         )
 
 
@@ -108,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--libvirtd", type=Path, default=Path("/usr/sbin/libvirtd"))
     p.add_argument("--tini", type=Path, default=Path("/usr/bin/tini"))
     p.add_argument("--log-format", choices=["json", "console"], default="json")
+    # The pod template sets NODE_NAME from spec.nodeName.
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""))
     p.add_argument(
         "--capabilities-seed", type=Path, help="a directory of QEMU capability caches to reuse"
     )

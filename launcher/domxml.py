@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, nicxml, passt
+from launcher import diskxml, guestxml, nicxml, passt
 from launcher.diskxml import DiskOptions
+from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface
 
@@ -146,6 +147,8 @@ class DomainPlan:
     memory_hotplug: MemoryHotplugPlan | None = None
     iothreads: int = 0  # I/O threads (launcher/diskxml.py)
     pcie_root_ports: int = 0  # q35's root ports (launcher/nicxml.py)
+    # clock, features, inputs, watchdog, panic, video, sound, balloon (launcher/guestxml.py)
+    extras: GuestExtras = field(default_factory=GuestExtras)
 
     @property
     def domain_uuid(self) -> str:
@@ -179,6 +182,7 @@ def build(plan: DomainPlan) -> str:
     _sysinfo(dom, plan)
     _features(dom, plan)
     _cpu(dom, plan)
+    guestxml.clock(dom, plan.extras.clock)
     _text(dom, "on_poweroff", "destroy")
     _text(dom, "on_reboot", "restart")
     _text(dom, "on_crash", "destroy")
@@ -234,7 +238,7 @@ def _sysinfo(dom: ET.Element, plan: DomainPlan) -> None:
 
 def _features(dom: ET.Element, plan: DomainPlan) -> None:
     features = ET.SubElement(dom, "features")
-    ET.SubElement(features, "acpi")
+    guestxml.features(features, plan.extras.features)
     if plan.smm:
         ET.SubElement(features, "smm", state="on")
     if plan.virt_type == "qemu" and plan.tb_cache_mib:
@@ -272,22 +276,31 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     nicxml.render_root_ports(devices, plan.pcie_root_ports)
     for iface in plan.interfaces:
         _interface(devices, iface)
-    # The serial console is a Unix socket for interactive use, logged to a file as well.
-    serial = ET.SubElement(devices, "serial", type="unix")
-    ET.SubElement(serial, "source", mode="bind", path=str(plan.console_socket))
-    ET.SubElement(serial, "log", file=str(plan.serial_log), append="on")
-    ET.SubElement(serial, "target", port="0")
+    if plan.extras.serial:
+        _serial(devices, plan)
     channel = ET.SubElement(devices, "channel", type="unix")
     ET.SubElement(channel, "source", mode="bind", path=str(plan.agent_socket))
     ET.SubElement(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
-    _graphics(devices, plan.vnc_socket)
-    balloon = ET.SubElement(devices, "memballoon", model="virtio")
-    ET.SubElement(balloon, "stats", period="1")
+    _graphics(devices, plan.vnc_socket, plan.extras.video_type)
+    guestxml.devices(devices, plan.extras)
+    if plan.extras.memballoon:
+        balloon = ET.SubElement(devices, "memballoon", model="virtio")
+        ET.SubElement(balloon, "stats", period="1")
+    else:  # libvirt adds one unless told none
+        ET.SubElement(devices, "memballoon", model="none")
     if plan.rng:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+
+
+def _serial(devices: ET.Element, plan: DomainPlan) -> None:
+    """The serial console: a Unix socket for interactive use, logged to a file as well."""
+    serial = ET.SubElement(devices, "serial", type="unix")
+    ET.SubElement(serial, "source", mode="bind", path=str(plan.console_socket))
+    ET.SubElement(serial, "log", file=str(plan.serial_log), append="on")
+    ET.SubElement(serial, "target", port="0")
 
 
 def _virtio_mem(devices: ET.Element, hotplug: MemoryHotplugPlan, *, boot_kib: int) -> None:
@@ -307,16 +320,17 @@ def disk_xml(disk: DiskPlan) -> str:
     return ET.tostring(holder[0], encoding="unicode")
 
 
-def _graphics(devices: ET.Element, vnc_socket: Path | None) -> None:
-    """KubeVirt's default display: a VGA card (a framebuffer) and QEMU's VNC server on a
-    Unix socket in the pod, which the handler relays; with none, no video at all."""
+def _graphics(devices: ET.Element, vnc_socket: Path | None, video_type: str | None) -> None:
+    """KubeVirt's default display: a VGA card (a framebuffer; devices.video names another)
+    and QEMU's VNC server on a Unix socket in the pod, which the handler relays; with none,
+    no video at all."""
     video = ET.SubElement(devices, "video")
     if vnc_socket is None:
         ET.SubElement(video, "model", type="none")
         return
     graphics = ET.SubElement(devices, "graphics", type="vnc", socket=str(vnc_socket))
     ET.SubElement(graphics, "listen", type="socket", socket=str(vnc_socket))
-    ET.SubElement(video, "model", type="vga", vram="16384", heads="1")
+    guestxml.video_model(video, video_type)
 
 
 def _disk(devices: ET.Element, disk: DiskPlan) -> None:

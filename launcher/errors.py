@@ -43,6 +43,12 @@ class InvalidSpec(CommandError):
     code_value = ErrorCode.INVALID_VMI
 
 
+class HypervisorUnsupported(CommandError):
+    """The VMI needs what this node's hypervisor cannot run; details name the fields."""
+
+    code_value = ErrorCode.HYPERVISOR_UNSUPPORTED
+
+
 class ImageNotFound(CommandError):
     code_value = ErrorCode.IMAGE_NOT_FOUND
 

@@ -23,7 +23,7 @@ from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.freeze import Freezer
 from launcher.passt import Passt
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import JobStats, LifecycleEvent, reason_name
+from launcher.virt import JobStats, LifecycleEvent, reason_name, watchdog_action
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
 from shared.wire.errors import CommandFailed
@@ -85,6 +85,7 @@ class _Flags:
     agent_connected: bool = False
     graceful_shutdown: bool = False
     migration: MigrationInfo | None = None
+    watchdog: tuple[int, str] = (0, "")  # times expired, libvirt's last action
     deleted: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -238,6 +239,8 @@ class DomainManager:
             migration=migration.to_wire() if migration is not None else {},
             fs_frozen=self.freezer.frozen and state not in OFF_STATES,
             access_credential=self.credentials.result if state not in OFF_STATES else None,
+            watchdog_fired=self._flags.watchdog[0],
+            watchdog_action=self._flags.watchdog[1],
         )
 
     async def pause(self) -> DomainStatus:
@@ -392,6 +395,8 @@ class DomainManager:
     async def _translate(self, event: LifecycleEvent) -> DomainEvent:
         if event.agent_connected is not None:
             self._flags.agent_connected = event.agent_connected
+        if event.event == "Watchdog":
+            self._flags.watchdog = (self._flags.watchdog[0] + 1, watchdog_action(event.detail))
         if event.event == "Undefined":
             status = self._status(DomainState.SHUTOFF, "Undefined")
             return DomainEvent(type=EventType.DELETED, domain=status, reason=event.event)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import disks, diskxml, firmware, nicxml, tcgthreads, volumes
+from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -47,6 +47,7 @@ class HostPaths:
     network_file: Path | None = None  # virt-handler's pod wiring (shared/podnet.py)
     # QEMU with single-threaded TCG (launcher/tcgthreads.py), for domains that may gain vCPUs.
     tcg_single_emulator: Path | None = None
+    node_name: str = ""  # named when the node cannot run what the VMI asks (guestplan.py)
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -296,6 +297,7 @@ async def plan_domain(
     domain = vmi.spec.domain
     cpu = domain.cpu
     memory = domain.guest_memory_bytes() or 0
+    guestplan.require_runnable(vmi, virt_type=virt_type, node=host.node_name)
     uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir)  # before any disk is made
     planned = await _disks(vmi, ctx)
     plan = DomainPlan(
@@ -326,6 +328,7 @@ async def plan_domain(
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
+        extras=guestplan.guest_extras(vmi),
     )
     return replace(plan, pcie_root_ports=root_ports(plan))
 

@@ -124,9 +124,13 @@ class Virt:
             connected = state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
             self.events.put_nowait(LifecycleEvent(dom.name(), "Agent", 0, connected))
 
+        def watchdog(_c: Any, dom: Any, action: int, _o: Any) -> None:
+            self.events.put_nowait(LifecycleEvent(dom.name(), "Watchdog", action))
+
         for event_id, cb in (
             (libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, lifecycle),
             (libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, agent),
+            (libvirt.VIR_DOMAIN_EVENT_ID_WATCHDOG, watchdog),
         ):
             self._callbacks.append(self._conn.domainEventRegisterAny(None, event_id, cb, None))
 
@@ -367,6 +371,16 @@ def reason_name(state: DomainState, reason: int) -> str:
     """libvirt's reason code for a state, as a word (Unknown when unlisted)."""
     code = next(k for k, v in _STATES.items() if v == state)
     return _REASONS.get(code, {}).get(reason, "Unknown")
+
+
+# libvirt's virDomainEventWatchdogAction, as words.
+WATCHDOG_ACTIONS = {0: "none", 1: "pause", 2: "reset", 3: "poweroff", 4: "shutdown",
+                    5: "debug", 6: "inject-nmi"}  # fmt: skip
+
+
+def watchdog_action(code: int) -> str:
+    """libvirt's watchdog event action as a word."""
+    return WATCHDOG_ACTIONS.get(code, f"action{code}")
 
 
 def _ignore_error(_ctx: Any, _err: Any) -> None:

@@ -78,6 +78,10 @@ class ClusterConfig:
     batch_eviction_size: int = 10
     # seccompConfiguration's Localhost profile for launcher pods (None: RuntimeDefault).
     seccomp_localhost_profile: str | None = None
+    # virtualMachineOptions.disableSerialConsoleLog: the guest-console-log container is off
+    # unless a VMI asks (logSerialConsole). KubeVirt's default configuration sets it; a CR
+    # with virtualMachineOptions but without it turns the log on for every VMI.
+    serial_console_log_disabled: bool = True
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -204,6 +208,8 @@ def _configuration(
         if live.max_hotplug_ratio is not None:
             changes["max_hotplug_ratio"] = live.max_hotplug_ratio
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
+    if (options := c.virtual_machine_options) is not None:
+        changes["serial_console_log_disabled"] = options.disable_serial_console_log is not None
     if (profile := localhost_profile(c, errors)) is not None:
         changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(

@@ -45,4 +45,5 @@ def template_config(base: TemplateConfig, cluster: ClusterConfig) -> TemplateCon
         use_emulation=cluster.use_emulation,
         cpu_request_millis_per_vcpu=max(1, round(1000 / cluster.cpu_allocation_ratio)),
         seccomp_localhost_profile=cluster.seccomp_localhost_profile,
+        serial_console_log_disabled=cluster.serial_console_log_disabled,
     )

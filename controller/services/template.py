@@ -32,7 +32,7 @@ from typing import Any
 
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
-from controller.services import volumes
+from controller.services import consolelog, volumes
 from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields, with_added_selector
@@ -192,6 +192,8 @@ class TemplateService:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
+        if consolelog.wanted(vmi, cluster_disabled=self.config.serial_console_log_disabled):
+            pod["spec"]["containers"].append(self._console_log_container(vmi))
         if passt(vmi):
             allow_passt(pod["spec"])
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
@@ -311,6 +313,15 @@ class TemplateService:
         if self.config.launcher_command:
             container["command"] = list(self.config.launcher_command)
         return container
+
+    def _console_log_container(self, vmi: VirtualMachineInstance) -> dict[str, Any]:
+        """guest-console-log, as the compute container's user (controller/services/consolelog)."""
+        root = self.config.launcher_as_root
+        return consolelog.container(
+            image=self.config.launcher_image,
+            pull_policy=self.config.image_pull_policy,
+            security_context=None if root else compute_security_context(seccomp=self._seccomp(vmi)),
+        )
 
     def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str]:
         """The launcher's seccompProfile: passt's for passt VMIs, else the KubeVirt CR's

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from shared.model._codec import Model, json_name
 from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.enums import PullPolicy
+from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
+from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
 from shared.model.quantity import parse_bytes, parse_millis
 
 
@@ -180,13 +182,23 @@ class Rng(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Devices(Model):
-    """domain.devices (autoattach* flags and other devices stay in `extra`)."""
+    """domain.devices (autoattachPodInterface/GraphicsDevice stay in `extra`)."""
 
     disks: tuple[Disk, ...] = ()
     interfaces: tuple[Interface, ...] = ()
     rng: Rng | None = None
     block_multi_queue: bool | None = None  # queues = vCPUs on virtio disks
     network_interface_multiqueue: bool | None = None  # queues = vCPUs on virtio NICs
+    # shared/model/guestdevices.py
+    inputs: tuple[Input, ...] = ()
+    watchdog: Watchdog | None = None
+    panic_devices: tuple[PanicDevice, ...] = ()
+    video: VideoDevice | None = None
+    sound: SoundDevice | None = None
+    autoattach_mem_balloon: bool | None = None
+    autoattach_input_device: bool | None = None
+    autoattach_serial_console: bool | None = None
+    log_serial_console: bool | None = None
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""
@@ -270,9 +282,15 @@ class FeatureState(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Features(Model):
-    """domain.features (only smm is typed; acpi, apic, hyperv, … stay in `extra`)."""
+    """domain.features (the KVM-only ones: shared/model/features.py)."""
 
     smm: FeatureState | None = None
+    acpi: FeatureState | None = None
+    apic: FeatureAPIC | None = None
+    hyperv: FeatureHyperv | None = None
+    kvm: FeatureKVM | None = None
+    pvspinlock: FeatureState | None = None
+    hyperv_passthrough: HyperVPassthrough | None = None
 
     @property
     def smm_on(self) -> bool:
@@ -300,6 +318,7 @@ class DomainSpec(Model):
     features: Features = field(default_factory=Features)
     io_threads_policy: str | None = None  # IOThreadsPolicy
     io_threads: IOThreads | None = None
+    clock: Clock | None = None
 
     def guest_memory(self) -> str | int | None:
         """The guest memory quantity: memory.guest, else resources.requests.memory."""

@@ -76,6 +76,19 @@ class SeccompConfiguration(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DisableSerialConsoleLog(Model):
+    """virtualMachineOptions.disableSerialConsoleLog: present (`{}`) means off (no fields)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VirtualMachineOptions(Model):
+    """spec.configuration.virtualMachineOptions (disableFreePageReporting stays in
+    `extra`)."""
+
+    disable_serial_console_log: DisableSerialConsoleLog | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KubeVirtConfiguration(Model):
     """spec.configuration."""
 
@@ -85,6 +98,7 @@ class KubeVirtConfiguration(Model):
     vm_rollout_strategy: str | None = None
     live_update_configuration: LiveUpdateConfiguration | None = None
     seccomp_configuration: SeccompConfiguration | None = None
+    virtual_machine_options: VirtualMachineOptions | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

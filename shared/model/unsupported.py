@@ -56,6 +56,33 @@ from shared.model.domain import (
     Rng,
 )
 from shared.model.errors import FieldError
+from shared.model.features import (
+    FeatureAPIC,
+    FeatureHyperv,
+    FeatureKVM,
+    FeatureSpinlocks,
+    FeatureToggle,
+    FeatureVendorID,
+    HyperVPassthrough,
+    SyNICTimer,
+    TLBFlush,
+)
+from shared.model.guestdevices import (
+    Clock,
+    ClockOffsetUTC,
+    HPETTimer,
+    HypervTimer,
+    I6300ESBWatchdog,
+    Input,
+    KVMTimer,
+    PanicDevice,
+    PITTimer,
+    RTCTimer,
+    SoundDevice,
+    Timer,
+    VideoDevice,
+    Watchdog,
+)
 from shared.model.instancetype import (
     CPUInstancetype,
     InstancetypeMatcher,
@@ -133,9 +160,32 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "architecture", "resourceClaims",
         }
     ),
-    DomainSpec: frozenset({"clock", "chassis", "launchSecurity"}),
-    Features: frozenset({"acpi", "apic", "hyperv", "kvm", "pvspinlock", "hypervPassthrough"}),
+    DomainSpec: frozenset({"chassis", "launchSecurity"}),
+    Features: frozenset(),
     FeatureState: frozenset(),
+    FeatureAPIC: frozenset(),
+    FeatureHyperv: frozenset(),
+    FeatureSpinlocks: frozenset(),
+    FeatureVendorID: frozenset(),
+    FeatureToggle: frozenset(),
+    SyNICTimer: frozenset(),
+    TLBFlush: frozenset({"direct", "extended"}),  # libvirt 9.1's
+    FeatureKVM: frozenset(),
+    HyperVPassthrough: frozenset(),
+    Clock: frozenset(),
+    ClockOffsetUTC: frozenset(),
+    Timer: frozenset(),
+    HPETTimer: frozenset(),
+    PITTimer: frozenset(),
+    RTCTimer: frozenset(),
+    KVMTimer: frozenset(),
+    HypervTimer: frozenset(),
+    Input: frozenset(),
+    Watchdog: frozenset({"diag288"}),  # s390x's
+    I6300ESBWatchdog: frozenset(),
+    PanicDevice: frozenset(),
+    VideoDevice: frozenset(),
+    SoundDevice: frozenset(),
     CPU: frozenset(
         {
             "features", "dedicatedCpuPlacement", "numa",
@@ -147,12 +197,10 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(
         {
-            "useVirtioTransitional", "disableHotplug", "watchdog", "inputs",
-            "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
-            "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK",
+            "useVirtioTransitional", "disableHotplug",
+            "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachVSOCK",
             "gpus", "downwardMetrics",
-            "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
-            "logSerialConsole", "video",
+            "filesystems", "hostDevices", "clientPassthrough", "tpm",
         }
     ),
     Disk: frozenset(
@@ -253,9 +301,8 @@ KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
 # honours: no pod network is added when autoattachPodInterface is false).
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
-    (Devices, "autoattachSerialConsole"): (True,),
     (Devices, "autoattachGraphicsDevice"): (True, False),
-    (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
+    (Devices, "disableHotplug"): (False,),
     (EFI, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }

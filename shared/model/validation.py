@@ -15,6 +15,7 @@ from shared.model._validate_common import (
     check_strings,
 )
 from shared.model._validate_credentials import validate_access_credentials
+from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
@@ -84,6 +85,9 @@ def validate_vmi_spec(
     validate_machine(errs, domain_path, spec.domain)
     validate_firmware(errs, domain_path, spec.domain)
     validate_cpu_model(errs, domain_path, spec.domain, limits)
+    validate_devices(errs, domain_path, spec.domain)
+    validate_clock(errs, domain_path, spec.domain.clock)
+    validate_features(errs, domain_path, spec.domain.features)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
     validate_access_credentials(errs, path, spec)

@@ -63,6 +63,13 @@ def _bool(args: Mapping[str, Any], key: str) -> bool:
     return value
 
 
+def _count(args: Mapping[str, Any], key: str) -> int:
+    value = args.get(key, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgument(key, "expected a count")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AccessCredentialStatus:
     """The last sync of the guest-agent access credentials (the VMI's
@@ -94,6 +101,9 @@ class DomainStatus:
     migration: Mapping[str, Any] = field(default_factory=dict)
     fs_frozen: bool = False  # the guest's filesystems frozen (VMI freeze)
     access_credential: AccessCredentialStatus | None = None  # None: nothing to sync
+    # Times the guest's watchdog expired in this launcher, and libvirt's action the last time.
+    watchdog_fired: int = 0
+    watchdog_action: str = ""
 
     def to_wire(self) -> dict[str, Any]:
         access = self.access_credential
@@ -109,6 +119,8 @@ class DomainStatus:
             "gracefulShutdown": self.graceful_shutdown,
             "migration": dict(self.migration),
             "fsFrozen": self.fs_frozen,
+            "watchdogFired": self.watchdog_fired,
+            "watchdogAction": self.watchdog_action,
         }
 
     @classmethod
@@ -132,6 +144,8 @@ class DomainStatus:
             graceful_shutdown=_bool(data, "gracefulShutdown"),
             migration=dict(migration),
             fs_frozen=_bool(data, "fsFrozen"),
+            watchdog_fired=_count(data, "watchdogFired"),
+            watchdog_action=_str(data, "watchdogAction", default=""),
         )
 
 

@@ -32,6 +32,8 @@ class ErrorCode(StrEnum):
     IMAGE_NOT_FOUND = "image_not_found"
     DISK = "disk_error"
     MIGRATION = "migration_error"
+    # The VMI asks for what this node's hypervisor cannot run (KVM-only settings under TCG).
+    HYPERVISOR_UNSUPPORTED = "hypervisor_unsupported"
 
 
 class WireError(Exception):

@@ -34,6 +34,7 @@ from shared.expansion import expand_spec
 from shared.model import VirtualMachineInstance
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 from shared.model.quantity import parse_bytes
+from tests.integration.conformance import guestchecks
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
@@ -159,6 +160,7 @@ async def domain_xml(raw_vmi: dict[str, Any], root: Path) -> tuple[VirtualMachin
         console_socket=root / "console.sock",
         agent_socket=root / "agent.sock",
         partition=None,
+        vnc_socket=root / "vnc.sock",  # as the launcher's: the display devices.video names
     )
     plan = await plan_domain(vmi, ctx=ctx, host=host, virt_type="qemu")
     return vmi, domxml.build(plan)
@@ -294,7 +296,9 @@ def _pod(vmi: VirtualMachineInstance, _: ET.Element, pod: dict[str, Any]) -> Ite
         yield "launcher pod requests less memory than the guest has"
 
 
-CHECKS: tuple[Check, ...] = (_platform, _boot, _devices, _pod)
+CHECKS: tuple[Check, ...] = (
+    _platform, _boot, _devices, _pod, guestchecks.guest_devices, guestchecks.guest_clock_features,
+)  # fmt: skip
 
 
 def honoured_problems(vmi: VirtualMachineInstance, xml: str) -> list[str]:

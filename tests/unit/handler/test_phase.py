@@ -127,3 +127,23 @@ def test_deleted_domain_is_success_only_when_asked() -> None:
     vmi = VirtualMachineInstance.from_dict(raw)
     assert decide(vmi, record, stopping=True).phase is VMIPhase.SUCCEEDED
     assert decide(vmi, record, stopping=False).phase is VMIPhase.FAILED
+
+
+@pytest.mark.parametrize(
+    ("action", "watchdog_said"),
+    [pytest.param("poweroff", True, id="poweroff"), pytest.param("reset", False, id="reset")],
+)
+def test_a_watchdog_poweroff_says_so(action: str, watchdog_said: bool) -> None:
+    """A domain destroyed after its watchdog's poweroff action fails the VMI (as KubeVirt)
+    with a message naming the watchdog; other destroys keep theirs."""
+    raw = vmi_dict(phase="Running")
+    status = domain_status(
+        raw, DomainState.SHUTOFF, "Destroyed", watchdog_fired=1, watchdog_action=action
+    )
+    verdict = decide(
+        VirtualMachineInstance.from_dict(raw), DomainRecord(status=status, source="t"),
+        stopping=False,
+    )  # fmt: skip
+    assert verdict.phase is VMIPhase.FAILED and verdict.failure is not None
+    assert verdict.failure.reason is FailureReason.DOMAIN_DESTROYED
+    assert ("watchdog" in verdict.failure.message) is watchdog_said

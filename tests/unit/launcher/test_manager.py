@@ -285,6 +285,27 @@ async def test_events_become_domain_events(
     assert published[1].domain.agent_connected is True
 
 
+async def test_watchdog_expiries_are_counted_in_the_status(
+    manager_and_virt: tuple[DomainManager, FakeVirt], published: list[DomainEvent]
+) -> None:
+    """libvirt's watchdog events (detail: the action) count up in the published status,
+    with the last action as a word."""
+    manager, virt = manager_and_virt
+    virt.current = DomainState.RUNNING
+    virt.events.put_nowait(LifecycleEvent("default_tiny", "Watchdog", 2))
+    virt.events.put_nowait(LifecycleEvent("default_tiny", "Watchdog", 3))
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(manager.watch_events())
+        async with asyncio.timeout(5):
+            while len(published) < 2:  # noqa: ASYNC110 - polling a plain list the manager appends to
+                await asyncio.sleep(0.01)
+        task.cancel()
+    assert [(e.domain.watchdog_fired, e.domain.watchdog_action) for e in published] == [
+        (1, "reset"),
+        (2, "poweroff"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("start", "command", "target"),
     [

@@ -121,8 +121,11 @@ REFUSED = [
         "spec.domain.firmware.bootloader.bios.useSerial",
         id="bios-serial",
     ),
+    pytest.param({"spec.domain.devices.tpm": {}}, "spec.domain.devices.tpm", id="tpm"),
     pytest.param(
-        {"spec.domain.features": {"hyperv": {}}}, "spec.domain.features.hyperv", id="hyperv"
+        {"spec.domain.devices.watchdog": {"name": "w", "diag288": {}}},
+        "spec.domain.devices.watchdog.diag288",
+        id="watchdog-diag288",
     ),
     pytest.param({"spec.resourceClaims": []}, "spec.resourceClaims", id="resource-claims"),
     pytest.param(
@@ -136,9 +139,9 @@ REFUSED = [
         id="pull-secret",
     ),
     pytest.param(
-        {"spec.domain.devices.autoattachSerialConsole": False},
-        "spec.domain.devices.autoattachSerialConsole",
-        id="no-serial-console",
+        {"spec.domain.devices.disableHotplug": True},
+        "spec.domain.devices.disableHotplug",
+        id="disable-hotplug",
     ),
 ]
 
@@ -184,7 +187,7 @@ def test_unknown_fields_are_refused() -> None:
 def test_allowed_values_pass() -> None:
     """A KubeVirt field set to what kubevirt-py does anyway is not refused."""
     assert _vmi({
-        "spec.domain.devices.autoattachSerialConsole": True,
+        "spec.domain.devices.disableHotplug": False,
         "spec.domain.devices.autoattachGraphicsDevice": False,
         "spec.domain.devices.autoattachPodInterface": False,
     }) == []  # fmt: skip
@@ -197,7 +200,27 @@ HONOURED = {
     "spec.domain.firmware.uuid": "5d307ca9-b3ef-428c-8861-06e72d69f223",
     "spec.domain.firmware.serial": "e4686d2c-6e8d-4335-b8fd-81bee22f4814",
     "spec.domain.firmware.bootloader": {"efi": {"secureBoot": True, "persistent": False}},
-    "spec.domain.features": {"smm": {"enabled": True}, "acpi": {}},
+    "spec.domain.features": {
+        "smm": {"enabled": True},
+        "acpi": {},
+        "apic": {"endOfInterrupt": True},
+        "hyperv": {"relaxed": {}, "spinlocks": {"spinlocks": 8191}, "vapic": {}},
+        "kvm": {"hidden": True},
+        "pvspinlock": {"enabled": False},
+    },
+    "spec.domain.clock": {
+        "utc": {"offsetSeconds": 3600},
+        "timer": {"hpet": {"present": False}, "pit": {"tickPolicy": "delay"}},
+    },
+    "spec.domain.devices.inputs": [{"name": "tablet", "type": "tablet", "bus": "usb"}],
+    "spec.domain.devices.watchdog": {"name": "w", "i6300esb": {"action": "reset"}},
+    "spec.domain.devices.panicDevices": [{"model": "isa"}],
+    "spec.domain.devices.video": {"type": "virtio"},
+    "spec.domain.devices.sound": {"name": "audio", "model": "ac97"},
+    "spec.domain.devices.autoattachSerialConsole": False,
+    "spec.domain.devices.autoattachMemBalloon": False,
+    "spec.domain.devices.autoattachInputDevice": True,
+    "spec.domain.devices.logSerialConsole": True,
     "spec.priorityClassName": "high",
     "spec.schedulerName": "default-scheduler",
     "spec.hostname": "myhost",
