@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_name,
     check_strings,
 )
+from shared.model._validate_cpufeatures import validate_cpu_features
 from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
@@ -82,6 +83,7 @@ def validate_vmi_spec(
     validate_machine(errs, domain_path, spec.domain)
     validate_firmware(errs, domain_path, spec.domain)
     validate_cpu_model(errs, domain_path, spec.domain, limits)
+    validate_cpu_features(errs, domain_path, spec.domain)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
     grace = spec.termination_grace_period_seconds
