@@ -125,11 +125,7 @@ class Handler:
             schedulable=self.schedulable,
             wall=wall,
         )
-        self.labeller = (
-            NodeLabeller(api, node=config.node_name, config=config.node_labeller)
-            if config.node_labeller is not None
-            else None
-        )
+        self.labeller = self._labeller(api)
         self.stats = VMIStatsCollector(
             registry, node=config.node_name, targets=self._stat_targets, timeout=t.stats_timeout
         )
@@ -171,6 +167,19 @@ class Handler:
         self.kubevirt_informer.add_handlers(live.handlers())
         live.on_change(installer(self.config.seccomp_dir))  # KubeVirt's launcher profile
         return live
+
+    def _labeller(self, api: HandlerApi) -> NodeLabeller | None:
+        """The node labeller, with the KubeVirt CR's obsoleteCPUModels (relabel on change)."""
+        if self.config.node_labeller is None:
+            return None
+        labeller = NodeLabeller(
+            api,
+            node=self.config.node_name,
+            config=self.config.node_labeller,
+            obsolete=lambda: self.live.current().obsolete_cpu_models,
+        )
+        self.live.on_change(lambda _: labeller.poke())
+        return labeller
 
     def _migration_targets(
         self, api: HandlerApi, registry: Registry, wall: Clock

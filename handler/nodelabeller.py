@@ -6,22 +6,25 @@ Its input is what the `qemu-capabilities` init container wrote with the launcher
 libvirt (launcher/nodecpu.py): domcapabilities and the expanded host-model CPU. Labels:
 
 - `cpu-model.node.kubevirt.io/<m>` and `cpu-model-migration.node.kubevirt.io/<m>` for each
-  custom model libvirt reports `usable='yes'`, but KubeVirt's default obsolete ones;
+  custom model libvirt reports `usable='yes'`, but the obsolete ones (the KubeVirt CR's
+  obsoleteCPUModels, else KubeVirt's default list);
 - `cpu-feature.node.kubevirt.io/<f>` for each feature the expanded host-model requires;
 - `host-model-cpu.node.kubevirt.io/<model>`, `host-model-required-features...<f>` (the
   host-model mode's required features), `cpu-vendor.node.kubevirt.io/<vendor>`, the host
   model's migration label (or `node-labeller.kubevirt.io/obsolete-host-model`).
 
-Every round (at start, then each interval) it reads the documents again and the Node's
-labels, and patches only the difference: new keys set, stale keys of its prefixes removed,
-no other label touched (a merge patch on its own Node, which node restriction allows).
+Every round (at start, each interval, and when the KubeVirt CR changes) it reads the
+documents again and the Node's labels, and patches only the difference: new keys set, stale
+keys of its prefixes removed, no other label touched (a merge patch on its own Node, which
+node restriction allows).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -131,21 +134,38 @@ class NodeLabelsApi(Protocol):
 class LabellerConfig:
     directory: Path  # the init container's documents (cpulabels.NODE_CPU_DIR)
     interval: float = 180.0  # KubeVirt's: every 3 minutes
-    obsolete: frozenset[str] = cpulabels.DEFAULT_OBSOLETE_MODELS
+
+
+def _default_obsolete() -> frozenset[str]:
+    return cpulabels.DEFAULT_OBSOLETE_MODELS
 
 
 class NodeLabeller:
-    """Keeps the Node's CPU labels equal to what the documents say."""
+    """Keeps the Node's CPU labels equal to what the documents say; `obsolete`: the
+    KubeVirt CR's obsoleteCPUModels in force (read each round; `poke` when it changes)."""
 
-    def __init__(self, api: NodeLabelsApi, *, node: str, config: LabellerConfig) -> None:
+    def __init__(
+        self,
+        api: NodeLabelsApi,
+        *,
+        node: str,
+        config: LabellerConfig,
+        obsolete: Callable[[], frozenset[str]] = _default_obsolete,
+    ) -> None:
         self._api = api
         self._node = node
         self._config = config
+        self._obsolete = obsolete
+        self._poke = asyncio.Event()
         self.patches = 0
+
+    def poke(self) -> None:
+        """Relabel now (the cluster configuration changed), not at the next interval."""
+        self._poke.set()
 
     async def sync(self) -> None:
         """One round: read, compare, patch the difference (KubeError, OSError, ParseError)."""
-        desired = read_labels(self._config.directory, obsolete=self._config.obsolete)
+        desired = read_labels(self._config.directory, obsolete=self._obsolete())
         if desired is None:
             log.warning("node_cpu_documents_missing", directory=str(self._config.directory))
             return
@@ -165,4 +185,7 @@ class NodeLabeller:
                 await self.sync()
             except (KubeError, OSError, ET.ParseError) as e:
                 log.warning("node_labelling_failed", error=str(e))
-            await asyncio.sleep(self._config.interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.interval):
+                    await self._poke.wait()
+            self._poke.clear()

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import structlog
 
+from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
 from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration, MigrationConfiguration
@@ -78,6 +79,8 @@ class ClusterConfig:
     batch_eviction_size: int = 10
     # seccompConfiguration's Localhost profile for launcher pods (None: RuntimeDefault).
     seccomp_localhost_profile: str | None = None
+    # obsoleteCPUModels: models the node labeller leaves unlabelled (KubeVirt's default set).
+    obsolete_cpu_models: frozenset[str] = DEFAULT_OBSOLETE_MODELS
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -204,6 +207,9 @@ def _configuration(
         if live.max_hotplug_ratio is not None:
             changes["max_hotplug_ratio"] = live.max_hotplug_ratio
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
+    if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default
+        obsolete = frozenset(m for m, on in c.obsolete_cpu_models.items() if on)
+        changes["obsolete_cpu_models"] = obsolete
     if (profile := localhost_profile(c, errors)) is not None:
         changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from handler.nodelabeller import (
 )
 from shared import cpulabels
 from tests.unit.handler.fakes import FakeApi
+from tests.unit.handler.waiting import until
 
 # Cut from what QEMU 7.2 under TCG reports here (domcapabilities, virttype qemu).
 DOMCAPS = """<domainCapabilities><cpu>
@@ -163,3 +165,28 @@ async def test_labeller_without_documents_patches_nothing(tmp_path: Path) -> Non
     labeller = NodeLabeller(api, node="node01", config=LabellerConfig(directory=tmp_path))
     await labeller.sync()
     assert api.node_patches == []
+
+
+async def test_the_crs_obsolete_models_are_read_each_round_and_a_poke_relabels(
+    tmp_path: Path,
+) -> None:
+    """obsoleteCPUModels in force is read at each round: Westmere made obsolete loses its
+    labels, qemu64 no longer obsolete gains them; a poke ends the wait at once."""
+    (tmp_path / cpulabels.DOMCAPS_FILE).write_text(DOMCAPS)
+    api = FakeApi()
+    obsolete = {"models": cpulabels.DEFAULT_OBSOLETE_MODELS}
+    config = LabellerConfig(directory=tmp_path, interval=3600)
+    labeller = NodeLabeller(api, node="node01", config=config, obsolete=lambda: obsolete["models"])
+    await labeller.sync()
+    assert cpulabels.model_label("Westmere") in await api.node_labels("node01")
+    obsolete["models"] = frozenset({"Westmere"})
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(labeller.run())
+        await until(lambda: labeller.patches == 2, "the first round of run() relabelling")
+        obsolete["models"] = frozenset()
+        labeller.poke()
+        await until(lambda: labeller.patches == 3, "the poke relabelling")
+        task.cancel()
+    labels = await api.node_labels("node01")
+    assert cpulabels.model_label("Westmere") in labels
+    assert cpulabels.model_label("qemu64") in labels
