@@ -2,7 +2,8 @@
 and host model its libvirt offers (KubeVirt's node-labeller keys); a VMI asking for a model
 no node has stays Pending with the scheduler's reason while one asking for a labelled model
 (with required and disabled features) runs; memoryOvercommit set on the KubeVirt CR changes
-a new launcher pod's memory request, no daemon restarted (docs/node-resources.md)."""
+a new launcher pod's memory request, no daemon restarted; obsoleteCPUModels set there
+relabels both nodes at once (docs/node-resources.md)."""
 
 from __future__ import annotations
 
@@ -153,3 +154,28 @@ def test_memory_overcommit_changes_new_pods_requests_live(
     expected = before - 64 * 1024 * 1024
     _wait(lambda: _memory_request(k, ns) == expected, 60, f"a new pod requesting {expected}")
     assert _restarts(k) == restarts
+
+
+@pytest.fixture
+def obsolete_restored(real_stack: Kubectl) -> Iterator[Kubectl]:
+    """obsoleteCPUModels back to unset (KubeVirt's default list) after the test."""
+    yield real_stack
+    _patch_kv(real_stack, {"obsoleteCPUModels": None})
+
+
+def _models(k: Kubectl) -> list[set[str]]:
+    nodes = json.loads(k("get", "nodes", "-l", SCHEDULABLE_LABEL, "-o", "json"))["items"]
+    prefix = cpulabels.CPU_MODEL_PREFIX
+    return [{key[len(prefix) :] for key in _cpu_labels(n) if key.startswith(prefix)} for n in nodes]
+
+
+def test_obsolete_models_from_the_cr_relabel_both_nodes_live(obsolete_restored: Kubectl) -> None:
+    """obsoleteCPUModels {Penryn: true} on the CR replaces KubeVirt's default list: both
+    nodes drop Penryn's label and gain qemu64's, without waiting for the 3-minute round."""
+    k = obsolete_restored
+    _patch_kv(k, {"obsoleteCPUModels": {"Penryn": True}})
+    models = _wait(
+        lambda: (m := _models(k)) and all("qemu64" in s and "Penryn" not in s for s in m) and m,
+        60, "Penryn unlabelled and qemu64 labelled on both nodes", lambda: _models(k),
+    )  # fmt: skip
+    assert len(models) == 2 and all("Westmere" in s for s in models)
