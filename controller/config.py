@@ -58,6 +58,8 @@ class TemplateConfig:
     container_disk_delivery: ContainerDiskDelivery = ContainerDiskDelivery.IMAGE_VOLUME
     # CPU request per vCPU when the VMI sets none (KubeVirt's cpuAllocationRatio of 10).
     cpu_request_millis_per_vcpu: int = 100
+    # KubeVirt's memoryOvercommit (percent): the guest's memory request is guest * 100 / it.
+    memory_overcommit: int = 100
     overhead: OverheadConfig = field(default_factory=OverheadConfig)
     # KubeVirt's default: the compute container runs as the qemu user (107), libvirt in
     # session mode (docs/nonroot.md). True: as root, libvirtd in system mode (the switch).

@@ -40,6 +40,8 @@ class HandlerApi(Patches, Protocol):
 
     async def node_allocatable(self, name: str) -> dict[str, str]: ...
 
+    async def node_labels(self, name: str) -> dict[str, str]: ...
+
     async def update_status(
         self, resource: Resource, body: Mapping[str, Any]
     ) -> dict[str, Any]: ...
@@ -73,6 +75,10 @@ class KubeApi:
     async def node_allocatable(self, name: str) -> dict[str, str]:
         status = (await self._client.get(NODES, name)).get("status") or {}
         return {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
+
+    async def node_labels(self, name: str) -> dict[str, str]:
+        labels = (await self._client.get(NODES, name)).get("metadata", {}).get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
 
     async def update_status(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._client.update_status(resource, body)

@@ -20,6 +20,7 @@ from handler.actions import ActionsConfig
 from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
 from handler.migration_tls import ProxyConfig
+from handler.nodelabeller import LabellerConfig
 from shared import podlayout
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
@@ -71,6 +72,8 @@ class Config:
     # The kubelet's seccomp dir, where KubeVirt's launcher profile is installed when the
     # KubeVirt CR asks, and passt VMIs' always (handler/seccomp.py); None: never installed.
     seccomp_dir: Path | None = None
+    # The node labeller's CPU documents (handler/nodelabeller.py); None: no labelling.
+    node_labeller: LabellerConfig | None = None
 
     @classmethod
     def from_args(
@@ -112,6 +115,7 @@ class Config:
             device_plugins=_device_plugins(ns),
             kubevirt_namespace=ns.kubevirt_namespace,
             seccomp_dir=Path(ns.seccomp_dir) if ns.seccomp_dir else None,
+            node_labeller=_labeller(ns),
         )
 
 
@@ -144,6 +148,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default="",
         help="the kubelet's seccomp dir (<root-dir>/seccomp); empty: install no profile",
     )
+    p.add_argument(
+        "--node-labeller-dir",
+        default="",
+        help="the qemu-capabilities init container's CPU documents; empty: no node labels",
+    )
+    p.add_argument("--node-labeller-interval", type=float, default=180.0)
     p.add_argument("--devices-per-resource", type=int, default=1000, help="guests per device")
     p.add_argument("--device-check-interval", type=float, default=5.0)
     p.add_argument("--heartbeat-interval", type=float, default=60.0)
@@ -171,6 +181,14 @@ def _device_plugins(ns: argparse.Namespace) -> DevicePluginsConfig | None:
         count=ns.devices_per_resource,
         interval=ns.device_check_interval,
     )
+
+
+def _labeller(ns: argparse.Namespace) -> LabellerConfig | None:
+    if not ns.node_labeller_dir:
+        return None
+    if ns.node_labeller_interval <= 0:
+        raise StartupError("--node-labeller-interval must be > 0")
+    return LabellerConfig(directory=Path(ns.node_labeller_dir), interval=ns.node_labeller_interval)
 
 
 def _env_path(env: Mapping[str, str], name: str) -> Path | None:

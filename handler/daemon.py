@@ -5,6 +5,7 @@
     VMI informer (this node) ──────┘
     heartbeat (Node label + annotation)   http (/metrics /healthz /readyz)
     device plugins (kubelet device-plugin API: kvm, tun, vhost-net)
+    node labeller (the CPU models and features libvirt offers, as Node labels)
 
 Start: unschedulable first, then the device plugins, the notify server, the launcher
 pool, the informer and the HTTP endpoint; workers start once the informer has listed, and
@@ -43,6 +44,7 @@ from handler.launchers import (
 from handler.metrics import VMIStatsCollector
 from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
+from handler.nodelabeller import NodeLabeller
 from handler.notify import NotifyServer
 from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
@@ -123,6 +125,7 @@ class Handler:
             schedulable=self.schedulable,
             wall=wall,
         )
+        self.labeller = self._labeller(api)
         self.stats = VMIStatsCollector(
             registry, node=config.node_name, targets=self._stat_targets, timeout=t.stats_timeout
         )
@@ -164,6 +167,19 @@ class Handler:
         self.kubevirt_informer.add_handlers(live.handlers())
         live.on_change(installer(self.config.seccomp_dir))  # KubeVirt's launcher profile
         return live
+
+    def _labeller(self, api: HandlerApi) -> NodeLabeller | None:
+        """The node labeller, with the KubeVirt CR's obsoleteCPUModels (relabel on change)."""
+        if self.config.node_labeller is None:
+            return None
+        labeller = NodeLabeller(
+            api,
+            node=self.config.node_name,
+            config=self.config.node_labeller,
+            obsolete=lambda: self.live.current().obsolete_cpu_models,
+        )
+        self.live.on_change(lambda _: labeller.poke())
+        return labeller
 
     def _migration_targets(
         self, api: HandlerApi, registry: Registry, wall: Clock
@@ -296,6 +312,8 @@ class Handler:
                 tg.create_task(self.vmim_informer.run(), name="vmim-informer")
                 tg.create_task(self.kubevirt_informer.run(), name="kubevirt-informer")
                 tg.create_task(self.http.run(), name="http")
+                if self.labeller is not None:
+                    tg.create_task(self.labeller.run(), name="node-labeller")
                 if self.recorder is not None:
                     tg.create_task(self.recorder.run(), name="event-recorder")
                 if self.actions is not None:

@@ -136,6 +136,7 @@ class DomainPlan:
     # host-model, host-passthrough or a CPU model name; None: libvirt's default for TCG,
     # host-model for KVM.
     cpu_model: str | None = None
+    cpu_features: tuple[tuple[str, str], ...] = ()  # (name, libvirt policy)
     rng: bool = False
     passt: tuple[PasstInterface, ...] = ()  # started by the launcher (launcher/passt.py)
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
@@ -249,8 +250,8 @@ def _features(dom: ET.Element, plan: DomainPlan) -> None:
 def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
     cpu = ET.SubElement(dom, "cpu")
     model = plan.cpu_model
-    if model is None and plan.virt_type == "kvm":
-        model = CpuMode.HOST_MODEL
+    if model is None and (plan.virt_type == "kvm" or plan.cpu_features):
+        model = CpuMode.HOST_MODEL  # KubeVirt's default; libvirt wants a model for features
     if model in (CpuMode.HOST_MODEL, CpuMode.HOST_PASSTHROUGH):
         cpu.set("mode", str(model))
     elif model is not None:  # a named model, exactly: no fallback to another
@@ -260,6 +261,8 @@ def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
     t = plan.topology
     topology = {"sockets": t.sockets, "dies": 1, "cores": t.cores, "threads": t.threads}
     ET.SubElement(cpu, "topology", {k: str(v) for k, v in topology.items()})
+    for name, policy in plan.cpu_features:
+        ET.SubElement(cpu, "feature", policy=policy, name=name)
     if plan.memory_hotplug is not None:
         numa = ET.SubElement(cpu, "numa")
         cpus = f"0-{t.vcpus - 1}" if t.vcpus > 1 else "0"

@@ -324,6 +324,7 @@ async def plan_domain(
         firmware=uefi,
         smm=domain.features.smm_on,
         cpu_model=cpu.model,
+        cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
@@ -339,6 +340,12 @@ def topology(vmi: VirtualMachineInstance) -> Topology:
     cpu = vmi.spec.domain.cpu
     sockets = max(cpu.sockets or 1, cpu.max_sockets or 0)
     return Topology(sockets=sockets, cores=cpu.cores or 1, threads=cpu.threads or 1)
+
+
+def cpu_features(vmi: VirtualMachineInstance) -> tuple[tuple[str, str], ...]:
+    """cpu.features as (name, libvirt policy); unset policies are require (KubeVirt's)."""
+    features = vmi.spec.domain.cpu.features
+    return tuple((f.name or "", f.policy or "require") for f in features)
 
 
 def vcpus_current(vmi: VirtualMachineInstance) -> int | None:

@@ -8,6 +8,7 @@ node (libvirt keys the cache on their ctimes). A cache libvirt judges stale (ano
 launcher image, /dev/kvm given to launchers but not here) is probed again as without a
 seed: the seed can make a start faster, never different. It is written by the handler's
 pod, never by a launcher, so no guest's pod can change what another one starts from.
+It also leaves the node labeller's CPU documents in DIR/node-labeller (launcher/nodecpu.py).
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ import argparse
 import os
 import shutil
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import structlog
 import uvloop
 
 from launcher.daemonpaths import DaemonPaths, Isolation, choose_isolation
+from launcher.errors import LibvirtFailure
 from launcher.libvirtd import LibvirtDaemon
+from launcher.nodecpu import virt_type, write_documents
 from launcher.virt import Virt
-from shared import logs, podlayout
+from shared import cpulabels, logs, podlayout
 
 log = structlog.get_logger("launcher.seed")
 
@@ -51,11 +55,21 @@ async def produce(out: Path, *, libvirtd: Path, tini: Path, run_as: int | None =
             virt = await Virt.open(daemon.paths.uri)
             try:
                 await virt.warm_up()
+                await _node_cpu(virt, out / cpulabels.NODE_CPU_DIR)
             finally:
                 await virt.close()
         finally:
             await daemon.stop()
         return replace_files(daemon.paths.capabilities, out)
+
+
+async def _node_cpu(virt: Virt, out: Path) -> None:
+    """The node labeller's documents (launcher/nodecpu.py); without them the node only
+    goes unlabelled, so a failure here does not cost the seed."""
+    try:
+        await write_documents(virt, out, kind=virt_type())
+    except (LibvirtFailure, OSError, ET.ParseError) as e:
+        log.warning("node_cpu_documents_failed", error=str(e))
 
 
 def replace_files(source: Path, out: Path) -> int:

@@ -155,6 +155,16 @@ class Virt:
         """Make the daemon probe QEMU now, so the first Sync does not pay for it."""
         await self._call(self._conn.getCapabilities)
 
+    async def domain_capabilities(self, virt_type: str) -> str:
+        """libvirt's domcapabilities for `virt_type` (kvm or qemu): CPU models and host-model."""
+        return await self._call(self._conn.getDomainCapabilities, None, None, None, virt_type)
+
+    async def expand_cpu(self, cpu_xml: str, virt_type: str) -> str:
+        """A CPU definition with every feature of its model spelled out (hypervisor baseline)."""
+        expand = libvirt.VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES
+        args = (None, None, None, virt_type, [cpu_xml], expand)
+        return await self._call(self._conn.baselineHypervisorCPU, *args)
+
     async def _domain(self, name: str) -> Any:
         return await self._call(self._conn.lookupByName, name)
 

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import structlog
 
+from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
 from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration, MigrationConfiguration
@@ -82,6 +83,8 @@ class ClusterConfig:
     # unless a VMI asks (logSerialConsole). KubeVirt's default configuration sets it; a CR
     # with virtualMachineOptions but without it turns the log on for every VMI.
     serial_console_log_disabled: bool = True
+    # obsoleteCPUModels: models the node labeller leaves unlabelled (KubeVirt's default set).
+    obsolete_cpu_models: frozenset[str] = DEFAULT_OBSOLETE_MODELS
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -210,6 +213,9 @@ def _configuration(
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
     if (options := c.virtual_machine_options) is not None:
         changes["serial_console_log_disabled"] = options.disable_serial_console_log is not None
+    if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default
+        obsolete = frozenset(m for m, on in c.obsolete_cpu_models.items() if on)
+        changes["obsolete_cpu_models"] = obsolete
     if (profile := localhost_profile(c, errors)) is not None:
         changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(

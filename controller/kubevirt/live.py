@@ -38,12 +38,13 @@ def migration_config(base: MigrationConfig, cluster: ClusterConfig) -> Migration
 
 
 def template_config(base: TemplateConfig, cluster: ClusterConfig) -> TemplateConfig:
-    """`base` with the cluster's useEmulation, cpuAllocationRatio and launcher seccomp
-    profile."""
+    """`base` with the cluster's useEmulation, cpuAllocationRatio, memoryOvercommit and
+    launcher seccomp profile."""
     return dataclasses.replace(
         base,
         use_emulation=cluster.use_emulation,
         cpu_request_millis_per_vcpu=max(1, round(1000 / cluster.cpu_allocation_ratio)),
+        memory_overcommit=cluster.memory_overcommit,
         seccomp_localhost_profile=cluster.seccomp_localhost_profile,
         serial_console_log_disabled=cluster.serial_console_log_disabled,
     )

@@ -60,3 +60,13 @@ def kubevirt_overhead_bytes(*, guest_bytes: int, vcpus: int) -> int:
     static_mib = 25 + 100 + 25 + 40 + 50
     mib = static_mib + 8 * max(1, vcpus) + math.ceil(guest_bytes / 512 / MIB) + 8
     return mib * MIB
+
+
+def guest_request_bytes(*, guest: int, requested: int | None, overcommit_percent: int) -> int:
+    """The pod's memory request for the guest itself (overhead comes on top): KubeVirt's
+    memoryOvercommit, guest * 100 / percent (whole bytes, rounded down), when the VMI's
+    request is the guest memory (admission defaults one to the other); a request the VMI
+    sets apart from its guest memory is kept as written."""
+    if requested is not None and requested != guest:
+        return requested
+    return guest * 100 // max(1, overcommit_percent)

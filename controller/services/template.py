@@ -8,7 +8,8 @@ the handler lives in one place and is tested without a cluster:
   AlreadyExists instead of making a second pod;
 - owned by the VMI (controller=true), labelled `kubevirt.io=virt-launcher` and
   `kubevirt.io/created-by=<vmi uid>` (+ the VMI's own labels, + `kubevirt.io/vm`);
-- memory request = guest memory + our measured overhead (controller/services/overhead.py);
+- memory request = guest memory (* 100 / the KubeVirt CR's memoryOvercommit) + our measured
+  overhead (controller/services/overhead.py);
 - launcher grace = VMI grace + 15 s (`--grace-period-seconds`), pod grace = VMI grace + 30 s;
 - the `sockets` emptyDir the handler finds under the kubelet's pods dir, a `private`
   emptyDir for the launcher's state, and the handlers' notify directory as a hostPath
@@ -33,7 +34,8 @@ from typing import Any
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
 from controller.services import consolelog, volumes
-from controller.services.overhead import memory_overhead_bytes
+from controller.services.cpuselect import apply_cpu_placement
+from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields, with_added_selector
 from controller.services.security import (
@@ -188,6 +190,7 @@ class TemplateService:
             },
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
+        apply_cpu_placement(vmi, pod["spec"])  # cpu.model and cpu.features' node labels
         if not self.config.launcher_as_root:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
@@ -365,6 +368,9 @@ class TemplateService:
             raise SyncError(ConditionReason.INVALID_SPEC, str(e), requeue=False) from e
         if guest is None or req_mem is None:
             raise SyncError(ConditionReason.INVALID_SPEC, "the VMI sets no memory", requeue=False)
+        req_mem = guest_request_bytes(
+            guest=guest, requested=req_mem, overcommit_percent=self.config.memory_overcommit
+        )
         overhead = memory_overhead_bytes(
             guest_bytes=guest,
             vcpus=domain.vcpus(),

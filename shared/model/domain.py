@@ -18,6 +18,14 @@ from shared.model.quantity import parse_bytes, parse_millis
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CPUFeature(Model):
+    """domain.cpu.features[]: a CPU feature and its libvirt policy (unset: require)."""
+
+    name: str | None = None
+    policy: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CPU(Model):
     """domain.cpu: topology and model (host-model, host-passthrough or a named QEMU CPU
     model; unset: the launcher's default); unset counts are 1."""
@@ -28,6 +36,7 @@ class CPU(Model):
     model: str | None = None
     # The ceiling of a live sockets change (KubeVirt's CPU hotplug); unset: no hotplug.
     max_sockets: int | None = None
+    features: tuple[CPUFeature, ...] = ()
 
     def vcpus(self) -> int:
         """sockets * cores * threads, each defaulting to 1."""

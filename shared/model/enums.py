@@ -204,3 +204,13 @@ class QOSClass(enum.StrEnum):
     GUARANTEED = "Guaranteed"
     BURSTABLE = "Burstable"
     BEST_EFFORT = "BestEffort"
+
+
+class CPUFeaturePolicy(enum.StrEnum):
+    """domain.cpu.features[].policy: libvirt's feature policies (unset means require)."""
+
+    FORCE = "force"
+    REQUIRE = "require"
+    OPTIONAL = "optional"
+    DISABLE = "disable"
+    FORBID = "forbid"

@@ -8,6 +8,7 @@ controller writes its status (controller/kubevirt/).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -99,6 +100,10 @@ class KubeVirtConfiguration(Model):
     live_update_configuration: LiveUpdateConfiguration | None = None
     seccomp_configuration: SeccompConfiguration | None = None
     virtual_machine_options: VirtualMachineOptions | None = None
+    # CPU models the node labeller never labels (KubeVirt's map of name to true).
+    obsolete_cpu_models: Mapping[str, bool] = field(
+        default_factory=dict, metadata=json_name("obsoleteCPUModels")
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

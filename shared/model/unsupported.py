@@ -35,6 +35,7 @@ from shared.model.domain import (
     EFI,
     Bootloader,
     CDRomTarget,
+    CPUFeature,
     Devices,
     Disk,
     DiskTarget,
@@ -188,10 +189,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     SoundDevice: frozenset(),
     CPU: frozenset(
         {
-            "features", "dedicatedCpuPlacement", "numa",
+            "dedicatedCpuPlacement", "numa",
             "isolateEmulatorThread", "realtime",
         }
     ),
+    CPUFeature: frozenset(),
     Memory: frozenset({"hugepages"}),
     ResourceRequirements: frozenset({"overcommitGuestOverhead"}),
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …

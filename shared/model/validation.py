@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_name,
     check_strings,
 )
+from shared.model._validate_cpufeatures import validate_cpu_features
 from shared.model._validate_credentials import validate_access_credentials
 from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_devopts import validate_device_options
@@ -88,6 +89,7 @@ def validate_vmi_spec(
     validate_devices(errs, domain_path, spec.domain)
     validate_clock(errs, domain_path, spec.domain.clock)
     validate_features(errs, domain_path, spec.domain.features)
+    validate_cpu_features(errs, domain_path, spec.domain)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
     validate_access_credentials(errs, path, spec)

@@ -236,10 +236,14 @@ def _cpu_model(vmi: VirtualMachineInstance, dom: ET.Element) -> Iterator[str]:
         ok = cpu.get("mode") == model
     elif model:
         ok = cpu.get("mode") == "custom" and cpu.findtext("model") == model
-    else:
-        ok = cpu.get("mode") is None
+    else:  # host-model when features need a model
+        ok = cpu.get("mode") == ("host-model" if vmi.spec.domain.cpu.features else None)
     if not ok:
         yield f"cpu {cpu.attrib} {cpu.findtext('model')!r} is not cpu.model {model!r}"
+    found = [(f.get("name"), f.get("policy")) for f in cpu.findall("feature")]
+    wanted = [(f.name, f.policy or "require") for f in vmi.spec.domain.cpu.features]
+    if found != wanted:
+        yield f"cpu features {found} are not cpu.features {wanted}"
 
 
 def _boot(vmi: VirtualMachineInstance, dom: ET.Element, _: dict[str, Any]) -> Iterator[str]:

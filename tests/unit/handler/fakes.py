@@ -321,6 +321,9 @@ class FakeApi(ObjectApi):
         status = self.nodes.get(name, {}).get("status") or {}
         return {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
 
+    async def node_labels(self, name: str) -> dict[str, str]:
+        return dict(self.nodes.get(name, {}).get("metadata", {}).get("labels") or {})
+
     # ---- plumbing -----------------------------------------------------------------------
 
     def _check_write(self, key: tuple[str, str], rv: str | None) -> dict[str, Any]:
