@@ -28,6 +28,7 @@ from shared.model.export import (
     VirtualMachineExport,
     export_names,
 )
+from shared.naming import SUBDOMAIN, fit, label_value
 
 APP_LABEL = "kubevirt.io"
 CONTAINER = "exporter"
@@ -64,7 +65,7 @@ def is_owned(raw: Mapping[str, Any], vme: VirtualMachineExport) -> bool:
 
 
 def selector_value(vme: VirtualMachineExport) -> str:
-    return vme.name[:63].rstrip("-.")
+    return label_value(vme.name)
 
 
 def _meta(vme: VirtualMachineExport, name: str, **labels: str) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def token_secret(vme: VirtualMachineExport, name: str) -> dict[str, Any]:
 
 
 def cert_secret_name(vme: VirtualMachineExport) -> str:
-    return f"{export_names(vme.name)[0]}-certs"[:253]
+    return fit(export_names(vme.name)[0], suffix="certs", limit=SUBDOMAIN)
 
 
 def cert_secret(vme: VirtualMachineExport, certs: ExportCerts) -> dict[str, Any]:
