@@ -27,6 +27,7 @@ from controller.snapshot.logic import content_name, volume_snapshot_name
 from controller.snapshot.restore_logic import claim_name
 from shared import podlayout
 from shared.expansion import revision_name
+from shared.kube.events import event_name
 from shared.model import VirtualMachine
 from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
@@ -153,6 +154,7 @@ FAMILIES = [
     pytest.param(lambda n: pod_name(n, "seed"), label63, DNS_SUBDOMAIN, SUBDOMAIN, id="launcher-pod"),
     pytest.param(lambda n: podlayout.attachment_pod_name(UID, n), label63, DNS_LABEL, LABEL, id="hotplug-attachment-pod"),
     pytest.param(lambda n: podlayout.derived_volume_name(n, "-udata"), label63, DNS_LABEL, LABEL, id="pod-volume-derived"),
+    pytest.param(lambda n: event_name(n, "187c0a1b2c3d4e5fab12"), subdomain253, DNS_SUBDOMAIN, SUBDOMAIN, id="event"),
     pytest.param(budget_name, label63, DNS_SUBDOMAIN, SUBDOMAIN, id="disruption-budget"),
     pytest.param(lambda n: revision_name(_vm(label63(5)), _instancetype(n)), label63, DNS_SUBDOMAIN, SUBDOMAIN, id="controller-revision"),
     pytest.param(lambda n: revision_name(_vm(n), _instancetype(label63(5))), label63, DNS_SUBDOMAIN, SUBDOMAIN, id="controller-revision-vm"),
