@@ -23,7 +23,7 @@ import aiohttp
 from shared.kube import VMI_ACTIONS
 from shared.kube.websocket import open_websocket
 from virtctl_py.session import Target
-from virtctl_py.stdio import CHUNK, open_stdin
+from virtctl_py.stdio import CHUNK, open_stdin, std_fd
 
 ESCAPE = 0x1D
 
@@ -58,7 +58,7 @@ async def console(target: Target, name: str, *, timeout: float) -> str:
     path = VMI_ACTIONS.path(namespace=target.namespace, name=name, subresource="console")
     sys.stderr.write(f"Successfully connected to {name} console. The escape sequence is ^]\n")
     async with open_websocket(target.client_config(), path, timeout=timeout) as ws:
-        await session(ws, stdin=sys.stdin.fileno(), stdout=sys.stdout.fileno())
+        await session(ws, stdin=std_fd(sys.stdin), stdout=std_fd(sys.stdout))
     return ""
 
 

@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import AsyncIterator
 from enum import StrEnum
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from shared.wsbridge import ByteSink
 
@@ -33,6 +33,17 @@ class StdioKind(StrEnum):
     CLOSED = "closed"  # not an open descriptor
     POLLABLE = "pollable"  # tty, pipe, FIFO, socket: the event loop watches it
     BLOCKING = "blocking"  # regular file or other device: never "not ready", read in a thread
+
+
+def std_fd(stream: IO[str] | None) -> int:
+    """The descriptor of sys.stdin / sys.stdout, or -1 when Python started with it closed
+    (the stream is None then, and descriptor 0 or 1 may later be some other file's)."""
+    if stream is None:
+        return -1
+    try:
+        return stream.fileno()
+    except (OSError, ValueError):
+        return -1
 
 
 def stdio_kind(fd: int) -> StdioKind:

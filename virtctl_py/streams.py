@@ -27,7 +27,7 @@ from shared.wsbridge import bridge
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.lifecycle import VM_SUBRESOURCES
 from virtctl_py.session import Target
-from virtctl_py.stdio import open_stdin, open_stdout
+from virtctl_py.stdio import open_stdin, open_stdout, std_fd
 
 log = structlog.get_logger("virtctl_py.streams")
 
@@ -209,9 +209,9 @@ async def _tunnel(
 
 async def stdio_forward(target: Target, where: ForwardTarget, port: int) -> str:
     """One tunnel on stdin/stdout (ssh's ProxyCommand), whatever they are (stdio.py)."""
-    writer = await open_stdout(sys.stdout.fileno())
+    writer = await open_stdout(std_fd(sys.stdout))
     async with (
-        open_stdin(sys.stdin.fileno()) as reader,
+        open_stdin(std_fd(sys.stdin)) as reader,
         open_stream(
             target, f"portforward/{port}/tcp", resource=where.resource, name=where.name,
             timeout=30.0,

@@ -3,12 +3,16 @@ and its claim named with 63 characters each run (one boot); stopped, the VM is s
 and restored into a new 63-character VM under 253-character snapshot and restore names; a
 63-character VirtualMachineExport of it reaches Ready and serves a download over TLS (its
 certificate's CN was the reported bug); a 253-character VirtualMachinePool makes its member
-and a 253-character blank DataVolume is imported by its worker pod. Every name the
+and a 253-character blank DataVolume is imported by its worker pod. While the VM runs,
+`virtctl-py console` and `port-forward --stdio` end cleanly with any stdin. Every name the
 controller derived fits, and its log holds no work-item traceback for the namespace."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +26,7 @@ from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_csi import _apply, _bound, _claim, _get
 from tests.integration.realnodes.test_datavolumes import _guest_spec
 from tests.integration.realnodes.test_storage import _running
-from tests.integration.realnodes.test_story import _virtctl, _wait
+from tests.integration.realnodes.test_story import REPO, _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 VM_REF = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine"}
@@ -94,8 +98,31 @@ def _boot_then_stop(k: Kubectl, ns: str) -> None:
     _apply(k, ns, _vm(VM, CLAIM, "Always"))
     vmi = _running(k, ns, VM)
     assert vmi["status"]["phase"] == "Running"
+    _console_with_any_stdin(k, ns)
     assert _virtctl(k.kubeconfig, ns, "stop", VM).returncode == 0
     _wait(lambda: not _get(k, ns, "vmi", VM), 120, "the VMI gone")
+
+
+def _console_with_any_stdin(k: Kubectl, ns: str) -> None:
+    """`virtctl-py console` and `port-forward --stdio` with stdin a file, /dev/null, closed
+    or a pipe: connected, ended at stdin's end (KubeVirt's virtctl), no traceback."""
+    argv = [sys.executable, "-m", "virtctl_py", "--kubeconfig", str(k.kubeconfig), "-n", ns]
+    commands = {"console": [*argv, "console", VM],
+                "port-forward": [*argv, "port-forward", "--stdio", f"vmi/{VM}", "22"]}  # fmt: skip
+    stdins = {"file": "< /etc/hostname", "devnull": "< /dev/null", "closed": "<&-",
+              "pipe": "printf 'root\\n' |"}  # fmt: skip
+    for what, command in commands.items():
+        # port-forward: only stdins that end before the guest could answer (its port may
+        # not listen yet, which is an error of its own)
+        kinds = stdins if what == "console" else ("devnull", "closed")
+        for kind in kinds:
+            redirect = stdins[kind]
+            line = " ".join(shlex.quote(a) for a in command)
+            line = f"{redirect} {line}" if redirect.endswith("|") else f"{line} {redirect}"
+            done = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
+                                  timeout=120, cwd=REPO, check=False)  # fmt: skip
+            assert done.returncode == 0, (what, kind, done.stderr)
+            assert "Traceback" not in done.stderr, (what, kind, done.stderr)
 
 
 def _snapshot_and_restore(k: Kubectl, ns: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import tty
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from shared.wsbridge import bridge
 from virtctl_py.console import ConsoleSocket, session
-from virtctl_py.stdio import StdioKind, StdoutSink, open_stdin, open_stdout, stdio_kind
+from virtctl_py.stdio import StdioKind, StdoutSink, open_stdin, open_stdout, std_fd, stdio_kind
 
 TEXT = b"echo hello\nuname -a\n"
 
@@ -215,3 +216,11 @@ async def test_a_pipe_stdout_is_the_loops_write_pipe(fds: list[int]) -> None:
     await writer.drain()
     assert os.read(r, 1) == b"x"
     writer.close()
+
+
+def test_python_started_without_stdin_reads_as_closed() -> None:
+    """`<&-`: Python's sys.stdin is None; its descriptor is -1 (descriptor 0 may be reused
+    by a socket), which reads as closed."""
+    assert std_fd(None) == -1
+    assert stdio_kind(-1) is StdioKind.CLOSED
+    assert std_fd(sys.stderr) == sys.stderr.fileno()
