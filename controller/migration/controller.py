@@ -56,6 +56,7 @@ class MigrationController(Reconciler):
     """Reconciles VirtualMachineInstanceMigrations."""
 
     kind = "vmim"
+    synchronized_on = "migrations"
 
     def __init__(
         self,
