@@ -5,7 +5,7 @@ and restored into a new 63-character VM under 253-character snapshot and restore
 certificate's CN was the reported bug); a 253-character VirtualMachinePool makes its member
 and a 253-character blank DataVolume is imported by its worker pod. While the VM runs,
 `virtctl-py console` and `port-forward --stdio` end cleanly with any stdin. Every name the
-controller derived fits, and its log holds no work-item traceback for the namespace."""
+controller derived fits, and its log holds no unexpected sync error for the namespace."""
 
 from __future__ import annotations
 
@@ -199,8 +199,8 @@ def _pool_and_datavolume(k: Kubectl, ns: str) -> None:
 def test_maximal_names_run_snapshot_restore_export_and_pool(
     real_stack: Kubectl, long_namespace: str, tmp_path: Path
 ) -> None:
-    """Maximal names through the main families on real nodes, with one boot; every name in
-    the namespace fits, and the leading controller logged no work-item traceback for it."""
+    """Maximal names through the main families on real nodes, with one boot; no controller
+    replica logged an unexpected sync error (or a work-item traceback) for the namespace."""
     k, ns = real_stack, long_namespace
     _boot_then_stop(k, ns)
     _snapshot_and_restore(k, ns)
@@ -208,5 +208,6 @@ def test_maximal_names_run_snapshot_restore_export_and_pool(
     _pool_and_datavolume(k, ns)
     logs = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller", "--tail=-1",
              "--prefix", check=False)  # fmt: skip
-    failed = [line for line in logs.splitlines() if "work_item_failed" in line and ns in line]
+    unexpected = ("work_item_failed", "sync_unexpected_error")
+    failed = [ln for ln in logs.splitlines() if ns in ln and any(u in ln for u in unexpected)]
     assert not failed, failed[:3]
