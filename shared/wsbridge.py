@@ -52,7 +52,8 @@ async def bridge(
         done, _ = await asyncio.wait((up, down), return_when=asyncio.FIRST_COMPLETED)
         up.cancel()
         down.cancel()
-    return done.pop().result()
+    # Both at once (an empty stdin and a refused port): the stream's end is the cause.
+    return (down if down in done else up).result()
 
 
 async def _ws_to_stream(

@@ -224,3 +224,26 @@ def test_python_started_without_stdin_reads_as_closed() -> None:
     assert std_fd(None) == -1
     assert stdio_kind(-1) is StdioKind.CLOSED
     assert std_fd(sys.stderr) == sys.stderr.fileno()
+
+
+class RefusedTunnel:
+    """A guest port nobody listens on: the tunnel closes at once, without a byte."""
+
+    async def receive(self, timeout: float | None = None) -> aiohttp.WSMessage:
+        return aiohttp.WSMessage(aiohttp.WSMsgType.CLOSE, None, None)
+
+    async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
+        raise AssertionError("nothing to send")
+
+
+@pytest.mark.parametrize("kind", ["devnull", "closed"])
+async def test_an_empty_stdin_ends_first_even_if_the_guest_refuses(
+    kind: str, tmp_path: Path, fds: list[int]
+) -> None:
+    """An empty stdin and a refused port ending in the same turn: the stdin's end is the
+    cause (port-forward --stdio < /dev/null then exits 0, as KubeVirt's virtctl)."""
+    fd, _ = _stdin(kind, tmp_path, fds)
+    async with open_stdin(fd) as reader:
+        await asyncio.sleep(0.1)  # the pump fed its EOF
+        why = await bridge(RefusedTunnel(), reader, StdoutSink(_closed_fd()), write_timeout=5)
+    assert why == "socket closed"
