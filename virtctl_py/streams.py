@@ -221,7 +221,7 @@ async def stdio_forward(target: Target, where: ForwardTarget, port: int) -> str:
         why = await bridge(
             counted, reader, writer, write_timeout=WRITE_TIMEOUT, names=("guest", "stdin")
         )
-    log.debug("tunnel_closed", port=port, why=why)
+    # no log line here: the CLI's structlog writes to stdout, which is the tunnel's
     if counted.received == 0 and why.startswith("guest"):
         raise CliError(
             f"guest port {port} of {where.resource}/{where.name} closed the connection without "

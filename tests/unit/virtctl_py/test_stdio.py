@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import sys
 import tty
@@ -17,6 +18,7 @@ import aiohttp
 import pytest
 
 from shared.wsbridge import bridge
+from virtctl_py import streams
 from virtctl_py.console import ConsoleSocket, session
 from virtctl_py.stdio import StdioKind, StdoutSink, open_stdin, open_stdout, std_fd, stdio_kind
 
@@ -247,3 +249,10 @@ async def test_an_empty_stdin_ends_first_even_if_the_guest_refuses(
         await asyncio.sleep(0.1)  # the pump fed its EOF
         why = await bridge(RefusedTunnel(), reader, StdoutSink(_closed_fd()), write_timeout=5)
     assert why == "socket closed"
+
+
+def test_port_forward_stdio_writes_nothing_but_the_tunnel_to_stdout() -> None:
+    """stdout is the tunnel's (`> file`, ssh's ProxyCommand): stdio_forward logs nothing
+    (the CLI's log lines go to stdout)."""
+    source = inspect.getsource(streams.stdio_forward)
+    assert "log." not in source
