@@ -159,7 +159,7 @@ class SyncFailures:
         if target is None or (seen is None and not target.owns_condition):
             return True
         obj = target.store.get(key)
-        if obj is None or not _maybe_failed(obj):
+        if obj is None or not _maybe_failed(obj, remembered=seen is not None):
             return True
         mine = None if target.owns_condition or seen is None else seen[0]
         remaining = without_failure(_conditions(obj), mine)
@@ -202,12 +202,13 @@ class SyncFailures:
             self._seen.popitem(last=False)
 
 
-def _maybe_failed(obj: KubeObject) -> bool:
-    """A Synchronized=False among the model's conditions (cheap: no encoding), or a model
-    that does not keep conditions (then only the encoded object can tell)."""
+def _maybe_failed(obj: KubeObject, *, remembered: bool) -> bool:
+    """A Synchronized=False among the model's conditions (cheap: no encoding); for a model
+    that keeps no conditions, only a failure this writer remembers (encoding every object
+    at every sync to look would cost more than a stale condition after a restart)."""
     conditions = getattr(getattr(obj, "status", None), "conditions", None)
     if conditions is None:
-        return True
+        return remembered
     return any(
         str(getattr(c, "type", "")) == SYNCHRONIZED and str(getattr(c, "status", "")) == "False"
         for c in conditions
