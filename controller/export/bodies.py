@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.export.certs import ExportCerts
+from shared.launcherpod import LAUNCHER_GID
 from shared.model.export import (
     APP,
     EXPORT_API_VERSION,
@@ -156,6 +157,8 @@ def exporter_pod(
         "metadata": _meta(vme, export_names(vme.name)[0], **{SERVICE_LABEL: selector_value(vme)}),
         "spec": {
             "restartPolicy": "Always",
+            # disk.img made by a launcher is its user's, 0660: read through its group
+            "securityContext": {"supplementalGroups": [LAUNCHER_GID]},
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "containers": [container],
