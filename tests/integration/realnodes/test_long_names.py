@@ -2,8 +2,9 @@
 and its claim named with 63 characters each run (one boot); stopped, the VM is snapshotted
 and restored into a new 63-character VM under 253-character snapshot and restore names; a
 63-character VirtualMachineExport of it reaches Ready and serves a download over TLS (its
-certificate's CN was the reported bug); a 253-character VirtualMachinePool makes its member
-and a 253-character blank DataVolume is imported by its worker pod. While the VM runs,
+certificate's CN was the reported bug); a 63-character VirtualMachinePool makes its
+member (`<pool>-<hash>-0`) and a 253-character blank DataVolume is imported by its worker
+pod. While the VM runs,
 `virtctl-py console` and `port-forward --stdio` end cleanly with any stdin. Every name the
 controller derived fits, and its log holds no unexpected sync error for the namespace."""
 
@@ -49,7 +50,7 @@ SNAPSHOT = _long("snap", 253)
 RESTORE = _long("restore", 253)
 COPY = _long("copy", 63)
 EXPORT = _long("exp", 63)
-POOL = _long("pool", 253)
+POOL = _long("pool", 63)  # admission: pools and replica sets ≤ 63, as VMs
 DATAVOLUME = _long("dv", 253)
 
 
@@ -168,8 +169,9 @@ def _export(k: Kubectl, ns: str, tmp_path: Path) -> None:
 
 
 def _pool_and_datavolume(k: Kubectl, ns: str) -> None:
-    """A 253-character pool makes its member (a VM name ≤ 63 ending in its index, labelled
-    with the pool's cut name); a 253-character blank DataVolume's worker imports it."""
+    """A 63-character pool (admission's limit) makes its member (a VM name ≤ 63 ending in
+    its index, labelled with the pool's name); a 253-character blank DataVolume's worker
+    imports it."""
     template = {"metadata": {"labels": {"edge": "pool"}},
                 "spec": {"runStrategy": "Halted",
                          "template": {"metadata": {"labels": {"edge": "pool"}},
