@@ -37,14 +37,11 @@ from shared.kube import (
     TransportError,
     WorkQueue,
 )
-from shared.kube.syncfailure import SyncFailures
+from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
 from shared.launcherpod import LauncherPod
 from shared.model import ConditionReason, KubeObject, ObjectMeta
 
 log = structlog.get_logger("controller")
-
-#: Seconds before a sync retries clearing a failure condition whose write failed.
-CLEAR_RETRY = 1.0
 
 
 M = TypeVar("M", bound=KubeObject)

@@ -33,7 +33,7 @@ from handler.reconcile_deps import Local, Pass, ReconcileOptions, ReconcilerDeps
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
 from shared.kube import EventType, KubeError, NotFound
-from shared.kube.syncfailure import SyncFailures
+from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
 from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     VirtualMachineInstance,
@@ -46,8 +46,6 @@ from shared.wire.launcher_api import Method
 log = structlog.get_logger("handler.reconcile")
 
 ACTIVE_PHASES = frozenset({VMIPhase.SCHEDULED, VMIPhase.RUNNING})
-#: Seconds before a reconcile retries clearing a failure condition whose write failed.
-CLEAR_RETRY = 1.0
 
 
 class Reconciler:

@@ -43,6 +43,8 @@ MAX_MESSAGE = 1024
 #: Keys remembered (failed, not yet cleared); the oldest are dropped past this.
 MAX_KEYS = 4096
 WRITE_TIMEOUT = 10.0
+#: Seconds before a loop retries clearing a condition whose clearing write failed.
+CLEAR_RETRY = 1.0
 
 
 @dataclass(frozen=True, slots=True)
