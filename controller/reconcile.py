@@ -3,7 +3,10 @@ guarded by expectations.
 
     process(key): bind the key to the log → sync(key) → forget the key's backoff;
                   SyncError → log its reason, requeue with backoff when it can help;
-                  API or transport errors → requeue with backoff.
+                  API or transport errors → requeue with backoff;
+                  anything else → Synchronized=False on the object (the exception's class
+                  and message, controller/failures.py), requeue with backoff; the next
+                  successful sync clears it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import structlog
 
 from controller.deps import Deps
 from controller.errors import SyncError
+from controller.failures import failure_target
 from shared.kube import (
     PODS,
     AlreadyExists,
@@ -33,6 +37,7 @@ from shared.kube import (
     TransportError,
     WorkQueue,
 )
+from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
 from shared.launcherpod import LauncherPod
 from shared.model import ConditionReason, KubeObject, ObjectMeta
 
@@ -89,6 +94,9 @@ class Reconciler(abc.ABC):
 
     #: The log field the key is bound to ("vmi", "vm", "vmim", "node").
     kind: str = "key"
+    #: The informer the keys come from: an unexpected error becomes a condition on its
+    #: object (None: logged only).
+    synchronized_on: str | None = None
 
     def __init__(self, deps: Deps, queue: WorkQueue) -> None:
         self.queue = queue
@@ -98,6 +106,8 @@ class Reconciler(abc.ABC):
         self._recorder = deps.recorder
         self._vmi_recent = deps.vmi_recent
         self._vmi_writer = deps.vmi_writer
+        target = failure_target(deps.informers, self.synchronized_on)
+        self._sync_failures = SyncFailures(deps.client, target)
 
     @abc.abstractmethod
     async def sync(self, key: str) -> None:
@@ -123,7 +133,13 @@ class Reconciler(abc.ABC):
                 log.warning("sync_api_error", error=str(e))
                 self.queue.add_rate_limited(key)
                 return
+            except Exception as e:  # task boundary: unforeseen, so shown on the object
+                await self._sync_failures.failed(key, e)
+                self.queue.add_rate_limited(key)
+                return
             self.queue.forget(key)
+            if not await self._sync_failures.succeeded(key):
+                self.queue.add_after(key, CLEAR_RETRY)
 
     def enqueue(self, key: str | None) -> None:
         """Queue `key` (None is ignored, so handlers can pass lookups straight in)."""

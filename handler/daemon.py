@@ -69,6 +69,7 @@ from shared.kube import (
     WorkQueue,
     serving_tls,
 )
+from shared.kube.syncfailure import FailureTarget, SyncFailures
 from shared.labels import NODE_NAME_LABEL
 from shared.migrationpolicy import with_policy
 from shared.model import (
@@ -223,6 +224,9 @@ class Handler:
             podnet=PodNetworks(pods_dir=self.config.pods_dir),
             expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
             partitions=LeftoverPartitions(),
+            failures=SyncFailures(
+                api, FailureTarget(resource=VMIS, store=self.informer.store, owns_condition=False)
+            ),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

@@ -48,6 +48,7 @@ from handler.migration_proxy import (
 from handler.migration_tls import ProxyConfig
 from handler.podnet import PodNetworks
 from shared.kube import Informer, KubeError, StatusWriter, WorkQueue
+from shared.kube.syncfailure import SyncFailures
 from shared.launcherpod import LAUNCHER_GID
 from shared.model import (
     Clock,
@@ -102,6 +103,8 @@ class MigrationTargets:
         self._get_vmi = get_vmi
         self._writer = writer
         self._wall = wall
+        # VMIM status is the controller's: an unexpected error is logged (once), not written
+        self._failures = SyncFailures(None, None)
 
     async def process(self, key: str) -> None:
         """Work one VMIM; failures are logged and retried with the key's backoff."""
@@ -112,6 +115,11 @@ class MigrationTargets:
                 log.warning("migration_target_failed", error=str(exc))
                 self._queue.add_rate_limited(key)
                 return
+            except Exception as exc:  # task boundary: the traceback once per distinct error
+                await self._failures.failed(key, exc)
+                self._queue.add_rate_limited(key)
+                return
+            await self._failures.succeeded(key)
             self._queue.forget(key)
             if again:
                 self._queue.add_after(key, RETRY)

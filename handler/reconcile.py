@@ -33,6 +33,7 @@ from handler.reconcile_deps import Local, Pass, ReconcileOptions, ReconcilerDeps
 from handler.status import Observed, next_status, still_applies
 from handler.stopping import StopState, StopStep, deadline, plan
 from shared.kube import EventType, KubeError, NotFound
+from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
 from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     VirtualMachineInstance,
@@ -54,6 +55,7 @@ class Reconciler:
         self._d = deps
         self._o = options
         self._locals: dict[str, Local] = {}
+        self._failures = deps.failures or SyncFailures(None, None)
 
     async def process(self, key: str) -> None:
         """Reconcile `key`; a failure is logged and retried with the key's backoff."""
@@ -71,8 +73,13 @@ class Reconciler:
             except KubeError as exc:
                 log.warning("status_write_failed", error=str(exc))
                 self._d.queue.add_rate_limited(key)
+            except Exception as exc:  # task boundary: unforeseen, so shown on the VMI
+                await self._failures.failed(key, exc)
+                self._d.queue.add_rate_limited(key)
             else:
                 self._d.queue.forget(key)
+                if not await self._failures.succeeded(key):
+                    self._d.queue.add_after(key, CLEAR_RETRY)
 
     async def reconcile(self, key: str) -> None:
         vmi = self._current(key)

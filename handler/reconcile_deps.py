@@ -22,6 +22,7 @@ from handler.migration_source import OutgoingMigrations
 from handler.podnet import PodNetworks
 from handler.stopping import StopState
 from shared.kube import DiscardRecorder, Recorder
+from shared.kube.syncfailure import SyncFailures
 from shared.model import Clock, MigrationState, VirtualMachineInstance, utc_now
 from shared.model.volumestatus import VolumeStatus
 
@@ -107,3 +108,5 @@ class ReconcilerDeps:
     podnet: PodNetworks | None = None  # None: pods are not wired (user-mode masquerade)
     expansion: DiskExpansion | None = None  # None: grown claims are not passed on
     partitions: LeftoverPartitions | None = None  # None: dead launchers' cgroups are left
+    # Unexpected errors as Synchronized=False on the VMI (None: only logged)
+    failures: SyncFailures | None = None

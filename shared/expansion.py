@@ -34,6 +34,7 @@ from shared.model.instancetype import (
     InstancetypeSpec,
     PreferenceSpec,
 )
+from shared.naming import SUBDOMAIN, fit
 
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
 RESOURCES: Mapping[str, Resource] = {
@@ -126,7 +127,7 @@ def revision_name(vm: VirtualMachine, obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     kind = str(obj.get("kind", "")).lower()
     parts = (meta.get("name", ""), meta.get("uid", ""), meta.get("generation", 0))
-    return "-".join((vm.name, kind, *(str(p) for p in parts)))
+    return fit("-".join((vm.name, kind, *(str(p) for p in parts))), limit=SUBDOMAIN)
 
 
 def revision_body(vm: VirtualMachine, obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ the pod network.
 
 from __future__ import annotations
 
+from shared.naming import fit
+
 UPLOAD_PORT = 8080
 UPLOAD_PATH = "/v1beta1/upload"
 HEALTH_PATH = "/healthz"
@@ -24,4 +26,4 @@ UPLOAD_FILE = "/scratch/disk"
 
 def upload_pod_name(datavolume: str) -> str:
     """CDI's name for the upload server pod of a DataVolume."""
-    return f"{UPLOAD_POD_PREFIX}{datavolume}"[:63].rstrip("-.")
+    return fit(f"{UPLOAD_POD_PREFIX}{datavolume}")

@@ -28,10 +28,19 @@ class WebSocket(Protocol):
     async def send_bytes(self, data: bytes, compress: int | None = None) -> None: ...
 
 
+class ByteSink(Protocol):
+    """Where the websocket's bytes go: an asyncio.StreamWriter, or anything that writes
+    and drains alike (virtctl-py's stdout when it is a file)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
 async def bridge(
     ws: WebSocket,
     reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
+    writer: ByteSink,
     *,
     write_timeout: float,
     names: tuple[str, str] = ("client", "socket"),
@@ -43,11 +52,12 @@ async def bridge(
         done, _ = await asyncio.wait((up, down), return_when=asyncio.FIRST_COMPLETED)
         up.cancel()
         down.cancel()
-    return done.pop().result()
+    # Both at once (an empty stdin and a refused port): the stream's end is the cause.
+    return (down if down in done else up).result()
 
 
 async def _ws_to_stream(
-    ws: WebSocket, writer: asyncio.StreamWriter, write_timeout: float, names: tuple[str, str]
+    ws: WebSocket, writer: ByteSink, write_timeout: float, names: tuple[str, str]
 ) -> str:
     ws_name, stream_name = names
     while True:

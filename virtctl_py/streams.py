@@ -27,6 +27,7 @@ from shared.wsbridge import bridge
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.lifecycle import VM_SUBRESOURCES
 from virtctl_py.session import Target
+from virtctl_py.stdio import open_stdin, open_stdout, std_fd
 
 log = structlog.get_logger("virtctl_py.streams")
 
@@ -207,22 +208,20 @@ async def _tunnel(
 
 
 async def stdio_forward(target: Target, where: ForwardTarget, port: int) -> str:
-    """One tunnel on stdin/stdout (ssh's ProxyCommand)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    async with open_stream(
-        target, f"portforward/{port}/tcp", resource=where.resource, name=where.name, timeout=30.0
-    ) as ws:
+    """One tunnel on stdin/stdout (ssh's ProxyCommand), whatever they are (stdio.py)."""
+    writer = await open_stdout(std_fd(sys.stdout))
+    async with (
+        open_stdin(std_fd(sys.stdin)) as reader,
+        open_stream(
+            target, f"portforward/{port}/tcp", resource=where.resource, name=where.name,
+            timeout=30.0,
+        ) as ws,
+    ):  # fmt: skip
         counted = _Counting(ws)
         why = await bridge(
             counted, reader, writer, write_timeout=WRITE_TIMEOUT, names=("guest", "stdin")
         )
-    log.debug("tunnel_closed", port=port, why=why)
+    # no log line here: the CLI's structlog writes to stdout, which is the tunnel's
     if counted.received == 0 and why.startswith("guest"):
         raise CliError(
             f"guest port {port} of {where.resource}/{where.name} closed the connection without "

@@ -63,6 +63,7 @@ class DataVolumeController(Reconciler):
     """Reconciles DataVolumes: claim, worker pod, phase."""
 
     kind = "datavolume"
+    synchronized_on = "datavolumes"
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from typing import Any
 from shared import podlayout
 from shared.model.datavolume import CDI_API_VERSION, DataVolume
 from shared.model.datavolume_spec import BLOCK, SourceKind, Target
+from shared.naming import fit, label_value
 from shared.upload import (
     HEALTH_PATH,
     UPLOAD_COMMAND,
@@ -112,7 +113,7 @@ def claim_body(dv: DataVolume, want: Target) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": dv.name,
         "namespace": dv.namespace,
-        "labels": {APP_LABEL: APP, DV_LABEL: dv.name},
+        "labels": {APP_LABEL: APP, DV_LABEL: label_value(dv.name)},
         "ownerReferences": [owner_ref(dv)],
     }
     if want.kind is SourceKind.UPLOAD:
@@ -129,7 +130,7 @@ def worker_name(dv: DataVolume) -> str:
     """CDI's importer-<dv>, or cdi-upload-<dv> for an upload (clone workers as importers)."""
     if dv.spec.source is not None and dv.spec.source.upload is not None:
         return upload_pod_name(dv.name)
-    return f"importer-{dv.name}"[:63].rstrip("-.")
+    return fit(f"importer-{dv.name}")
 
 
 def worker_pod(dv: DataVolume, want: Target, *, image: str, pull_policy: str) -> dict[str, Any]:
@@ -161,7 +162,7 @@ def worker_pod(dv: DataVolume, want: Target, *, image: str, pull_policy: str) ->
         "metadata": {
             "name": worker_name(dv),
             "namespace": dv.namespace,
-            "labels": {APP_LABEL: APP, DV_LABEL: dv.name},
+            "labels": {APP_LABEL: APP, DV_LABEL: label_value(dv.name)},
             "ownerReferences": [owner_ref(dv)],
         },
         "spec": {

@@ -23,7 +23,7 @@ class WorkerView:
 
     name: str
     namespace: str
-    datavolume: str  # the DataVolume label ("" when missing)
+    datavolume: str  # the controlling DataVolume's name, else its label ("" when missing)
     phase: str
 
     @property
@@ -38,6 +38,15 @@ def decode_worker(raw: Mapping[str, Any]) -> WorkerView:
     return WorkerView(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
-        datavolume=str((meta.get("labels") or {}).get(DV_LABEL) or ""),
+        datavolume=_owner(meta) or str((meta.get("labels") or {}).get(DV_LABEL) or ""),
         phase=str((raw.get("status") or {}).get("phase") or "Pending"),
     )
+
+
+def _owner(meta: Mapping[str, Any]) -> str | None:
+    """The controlling DataVolume's name: the label holds it cut to 63 characters
+    (shared.naming), the owner reference in full."""
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "DataVolume" and ref.get("controller"):
+            return str(ref.get("name") or "") or None
+    return None

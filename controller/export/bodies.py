@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.export.certs import ExportCerts
+from shared.launcherpod import LAUNCHER_GID
 from shared.model.export import (
     APP,
     EXPORT_API_VERSION,
@@ -28,6 +29,7 @@ from shared.model.export import (
     VirtualMachineExport,
     export_names,
 )
+from shared.naming import SUBDOMAIN, fit, label_value
 
 APP_LABEL = "kubevirt.io"
 CONTAINER = "exporter"
@@ -64,7 +66,7 @@ def is_owned(raw: Mapping[str, Any], vme: VirtualMachineExport) -> bool:
 
 
 def selector_value(vme: VirtualMachineExport) -> str:
-    return vme.name[:63].rstrip("-.")
+    return label_value(vme.name)
 
 
 def _meta(vme: VirtualMachineExport, name: str, **labels: str) -> dict[str, Any]:
@@ -93,7 +95,7 @@ def token_secret(vme: VirtualMachineExport, name: str) -> dict[str, Any]:
 
 
 def cert_secret_name(vme: VirtualMachineExport) -> str:
-    return f"{export_names(vme.name)[0]}-certs"[:253]
+    return fit(export_names(vme.name)[0], suffix="certs", limit=SUBDOMAIN)
 
 
 def cert_secret(vme: VirtualMachineExport, certs: ExportCerts) -> dict[str, Any]:
@@ -155,6 +157,8 @@ def exporter_pod(
         "metadata": _meta(vme, export_names(vme.name)[0], **{SERVICE_LABEL: selector_value(vme)}),
         "spec": {
             "restartPolicy": "Always",
+            # disk.img made by a launcher is its user's, 0660: read through its group
+            "securityContext": {"supplementalGroups": [LAUNCHER_GID]},
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "containers": [container],

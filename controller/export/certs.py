@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from shared.naming import common_name
+
 SKEW = timedelta(minutes=5)
 
 
@@ -42,7 +44,8 @@ def make_certs(*, service: str, namespace: str, valid: timedelta) -> ExportCerts
     """A fresh CA and a serving certificate for the Service, valid for `valid`."""
     now = datetime.now(UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"export-ca.{namespace}")])
+    ca_cn = common_name(f"export-ca.{namespace}")
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_cn)])
     ca = (
         _builder(ca_name, ca_name, ca_key.public_key(), now=now, valid=valid)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
@@ -51,7 +54,8 @@ def make_certs(*, service: str, namespace: str, valid: timedelta) -> ExportCerts
     )
     key = ec.generate_private_key(ec.SECP256R1())
     names = service_names(service, namespace)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
+    # CN ≤ 64 characters (RFC 5280): the Service's name; the DNS names are in the SAN
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(service))])
     cert = (
         _builder(subject, ca_name, key.public_key(), now=now, valid=valid)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

@@ -64,6 +64,7 @@ class ExportController(Reconciler):
     """Reconciles VirtualMachineExports."""
 
     kind = "vmexport"
+    synchronized_on = "exports"
 
     def __init__(
         self,

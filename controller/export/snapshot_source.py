@@ -24,6 +24,7 @@ from controller.snapshot.restore_logic import spec_from_snapshot
 from shared.kube import PVCS, VMSNAPSHOTCONTENTS
 from shared.model.export import VirtualMachineExport
 from shared.model.snapshot import VirtualMachineSnapshotContent, VolumeBackup
+from shared.naming import fit
 
 SNAPSHOT_NOT_FOUND = "VMSnapshotNotFound"
 SNAPSHOT_NOT_READY = "VMSnapshotNotReady"
@@ -32,7 +33,7 @@ SNAPSHOT_NOT_READY = "VMSnapshotNotReady"
 def restored_claim_name(vme: VirtualMachineExport, backup: VolumeBackup) -> str:
     """The claim restored for one volume backup: `<export>-<backed-up claim>`."""
     original = backup.persistent_volume_claim.metadata.name or backup.volume_name or "volume"
-    return f"{vme.name}-{original}"[:253]
+    return fit(f"{vme.name}-{original}")
 
 
 def restored_claim(vme: VirtualMachineExport, backup: VolumeBackup) -> dict[str, Any]:

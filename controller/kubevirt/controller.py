@@ -35,6 +35,7 @@ class KubeVirtController(Reconciler):
     """Keeps the KubeVirt CR's status (Available, Degraded …) and the live config current."""
 
     kind = "kubevirt"
+    synchronized_on = "kubevirts"
 
     def __init__(
         self,

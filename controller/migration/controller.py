@@ -57,6 +57,7 @@ class MigrationController(Reconciler):
     """Reconciles VirtualMachineInstanceMigrations."""
 
     kind = "vmim"
+    synchronized_on = "migrations"
 
     def __init__(
         self,

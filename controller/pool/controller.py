@@ -53,6 +53,7 @@ class PoolController(FleetReconciler[Pool]):
     """Reconciles VirtualMachinePools against their VMs."""
 
     kind = "vmpool"
+    synchronized_on = "pools"
     model = Pool
     resource = VMPOOLS
     owned = VMS

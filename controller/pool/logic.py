@@ -29,6 +29,7 @@ from controller.replicaset.logic import ScaleError, scale_conditions
 from shared.model import API_VERSION, VirtualMachine, parse_time
 from shared.model._codec import copy_json
 from shared.model.pool import POOL_API_VERSION, PoolStatus, SortPolicy, VirtualMachinePool
+from shared.naming import SUBDOMAIN, fit, label_value
 
 POOL_LABEL = "kubevirt.io/vmpool"  # KubeVirt's label on a pool's VMs
 REVISION_LABEL = "pool.kubevirt.io/revision"  # kubevirt-py's: the template's hash
@@ -53,10 +54,16 @@ def check_pool(pool: Pool) -> None:
 
 
 def index_of(pool: Pool, vm: VM) -> int | None:
-    """The index in `<pool>-<index>`, if the VM is named so."""
-    prefix = f"{pool.name}-"
-    tail = vm.name[len(prefix) :] if vm.name.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None
+    """The index in `<pool>-<index>` (member_name's), if the VM is named so."""
+    _, _, tail = vm.name.rpartition("-")
+    if not tail.isdigit() or member_name(pool, int(tail)) != vm.name:
+        return None
+    return int(tail)
+
+
+def member_name(pool: Pool, index: int) -> str:
+    """KubeVirt's `<pool>-<index>`, cut with a hash to a VM name's 63 characters."""
+    return fit(pool.name, suffix=str(index))
 
 
 def template_hash(pool: Pool) -> str:
@@ -103,7 +110,7 @@ def vm_spec(pool: Pool, index: int) -> dict[str, Any]:
     dv_names = {str((d.get("metadata") or {}).get("name")) for d in dvs}
     for dv in dvs:
         meta = dv.setdefault("metadata", {})
-        meta["name"] = f"{meta.get('name')}-{index}"
+        meta["name"] = fit(str(meta.get("name")), suffix=str(index))
     gen = pool.spec.name_generation
     secrets = bool(gen and gen.append_index_to_secret_refs)
     config_maps = bool(gen and gen.append_index_to_config_map_refs)
@@ -114,7 +121,11 @@ def vm_spec(pool: Pool, index: int) -> dict[str, Any]:
             or (kind == "configMap" and config_maps)
             or (kind in ("secret", "cloudInitNoCloud", "cloudInitConfigDrive") and secrets)
         )
-        return f"{name}-{index}" if wanted else name
+        if not wanted:
+            return name
+        if kind in ("dataVolume", "persistentVolumeClaim"):
+            return fit(name, suffix=str(index))
+        return fit(name, suffix=str(index), limit=SUBDOMAIN)
 
     vmi_spec = (spec.get("template") or {}).get("spec") or {}
     _suffix_volumes([v for v in vmi_spec.get("volumes") or [] if isinstance(v, dict)], rename)
@@ -127,12 +138,16 @@ def vm_body(pool: Pool, index: int) -> dict[str, Any]:
     if template is None:
         raise InvalidPool("spec.virtualMachineTemplate is missing")
     meta = template.metadata
-    labels = {**meta.labels, POOL_LABEL: pool.name, REVISION_LABEL: template_hash(pool)}
+    labels = {
+        **meta.labels,
+        POOL_LABEL: label_value(pool.name),
+        REVISION_LABEL: template_hash(pool),
+    }
     return {
         "apiVersion": API_VERSION,
         "kind": VM.KIND,
         "metadata": {
-            "name": f"{pool.name}-{index}",
+            "name": member_name(pool, index),
             "namespace": pool.namespace,
             "labels": labels,
             "annotations": dict(meta.annotations),

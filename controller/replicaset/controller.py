@@ -63,6 +63,7 @@ class ReplicaSetController(FleetReconciler[ReplicaSet]):
     """Reconciles VirtualMachineInstanceReplicaSets against their VMIs."""
 
     kind = "vmirs"
+    synchronized_on = "replicasets"
     model = ReplicaSet
     resource = VMIRSS
     owned = VMIS

@@ -69,6 +69,7 @@ from shared.model import (
 )
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_millis
+from shared.naming import fit
 
 POD_NAME_PREFIX = "virt-launcher-"
 # Kubernetes' rand.String alphabet (no vowels, no confusable digits).
@@ -94,9 +95,8 @@ def pod_suffix(seed: str) -> str:
 
 
 def pod_name(vmi_name: str, seed: str) -> str:
-    """`virt-launcher-<vmi>-<suffix>`, the VMI part cut so the name stays ≤ 253 chars."""
-    room = MAX_NAME - len(POD_NAME_PREFIX) - SUFFIX_LEN - 1
-    return f"{POD_NAME_PREFIX}{vmi_name[:room].rstrip('-.')}-{pod_suffix(seed)}"
+    """`virt-launcher-<vmi>-<suffix>`, cut with a hash (shared.naming) to ≤ 253 chars."""
+    return fit(f"{POD_NAME_PREFIX}{vmi_name}", suffix=pod_suffix(seed), limit=MAX_NAME)
 
 
 def notify_socket_path(notify_dir: str) -> str:

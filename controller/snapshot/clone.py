@@ -57,6 +57,7 @@ class CloneController(PolledReconciler[VirtualMachineClone]):
     """Reconciles VirtualMachineClones."""
 
     kind = "vmclone"
+    synchronized_on = "clones"
 
     async def sync(self, key: str) -> None:
         clone = self._informers.clones.store.get(key)

@@ -86,6 +86,7 @@ class SnapshotController(Reconciler):
     """Reconciles VirtualMachineSnapshots: content, VolumeSnapshots, freeze, phase."""
 
     kind = "vmsnapshot"
+    synchronized_on = "snapshots"
 
     def __init__(
         self,

@@ -36,6 +36,7 @@ from shared.model.snapshot import (
     VirtualMachineSnapshot,
     VirtualMachineSnapshotContent,
 )
+from shared.naming import SUBDOMAIN, fit
 
 VOLUME_SNAPSHOT_API_VERSION = "snapshot.storage.k8s.io/v1"
 DEFAULT_SNAPSHOT_CLASS = "snapshot.storage.kubernetes.io/is-default-class"
@@ -92,11 +93,11 @@ class Online:
 
 
 def content_name(snapshot: VirtualMachineSnapshot) -> str:
-    return f"vmsnapshot-content-{snapshot.uid}"
+    return fit(f"vmsnapshot-content-{snapshot.uid}", limit=SUBDOMAIN)
 
 
 def volume_snapshot_name(snapshot_uid: str, volume: str) -> str:
-    return f"vmsnapshot-{snapshot_uid}-volume-{volume}"
+    return fit(f"vmsnapshot-{snapshot_uid}-volume-{volume}", limit=SUBDOMAIN)
 
 
 def claim_names(vm: VirtualMachine) -> dict[str, str]:

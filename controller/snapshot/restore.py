@@ -68,6 +68,7 @@ class RestoreController(PolledReconciler[VirtualMachineRestore]):
     """Reconciles VirtualMachineRestores."""
 
     kind = "vmrestore"
+    synchronized_on = "restores"
 
     async def sync(self, key: str) -> None:
         restore = self._informers.restores.store.get(key)

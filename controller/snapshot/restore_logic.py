@@ -28,6 +28,7 @@ from shared.model.snapshot import (
     VolumeRestore,
     VolumeRestorePolicy,
 )
+from shared.naming import fit
 
 RESTORE_ANNOTATION = "restore.kubevirt.io/lastRestoreUID"
 CLAIM_RESTORE_ANNOTATION = "restore.kubevirt.io/name"
@@ -50,8 +51,8 @@ def claim_name(restore: VirtualMachineRestore, backup: VolumeBackup) -> str:
     if policy is VolumeRestorePolicy.IN_PLACE:
         return backup.persistent_volume_claim.metadata.name or volume
     if policy is VolumeRestorePolicy.PREFIX_TARGET_NAME:
-        return f"{restore.spec.target.name}-{volume}"
-    return f"restore-{restore.uid}-{volume}"
+        return fit(f"{restore.spec.target.name}-{volume}")
+    return fit(f"restore-{restore.uid}-{volume}")
 
 
 def restores_of(

@@ -69,6 +69,7 @@ class VMController(Reconciler):
     """Reconciles VirtualMachines against their VMIs."""
 
     kind = "vm"
+    synchronized_on = "vms"
 
     def __init__(
         self,

@@ -71,6 +71,7 @@ class VMIController(Reconciler):
     """Reconciles VirtualMachineInstances against their launcher pods."""
 
     kind = "vmi"
+    synchronized_on = "vmis"
 
     def __init__(
         self,

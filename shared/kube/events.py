@@ -33,6 +33,7 @@ from shared.kube.metrics import Registry
 from shared.kube.ratelimit import MonotonicClock, RateLimit, TokenBucket
 from shared.kube.resources import EVENTS, Resource
 from shared.model import API_VERSION, Clock, KubeObject, format_time, utc_now
+from shared.naming import SUBDOMAIN, fit
 from shared.tasks import cancelling
 
 log = structlog.get_logger("kube.events")
@@ -315,7 +316,7 @@ class EventRecorder:
                 return
             except NotFound:
                 self._written.pop(key)
-        name = f"{p.ref.name}.{time.time_ns():x}{secrets.token_hex(2)}"
+        name = event_name(p.ref.name, f"{time.time_ns():x}{secrets.token_hex(2)}")
         await self._client.create(EVENTS, self._body(p, name, now), namespace=p.ref.namespace)
         self._written.put(key, _Written(name=name, count=1, first=now))
 
@@ -340,3 +341,9 @@ class EventRecorder:
             "firstTimestamp": now,
             "lastTimestamp": now,
         }
+
+
+def event_name(involved: str, unique: str) -> str:
+    """client-go's `<involved>.<unique>`, the involved name cut with a hash (shared.naming)
+    so a 253-character object's events still fit an Event's name."""
+    return f"{fit(involved, limit=SUBDOMAIN - len(unique) - 1)}.{unique}"

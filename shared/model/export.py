@@ -23,6 +23,7 @@ from typing import ClassVar
 from shared.model._codec import Model
 from shared.model.errors import FieldError
 from shared.model.objects import KubeObject
+from shared.naming import SUBDOMAIN, fit
 
 EXPORT_GROUP = "export.kubevirt.io"
 EXPORT_VERSION = "v1beta1"
@@ -189,13 +190,13 @@ def parse_duration(text: str) -> timedelta:
 
 def export_names(name: str) -> tuple[str, str]:
     """(exporter pod name, Service name): KubeVirt's virt-export-<name>, dots replaced."""
-    base = f"virt-export-{name.replace('.', '-')}"[:63].rstrip("-")
+    base = fit(f"virt-export-{name.replace('.', '-')}")
     return base, base
 
 
 def default_token_secret(name: str) -> str:
     """The token Secret made when spec.tokenSecretRef is unset (KubeVirt's name)."""
-    return f"export-token-{name}"[:253]
+    return fit(f"export-token-{name}", limit=SUBDOMAIN)
 
 
 def volume_path(volume: str, fmt: ExportFormat) -> str:
