@@ -16,6 +16,7 @@ Errors are shared.kube's, as the full client raises them: ApiError subclasses by
 
 from __future__ import annotations
 
+import builtins
 import functools
 import http.client
 import json
@@ -32,6 +33,8 @@ from shared.kube.resources import Resource
 from virtctl_py.session import Target
 
 USER_AGENT = "virtctl-py"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 # What a kept-alive connection may raise when the server closed it between two requests.
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
@@ -95,6 +98,24 @@ class Rest:
         items = self.request("GET", resource.path(namespace=namespace)).get("items")
         return [i for i in items or () if isinstance(i, dict)]
 
+    def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None
+    ) -> dict[str, Any]:
+        return self.request("POST", resource.path(namespace=namespace), body=body)
+
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any] | builtins.list[dict[str, Any]],
+        *,
+        namespace: str | None,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        """A merge patch (an object) or, with JSON_PATCH, a JSON patch (a list of ops)."""
+        path = resource.path(namespace=namespace, name=name)
+        return self.request("PATCH", path, body=patch, content_type=content_type)
+
     def delete(self, resource: Resource, name: str, *, namespace: str | None) -> dict[str, Any]:
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         return self.request("DELETE", resource.path(namespace=namespace, name=name), body=body)
@@ -114,7 +135,12 @@ class Rest:
         return self.request(method, path, body=body)
 
     def request(
-        self, method: str, path: str, *, body: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | builtins.list[dict[str, Any]] | None = None,
+        content_type: str = "application/json",
     ) -> dict[str, Any]:
         """Send one request; the decoded answer (a list answer under "items", a non-JSON one
         under "message", as the full client decodes them), or its typed error."""
@@ -122,7 +148,7 @@ class Rest:
         target = url.path.rstrip("/") + path  # a server URL may carry a path prefix
         payload = json.dumps(body).encode() if body is not None else None
         try:
-            status, raw = self._exchange(method, target, payload)
+            status, raw = self._exchange(method, target, payload, content_type)
         except (OSError, http.client.HTTPException) as e:
             self.close()
             raise TransportError(f"{method} {path}: {e!r}") from e
@@ -131,23 +157,27 @@ class Rest:
             raise error_from_status(status, decoded)
         return decoded or {}
 
-    def _exchange(self, method: str, path: str, payload: bytes | None) -> tuple[int, bytes]:
+    def _exchange(
+        self, method: str, path: str, payload: bytes | None, content_type: str
+    ) -> tuple[int, bytes]:
         reused = self._client is not None
         try:
-            return self._send(method, path, payload)
+            return self._send(method, path, payload, content_type)
         except STALE:
             if not reused:
                 raise
         self.close()  # the server closed the idle connection: once more on a fresh one
-        return self._send(method, path, payload)
+        return self._send(method, path, payload, content_type)
 
-    def _send(self, method: str, path: str, payload: bytes | None) -> tuple[int, bytes]:
+    def _send(
+        self, method: str, path: str, payload: bytes | None, content_type: str
+    ) -> tuple[int, bytes]:
         client = self._client = self._client or self._connect()
         client.putrequest(method, path, skip_accept_encoding=True)
         for key, value in self._headers:  # a header may repeat (Impersonate-Group)
             client.putheader(key, value)
         if payload is not None:
-            client.putheader("Content-Type", "application/json")
+            client.putheader("Content-Type", content_type)
             client.putheader("Content-Length", str(len(payload)))
         client.endheaders(payload)
         response = client.getresponse()

@@ -20,7 +20,7 @@ from shared.kube.connection import Connection
 from shared.kube.errors import ConfigError, Forbidden, NotFound, TransportError
 from shared.kube.resources import VMIMS
 from virtctl_py import commands
-from virtctl_py.rest import Rest
+from virtctl_py.rest import JSON_PATCH, Rest
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -50,7 +50,7 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    do_GET = do_PUT = do_DELETE = _answer
+    do_GET = do_PUT = do_DELETE = do_POST = do_PATCH = _answer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -74,8 +74,8 @@ def rest(conn: Connection, headers: tuple[tuple[str, str], ...] = ()) -> Rest:
 
 def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
     """The JSON answer under the server's path prefix, with the bearer token, repeated
-    headers and a JSON body; a 403 is Forbidden and a 404 NotFound (the API's message kept);
-    every request of the command rides one connection."""
+    headers and a JSON body (a patch with its content type); a 403 is Forbidden and a 404
+    NotFound (the API's message kept); every request of the command rides one connection."""
     headers = (("Impersonate-Group", "g1"), ("Impersonate-Group", "g2"))
     with rest(Connection(host=server, token="t0k"), headers) as api:
         assert api.request("GET", "/version") == {"gitVersion": "v1"}
@@ -84,6 +84,9 @@ def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
         with pytest.raises(NotFound, match="nope"):
             api.request("PUT", "/missing", body={"dryRun": ["All"]})
         assert api.list(VMIMS, namespace="ns") == [{"metadata": {"name": "m"}}]
+        api.patch(VMIMS, "m", [{"op": "remove", "path": "/x"}], namespace="ns",
+                  content_type=JSON_PATCH)  # fmt: skip
+        api.create(VMIMS, {"metadata": {"name": "n"}}, namespace="ns")
         api.delete(VMIMS, "m", namespace="ns")
     (_, _, first, _, port), *_, (method, path, _, deleted, last_port) = Recorder.seen
     assert first["Authorization"] == "Bearer t0k"
@@ -95,6 +98,10 @@ def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
         "DELETE", "/prefix/apis/kubevirt.io/v1/namespaces/ns/virtualmachineinstancemigrations/m"
     )  # fmt: skip
     assert json.loads(deleted) == {"apiVersion": "v1", "kind": "DeleteOptions"}
+    _, _, patch_headers, patch_body, _ = Recorder.seen[4]
+    assert patch_headers["Content-Type"] == JSON_PATCH
+    assert json.loads(patch_body) == [{"op": "remove", "path": "/x"}]
+    assert Recorder.seen[5][0] == "POST" and json.loads(Recorder.seen[5][3])["metadata"]
     assert port == last_port, "one kept-alive connection for the command"
 
 
