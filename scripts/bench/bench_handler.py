@@ -201,7 +201,7 @@ def main() -> None:
         help="real nodes (kubelet, default) or process-mode nodes with migration rows (process)",
     )
     parser.add_argument(
-        "--session", type=int, help="process mode: test session PID's cluster (left running)"
+        "--session", type=int, help="test session PID's cluster of that node kind (left running)"
     )
     parser.add_argument("--vmis", type=int, default=50)
     parser.add_argument("--rate", type=float, default=10.0, help="VMIs created per second")

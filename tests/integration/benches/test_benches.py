@@ -2,12 +2,13 @@
 unseen: it must exit 0 and print its report's rows. The figures are not judged (benches
 report, tests never time); each run's wall time is printed with `-s`.
 
-The process-mode benches share the session's cluster (`--session <pytest's pid>`): bench-cli
-serves its subresource stack on it, bench-handler starts its handlers and controller on it.
-bench-controller starts its own (it applies manifests/base and removes the webhooks, which
-a shared cluster must not see). bench-launcher, bench-migration and bench-network need no
-cluster. The real-node benches (bench-handler's default mode, bench-import, bench-snapshot)
-each start a real-node cluster of their own and are not run here.
+The cluster benches share the session's clusters (`--session <pytest's pid>`): on the
+process-mode one bench-cli serves its subresource stack and bench-handler --nodes process
+starts its handlers and controller; on the real-node one (kubevirt-py deployed by the
+realnodes fixtures) bench-handler's default mode, bench-import and bench-snapshot run, each
+removing its namespace afterwards. bench-controller starts its own process-mode cluster (it
+applies manifests/base and removes the webhooks, which a shared cluster must not see).
+bench-launcher, bench-migration and bench-network need no cluster.
 
 What each costs on the 2-core host (docs/performance.md has the dated table): see
 BENCHES' comments.
@@ -22,49 +23,69 @@ from pathlib import Path
 
 import pytest
 
-from localkube.cluster import Cluster
+from tests.integration.realnodes.conftest import real_cluster, real_kubectl, real_stack
+
+__all__ = ["real_cluster", "real_kubectl", "real_stack"]  # the real-node session fixtures
 
 REPO = Path(__file__).resolve().parents[3]
-SESSION = "{session}"  # replaced by this pytest process's pid: its process-mode cluster
+SESSION = "{session}"  # replaced by this pytest process's pid: its cluster of that kind
+PROCESS, REAL = "kube_cluster", "real_stack"  # the session fixtures a bench runs on
 
 BENCHES = [
     pytest.param(
-        "bench-cli", ["--stack", "--session", SESSION, "--rounds", "1"],
+        "bench-cli", PROCESS, ["--stack", "--rounds", "1"],
         ["kubectl get vmi", "pause vmi", "guestosinfo", "addvolume", "start --dry-run"],
         id="cli",
     ),
     pytest.param(
-        "bench-handler",
-        ["--nodes", "process", "--session", SESSION, "--vmis", "1", "--rate", "1",
-         "--pause-sample", "1", "--migration-rounds", "1", "--timeout", "300"],
+        "bench-handler", PROCESS,
+        ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
+         "--migration-rounds", "1", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
         id="handler-process",
     ),
     pytest.param(
-        "bench-controller", ["--vmis", "5", "--no-replicaset", "--no-vmirs"],
+        "bench-handler", REAL,
+        ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
+         "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
+         "--settle-timeout", "30", "--timeout", "300"],
+        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) "],
+        id="handler-realnodes",
+    ),
+    pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],
+                 ["(a) import", "(b) VMI create"], id="import"),
+    pytest.param("bench-snapshot", REAL, ["--rounds", "1"],
+                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),
+    pytest.param(
+        "bench-controller", None, ["--vmis", "5", "--no-replicaset", "--no-vmirs"],
         ["API requests per VMI"], id="controller",
     ),
     pytest.param(
-        "bench-launcher", ["--pings", "100", "--rounds", "1"], ["(a) ", "(b) ", "(c) "],
+        "bench-launcher", None, ["--pings", "100", "--rounds", "1"], ["(a) ", "(b) ", "(c) "],
         id="launcher",
     ),
-    pytest.param("bench-migration", ["--rounds", "1"], ["rounds: 1", "downtime"], id="migration"),
     pytest.param(
-        "bench-network", ["--mib", "1", "--rounds", "10", "--repeat", "1"],
+        "bench-migration", None, ["--rounds", "1"], ["rounds: 1", "downtime"], id="migration"
+    ),
+    pytest.param(
+        "bench-network", None, ["--mib", "1", "--rounds", "10", "--repeat", "1"],
         ["medians of 1 interleaved passes", "masquerade", "passt"], id="network",
     ),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("bench", "argv", "shown"), BENCHES)
+@pytest.mark.parametrize(("bench", "cluster", "argv", "shown"), BENCHES)
 def test_bench_runs_at_its_smallest(
-    bench: str, argv: list[str], shown: list[str], request: pytest.FixtureRequest
+    bench: str,
+    cluster: str | None,
+    argv: list[str],
+    shown: list[str],
+    request: pytest.FixtureRequest,
 ) -> None:
     """scripts/<bench> with its smallest flags exits 0 and prints every row of its report."""
-    if SESSION in argv:
-        cluster: Cluster = request.getfixturevalue("kube_cluster")
-        assert cluster.kubeconfig.is_file()
-        argv = [str(os.getpid()) if a == SESSION else a for a in argv]
+    if cluster is not None:  # the session's cluster of that kind, up (and deployed: REAL)
+        request.getfixturevalue(cluster)
+        argv = [*argv, "--session", str(os.getpid())]
     began = time.monotonic()
     done = subprocess.run(
         [str(REPO / "scripts" / bench), *argv],
