@@ -111,10 +111,10 @@ def measure(kubeconfig: Path, objects: Objects, rounds: int) -> None:
     theirs: dict[str, list[float | None]] = {r.name: [] for r in table}
     for _ in range(rounds):  # interleaved, so load changes hit every row alike
         floor.append(timed(floor_argv, env, must=True) or 0.0)
-        for row in table:
+        for row in table:  # each client runs the whole sequence (add, then remove …)
             ours[row.name].append(timed((str(VIRTCTL), *row.argv), env, must=True) or 0.0)
-            if upstream is not None:
-                theirs[row.name].append(timed((str(upstream), *row.argv), env, must=False))
+        for row in table if upstream is not None else ():
+            theirs[row.name].append(timed((str(upstream), *row.argv), env, must=False))
     report(table, floor=floor, ours=ours, theirs=theirs, upstream=upstream)
 
 
