@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,13 +65,27 @@ def _claim(namespace: str) -> dict[str, Any]:
     }
 
 
-def _apply(cluster: Cluster, docs: list[dict[str, Any]]) -> None:
+def _kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> int:
     kubectl = cluster.config.bin_dir / "kubectl"
+    return subprocess.run(
+        [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args],
+        input=stdin, text=True, capture_output=True, timeout=60, check=False,
+    ).returncode  # fmt: skip
+
+
+def _apply(cluster: Cluster, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
-        subprocess.run(
-            [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "-f", "-"],
-            input=json.dumps(doc), text=True, check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+        if _kubectl(cluster, "apply", "-f", "-", stdin=json.dumps(doc)) != 0:
+            raise RuntimeError(f"cannot apply {doc['kind']} {doc['metadata']['name']}")
+
+
+def _until_served(cluster: Cluster, namespace: str, kinds: tuple[str, ...]) -> None:
+    """Each kind lists (a CRD's storage is up a moment after it is Established)."""
+    deadline = time.monotonic() + 60
+    while any(_kubectl(cluster, "get", kind, "-n", namespace) != 0 for kind in kinds):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{kinds} not served after 60 s")
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager
@@ -89,6 +104,7 @@ def served(cluster: Cluster) -> Iterator[Objects]:
     )  # fmt: skip
     try:
         stack.start(timeout=180.0)
+        _until_served(cluster, namespace, ("virtualmachines", "virtualmachineinstancemigrations"))
         _apply(
             cluster,
             [
