@@ -83,6 +83,13 @@ class Rest:
     ) -> None:
         self.close()
 
+    def connect(self) -> None:
+        """Open the connection now (TCP and the TLS handshake) rather than at the first
+        request."""
+        if self._client is None:
+            self._client = self._connect()
+            self._client.connect()
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

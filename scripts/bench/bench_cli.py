@@ -24,6 +24,7 @@ ends as it started. Nothing is asserted: the targets (a verb ≤ 0.15 s, --help 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -116,6 +117,26 @@ def measure(kubeconfig: Path, objects: Objects, rounds: int) -> None:
         for row in table if upstream is not None else ():
             theirs[row.name].append(timed((str(upstream), *row.argv), env, must=False))
     report(table, floor=floor, ours=ours, theirs=theirs, upstream=upstream)
+    phases(env, objects, rounds)
+
+
+def phases(env: dict[str, str], objects: Objects, rounds: int) -> None:
+    """`pause vmi` split into its phases (cli_phases.py), medians over `rounds` runs; the
+    interpreter's start is `python -c pass`, the wrapper's the rest of the measured time."""
+    env = {**env, "PYTHONPATH": str(REPO)}
+    script = str(Path(__file__).with_name("cli_phases.py"))
+    start = [timed((sys.executable, "-c", "pass"), env, must=True) or 0.0 for _ in range(rounds)]
+    runs = []
+    for _ in range(rounds):
+        argv = (sys.executable, script, objects.namespace, objects.running)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            sys.exit(f"cli_phases.py failed: {done.stderr.strip()[-400:]}")
+        runs.append(json.loads(done.stdout))
+    parts = {"interpreter": statistics.median(start) * 1000}
+    parts |= {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    shown = ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
+    print(f"pause vmi by phase (ms, medians of {rounds}): {shown}; sum {sum(parts.values()):.0f}")
 
 
 def report(

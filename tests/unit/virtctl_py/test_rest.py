@@ -78,6 +78,7 @@ def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
     NotFound (the API's message kept); every request of the command rides one connection."""
     headers = (("Impersonate-Group", "g1"), ("Impersonate-Group", "g2"))
     with rest(Connection(host=server, token="t0k"), headers) as api:
+        api.connect()  # opened ahead of the first request, then reused
         assert api.request("GET", "/version") == {"gitVersion": "v1"}
         with pytest.raises(Forbidden, match="no, alice"):
             api.request("GET", "/secret")
