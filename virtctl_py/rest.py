@@ -3,6 +3,10 @@
     with Rest.open(target) as api:
         api.subresource("PUT", VMI_ACTIONS, "demo", namespace="ns", subresource="pause", body={})
 
+Its object calls take shared.kube.KubeClient's arguments (get, create, update, patch with a
+PatchType, delete; `list` returns the items), so a verb moves from the full client to this
+one by dropping `async`/`await`.
+
 http.client and ssl with the kubeconfig's credentials (shared.kube.connection reads them:
 CA, client certificate, token, tokenFile, tls-server-name, insecure-skip-tls-verify), one
 kept-alive connection for the command's requests. Nothing here imports asyncio, aiohttp,
@@ -27,14 +31,13 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from shared.kube.api_types import PatchType
 from shared.kube.connection import Connection, parse_connection
 from shared.kube.errors import ConfigError, TransportError, error_from_status
 from shared.kube.resources import Resource
 from virtctl_py.session import Target
 
 USER_AGENT = "virtctl-py"
-MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 # What a kept-alive connection may raise when the server closed it between two requests.
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
@@ -97,18 +100,27 @@ class Rest:
 
     # ---- the requests the verbs make ----------------------------------------------------
 
-    def get(self, resource: Resource, name: str, *, namespace: str | None) -> dict[str, Any]:
+    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         return self.request("GET", resource.path(namespace=namespace, name=name))
 
-    def list(self, resource: Resource, *, namespace: str | None) -> list[dict[str, Any]]:
+    def list(
+        self, resource: Resource, *, namespace: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
         """The items of a list (one page: the CLI lists a VM's migrations, never thousands)."""
         items = self.request("GET", resource.path(namespace=namespace)).get("items")
         return [i for i in items or () if isinstance(i, dict)]
 
     def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
     ) -> dict[str, Any]:
-        return self.request("POST", resource.path(namespace=namespace), body=body)
+        ns = namespace or (body.get("metadata") or {}).get("namespace")
+        return self.request("POST", resource.path(namespace=ns), body=body)
+
+    def update(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the whole object (metadata.resourceVersion makes it conditional)."""
+        meta = body.get("metadata") or {}
+        path = resource.path(namespace=meta.get("namespace"), name=str(meta.get("name") or ""))
+        return self.request("PUT", path, body=body)
 
     def patch(
         self,
@@ -116,14 +128,16 @@ class Rest:
         name: str,
         patch: Mapping[str, Any] | builtins.list[dict[str, Any]],
         *,
-        namespace: str | None,
-        content_type: str = MERGE_PATCH,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
     ) -> dict[str, Any]:
-        """A merge patch (an object) or, with JSON_PATCH, a JSON patch (a list of ops)."""
+        """A merge patch (an object) or a JSON patch (a list of operations)."""
         path = resource.path(namespace=namespace, name=name)
-        return self.request("PATCH", path, body=patch, content_type=content_type)
+        return self.request("PATCH", path, body=patch, content_type=str(patch_type))
 
-    def delete(self, resource: Resource, name: str, *, namespace: str | None) -> dict[str, Any]:
+    def delete(
+        self, resource: Resource, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         return self.request("DELETE", resource.path(namespace=namespace, name=name), body=body)
 

@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 import pytest
 
 from shared.actions import ACTIONS, Action
+from shared.kube.api_types import PatchType
 from shared.kube.connection import Connection
 from shared.kube.errors import ConfigError, Forbidden, NotFound, TransportError
 from shared.kube.resources import VMIMS
 from virtctl_py import commands
-from virtctl_py.rest import JSON_PATCH, Rest
+from virtctl_py.rest import Rest
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -86,9 +87,11 @@ def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
             api.request("PUT", "/missing", body={"dryRun": ["All"]})
         assert api.list(VMIMS, namespace="ns") == [{"metadata": {"name": "m"}}]
         api.patch(VMIMS, "m", [{"op": "remove", "path": "/x"}], namespace="ns",
-                  content_type=JSON_PATCH)  # fmt: skip
-        api.create(VMIMS, {"metadata": {"name": "n"}}, namespace="ns")
+                  patch_type=PatchType.JSON)  # fmt: skip
+        api.create(VMIMS, {"metadata": {"name": "n", "namespace": "ns"}})
+        api.update(VMIMS, {"metadata": {"name": "n", "namespace": "ns"}})
         api.delete(VMIMS, "m", namespace="ns")
+    prefix = "/prefix/apis/kubevirt.io/v1/namespaces/ns"
     (_, _, first, _, port), *_, (method, path, _, deleted, last_port) = Recorder.seen
     assert first["Authorization"] == "Bearer t0k"
     assert first.get_all("Impersonate-Group") == ["g1", "g2"]
@@ -100,9 +103,10 @@ def test_requests_send_credentials_bodies_and_map_errors(server: str) -> None:
     )  # fmt: skip
     assert json.loads(deleted) == {"apiVersion": "v1", "kind": "DeleteOptions"}
     _, _, patch_headers, patch_body, _ = Recorder.seen[4]
-    assert patch_headers["Content-Type"] == JSON_PATCH
+    assert patch_headers["Content-Type"] == "application/json-patch+json"
     assert json.loads(patch_body) == [{"op": "remove", "path": "/x"}]
-    assert Recorder.seen[5][0] == "POST" and json.loads(Recorder.seen[5][3])["metadata"]
+    assert Recorder.seen[5][:2] == ("POST", f"{prefix}/virtualmachineinstancemigrations")
+    assert Recorder.seen[6][:2] == ("PUT", f"{prefix}/virtualmachineinstancemigrations/n")
     assert port == last_port, "one kept-alive connection for the command"
 
 
