@@ -31,13 +31,13 @@ from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-from shared.kube.api_types import PatchType
 from shared.kube.connection import Connection, parse_connection
 from shared.kube.errors import ConfigError, TransportError, error_from_status
 from shared.kube.resources import Resource
 from virtctl_py.session import Target
 
 USER_AGENT = "virtctl-py"
+MERGE_PATCH = "application/merge-patch+json"  # PatchType.MERGE
 # What a kept-alive connection may raise when the server closed it between two requests.
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 
@@ -129,9 +129,10 @@ class Rest:
         patch: Mapping[str, Any] | builtins.list[dict[str, Any]],
         *,
         namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
+        patch_type: str = MERGE_PATCH,
     ) -> dict[str, Any]:
-        """A merge patch (an object) or a JSON patch (a list of operations)."""
+        """A merge patch (an object) or a JSON patch (a list of operations); `patch_type` is
+        a shared.kube.PatchType (its values: this module does not import it)."""
         path = resource.path(namespace=namespace, name=name)
         return self.request("PATCH", path, body=patch, content_type=str(patch_type))
 

@@ -21,7 +21,7 @@ from shared.kube.connection import Connection
 from shared.kube.errors import ConfigError, Forbidden, NotFound, TransportError
 from shared.kube.resources import VMIMS
 from virtctl_py import commands
-from virtctl_py.rest import Rest
+from virtctl_py.rest import MERGE_PATCH, Rest
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):
@@ -162,3 +162,8 @@ def test_quick_verbs_load_no_asyncio_client_or_model(verb: list[str], tmp_path: 
     )
     assert "HEAVY []" in done.stdout, done.stdout + done.stderr
     assert "cannot reach the cluster" in done.stderr or "unavailable" in done.stdout
+
+
+def test_default_patch_is_kubeclients() -> None:
+    """The default patch type is shared.kube's merge patch (spelled out, not imported)."""
+    assert MERGE_PATCH == PatchType.MERGE
