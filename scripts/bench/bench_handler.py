@@ -143,7 +143,7 @@ async def measure(
             return pod_dir / "volumes" / "kubernetes.io~empty-dir" / "sockets" / "launcher-sock"
 
         loaded = await pause_latencies(watcher, sample, socket_of)
-        settled_after = await settle()
+        settled_after = await settle(longest=args.settle_timeout)
         pauses = await pause_latencies(watcher, sample, socket_of)
         watch.cancel()
     latencies = [watcher.running[n] - created[n] for n in watcher.running if n in created]
@@ -236,7 +236,8 @@ def main() -> None:
         "--settle-timeout",
         type=float,
         default=300.0,
-        help="kubelet mode: longest wait for the host to be < 25%% busy before the first create",
+        help="longest wait for the host to settle (kubelet mode: < 25%% busy before the first "
+        "create; process mode: < 50%% before (b)'s second sample)",
     )
     args = parser.parse_args()
     kind = NodeKind(args.nodes)

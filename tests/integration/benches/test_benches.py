@@ -40,7 +40,7 @@ BENCHES = [
     pytest.param(
         "bench-handler", PROCESS,
         ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
-         "--migration-rounds", "1", "--timeout", "300"],
+         "--migration-rounds", "1", "--settle-timeout", "5", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
         id="handler-process",
     ),
@@ -48,7 +48,7 @@ BENCHES = [
         "bench-handler", REAL,
         ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
          "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
-         "--settle-timeout", "30", "--timeout", "300"],
+         "--settle-timeout", "5", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) "],
         id="handler-realnodes",
     ),
