@@ -36,6 +36,7 @@ class Target:
     listed: bool = False  # interfaces[].ports given: only those reach the guest
     mac: str | None = None  # interfaces[].macAddress
     pod_interface: str = podnet.POD_INTERFACE  # eth0, or the multus interface (pod<hash>)
+    multi_queue: bool = False  # networkInterfaceMultiqueue: the tap is multi-queue
 
 
 def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
@@ -78,7 +79,13 @@ async def _links(pid: int) -> dict[str, dict[str, Any]]:
 
 
 async def _bridge_and_tap(
-    launcher: Launcher, *, bridge: str, tap: str, mtu: int, mac: str | None = None
+    launcher: Launcher,
+    *,
+    bridge: str,
+    tap: str,
+    mtu: int,
+    mac: str | None = None,
+    multi_queue: bool = False,
 ) -> None:
     pid, links = launcher.pid, await _links(launcher.pid)
     if bridge not in links:
@@ -87,9 +94,10 @@ async def _bridge_and_tap(
         await netns.run(pid, "ip", "link", "set", bridge, "address", mac)
     await netns.run(pid, "ip", "link", "set", bridge, "mtu", str(mtu), "up")
     if tap not in links:
+        flags = ("multi_queue",) if multi_queue else ()
         await netns.run(
             pid, "ip", "tuntap", "add", "dev", tap, "mode", "tap",
-            "user", str(launcher.uid), "vnet_hdr",
+            "user", str(launcher.uid), "vnet_hdr", *flags,
         )  # fmt: skip
     await netns.run(pid, "ip", "link", "set", tap, "mtu", str(mtu), "master", bridge, "up")
 
@@ -108,8 +116,9 @@ async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
     mtu = int(link.get("mtu", 1500))
     bridge, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
     await _bridge_and_tap(
-        launcher, bridge=bridge, tap=tap, mtu=mtu, mac=podnet.MASQUERADE_GATEWAY_MAC
-    )
+        launcher, bridge=bridge, tap=tap, mtu=mtu, mac=podnet.MASQUERADE_GATEWAY_MAC,
+        multi_queue=target.multi_queue,
+    )  # fmt: skip
     gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
     await netns.run(launcher.pid, "ip", "addr", "replace", gateway, "dev", bridge)
     await netns.sysctl(launcher.pid, "net.ipv4.ip_forward", "1")
@@ -168,7 +177,7 @@ async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
     (info,) = await netns.ip_json(pid, "link", "show", "dev", pod_if)
     mtu, pod_mac = int(info.get("mtu", 1500)), str(info["address"])
     br, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
-    await _bridge_and_tap(launcher, bridge=br, tap=tap, mtu=mtu)
+    await _bridge_and_tap(launcher, bridge=br, tap=tap, mtu=mtu, multi_queue=target.multi_queue)
     if inet is not None:
         await netns.run(pid, "ip", "addr", "del", f"{inet[0]}/{inet[1]}", "dev", pod_if)
     await netns.run(pid, "ip", "link", "set", pod_if, "down")

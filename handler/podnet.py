@@ -20,26 +20,42 @@ from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, Launcher, WiringError, launcher_process
 from handler.netwire import Target
 from shared import multus, podlayout, podnet
-from shared.model import VirtualMachineInstance
-from shared.podnet import Binding, PodWiring
+from shared.model import Interface, InterfaceMasquerade, VirtualMachineInstance
+from shared.podnet import Binding, PodWiring, nic_queues
 
 log = structlog.get_logger("handler.podnet")
 
 DEFAULT_INTERFACE = "default"  # the pod network KubeVirt auto-attaches, masquerade-bound
 
 
+def _multi_queue(vmi: VirtualMachineInstance, iface: Interface) -> bool:
+    devices = vmi.spec.domain.devices
+    queues = nic_queues(
+        multiqueue=devices.network_interface_multiqueue, model=iface.model,
+        vcpus=vmi.spec.domain.vcpus(),
+    )  # fmt: skip
+    return queues > 1
+
+
 def pod_target(vmi: VirtualMachineInstance) -> Target | None:
     """The VMI's interface on the pod network, if it binds one way the handler wires."""
     interfaces = vmi.spec.domain.devices.interfaces
     if not interfaces and not vmi.spec.networks:
-        return Target(index=0, name=DEFAULT_INTERFACE, binding=Binding.MASQUERADE)
+        default = Interface(name=DEFAULT_INTERFACE, masquerade=InterfaceMasquerade())
+        return Target(
+            index=0, name=DEFAULT_INTERFACE, binding=Binding.MASQUERADE,
+            multi_queue=_multi_queue(vmi, default),
+        )  # fmt: skip
     for index, iface in enumerate(interfaces):
         net = vmi.spec.network(iface.name or "")
         if net is None or net.pod is None:
             continue
         name, mac = iface.name or "", iface.mac_address
         if iface.bridge is not None:
-            return Target(index=index, name=name, binding=Binding.BRIDGE, mac=mac)
+            return Target(
+                index=index, name=name, binding=Binding.BRIDGE, mac=mac,
+                multi_queue=_multi_queue(vmi, iface),
+            )  # fmt: skip
         if iface.masquerade is not None:
             ports = iface.ports
             tcp = tuple(p.port for p in ports if (p.protocol or "TCP").upper() == "TCP")
@@ -52,6 +68,7 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
                 udp_ports=udp,
                 listed=bool(ports),
                 mac=mac,
+                multi_queue=_multi_queue(vmi, iface),
             )
     return None
 
@@ -71,6 +88,7 @@ def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
                 binding=Binding.BRIDGE,
                 mac=iface.mac_address,
                 pod_interface=multus.pod_interface(net.name),
+                multi_queue=_multi_queue(vmi, iface),
             )
         )
     return tuple(found)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, hotresources
+from handler import commands, hotresources, linkstate
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -124,6 +124,8 @@ class Reconciler:
         if self._d.expansion is not None:
             await self._d.expansion.sync(step.vmi, step.launcher)
         await self._hot_resources(step)
+        if (links := linkstate.wanted(step.vmi)) is not None:
+            await linkstate.apply(step.launcher, links)
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""

@@ -24,6 +24,7 @@ from launcher.disks import DiskContext
 from launcher.expand import DiskExpander
 from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import LibvirtDaemon
+from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.migration_endpoint import LINK_ROOT
@@ -148,9 +149,10 @@ async def _serve(
     )
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
     resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
+    links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources,
+        resources=resources, links=links,
     )  # fmt: skip
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
@@ -163,7 +165,9 @@ async def _serve(
             tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
             tg.create_task(migrations.source.run(), name="migrations")
             tg.create_task(manager.freezer.run(), name="auto-thaw")
-            tg.create_task(launcher_podnet.serve(network_file, hostname=config.name), name="dhcp")
+            extras = launcher_podnet.vmi_extras(lambda: manager.vmi)
+            dhcp = launcher_podnet.serve(network_file, hostname=config.name, extras=extras)
+            tg.create_task(dhcp, name="dhcp")
             await started.wait()
             await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
             await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)

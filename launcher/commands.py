@@ -11,6 +11,7 @@ from launcher.errors import CommandError
 from launcher.expand import DiskExpander
 from launcher.guest import filesystems, guest_exec, guest_info, interfaces, users
 from launcher.hotplug import Hotplug
+from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
@@ -27,6 +28,7 @@ from shared.wire.launcher_api import (
     NoArgs,
     SyncArgs,
 )
+from shared.wire.links import LinkStatesArgs
 from shared.wire.migration import MigrateArgs
 from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
@@ -148,11 +150,12 @@ def register(
     forwards: PortForwards | None = None,
     expander: DiskExpander | None = None,
     resources: Resources | None = None,
+    links: LinkStates | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
     forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug)."""
+    memory hotplug); with ``links``, SetLinkStates (live interface links)."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -179,6 +182,15 @@ def register(
         _register_expand(server, expander)
     if resources is not None:
         _register_resources(server, resources)
+    if links is not None:
+        _register_links(server, links)
+
+
+def _register_links(server: RpcServer, links: LinkStates) -> None:
+    async def set_link_states(args: Mapping[str, Any]) -> Any:
+        return await links.apply(LinkStatesArgs.from_wire(args))
+
+    server.register(str(Method.SET_LINK_STATES), set_link_states)
 
 
 def _register_expand(server: RpcServer, expander: DiskExpander) -> None:

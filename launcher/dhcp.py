@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import structlog
 
+from shared.model.devopts import DHCPOptions
 from shared.podnet import WiredInterface
 
 log = structlog.get_logger("launcher.dhcp")
@@ -46,6 +47,44 @@ class Lease:
     search: tuple[str, ...] = ()
     hostname: str = ""
     routes: tuple[tuple[str, str], ...] = ()  # (CIDR, gateway)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Extras:
+    """An interface's dhcpOptions, as KubeVirt serves them: boot file (67), TFTP server
+    (66), NTP servers (42) and site-specific options 224-254 with their text."""
+
+    boot_file: str | None = None
+    tftp_server: str | None = None
+    ntp: tuple[str, ...] = ()
+    private: tuple[tuple[int, str], ...] = ()
+
+
+ExtrasOf = Callable[[str], Extras]  # interface name → its extras (read at each reply)
+
+
+def extras_of(options: DHCPOptions | None) -> Extras:
+    """The extras of an interface's dhcpOptions (none: empty)."""
+    if options is None:
+        return Extras()
+    private = tuple((p.option or 0, p.value or "") for p in options.private_options)
+    return Extras(
+        boot_file=options.boot_file_name or None, tftp_server=options.tftp_server_name or None,
+        ntp=options.ntp_servers, private=private,
+    )  # fmt: skip
+
+
+def _extra_options(extras: Extras) -> bytes:
+    out = b""
+    if extras.tftp_server:
+        out += _opt(66, extras.tftp_server.encode()[:255])
+    if extras.boot_file:
+        out += _opt(67, extras.boot_file.encode()[:255])
+    if extras.ntp:
+        out += _opt(42, b"".join(_ip(n) for n in extras.ntp[:63]))
+    for code, text in extras.private:
+        out += _opt(code, text.encode()[:255])
+    return out
 
 
 def lease_of(wired: WiredInterface, *, resolv: str, hostname: str) -> Lease:
@@ -117,7 +156,7 @@ def _classless(routes: Sequence[tuple[str, str]], gateway: str | None) -> bytes:
     return out
 
 
-def _lease_options(kind: int, lease: Lease) -> bytes:
+def _lease_options(kind: int, lease: Lease, extras: Extras) -> bytes:
     mask = ipaddress.IPv4Network(f"0.0.0.0/{lease.prefix}").netmask.packed
     out = _opt(53, bytes((kind,))) + _opt(54, _ip(lease.server))
     out += _opt(51, INFINITE.to_bytes(4, "big")) + _opt(1, mask)
@@ -132,10 +171,11 @@ def _lease_options(kind: int, lease: Lease) -> bytes:
         out += _opt(119, _domain_search(lease.search))
     if lease.hostname:
         out += _opt(12, lease.hostname.encode()[:63])
+    out += _extra_options(extras)
     return out + _opt(26, lease.mtu.to_bytes(2, "big")) + b"\xff"
 
 
-def reply(request: bytes, lease: Lease) -> bytes | None:
+def reply(request: bytes, lease: Lease, extras: Extras | None = None) -> bytes | None:
     """The OFFER or ACK for `request`, or None when it is not ours to answer."""
     if len(request) < 240 or request[0] != 1 or request[236:240] != MAGIC:
         return None
@@ -149,19 +189,19 @@ def reply(request: bytes, lease: Lease) -> bytes | None:
     head[0], head[3] = 2, 0  # BOOTREPLY, hops
     head[16:20], head[20:24] = _ip(lease.ip), _ip(lease.server)  # yiaddr, siaddr
     head[44:236] = bytes(192)  # sname, file
-    return bytes(head) + _lease_options(answer, lease)
+    return bytes(head) + _lease_options(answer, lease, extras or Extras())
 
 
 class _Responder(asyncio.DatagramProtocol):
-    def __init__(self, lease: Lease, device: str) -> None:
-        self._lease, self._device = lease, device
+    def __init__(self, lease: Lease, device: str, extras: Callable[[], Extras]) -> None:
+        self._lease, self._device, self._extras = lease, device, extras
         self._transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.DatagramTransport, transport)  # a datagram endpoint's
 
     def datagram_received(self, data: bytes, addr: tuple[str | int, int]) -> None:
-        out = reply(data, self._lease)
+        out = reply(data, self._lease, self._extras())
         if out is not None and self._transport is not None:
             self._transport.sendto(out, ("255.255.255.255", CLIENT_PORT))
             log.info("dhcp_answered", device=self._device, ip=self._lease.ip, kind=out[242])
@@ -177,11 +217,12 @@ def _socket(device: str) -> socket.socket:
     return s
 
 
-async def serve(lease: Lease, device: str) -> None:
-    """Answer the guest on `device` until cancelled."""
+async def serve(lease: Lease, device: str, *, extras: Callable[[], Extras] = Extras) -> None:
+    """Answer the guest on `device` until cancelled (`extras` read at each reply: the VMI
+    reaches the launcher after its network is wired)."""
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(
-        lambda: _Responder(lease, device), sock=_socket(device)
+        lambda: _Responder(lease, device, extras), sock=_socket(device)
     )
     log.info("dhcp_serving", device=device, ip=lease.ip, prefix=lease.prefix)
     try:

@@ -8,11 +8,13 @@ hand. Resolving a VMI into a plan is launcher.plan's job.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import passt
+from launcher import diskxml, nicxml, passt
+from launcher.diskxml import DiskOptions
+from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface
 
 KUBEVIRT_NS = "http://kubevirt.io"
@@ -45,6 +47,7 @@ class DiskPlan:
     shared: bool = False  # on storage the migration target opens too (not copied)
     cache: str | None = None
     block: bool = False  # `source` is a block device: <disk type='block'>
+    options: DiskOptions = field(default_factory=DiskOptions)  # launcher/diskxml.py
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +57,7 @@ class InterfacePlan:
     model: str
     mac: str | None = None
     tap: str | None = None  # precreated by virt-handler: opened as is (managed='no')
+    options: NicOptions = field(default_factory=NicOptions)  # launcher/nicxml.py
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +144,8 @@ class DomainPlan:
     # online (`<vcpu current=…>`); None: all of them.
     vcpus_current: int | None = None
     memory_hotplug: MemoryHotplugPlan | None = None
+    iothreads: int = 0  # I/O threads (launcher/diskxml.py)
+    pcie_root_ports: int = 0  # q35's root ports (launcher/nicxml.py)
 
     @property
     def domain_uuid(self) -> str:
@@ -164,6 +170,8 @@ def build(plan: DomainPlan) -> str:
     vcpu = _text(dom, "vcpu", str(plan.topology.vcpus), placement="static")
     if plan.vcpus_current is not None and plan.vcpus_current != plan.topology.vcpus:
         vcpu.set("current", str(plan.vcpus_current))
+    if plan.iothreads:
+        _text(dom, "iothreads", str(plan.iothreads))
     if plan.partition:
         resource = ET.SubElement(dom, "resource")
         _text(resource, "partition", plan.partition)
@@ -261,6 +269,7 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
         _disk(devices, disk)
     # Hotplugged scsi disks need a controller there from the start (KubeVirt's too).
     ET.SubElement(devices, "controller", type="scsi", index="0", model="virtio-scsi")
+    nicxml.render_root_ports(devices, plan.pcie_root_ports)
     for iface in plan.interfaces:
         _interface(devices, iface)
     # The serial console is a Unix socket for interactive use, logged to a file as well.
@@ -328,6 +337,7 @@ def _disk(devices: ET.Element, disk: DiskPlan) -> None:
         _text(el, "serial", disk.serial)
     if disk.boot_order is not None:
         ET.SubElement(el, "boot", order=str(disk.boot_order))
+    diskxml.render(el, driver, disk.options)
     ET.SubElement(el, "alias", name=f"ua-{disk.alias}")
 
 
@@ -339,4 +349,5 @@ def _interface(devices: ET.Element, iface: InterfacePlan) -> None:
         ET.SubElement(el, "target", dev=iface.tap, managed="no")
     ET.SubElement(el, "model", type=iface.model)
     ET.SubElement(el, "rom", enabled="no")
+    nicxml.render(el, iface.options)
     ET.SubElement(el, "alias", name=f"ua-{iface.alias}")

@@ -60,9 +60,5 @@ def firmware_plan(
 
 
 def machine_type(vmi: VirtualMachineInstance) -> str:
-    """machine.type; when unset q35 for secure boot (a secure flash needs it), else pc."""
-    domain = vmi.spec.domain
-    if domain.machine.type:
-        return domain.machine.type
-    efi = domain.firmware.efi
-    return "q35" if efi is not None and efi.secure else "pc"
+    """machine.type; when unset q35 (admission's default, as KubeVirt's)."""
+    return vmi.spec.domain.machine.type or "q35"

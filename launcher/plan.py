@@ -7,12 +7,12 @@ file is made or libvirt is called. Each volume is resolved by its source's modul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
 
-from launcher import disks, firmware, tcgthreads, volumes
+from launcher import disks, diskxml, firmware, nicxml, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -24,6 +24,7 @@ from launcher.domxml import (
     Topology,
 )
 from launcher.errors import InvalidSpec
+from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface, guest_mac
 from shared import podnet
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
@@ -101,17 +102,69 @@ async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[D
             )
             resolved = await volumes.resolve(req, volume.source())
             created += resolved.created
-            plans.append(_disk_plan(disk, resolved, counters))
+            plans.append(_disk_plan(vmi, disk, resolved, counters, index=index))
     except BaseException:
         for path in created:
             path.unlink(missing_ok=True)
         raise
-    return tuple(plans)
+    return _with_threads(vmi, plans)
 
 
-def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, int]) -> DiskPlan:
+def _with_threads(vmi: VirtualMachineInstance, plans: list[DiskPlan]) -> tuple[DiskPlan, ...]:
+    """Each virtio disk's I/O thread, as ioThreadsPolicy and dedicatedIOThread say."""
+    domain = vmi.spec.domain
+    pool = domain.io_threads.supplemental_pool_thread_count if domain.io_threads else None
+    _, options = diskxml.assign_threads(
+        [(p.bus == "virtio", p.options) for p in plans],
+        policy=domain.io_threads_policy, pool=pool, vcpus=domain.vcpus(),
+    )  # fmt: skip
+    return tuple(replace(p, options=o) for p, o in zip(plans, options, strict=True))
+
+
+def iothread_count(vmi: VirtualMachineInstance, plans: tuple[DiskPlan, ...]) -> int:
+    """The domain's I/O threads: the highest a disk uses, or the whole pool."""
+    domain = vmi.spec.domain
+    pool = domain.io_threads.supplemental_pool_thread_count if domain.io_threads else None
+    used = max((p.options.iothread or 0 for p in plans), default=0)
+    return max(used, pool or 0) if domain.io_threads_policy else used
+
+
+def _check_shareable(disk: Disk, resolved: volumes.ResolvedDisk, *, index: int) -> None:
+    """libvirt shares only raw images (a claim, a hostDisk): a shareable disk of another
+    format (an emptyDisk's or containerDisk's qcow2) is refused naming the field."""
+    if disk.shareable and resolved.format != "raw":
+        field = f"spec.domain.devices.disks[{index}].shareable"
+        message = f"needs a raw volume (a claim or hostDisk), not {resolved.format}"
+        raise InvalidSpec(f"{field}: {message}", {"fields": [{"path": field, "message": message}]})
+
+
+def _cache(disk: Disk, resolved: volumes.ResolvedDisk, *, index: int) -> str | None:
+    """disks[].cache, else none for io native, else the volume's; cache none on a file
+    without O_DIRECT is refused naming the field (KubeVirt's rule)."""
+    cache = disk.cache or ("none" if disk.io == "native" else None) or resolved.cache
+    if disk.cache == "none" and not resolved.block and not disks.direct_io(resolved.path):
+        field = f"spec.domain.devices.disks[{index}].cache"
+        message = f"{resolved.path} does not support direct I/O, which cache none needs"
+        raise InvalidSpec(f"{field}: {message}", {"fields": [{"path": field, "message": message}]})
+    return cache
+
+
+def _disk_plan(
+    vmi: VirtualMachineInstance,
+    disk: Disk,
+    resolved: volumes.ResolvedDisk,
+    counters: dict[str, int],
+    *,
+    index: int,
+) -> DiskPlan:
+    _check_shareable(disk, resolved, index=index)
     bus = disk.effective_bus
     cdrom_ro = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
+    disk_ro = disk.disk is not None and disk.disk.readonly is True
+    options = diskxml.options_of(
+        disk, source=resolved.path, block=resolved.block, vcpus=vmi.spec.domain.vcpus(),
+        multi_queue=vmi.spec.domain.devices.block_multi_queue is True,
+    )  # fmt: skip
     return DiskPlan(
         alias=disk.name or "",
         device=DiskDevice.CDROM if disk.is_cdrom else DiskDevice.DISK,
@@ -119,12 +172,13 @@ def _disk_plan(disk: Disk, resolved: volumes.ResolvedDisk, counters: dict[str, i
         target=_target(bus, counters),
         source=resolved.path,
         format=resolved.format,
-        readonly=cdrom_ro or resolved.readonly,
+        readonly=cdrom_ro or disk_ro or resolved.readonly,
         boot_order=disk.boot_order,
         serial=disk.serial,
         shared=resolved.shared,
-        cache=resolved.cache,
+        cache=_cache(disk, resolved, index=index),
         block=resolved.block,
+        options=options,
     )
 
 
@@ -160,9 +214,36 @@ def _interfaces(
                 model=iface.model or "virtio",
                 mac=iface.mac_address or (wired.mac if wired is not None else None),
                 tap=wired.tap if wired is not None else None,
+                options=_nic_options(vmi, iface, tap=wired is not None),
             )
         )
     return tuple(plans)
+
+
+def _nic_options(vmi: VirtualMachineInstance, iface: Interface, *, tap: bool) -> NicOptions:
+    """pciAddress, acpiIndex, bootOrder, link state; queues = vCPUs on a virtio tap NIC
+    with networkInterfaceMultiqueue (KubeVirt's)."""
+    queues = podnet.nic_queues(
+        multiqueue=vmi.spec.domain.devices.network_interface_multiqueue,
+        model=iface.model, vcpus=vmi.spec.domain.vcpus(),
+    )  # fmt: skip
+    return NicOptions(
+        pci_address=iface.pci_address, acpi_index=iface.acpi_index,
+        boot_order=iface.boot_order, link_down=iface.state == "down",
+        queues=queues if queues > 1 and tap else None,
+    )  # fmt: skip
+
+
+def root_ports(plan: DomainPlan) -> int:
+    """q35's pcie-root-port count: one per PCIe device the domain starts with (virtio
+    disks, NICs not placed by pciAddress, the scsi, virtio-serial and USB controllers, the
+    balloon, rng and virtio-mem) and KubeVirt's spares; none on other machines."""
+    if "q35" not in plan.machine:
+        return 0
+    cold = sum(1 for d in plan.disks if d.bus == "virtio")
+    cold += sum(1 for i in plan.interfaces if not i.options.pci_address)
+    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None)
+    return nicxml.root_ports(cold_devices=cold, memory_kib=plan.memory_kib)
 
 
 def passt_interfaces(
@@ -216,7 +297,8 @@ async def plan_domain(
     cpu = domain.cpu
     memory = domain.guest_memory_bytes() or 0
     uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir)  # before any disk is made
-    return DomainPlan(
+    planned = await _disks(vmi, ctx)
+    plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
         uuid=vmi.metadata.uid or "",
         namespace=vmi.metadata.namespace or "",
@@ -229,7 +311,8 @@ async def plan_domain(
         emulator=emulator(vmi, host=host, virt_type=virt_type),
         memory_hotplug=memory_hotplug(vmi),
         kernel=_kernel(vmi, ctx),
-        disks=await _disks(vmi, ctx),
+        disks=planned,
+        iothreads=iothread_count(vmi, planned),
         interfaces=_interfaces(vmi, _wiring(host)),
         passt=passt_interfaces(vmi, socket_dir=host.console_socket.parent),
         serial_log=host.serial_log,
@@ -244,6 +327,7 @@ async def plan_domain(
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
     )
+    return replace(plan, pcie_root_ports=root_ports(plan))
 
 
 def topology(vmi: VirtualMachineInstance) -> Topology:

@@ -4,9 +4,8 @@ pure functions over wire dicts and the typed instancetype.kubevirt.io specs.
 - `instancetype_conflicts`: what admission refuses, the template setting what an
   instancetype sets (v1beta1 instancetypes always set cpu.guest and memory.guest, so a
   VM naming one must leave the template's CPU topology and guest memory alone);
-- `expand_spec`: the VMI spec the VM controller creates: the instancetype's vCPUs as
-  sockets (KubeVirt's default preferSockets) and its guest memory; the preference's disk
-  and cdrom bus, interface model and machine type wherever the template left them unset.
+- `expand_spec`: the VMI spec the VM controller creates, every instancetype and
+  preference field applied as KubeVirt applies it (shared.instancetypes);
 - Revisions: the objects are captured once per VM in a ControllerRevision named
   `<vm>-<kind>-<name>-<uid>-<generation>` (KubeVirt's naming, lowercase kind), whose
   `data` is the object as read, and the VM's spec.instancetype.revisionName names it:
@@ -18,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.instancetypes.apply import expand
+from shared.instancetypes.target import CONFLICT
 from shared.kube import Resource
 from shared.model import FieldError, VirtualMachine
 from shared.model._codec import copy_json
@@ -41,7 +42,6 @@ RESOURCES: Mapping[str, Resource] = {
     )
     for cls in INSTANCETYPE_KINDS
 }
-CONFLICT = "conflicts with the VM's instancetype"
 TEMPLATE_DOMAIN = "spec.template.spec.domain"
 # (wire path under the template's domain) the instancetype owns.
 INSTANCETYPE_OWNED = (
@@ -84,8 +84,8 @@ def matcher_errors(vm: VirtualMachine) -> list[FieldError]:
         ("preference", vm.spec.preference, PREFERENCE_KIND_NAMES, True),
     )
     for key, matcher, kinds, is_pref in pairs:
-        if matcher is None:
-            continue
+        if matcher is None or matcher.infer_from_volume:
+            continue  # inferred at mutation (virt_api/admission/infer.py)
         if not matcher.name:
             errors.append(FieldError(path=f"spec.{key}.name", message="must be set"))
         kind = matcher_kind(matcher, preference=is_pref)
@@ -97,7 +97,7 @@ def matcher_errors(vm: VirtualMachine) -> list[FieldError]:
 
 def instancetype_conflicts(vm: VirtualMachine) -> list[FieldError]:
     """Every template field an instancetype sets, named (empty without an instancetype)."""
-    if vm.spec.instancetype is None:
+    if vm.spec.instancetype is None or vm.spec.instancetype.infer_from_volume:
         return []
     domain = vm.spec.template.spec.domain.to_dict()
     errors = []
@@ -105,50 +105,9 @@ def instancetype_conflicts(vm: VirtualMachine) -> list[FieldError]:
         value = _dig(domain, keys)
         if value is not None:
             path = ".".join((TEMPLATE_DOMAIN, *keys))
-            errors.append(FieldError(path=path, message=CONFLICT, value=value))
+            message = f"VM field(s) {path} {CONFLICT}"
+            errors.append(FieldError(path=path, message=message))
     return errors
-
-
-def _sub(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        value = parent[key] = {}
-    return value
-
-
-def _apply_instancetype(domain: dict[str, Any], spec: InstancetypeSpec) -> None:
-    if spec.cpu.guest is not None:
-        _sub(domain, "cpu").update(sockets=spec.cpu.guest, cores=1, threads=1)
-    if spec.memory.guest is not None:
-        _sub(domain, "memory")["guest"] = spec.memory.guest
-
-
-def _apply_disk_preferences(devices: dict[str, Any], spec: PreferenceSpec) -> None:
-    prefs = spec.devices
-    for disk in devices.get("disks") or ():
-        if not isinstance(disk, dict):
-            continue
-        bare = not any(disk.get(k) is not None for k in ("disk", "cdrom", "lun"))
-        if bare and prefs.preferred_disk_bus:
-            disk["disk"] = {}
-        for kind, bus in (("disk", prefs.preferred_disk_bus), ("cdrom", prefs.preferred_cdrom_bus)):
-            target = disk.get(kind)
-            if bus and isinstance(target, dict) and not target.get("bus"):
-                target["bus"] = bus
-
-
-def _apply_preference(domain: dict[str, Any], spec: PreferenceSpec) -> None:
-    devices = _sub(domain, "devices")
-    _apply_disk_preferences(devices, spec)
-    model = spec.devices.preferred_interface_model
-    for iface in devices.get("interfaces") or ():
-        if model and isinstance(iface, dict) and not iface.get("model"):
-            iface["model"] = model
-    if not devices:
-        del domain["devices"]
-    machine_type = spec.machine.preferred_machine_type
-    if machine_type and not _dig(domain, ("machine", "type")):
-        _sub(domain, "machine")["type"] = machine_type
 
 
 def expand_spec(
@@ -157,14 +116,9 @@ def expand_spec(
     instancetype: InstancetypeSpec | None,
     preference: PreferenceSpec | None,
 ) -> dict[str, Any]:
-    """A copy of a VMI spec with the instancetype's values and the preference's defaults."""
-    out: dict[str, Any] = copy_json(spec)
-    domain = _sub(out, "domain")
-    if instancetype is not None:
-        _apply_instancetype(domain, instancetype)
-    if preference is not None:
-        _apply_preference(domain, preference)
-    return out
+    """A copy of a VMI spec with the instancetype's values and the preference's defaults
+    (shared.instancetypes; its conflicts are admission's to refuse)."""
+    return expand(spec, instancetype=instancetype, preference=preference).spec
 
 
 def revision_name(vm: VirtualMachine, obj: Mapping[str, Any]) -> str:

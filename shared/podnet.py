@@ -123,3 +123,12 @@ def write(path: Path, network: PodWiring) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(network.to_json())
     tmp.rename(path)
+
+
+def nic_queues(*, multiqueue: bool | None, model: str | None, vcpus: int) -> int:
+    """KubeVirt's networkInterfaceMultiqueue: a virtio NIC gets one queue per vCPU (the
+    handler makes its tap multi-queue, the launcher asks libvirt for the queues); 1
+    otherwise."""
+    if multiqueue is True and (model or "virtio") == "virtio" and vcpus > 1:
+        return vcpus
+    return 1

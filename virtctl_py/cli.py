@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from virtctl_py import createobjects
+
 # KubeVirt's runStrategies (shared.model.RunStrategy; a test keeps the two equal): spelled
 # out so that parsing the command line loads no model.
 RUN_STRATEGIES = ("Always", "RerunOnFailure", "Manual", "Halted", "Once")
@@ -177,6 +179,12 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
     p.add_argument(
         "--preference", help="[kind/]name (default kind virtualmachineclusterpreference)"
     )
+    for what in ("instancetype", "preference"):
+        p.add_argument(
+            f"--infer-{what}", nargs="?", const="true", choices=["true", "false"],
+            help=f"infer the {what} from the first boot disk (default true, failures ignored)",
+        )  # fmt: skip
+        p.add_argument(f"--infer-{what}-from", metavar="VOLUME", help=f"infer the {what} from it")
     p.add_argument(
         "--kernel-image", help="an image with /boot/vmlinuz and /boot/initrd.img (kernelBoot)"
     )
@@ -187,6 +195,7 @@ def _create(create: argparse.ArgumentParser, common: argparse.ArgumentParser) ->
         "--termination-grace-period", "--grace", dest="grace", type=int, default=180,
         help="terminationGracePeriodSeconds",
     )  # fmt: skip
+    createobjects.add_parsers(kinds, common)
 
 
 def _vnc(p: argparse.ArgumentParser) -> None:

@@ -200,7 +200,7 @@ def execute(args: argparse.Namespace) -> None:
         from virtctl_py import objects  # noqa: PLC0415 - the model loads for create only
 
         try:
-            print(objects.create_vm(args, args.namespace))
+            print(objects.create(args, args.namespace))
         except CliError as err:
             _fail(err)
         return

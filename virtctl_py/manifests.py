@@ -1,8 +1,11 @@
-"""Manifests the CLI emits: ``create vm`` from flags and ``expose`` Services."""
+"""Manifests the CLI emits: ``create vm`` from flags (an instancetype and preference named
+or inferred from a volume, as upstream's) and ``expose`` Services."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from shared.labels import VM_LABEL
@@ -46,6 +49,36 @@ class VolumeFlag:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Inference:
+    """--infer-instancetype / --infer-preference [true|false] and --infer-…-from VOLUME:
+    on by default from the first boot disk, its failures then ignored (upstream's)."""
+
+    enabled: bool = True
+    volume: str | None = None
+    explicit: bool = False
+
+    @classmethod
+    def of(cls, flag: str | None, volume: str | None) -> Inference:
+        """From --infer-X (None: not given) and --infer-X-from."""
+        return cls(
+            enabled=flag != "false",
+            volume=volume,
+            explicit=flag is not None or volume is not None,
+        )
+
+
+def exclusive(given: Mapping[str, bool]) -> None:
+    """Upstream's mutually exclusive flag groups: at most one of `given` set."""
+    chosen = sorted(name for name, is_set in given.items() if is_set)
+    if len(chosen) > 1:
+        raise CliError(
+            f"if any flags in the group [{' '.join(given)}] are set none of the others can be; "
+            f"[{' '.join(chosen)}] were all set",
+            code=Exit.USAGE,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VMFlags:
     name: str
     namespace: str | None
@@ -56,6 +89,8 @@ class VMFlags:
     pvcs: tuple[VolumeFlag, ...] = ()
     instancetype: str | None = None
     preference: str | None = None
+    infer_instancetype: Inference = field(default_factory=Inference)
+    infer_preference: Inference = field(default_factory=Inference)
     kernel_image: str | None = None
     kernel_args: str = "console=ttyS0"
     user_data: str | None = None
@@ -95,15 +130,19 @@ def vm_manifest(flags: VMFlags) -> dict[str, Any]:
             "create vm needs --volume-containerdisk, --volume-pvc or --kernel-image",
             code=Exit.USAGE,
         )
-    domain = _domain(flags, disks)
-    metadata: dict[str, Any] = {"name": flags.name}
-    if flags.namespace:
-        metadata["namespace"] = flags.namespace
     spec: dict[str, Any] = {"runStrategy": str(flags.run_strategy)}
     if flags.instancetype:
         spec["instancetype"] = _matcher(flags.instancetype, INSTANCETYPE_KIND)
+    elif not flags.memory and flags.infer_instancetype.enabled:
+        _infer(spec, "instancetype", flags.infer_instancetype, volumes, disks)
     if flags.preference:
         spec["preference"] = _matcher(flags.preference, PREFERENCE_KIND)
+    elif flags.infer_preference.enabled:
+        _infer(spec, "preference", flags.infer_preference, volumes, disks)
+    domain = _domain(flags, disks, sizing=_sizing(spec.get("instancetype")))
+    metadata: dict[str, Any] = {"name": flags.name}
+    if flags.namespace:
+        metadata["namespace"] = flags.namespace
     spec["template"] = {
         "metadata": {"labels": {VM_LABEL: flags.name}},
         "spec": {
@@ -121,17 +160,83 @@ def vm_manifest(flags: VMFlags) -> dict[str, Any]:
     }
 
 
-def _domain(flags: VMFlags, disks: list[dict[str, Any]]) -> dict[str, Any]:
+def _boot_volume(volumes: list[dict[str, Any]], disks: list[dict[str, Any]]) -> str:
+    """The disk with the lowest boot order, else the first volume (upstream's choice)."""
+    if not volumes:
+        raise CliError(
+            "at least one volume is needed to infer an instance type or preference",
+            code=Exit.USAGE,
+        )
+    ordered = [d for d in disks if isinstance(d.get("bootOrder"), int)]
+    if ordered:
+        return str(min(ordered, key=lambda d: d["bootOrder"])["name"])
+    return str(volumes[0]["name"])
+
+
+def _inferable(name: str, volumes: list[dict[str, Any]]) -> str:
+    volume = next((v for v in volumes if v.get("name") == name), None)
+    if volume is None:
+        raise CliError(f'there is no volume with name "{name}"', code=Exit.USAGE)
+    if "persistentVolumeClaim" not in volume and "dataVolume" not in volume:
+        raise CliError(
+            "inference of instancetype or preference works only with datasources, "
+            "datavolumes or pvcs",
+            code=Exit.USAGE,
+        )
+    return name
+
+
+def _infer(
+    spec: dict[str, Any],
+    key: str,
+    inference: Inference,
+    volumes: list[dict[str, Any]],
+    disks: list[dict[str, Any]],
+) -> None:
+    """spec[key] inferred from a volume; without --infer-* a volume that cannot be
+    inferred from is skipped, and the VM's admission ignores a failure (policy Ignore)."""
+    try:
+        volume = _inferable(inference.volume or _boot_volume(volumes, disks), volumes)
+    except CliError:
+        if inference.explicit:
+            raise
+        return
+    matcher: dict[str, Any] = {"inferFromVolume": volume}
+    if not inference.explicit:
+        matcher["inferFromVolumeFailurePolicy"] = "Ignore"
+    spec[key] = matcher
+
+
+class _Sizing(StrEnum):
+    """Who sizes the VM: the flags, an instancetype, or an inferred one (whose failure
+    to infer leaves the template's memory: admission drops it when inference works)."""
+
+    FLAGS = "flags"
+    INSTANCETYPE = "instancetype"
+    INFERRED = "inferred"
+
+
+def _sizing(matcher: Mapping[str, Any] | None) -> _Sizing:
+    if matcher is None:
+        return _Sizing.FLAGS
+    if matcher.get("inferFromVolumeFailurePolicy") == "Ignore":
+        return _Sizing.INFERRED
+    return _Sizing.INSTANCETYPE
+
+
+def _domain(flags: VMFlags, disks: list[dict[str, Any]], *, sizing: _Sizing) -> dict[str, Any]:
     """spec.template.spec.domain: the disks, one masquerade interface, and memory, CPUs and
-    kernel boot as flagged (memory and CPUs left to an instancetype when one is named)."""
+    kernel boot as flagged (memory and CPUs left to an instancetype when one is named;
+    only the guest memory when one may be inferred)."""
     domain: dict[str, Any] = {
         "devices": {"disks": disks, "interfaces": [{"name": "default", "masquerade": {}}]}
     }
-    memory = flags.memory or (None if flags.instancetype else DEFAULT_MEMORY)
+    memory = flags.memory or (DEFAULT_MEMORY if sizing != _Sizing.INSTANCETYPE else None)
     if memory:
         domain["memory"] = {"guest": memory}
-        domain["resources"] = {"requests": {"memory": memory}}
-    cpus = flags.cpus or (None if flags.instancetype else 1)
+        if sizing == _Sizing.FLAGS:
+            domain["resources"] = {"requests": {"memory": memory}}
+    cpus = flags.cpus or (1 if sizing == _Sizing.FLAGS else None)
     if cpus:
         domain["cpu"] = {"cores": cpus}
     if flags.kernel_image:

@@ -1,5 +1,5 @@
-"""The verbs that build objects: `create vm` (a manifest from flags, no request) and `expose`
-(a Service for a VM or VMI, through the full client)."""
+"""The verbs that build objects: `create vm | instancetype | preference | clone` (manifests
+from flags, no request) and `expose` (a Service for a VM or VMI, through the full client)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from shared.kube import SERVICES, VMIS, VMS, KubeClient
 from shared.model import RunStrategy, VirtualMachine, VirtualMachineInstance
-from virtctl_py import manifests
+from virtctl_py import createobjects, manifests
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
 
@@ -47,8 +47,27 @@ def _user_data(args: argparse.Namespace) -> str | None:
         ) from e
 
 
+def create(args: argparse.Namespace, namespace: str | None) -> str:
+    """`create vm | instancetype | preference | clone`: the manifest as YAML."""
+    if args.kind == "vm":
+        return create_vm(args, namespace)
+    manifest = createobjects.RENDERERS[args.kind](args, namespace)
+    return yaml.safe_dump(manifest, sort_keys=False).rstrip()
+
+
 def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
     VolumeFlag = manifests.VolumeFlag
+    manifests.exclusive({
+        "memory": args.memory is not None,
+        "instancetype": args.instancetype is not None,
+        "infer-instancetype": args.infer_instancetype is not None,
+        "infer-instancetype-from": args.infer_instancetype_from is not None,
+    })  # fmt: skip
+    manifests.exclusive({
+        "preference": args.preference is not None,
+        "infer-preference": args.infer_preference is not None,
+        "infer-preference-from": args.infer_preference_from is not None,
+    })  # fmt: skip
     flags = manifests.VMFlags(
         name=args.name, namespace=namespace, memory=args.memory, cpus=args.cpus,
         run_strategy=RunStrategy(args.run_strategy),
@@ -57,6 +76,10 @@ def create_vm(args: argparse.Namespace, namespace: str | None) -> str:
         ),
         pvcs=tuple(VolumeFlag.parse(v, flag="--volume-pvc") for v in args.pvcs),
         instancetype=args.instancetype, preference=args.preference,
+        infer_instancetype=manifests.Inference.of(
+            args.infer_instancetype, args.infer_instancetype_from
+        ),
+        infer_preference=manifests.Inference.of(args.infer_preference, args.infer_preference_from),
         kernel_image=args.kernel_image, kernel_args=args.kernel_args,
         user_data=_user_data(args), grace=args.grace,
     )  # fmt: skip

@@ -5,7 +5,8 @@ tolerations and the node selector go to the running VMI (they steer its next mig
 hotplugged volumes follow the template (controller/vm/hotplug.py); every other change of the
 template sets the VM's RestartRequired condition, naming the fields. With `Stage` every
 change waits for the restart. CPU sockets and guest memory within the VMI's maxSockets /
-maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md).
+maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md), and an
+interface's link `state` is set on the running domain (controller/vm/linkstate.py).
 
 The template is compared with the VMI as a subset: a value the template sets must be the
 VMI's; keys only the VMI has (admission's defaults, an instancetype's expansion) are not
@@ -20,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.transitions import vm_condition
+from controller.vm import linkstate
 from controller.vm.hotresources import hotplug_ops, live_paths
 from shared.clusterconfig import RolloutStrategy
 from shared.model import (
@@ -68,6 +70,7 @@ def restart_fields(
     live: list[str] = []
     if strategy is RolloutStrategy.LIVE_UPDATE:
         live = [f"spec.{k}" for k in LIVE_KEYS] + list(live_paths(vm, vmi))
+        live += linkstate.live_paths(vm, vmi)
     return [p for p in changed if not _under(p, (*HOTPLUG_PATHS, *live))]
 
 
@@ -87,7 +90,7 @@ def live_ops(
             ops.append({"op": "remove", "path": f"/spec/{key}"})
         else:
             ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
-    return ops + hotplug_ops(vm, vmi)
+    return ops + hotplug_ops(vm, vmi) + linkstate.link_ops(vm, vmi)
 
 
 def with_restart_required(

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.transitions import vm_condition
-from shared.expansion import expand_spec
+from shared.instancetypes.apply import expand
 from shared.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from shared.model import (
     API_VERSION,
@@ -376,8 +376,12 @@ def vmi_from_template(
     and preference), named after and owned by the VM."""
     meta = vm.spec.template.metadata
     spec = vm.spec.template.spec.to_dict()
+    annotations = dict(meta.annotations)
     if instancetype is not None or preference is not None:
-        spec = expand_spec(spec, instancetype=instancetype, preference=preference)
+        expanded = expand(
+            spec, annotations=annotations, instancetype=instancetype, preference=preference
+        )
+        spec, annotations = expanded.spec, {**annotations, **expanded.annotations}
     return {
         "apiVersion": API_VERSION,
         "kind": VirtualMachineInstance.KIND,
@@ -385,7 +389,7 @@ def vmi_from_template(
             "name": vm.name,
             "namespace": vm.namespace,
             "labels": {**meta.labels, VM_LABEL: vm.name},
-            "annotations": dict(meta.annotations),
+            "annotations": annotations,
             "ownerReferences": [owner_ref(vm)],
         },
         "spec": spec,

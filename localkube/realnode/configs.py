@@ -184,6 +184,10 @@ def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:
         # (NodeExpandVolume for a running pod), which tests wait for.
         "syncFrequency": "10s",
         "shutdownGracePeriod": "0s",
+        # A crashed container (a SIGKILLed virt-handler) restarts within a second however
+        # often it crashed, instead of kubelet's 10 s doubling back-off (KEP-5593, beta
+        # and on by default since 1.35): docs/hardening.md, "Handler restarts".
+        "crashLoopBackOff": {"maxContainerRestartPeriod": "1s"},
     }
     return yaml.safe_dump(config, sort_keys=False)
 

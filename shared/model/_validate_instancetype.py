@@ -1,7 +1,8 @@
 """Validation of the instancetype.kubevirt.io objects themselves (admission checks them
-when they are made, so a bad one is named before any VM uses it): metadata, the
-instancetype's guest vCPUs and memory, the preference's buses, interface model and
-machine type. Fields kubevirt-py does not honour are shared.model.unsupported's."""
+when they are made, so a bad one is named before any VM uses it): metadata and the
+values KubeVirt's API takes (vCPUs, quantities, percentages, buses, models, machine type,
+the spread ratio). Whether kubevirt-py honours what a value turns into is decided where
+it lands: a VM applying it is refused naming the field (virt_api/admission/instancetypes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from shared.model._validate_domain import DISK_BUSES, MACHINE_TYPE
 from shared.model._validate_volumes import INTERFACE_MODELS
 from shared.model.errors import FieldError
 from shared.model.instancetype import InstancetypeObject, InstancetypeSpec, PreferenceSpec
+from shared.model.preference import SpreadAcross
 from shared.model.quantity import format_bytes
+
+# KubeVirt's interface models (its VMI validation's list; kubevirt-py's own is narrower).
+KUBEVIRT_INTERFACE_MODELS = INTERFACE_MODELS | {"igb"}
+
+
+def _positive(errs: Errors, path: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        errs.add(path, "must be at least 1", value)
 
 
 def _instancetype(errs: Errors, spec: InstancetypeSpec, limits: ValidationLimits) -> None:
@@ -23,6 +33,15 @@ def _instancetype(errs: Errors, spec: InstancetypeSpec, limits: ValidationLimits
     if memory is not None and not limits.min_memory <= memory <= limits.max_memory:
         low, high = format_bytes(limits.min_memory), format_bytes(limits.max_memory)
         errs.add("spec.memory.guest", f"must be between {low} and {high}", spec.memory.guest)
+    _positive(errs, "spec.cpu.maxSockets", spec.cpu.max_sockets)
+    percent = spec.memory.overcommit_percent
+    if percent is not None and not 0 <= percent <= 100:
+        errs.add("spec.memory.overcommitPercent", "must be between 0 and 100", percent)
+    max_guest = check_quantity(errs, "spec.memory.maxGuest", spec.memory.max_guest)
+    if max_guest is not None and memory is not None and max_guest < memory:
+        errs.add(
+            "spec.memory.maxGuest", "must not be less than spec.memory.guest", spec.memory.max_guest
+        )
 
 
 def _preference(errs: Errors, spec: PreferenceSpec) -> None:
@@ -30,7 +49,8 @@ def _preference(errs: Errors, spec: PreferenceSpec) -> None:
     buses = (
         ("preferredDiskBus", devices.preferred_disk_bus, DISK_BUSES),
         ("preferredCdromBus", devices.preferred_cdrom_bus, DISK_BUSES - {"virtio"}),
-        ("preferredInterfaceModel", devices.preferred_interface_model, INTERFACE_MODELS),
+        ("preferredLunBus", devices.preferred_lun_bus, DISK_BUSES),
+        ("preferredInterfaceModel", devices.preferred_interface_model, KUBEVIRT_INTERFACE_MODELS),
     )
     for key, value, allowed in buses:
         if value is not None and value not in allowed:
@@ -38,6 +58,27 @@ def _preference(errs: Errors, spec: PreferenceSpec) -> None:
     machine = spec.machine.preferred_machine_type
     if machine and not MACHINE_TYPE.fullmatch(machine):
         errs.add("spec.machine.preferredMachineType", "must be a QEMU machine type name", machine)
+    _spread(errs, spec)
+    grace = spec.preferred_termination_grace_period_seconds
+    if grace is not None and grace < 0:
+        errs.add("spec.preferredTerminationGracePeriodSeconds", "must not be negative", grace)
+    needs = spec.requirements
+    if needs is not None:
+        _positive(errs, "spec.requirements.cpu.guest", needs.cpu.guest if needs.cpu else None)
+        if needs.memory is not None:
+            check_quantity(errs, "spec.requirements.memory.guest", needs.memory.guest)
+
+
+def _spread(errs: Errors, spec: PreferenceSpec) -> None:
+    """KubeVirt's: a ratio is at least 1, and spreading over cores and threads means 2."""
+    _positive(errs, "spec.preferSpreadSocketToCoreRatio", spec.prefer_spread_socket_to_core_ratio)
+    options = spec.cpu.spread_options
+    if options is None:
+        return
+    _positive(errs, "spec.cpu.spreadOptions.ratio", options.ratio)
+    if options.across == SpreadAcross.CORES_THREADS and options.ratio not in (None, 2):
+        message = "only a ratio of 2 is supported when spreading vCPUs across cores and threads"
+        errs.add("spec.cpu.spreadOptions.ratio", message, options.ratio)
 
 
 def validate_instancetype_object(

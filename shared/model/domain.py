@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.model._codec import Model
+from shared.model._codec import Model, json_name
+from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.enums import PullPolicy
 from shared.model.quantity import parse_bytes, parse_millis
 
@@ -69,6 +70,7 @@ class DiskTarget(Model):
     """disks[].disk: a plain disk."""
 
     bus: str | None = None
+    readonly: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +90,13 @@ class Disk(Model):
     cdrom: CDRomTarget | None = None
     boot_order: int | None = None
     serial: str | None = None
+    # Options (launcher/diskxml.py): cache, io, errorPolicy as libvirt's driver attributes.
+    cache: str | None = None
+    io: str | None = None
+    error_policy: str | None = None
+    block_size: BlockSize | None = None
+    shareable: bool | None = None
+    dedicated_io_thread: bool | None = field(default=None, metadata=json_name("dedicatedIOThread"))
 
     @property
     def bus(self) -> str | None:
@@ -146,6 +155,11 @@ class Interface(Model):
     model: str | None = None
     mac_address: str | None = None
     ports: tuple[InterfacePort, ...] = ()
+    pci_address: str | None = None
+    acpi_index: int | None = None
+    boot_order: int | None = None
+    state: str | None = None  # up or down (LinkState); changed live on a running VM
+    dhcp_options: DHCPOptions | None = None
 
     def bindings(self) -> tuple[str, ...]:
         """Wire names of every binding method set on this interface."""
@@ -171,6 +185,8 @@ class Devices(Model):
     disks: tuple[Disk, ...] = ()
     interfaces: tuple[Interface, ...] = ()
     rng: Rng | None = None
+    block_multi_queue: bool | None = None  # queues = vCPUs on virtio disks
+    network_interface_multiqueue: bool | None = None  # queues = vCPUs on virtio NICs
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""
@@ -282,6 +298,8 @@ class DomainSpec(Model):
     firmware: Firmware = field(default_factory=Firmware)
     machine: Machine = field(default_factory=Machine)
     features: Features = field(default_factory=Features)
+    io_threads_policy: str | None = None  # IOThreadsPolicy
+    io_threads: IOThreads | None = None
 
     def guest_memory(self) -> str | int | None:
         """The guest memory quantity: memory.guest, else resources.requests.memory."""

@@ -1,36 +1,61 @@
 """instancetype.kubevirt.io/v1beta1: instancetypes (the CPU and memory a VM gets) and
 preferences (the defaults a VM's template falls back on), namespaced and cluster-wide.
 
-The subset typed here is the subset kubevirt-py honours:
-- instancetype: spec.cpu.guest (vCPUs, laid out as sockets as KubeVirt's default
-  preferSockets does), spec.memory.guest;
-- preference: spec.devices.preferredDiskBus, preferredCdromBus, preferredInterfaceModel,
-  spec.machine.preferredMachineType.
-Everything else stays in `extra` (KubeVirt fields such as cpu.dedicatedCPUPlacement or
-preferredCPUTopology are not honoured; `unsupported_instancetype_fields` names them).
-A VM names them in spec.instancetype / spec.preference (`InstancetypeMatcher`).
+Every field of KubeVirt v1.8's v1beta1 API is typed (the preference's in
+shared.model.preference). shared.instancetypes applies them to a VM's VMI, as KubeVirt's
+pkg/instancetype does; the kubevirt.io/v1 objects they hand over whole (hugepages, NUMA,
+GPUs, …) are `VMIPart`s, checked where the VMI takes them: an instancetype or preference
+is admitted as written, and a VM whose VMI would carry a field kubevirt-py does not
+honour is refused naming the instancetype field.
+A VM names them in spec.instancetype / spec.preference (`InstancetypeMatcher`), or has
+them inferred from a volume's labels (`inferFromVolume`).
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from shared.model._codec import Model
+from shared.model._codec import Model, json_name
 from shared.model.meta import ObjectMeta
+from shared.model.preference import (
+    DevicePreferences,
+    MachinePreferences,
+    PreferenceSpec,
+    VMIPart,
+)
+
+__all__ = ["DevicePreferences", "MachinePreferences", "PreferenceSpec", "VMIPart"]
 
 INSTANCETYPE_GROUP = "instancetype.kubevirt.io"
 INSTANCETYPE_VERSION = "v1beta1"
 INSTANCETYPE_API_VERSION = f"{INSTANCETYPE_GROUP}/{INSTANCETYPE_VERSION}"
+# A volume's labels naming the instancetype and preference a VM infers from it.
+DEFAULT_INSTANCETYPE_LABEL = f"{INSTANCETYPE_GROUP}/default-instancetype"
+DEFAULT_INSTANCETYPE_KIND_LABEL = f"{INSTANCETYPE_GROUP}/default-instancetype-kind"
+DEFAULT_PREFERENCE_LABEL = f"{INSTANCETYPE_GROUP}/default-preference"
+DEFAULT_PREFERENCE_KIND_LABEL = f"{INSTANCETYPE_GROUP}/default-preference-kind"
+
+
+class InferFailurePolicy(enum.StrEnum):
+    """VM spec.instancetype/preference.inferFromVolumeFailurePolicy."""
+
+    REJECT = "Reject"
+    IGNORE = "Ignore"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstancetypeMatcher(Model):
-    """VM spec.instancetype / spec.preference: which object, and the revision captured."""
+    """VM spec.instancetype / spec.preference: which object, and the revision captured;
+    or the volume whose labels name it (resolved at VM admission, then cleared)."""
 
     name: str | None = None
     kind: str | None = None
     revision_name: str | None = None
+    infer_from_volume: str | None = None
+    infer_from_volume_failure_policy: InferFailurePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +63,14 @@ class CPUInstancetype(Model):
     """instancetype spec.cpu."""
 
     guest: int | None = None
+    model: str | None = None
+    dedicated_cpu_placement: bool | None = field(
+        default=None, metadata=json_name("dedicatedCPUPlacement")
+    )
+    numa: VMIPart | None = None
+    isolate_emulator_thread: bool | None = None
+    realtime: VMIPart | None = None
+    max_sockets: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,38 +78,25 @@ class MemoryInstancetype(Model):
     """instancetype spec.memory."""
 
     guest: str | int | None = None
+    hugepages: VMIPart | None = None
+    overcommit_percent: int | None = None
+    max_guest: str | int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstancetypeSpec(Model):
     """The spec of a VirtualMachine(Cluster)Instancetype."""
 
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str | None = None
     cpu: CPUInstancetype = field(default_factory=CPUInstancetype)
     memory: MemoryInstancetype = field(default_factory=MemoryInstancetype)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DevicePreferences(Model):
-    """preference spec.devices."""
-
-    preferred_disk_bus: str | None = None
-    preferred_cdrom_bus: str | None = None
-    preferred_interface_model: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MachinePreferences(Model):
-    """preference spec.machine."""
-
-    preferred_machine_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PreferenceSpec(Model):
-    """The spec of a VirtualMachine(Cluster)Preference."""
-
-    devices: DevicePreferences = field(default_factory=DevicePreferences)
-    machine: MachinePreferences = field(default_factory=MachinePreferences)
+    gpus: tuple[VMIPart, ...] = ()
+    host_devices: tuple[VMIPart, ...] = ()
+    io_threads_policy: str | None = None
+    io_threads: VMIPart | None = None
+    launch_security: VMIPart | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,14 @@ from typing import Any
 
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model._validate_common import child_path
+from shared.model.devopts import (
+    BlockSize,
+    CustomBlockSize,
+    DHCPOptions,
+    DHCPPrivateOption,
+    IOThreads,
+    MatchVolume,
+)
 from shared.model.domain import (
     BIOS,
     CPU,
@@ -49,11 +57,9 @@ from shared.model.domain import (
 from shared.model.errors import FieldError
 from shared.model.instancetype import (
     CPUInstancetype,
-    DevicePreferences,
     InstancetypeMatcher,
     InstancetypeObject,
     InstancetypeSpec,
-    MachinePreferences,
     MemoryInstancetype,
     PreferenceSpec,
 )
@@ -70,6 +76,7 @@ from shared.model.pool import (
     VirtualMachinePool,
     VMTemplateSpec,
 )
+from shared.model.preference import PREFERENCE_CLASSES, VMIPart
 from shared.model.probes import (
     ExecAction,
     GuestAgentPing,
@@ -124,9 +131,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "accessCredentials", "architecture", "resourceClaims",
         }
     ),
-    DomainSpec: frozenset(
-        {"clock", "ioThreadsPolicy", "ioThreads", "chassis", "launchSecurity"}
-    ),
+    DomainSpec: frozenset({"clock", "chassis", "launchSecurity"}),
     Features: frozenset({"acpi", "apic", "hyperv", "kvm", "pvspinlock", "hypervPassthrough"}),
     FeatureState: frozenset(),
     CPU: frozenset(
@@ -143,29 +148,33 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "useVirtioTransitional", "disableHotplug", "watchdog", "inputs",
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
             "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK",
-            "blockMultiQueue", "networkInterfaceMultiqueue", "gpus", "downwardMetrics",
+            "gpus", "downwardMetrics",
             "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
             "logSerialConsole", "video",
         }
     ),
     Disk: frozenset(
         {
-            "lun", "dedicatedIOThread", "cache", "io", "tag", "blockSize", "shareable",
-            "errorPolicy",
+            "lun", "tag",
         }
     ),
-    DiskTarget: frozenset({"readonly", "pciAddress"}),
+    DiskTarget: frozenset({"pciAddress"}),
     CDRomTarget: frozenset({"tray"}),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "bootOrder",
-            "pciAddress", "dhcpOptions", "tag", "acpiIndex", "state",
+            "slirp", "sriov", "macvtap", "passt", "binding", "tag",
         }
     ),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
     Rng: frozenset(),
+    BlockSize: frozenset(),
+    CustomBlockSize: frozenset({"discardGranularity"}),
+    MatchVolume: frozenset(),
+    IOThreads: frozenset(),
+    DHCPOptions: frozenset(),
+    DHCPPrivateOption: frozenset(),
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset({"useSerial"}),
@@ -216,52 +225,26 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Unmanaged: frozenset({"statePreservation"}),
     SelectionPolicy: frozenset({"selectors"}),
     Autohealing: frozenset({"minFailingToStartDuration"}),
-    InstancetypeMatcher: frozenset({"inferFromVolume", "inferFromVolumeFailurePolicy"}),
+    InstancetypeMatcher: frozenset(),
     MigrationSpec: frozenset({"addedNodeSelector", "sendTo", "receive"}),
     Toleration: frozenset(),
     PodDNSConfig: frozenset(),
     PodDNSConfigOption: frozenset(),
-    # instancetype.kubevirt.io/v1beta1
-    InstancetypeSpec: frozenset(
-        {
-            "nodeSelector", "schedulerName", "gpus", "hostDevices", "ioThreadsPolicy",
-            "launchSecurity", "annotations",
-        }
-    ),
-    CPUInstancetype: frozenset(
-        {
-            "model", "dedicatedCPUPlacement", "numa", "isolateEmulatorThread", "realtime",
-            "maxSockets",
-        }
-    ),
-    MemoryInstancetype: frozenset({"hugepages", "overcommitPercent", "maxGuest"}),
-    PreferenceSpec: frozenset(
-        {
-            "clock", "cpu", "features", "firmware", "volumes", "preferredSubdomain",
-            "preferredTerminationGracePeriodSeconds", "requirements", "annotations",
-            "preferSpreadSocketToCoreRatio", "preferredArchitecture",
-        }
-    ),
-    DevicePreferences: frozenset(
-        {
-            "preferredAutoattachGraphicsDevice", "preferredAutoattachMemBalloon",
-            "preferredAutoattachPodInterface", "preferredAutoattachSerialConsole",
-            "preferredAutoattachInputDevice", "preferredDisableHotplug",
-            "preferredVirtualGPUOptions", "preferredSoundModel", "preferredUseVirtioTransitional",
-            "preferredInputBus", "preferredInputType", "preferredLunBus",
-            "preferredDiskDedicatedIoThread", "preferredDiskCache", "preferredDiskIO",
-            "preferredDiskBlockSize", "preferredRng", "preferredBlockMultiQueue",
-            "preferredNetworkInterfaceMultiQueue", "preferredTPM", "preferredInterfaceMasquerade",
-        }
-    ),
-    MachinePreferences: frozenset(),
+    # instancetype.kubevirt.io/v1beta1: every field typed (a VM applying one whose VMI
+    # field is refused is refused at VM admission, naming it: shared.instancetypes)
+    InstancetypeSpec: frozenset(),
+    CPUInstancetype: frozenset(),
+    MemoryInstancetype: frozenset(),
+    **{cls: frozenset() for cls in PREFERENCE_CLASSES},
 }  # fmt: skip
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
 # keys when the pod is made, so they are not walked here.
 # A DataVolume template is CDI's: the DataVolume controller names its bad fields.
+# A VMIPart is a kubevirt.io/v1 object an instancetype or preference hands to the VMI whole:
+# checked in the VMI it lands in (shared.instancetypes), not in the instancetype object.
 KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
-    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec}
+    {Affinity, TopologySpreadConstraint, DataVolumeTemplateSpec, VMIPart}
 )
 
 # KubeVirt fields whose value is what kubevirt-py does anyway (or what admission
@@ -272,6 +255,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
     (EFI, "persistent"): (False,),
+    (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.

@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_name,
     check_strings,
 )
+from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
     DISK_BUSES,
@@ -76,6 +77,7 @@ def validate_vmi_spec(
     validate_disks(errs, path, spec)
     validate_volumes(errs, path, spec, limits)
     validate_networks(errs, path, spec)
+    validate_device_options(errs, path, spec)
     validate_kernel_boot(errs, domain_path, spec.domain)
     validate_machine(errs, domain_path, spec.domain)
     validate_firmware(errs, domain_path, spec.domain)

@@ -46,6 +46,7 @@ class Method(StrEnum):
     FORWARD_PORT = "forward_port"
     EXPAND_DISKS = "expand_disks"
     HOTPLUG_RESOURCES = "hotplug_resources"  # shared/wire/resources.py
+    SET_LINK_STATES = "set_link_states"  # shared/wire/links.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -76,6 +77,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.FORWARD_PORT: Tier.MEDIUM,
     Method.EXPAND_DISKS: Tier.MEDIUM,
     Method.HOTPLUG_RESOURCES: Tier.MEDIUM,
+    Method.SET_LINK_STATES: Tier.MEDIUM,
 }
 
 

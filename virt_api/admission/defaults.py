@@ -6,15 +6,15 @@ For a VMI spec (and a VM's template spec):
   gets `disk: {}`, a target without a bus gets virtio (cdrom: sata);
 - no interfaces and no networks (and autoattachPodInterface not false): the pod network
   with a masquerade interface, named `default`;
-- machine.type (the launcher's machine type unless configured);
+- machine.type: q35, as KubeVirt (unless configured; `pc` is honoured when asked for);
 - memory.guest from resources.requests.memory, and requests.memory from memory.guest;
 - CPU topology counts default to 1; terminationGracePeriodSeconds to 30;
 - efi.secureBoot to true and a feature's `enabled` (features.smm) to true, as KubeVirt's
   API defaults; a secure-boot guest's machine type to q35 (libvirt's rule for a secure
   flash).
 A VM's template leaves to its instancetype the CPU and memory defaults, and to its
-preference the disk buses and machine type: the VMI the VM controller creates is expanded
-with them, then defaulted at its own admission.
+preference the disk buses, machine type and grace period: the VMI the VM controller
+creates is expanded with them, then defaulted at its own admission.
 Malformed input is left as it is: validation then names what is wrong.
 """
 
@@ -37,8 +37,8 @@ SECURE_BOOT_MACHINE_TYPE = "q35"
 class Defaults:
     """The values admission fills in."""
 
-    # The launcher's machine type when none is set (KubeVirt's own default is q35).
-    machine_type: str = "pc"
+    # The machine type when none is set: q35, as KubeVirt (PCIe, hot-pluggable root ports).
+    machine_type: str = "q35"
 
 
 def _obj(parent: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -164,7 +164,7 @@ def default_vmi_spec(
     if not leave.sizing:
         _default_memory(domain)
         _default_cpu(domain)
-    if out.get("terminationGracePeriodSeconds") is None:
+    if out.get("terminationGracePeriodSeconds") is None and not leave.preferences:
         out["terminationGracePeriodSeconds"] = DEFAULT_GRACE_PERIOD_SECONDS
     return out
 

@@ -1,7 +1,8 @@
 """Serving the admission webhooks over HTTPS for as long as the controller runs.
 
-    POST /mutate     defaults (JSONPatch) for VMIs and VMs
-    POST /validate   refusals naming every field, for VMIs, VMs and VMIMs
+    POST /mutate     defaults (JSONPatch) for VMIs and VMs; a VM's inferFromVolume resolved
+    POST /validate   refusals naming every field, for VMIs, VMs and VMIMs (a VM's
+                     instancetype and preference looked up and applied)
     POST /evict      pods/eviction of launcher pods, by eviction strategy (eviction.py)
     GET  /healthz
 
@@ -25,12 +26,20 @@ from shared.clusterconfig import ClusterConfig
 from shared.kube import VMIS, Counter, Registry
 from shared.kube import NotFound as KubeNotFound
 from shared.kube.ports import Gets, GetsPatches
-from shared.model import EvictionStrategy, VirtualMachineInstanceMigration
+from shared.model import (
+    EvictionStrategy,
+    FieldError,
+    ParseError,
+    VirtualMachine,
+    VirtualMachineInstanceMigration,
+)
 from shared.model.validation import ValidationLimits
 from virt_api.admission.config import AdmissionConfig
-from virt_api.admission.defaults import Defaults, mutate
+from virt_api.admission.defaults import Defaults, default_vm_spec, mutate, spec_patch
 from virt_api.admission.eviction import EvictionAdmitter
 from virt_api.admission.gates import gate_errors
+from virt_api.admission.infer import infer
+from virt_api.admission.instancetypes import instancetype_errors, with_preferred_storage_class
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
 from virt_api.admission.snapshots import (
     SNAPSHOT_KINDS,
@@ -114,6 +123,16 @@ def _endpoint(deps: AppDeps, webhook: str, decide: Decide) -> Handler:
 async def _mutate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if review.operation not in ("CREATE", "UPDATE"):
         return allow(review.uid)
+    spec = review.obj.get("spec")
+    if review.kind == VirtualMachine.KIND and deps.objects and isinstance(spec, Mapping):
+        # inferFromVolume first: the defaults leave what an instancetype sets alone.
+        spec, errors = await infer(spec, namespace=review.namespace, lookup=deps.objects)
+        if errors:
+            return deny(review.uid, kind=review.kind, name=review.name, errors=errors)
+        spec = await with_preferred_storage_class(
+            spec, namespace=review.namespace, lookup=deps.objects
+        )
+        return allow(review.uid, spec_patch(review.obj, default_vm_spec(spec, deps.defaults)))
     return allow(review.uid, mutate(review.kind, review.obj, deps.defaults))
 
 
@@ -131,6 +150,8 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     errors += spec_changed(
         review.kind, review.obj, review.old if review.operation == "UPDATE" else None
     )
+    if review.kind == VirtualMachine.KIND and deps.objects and not errors:
+        errors += await _vm_instancetype_errors(deps, review)
     if review.operation == "CREATE" and review.kind in SNAPSHOT_KINDS and deps.objects:
         errors += await lookup_errors(
             review.kind, review.obj, namespace=review.namespace, lookup=deps.objects
@@ -138,6 +159,21 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if not errors:
         return allow(review.uid)
     return deny(review.uid, kind=review.kind, name=review.name, errors=errors)
+
+
+async def _vm_instancetype_errors(deps: AppDeps, review: AdmissionRequest) -> list[FieldError]:
+    """A VM's instancetype and preference, when its spec changed (virt_api/admission/
+    instancetypes.py); its own errors come first, so this runs on a VM valid otherwise."""
+    if review.old is not None and review.obj.get("spec") == review.old.get("spec"):
+        return []
+    assert deps.objects is not None  # checked by the caller
+    try:
+        vm = VirtualMachine.from_dict(review.obj)
+    except ParseError:
+        return []
+    return await instancetype_errors(
+        vm, lookup=deps.objects, defaults=deps.defaults, limits=deps.limits
+    )
 
 
 async def _evict(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:

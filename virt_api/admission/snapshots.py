@@ -37,7 +37,8 @@ from shared.model.validation import ValidationLimits
 
 PATCH_OPS = ("add", "replace", "remove")
 SNAPSHOT_KINDS = (VirtualMachineSnapshot.KIND, VirtualMachineRestore.KIND, VirtualMachineClone.KIND)
-_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+# Colons or dashes (Go's net.ParseMAC; `virtctl create clone --new-mac-address` needs dashes).
+_MAC = re.compile(r"[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}")
 
 
 class ObjectLookup(Protocol):

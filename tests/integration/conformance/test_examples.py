@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from localkube.cluster import Cluster
+from shared.model.instancetype import INSTANCETYPE_KINDS as KINDS
 from tests.integration.cluster.admission import Kubectl, Ran, dry_run
 from tests.integration.conformance.checks import (
     Doc,
@@ -30,18 +31,34 @@ from tests.integration.conformance.checks import (
 
 pytestmark = pytest.mark.integration
 DOCS = example_docs()
+INSTANCETYPE_KINDS = frozenset(cls.KIND for cls in KINDS)
 
 
 @pytest.fixture(scope="module")
 def answers(kube_cluster: Cluster) -> Iterator[dict[str, Ran]]:
     """Every example document's dry-run answer, by document id: the session cluster has
-    the CRDs and the webhooks (tests/integration/cluster/admission.py)."""
+    the CRDs and the webhooks (tests/integration/cluster/admission.py). Instancetypes and
+    preferences are created for real (a VM's admission looks them up), in file order, so
+    the VMs after them find them; the cluster-wide ones are deleted at the end."""
     kubectl = Kubectl(kube_cluster)
     namespace = f"kvpy-conformance-{uuid.uuid4().hex[:8]}"
     kubectl.ok("create", "namespace", namespace)
+    created: list[str] = []
     try:
-        yield {doc.id: dry_run(kubectl, _unplaced(doc.obj), namespace) for doc in DOCS}
+        out = {}
+        for doc in DOCS:
+            obj = _unplaced(doc.obj)
+            if obj.get("kind") not in INSTANCETYPE_KINDS:
+                out[doc.id] = dry_run(kubectl, obj, namespace)
+                continue
+            out[doc.id] = kubectl("create", "-o", "json", "-n", namespace, "-f", "-",
+                                  stdin=json.dumps(obj))  # fmt: skip
+            if out[doc.id].code == 0 and obj["kind"].startswith("VirtualMachineCluster"):
+                created.append(f"{obj['kind'].lower()}/{obj['metadata']['name']}")
+        yield out
     finally:
+        for name in created:
+            kubectl("delete", name, "--wait=false")
         kubectl("delete", "namespace", namespace, "--wait=false")
 
 

@@ -44,8 +44,7 @@ async def preference(kube: KubeClient) -> AsyncIterator[str]:
 
 def vm_body(name: str, preference: str) -> dict[str, Any]:
     spec = {
-        "domain": {
-            "resources": {"requests": {"cpu": "10m"}},
+        "domain": {  # no CPU request: the instancetype owns it (KubeVirt's conflict)
             "devices": {
                 "disks": [{"name": "scratch"}],
                 "interfaces": [{"name": "default", "masquerade": {}}],

@@ -6,12 +6,14 @@ built here.
   down at its end; a build or start failure fails every test using it, with the reason;
 - ``real_kubectl`` (session): kubectl with its admin kubeconfig;
 - ``real_stack`` (session): kubevirt-py deployed onto it from manifests/overlays/local,
-  the production overlay with this machine's images and TCG.
+  the production overlay with this machine's images and TCG; at its end the daemons' logs
+  must hold no work item failed with a traceback (logscan.py).
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from localkube.deploy import Kubectl, deploy
 from localkube.errors import LocalKubeError
 from localkube.realnode.namespaces import KUBELET_SYSCTLS
 from localkube.testing import session_cluster
+from tests.integration.realnodes.logscan import FAULT_GRACE, Window, daemon_failures
 
 
 @pytest.fixture(scope="session")
@@ -48,14 +51,43 @@ def real_kubectl(real_cluster: Cluster) -> Kubectl:
 
 
 @pytest.fixture(scope="session")
+def fault_windows() -> list[Window]:
+    """When the tests marked `faults` ran (plus grace): the log check excuses those."""
+    return []
+
+
+@pytest.fixture(autouse=True)
+def _record_fault_window(
+    request: pytest.FixtureRequest, fault_windows: list[Window]
+) -> Iterator[None]:
+    if request.node.get_closest_marker("faults") is None:
+        yield
+        return
+    start = time.time()
+    yield
+    fault_windows.append((start, time.time() + FAULT_GRACE))
+
+
+@pytest.fixture(scope="session")
 def real_stack(
-    real_cluster: Cluster, real_kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+    real_cluster: Cluster,
+    real_kubectl: Kubectl,
+    tmp_path_factory: pytest.TempPathFactory,
+    fault_windows: list[Window],
 ) -> Iterator[Kubectl]:
-    """kubevirt-py deployed as an operator would, onto the real nodes."""
+    """kubevirt-py deployed as an operator would, onto the real nodes; at the end, no work
+    item may have failed with a traceback outside a test that injects faults."""
     deploy(real_kubectl, certs=tmp_path_factory.mktemp("certs"), real_nodes=True, timeout=300)
     yield real_kubectl
+    found = daemon_failures(real_kubectl)
     real_kubectl("delete", "vm", "--all", "-A", "--wait=false", check=False)
     real_kubectl("delete", "vmi", "--all", "-A", "--wait=false", check=False)
+    excused = [f for f in found if f.within(fault_windows)]
+    for failure in excused:
+        print(f"LOG-CHECK excused (during a test that injects faults): {failure}")
+    if failures := [f for f in found if not f.within(fault_windows)]:
+        listed = "\n".join(f"  {f}" for f in failures)
+        pytest.fail(f"work items failed with a traceback in the daemons' logs:\n{listed}")
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from localkube.procs import read_pidfile, stop_process
 from tests.integration.realnodes.conftest import pods
 from tests.integration.realnodes.test_story import REPO, _qemu_pids, _serial, _wait
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 FINAL = ("Succeeded", "Failed")
 
 

@@ -49,7 +49,7 @@ from tests.integration.realnodes.test_chaos import (
 from tests.integration.realnodes.test_fleet import leader_pod, replica_set
 from tests.integration.realnodes.test_story import _qemu_pids, _wait
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 FINAL = ("Running", "Failed", "Succeeded")
 
 

@@ -23,7 +23,7 @@ from localkube.realnode.node import RealNode
 from tests.integration.realnodes.test_migration import _last_tick
 from tests.integration.realnodes.test_story import _pod_uid, _vmi, _wait, start_demo
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 HEARTBEAT_INTERVAL = 5  # the handlers' heartbeat, seconds
 HEARTBEAT_TIMEOUT = 20  # the controller's --heartbeat-timeout, seconds
 

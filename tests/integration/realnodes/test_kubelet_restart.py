@@ -28,7 +28,7 @@ from tests.integration.realnodes.test_story import (
     start_demo,
 )
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 TUN = "devices.kubevirt.io/tun"
 
 

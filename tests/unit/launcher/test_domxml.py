@@ -32,7 +32,7 @@ PLAN = DomainPlan(
     namespace="default",
     vmi_name="tiny",
     virt_type="qemu",
-    machine="pc",
+    machine="q35",
     memory_kib=131072,
     topology=Topology(sockets=1, cores=2, threads=1),
     kernel=KernelPlan(
@@ -80,6 +80,7 @@ PLAN = DomainPlan(
     agent_socket=Path("/run/libvirt/kvpy/agent.sock"),
     partition="/machine/kvpy-test",
     vnc_socket=Path("/run/libvirt/kvpy/vnc.sock"),
+    pcie_root_ports=9,
 )
 
 
@@ -182,7 +183,7 @@ def test_passt_binding_is_qemus_stream_netdev_to_the_launchers_passt(tmp_path: P
     listed = dataclasses.replace(
         every, alias="listed", mac="02:00:00:00:00:03", forwards=(("tcp", (80, 22)),)
     )
-    xml = build(dataclasses.replace(PLAN, interfaces=(), passt=(every, listed)))
+    xml = build(dataclasses.replace(PLAN, machine="pc", interfaces=(), passt=(every, listed)))
     dom = ET.fromstring(xml)
     assert dom.findall("devices/interface") == []
     args = [a.get("value") for a in dom.iter(f"{{{QEMU_NS}}}arg")]

@@ -11,7 +11,8 @@ import pytest
 
 from controller.errors import SyncError
 from controller.vm.logic import vmi_from_template
-from shared.expansion import CONFLICT, CONTROLLER_REVISIONS, RESOURCES, expand_spec
+from shared.expansion import CONTROLLER_REVISIONS, RESOURCES, expand_spec
+from shared.instancetypes.target import CONFLICT
 from shared.kube import VMS, NotFound, PatchType, Resource
 from shared.model import VirtualMachine, VirtualMachineInstance
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
@@ -100,11 +101,14 @@ def test_conflicts_are_refused_naming_each_field() -> None:
     domain["memory"] = {"guest": "128Mi"}
     domain["resources"] = {"requests": {"memory": "128Mi"}}
     errors = validate("VirtualMachine", obj)
+    paths = [
+        "spec.template.spec.domain.cpu.sockets",
+        "spec.template.spec.domain.cpu.threads",
+        "spec.template.spec.domain.memory.guest",
+        "spec.template.spec.domain.resources.requests.memory",
+    ]
     assert [(e.path, e.message) for e in errors] == [
-        ("spec.template.spec.domain.cpu.sockets", CONFLICT),
-        ("spec.template.spec.domain.cpu.threads", CONFLICT),
-        ("spec.template.spec.domain.memory.guest", CONFLICT),
-        ("spec.template.spec.domain.resources.requests.memory", CONFLICT),
+        (path, f"VM field(s) {path} {CONFLICT}") for path in paths
     ]
 
 

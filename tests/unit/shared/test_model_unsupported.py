@@ -107,9 +107,9 @@ REFUSED = [
         id="sriov",
     ),
     pytest.param(
-        {"spec.domain.devices.interfaces[0].bootOrder": 1},
-        "spec.domain.devices.interfaces[0].bootOrder",
-        id="interface-boot-order",
+        {"spec.domain.devices.interfaces[0].tag": "nic"},
+        "spec.domain.devices.interfaces[0].tag",
+        id="interface-tag",
     ),
     pytest.param(
         {"spec.domain.firmware.bootloader": {"efi": {"persistent": True}}},
@@ -241,7 +241,6 @@ def test_vm_and_migration_specs_are_walked() -> None:
     paths = [e.path for e in unsupported_fields(vm)]
     assert paths == [
         "spec.updateVolumesStrategy",
-        "spec.instancetype.inferFromVolume",
         "spec.template.spec.domain.devices.gpus",
     ]
     vmim = VirtualMachineInstanceMigration.from_dict(

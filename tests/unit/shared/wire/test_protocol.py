@@ -297,10 +297,13 @@ def test_bad_request_maps_from_code() -> None:
 
 
 def test_action_table_agrees_with_the_launcher_and_wire() -> None:
-    """The launcher's command tables register every wire Method exactly once (ForwardPort
-    and HotplugResources beside them), each with a timeout tier, and every launcher command
-    shared.actions names is among them."""
-    beside = [Method.FORWARD_PORT, Method.HOTPLUG_RESOURCES, Method.EXPAND_DISKS]
+    """The launcher's command tables register every wire Method exactly once (ForwardPort,
+    HotplugResources and SetLinkStates beside them), each with a timeout tier, and every
+    launcher command shared.actions names is among them."""
+    beside = [
+        Method.FORWARD_PORT, Method.HOTPLUG_RESOURCES, Method.EXPAND_DISKS,
+        Method.SET_LINK_STATES,
+    ]  # fmt: skip
     registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, *beside]
     assert sorted(registered) == sorted(Method)
     assert set(TIERS) == set(Method)

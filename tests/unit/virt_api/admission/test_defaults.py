@@ -90,6 +90,16 @@ def test_an_empty_machine_type_gets_the_default() -> None:
     assert default_vmi_spec(raw, DEFAULTS)["domain"]["machine"] == {"type": "pc"}
 
 
+def test_the_default_machine_type_is_q35_and_pc_is_honoured() -> None:
+    """Unconfigured admission defaults the machine type to q35 (KubeVirt's); a spec asking
+    for pc keeps it."""
+    spec = default_vmi_spec(demo_vmi()["spec"], Defaults())
+    assert spec["domain"]["machine"] == {"type": "q35"}
+    raw = demo_vmi()["spec"]
+    raw["domain"]["machine"] = {"type": "pc"}
+    assert default_vmi_spec(raw, Defaults())["domain"]["machine"] == {"type": "pc"}
+
+
 def test_guest_memory_from_requests() -> None:
     """Only requests.memory set: memory.guest takes it."""
     raw = demo_vmi()["spec"]

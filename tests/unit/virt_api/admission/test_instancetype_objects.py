@@ -1,5 +1,5 @@
-"""Admission of the instancetype.kubevirt.io objects themselves: values checked, KubeVirt
-fields kubevirt-py does not honour refused as such, unknown fields refused, each named."""
+"""Admission of the instancetype.kubevirt.io objects themselves: values checked, every
+KubeVirt v1beta1 field admitted, unknown fields refused, each named."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from shared.model.unsupported import NOT_SUPPORTED, UNKNOWN_FIELD
+from shared.model.unsupported import UNKNOWN_FIELD
 from virt_api.admission.validate import validate
 
 API = "instancetype.kubevirt.io/v1beta1"
@@ -74,24 +74,53 @@ def test_preference_values_are_checked() -> None:
     }
 
 
-def test_kubevirt_fields_not_honoured_are_refused_as_such() -> None:
-    """dedicatedCPUPlacement, hugepages, gpus, preferredTPM, preferred firmware: KubeVirt
-    fields kubevirt-py does not honour, each named "not supported by kubevirt-py"."""
+def test_fields_whose_vmi_field_is_refused_are_admitted() -> None:
+    """dedicatedCPUPlacement, hugepages, gpus, preferredTPM, preferred firmware: the objects
+    carrying them are admitted unchanged (a VM applying them is refused, naming them)."""
     it = _instancetype(
-        cpu={"guest": 2, "dedicatedCPUPlacement": True},
-        memory={"guest": "256Mi", "hugepages": {"pageSize": "2Mi"}},
-        gpus=[{"name": "g"}],
+        cpu={"guest": 2, "dedicatedCPUPlacement": True, "numa": {"guestMappingPassthrough": {}}},
+        memory={"guest": "256Mi", "hugepages": {"pageSize": "2Mi"}, "overcommitPercent": 10},
+        gpus=[{"name": "g", "deviceName": "nvidia.com/X"}],
+        annotations={"a": "b"},
     )
-    assert {
-        ("spec.cpu.dedicatedCPUPlacement", NOT_SUPPORTED),
-        ("spec.memory.hugepages", NOT_SUPPORTED),
-        ("spec.gpus", NOT_SUPPORTED),
-    } <= _found(it)
-    pref = _preference(devices={"preferredTPM": {}}, firmware={"preferredUseEfi": True})
-    assert {
-        ("spec.devices.preferredTPM", NOT_SUPPORTED),
-        ("spec.firmware", NOT_SUPPORTED),
-    } <= _found(pref)
+    assert _found(it) == set()
+    pref = _preference(
+        devices={"preferredTPM": {}, "preferredRng": {}, "preferredAutoattachInputDevice": True},
+        firmware={"preferredUseEfi": True, "preferredUseSecureBoot": True},
+        features={"preferredSmm": {}, "preferredHyperv": {"relaxed": {}}},
+        clock={"preferredClockOffset": {"utc": {}}, "preferredTimer": {"hpet": {"present": False}}},
+        cpu={"preferredCPUTopology": "preferSpread", "spreadOptions": {"across": "SocketsCores"}},
+        requirements={"cpu": {"guest": 2}, "memory": {"guest": "1Gi"}},
+        annotations={"a": "b"},
+        preferredTerminationGracePeriodSeconds=180,
+    )
+    assert _found(pref) == set()
+
+
+@pytest.mark.parametrize(
+    ("obj", "path"),
+    [
+        pytest.param(_instancetype(memory={"guest": "1Gi", "overcommitPercent": 101}),
+                     "spec.memory.overcommitPercent", id="overcommit"),
+        pytest.param(_instancetype(memory={"guest": "1Gi", "maxGuest": "512Mi"}),
+                     "spec.memory.maxGuest", id="max-guest"),
+        pytest.param(_instancetype(cpu={"guest": 1, "maxSockets": 0}),
+                     "spec.cpu.maxSockets", id="max-sockets"),
+        pytest.param(_preference(cpu={"preferredCPUTopology": "preferDiagonal"}),
+                     "spec.cpu.preferredCPUTopology", id="topology"),
+        pytest.param(_preference(cpu={"spreadOptions": {"across": "CoresThreads", "ratio": 3}}),
+                     "spec.cpu.spreadOptions.ratio", id="spread-ratio"),
+        pytest.param(_preference(requirements={"memory": {"guest": "lots"}}),
+                     "spec.requirements.memory.guest", id="requirement"),
+        pytest.param(_preference(preferredTerminationGracePeriodSeconds=-1),
+                     "spec.preferredTerminationGracePeriodSeconds", id="grace"),
+        pytest.param(_preference(devices={"preferredLunBus": "ide"}),
+                     "spec.devices.preferredLunBus", id="lun-bus"),
+    ],
+)  # fmt: skip
+def test_bad_values_of_newly_typed_fields_are_named(obj: dict[str, Any], path: str) -> None:
+    """Each newly typed field's bad value is refused at the object's admission, named."""
+    assert path in {p for p, _ in _found(obj)}
 
 
 def test_unknown_fields_are_refused() -> None:
