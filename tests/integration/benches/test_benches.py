@@ -23,9 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.realnodes.conftest import real_cluster, real_kubectl, real_stack
+from tests.integration.realnodes.conftest import (
+    fault_windows,
+    real_cluster,
+    real_kubectl,
+    real_stack,
+)
 
-__all__ = ["real_cluster", "real_kubectl", "real_stack"]  # the real-node session fixtures
+# The real-node session fixtures (tests/integration/realnodes/conftest.py).
+__all__ = ["fault_windows", "real_cluster", "real_kubectl", "real_stack"]
 
 REPO = Path(__file__).resolve().parents[3]
 SESSION = "{session}"  # replaced by this pytest process's pid: its cluster of that kind
