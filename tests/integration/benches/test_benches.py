@@ -10,8 +10,8 @@ removing its namespace afterwards. bench-controller starts its own process-mode 
 applies manifests/base and removes the webhooks, which a shared cluster must not see).
 bench-launcher, bench-migration and bench-network need no cluster.
 
-What each costs on the 2-core host (docs/performance.md has the dated table): see
-BENCHES' comments.
+What each costs (wall seconds on the 2-core host, 2026-11-29) is beside it in BENCHES;
+docs/performance.md has the dated table.
 """
 
 from __future__ import annotations
@@ -34,21 +34,20 @@ from tests.integration.realnodes.conftest import (
 __all__ = ["fault_windows", "real_cluster", "real_kubectl", "real_stack"]
 
 REPO = Path(__file__).resolve().parents[3]
-SESSION = "{session}"  # replaced by this pytest process's pid: its cluster of that kind
 PROCESS, REAL = "kube_cluster", "real_stack"  # the session fixtures a bench runs on
 
 BENCHES = [
     pytest.param(
         "bench-cli", PROCESS, ["--stack", "--rounds", "1"],
         ["kubectl get vmi", "pause vmi", "guestosinfo", "addvolume", "start --dry-run"],
-        id="cli",
+        id="cli",  # 5 s
     ),
     pytest.param(
         "bench-handler", PROCESS,
         ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
          "--migration-rounds", "1", "--settle-timeout", "5", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
-        id="handler-process",
+        id="handler-process",  # 35 s
     ),
     pytest.param(
         "bench-handler", REAL,
@@ -56,26 +55,26 @@ BENCHES = [
          "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
          "--settle-timeout", "5", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) "],
-        id="handler-realnodes",
+        id="handler-realnodes",  # 50 s
     ),
     pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],
-                 ["(a) import", "(b) VMI create"], id="import"),
+                 ["(a) import", "(b) VMI create"], id="import"),  # 38 s
     pytest.param("bench-snapshot", REAL, ["--rounds", "1"],
-                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),
+                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),  # 14 s
     pytest.param(
         "bench-controller", None, ["--vmis", "5", "--no-replicaset", "--no-vmirs"],
-        ["API requests per VMI"], id="controller",
+        ["API requests per VMI"], id="controller",  # 27 s
     ),
     pytest.param(
         "bench-launcher", None, ["--pings", "100", "--rounds", "1"], ["(a) ", "(b) ", "(c) "],
-        id="launcher",
+        id="launcher",  # 15 s
     ),
     pytest.param(
-        "bench-migration", None, ["--rounds", "1"], ["rounds: 1", "downtime"], id="migration"
+        "bench-migration", None, ["--rounds", "1"], ["rounds: 1", "downtime"], id="migration"  # 13 s
     ),
     pytest.param(
         "bench-network", None, ["--mib", "1", "--rounds", "10", "--repeat", "1"],
-        ["medians of 1 interleaved passes", "masquerade", "passt"], id="network",
+        ["medians of 1 interleaved passes", "masquerade", "passt"], id="network",  # 33 s
     ),
 ]  # fmt: skip
 
