@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from shared.kube.errors import ApiError, Conflict, Forbidden, KubeError, NotFound
 from virtctl_py import kubeconfig, session
@@ -55,20 +55,20 @@ VERBS: Mapping[str, str] = {
 }
 
 
-def _load(table: Mapping[str, str], name: str) -> object:
+def _load(table: Mapping[str, str], name: str) -> Any:
     module, function = table[name].split(":")
     return getattr(importlib.import_module(f"virtctl_py.{module}"), function)
 
 
 def quick_verb(name: str) -> SyncVerb:
     """The function that runs quick verb `name`."""
-    found: SyncVerb = _load(QUICK_VERBS, name)  # type: ignore[assignment]
+    found: SyncVerb = _load(QUICK_VERBS, name)
     return found
 
 
 def verb(name: str) -> Verb:
     """The coroutine function that runs verb `name`."""
-    found: Verb = _load(VERBS, name)  # type: ignore[assignment]
+    found: Verb = _load(VERBS, name)
     return found
 
 
