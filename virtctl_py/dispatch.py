@@ -7,29 +7,31 @@ and usage errors never load the Kubernetes client.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from shared.kube.errors import ApiError, Conflict, Forbidden, KubeError, NotFound
 from virtctl_py import kubeconfig, session
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
 
-if TYPE_CHECKING:  # the verbs' modules load when they run: `version` never loads aiohttp
+if TYPE_CHECKING:  # the verbs' modules load when they run: a quick verb never loads aiohttp
     from shared.kube import KubeClient
     from virtctl_py import ssh
+    from virtctl_py.rest import Rest
 
+SyncVerb = Callable[["Rest", Target, argparse.Namespace], str]
 Verb = Callable[["KubeClient", Target, argparse.Namespace], Awaitable[str]]
-# verb → "module:function" under virtctl_py, imported when the verb runs (the model and the
-# action table load only for verbs that use them). `version` is one request without the
-# client (virtctl_py.version).
-VERBS: Mapping[str, str] = {
+# verb → "module:function" under virtctl_py, imported when the verb runs. QUICK_VERBS are
+# one or two requests (and --wait's polls) over the synchronous client (virtctl_py.rest):
+# no asyncio, aiohttp or model import, so they answer in about the interpreter's start. A
+# new verb of that kind belongs here, with a function taking a rest.Rest.
+QUICK_VERBS: Mapping[str, str] = {
     "start": "commands:vm_state",
     "stop": "commands:vm_state",
     "restart": "commands:vm_state",
@@ -43,18 +45,44 @@ VERBS: Mapping[str, str] = {
     "fslist": "commands:guest_query",
     "addvolume": "commands:volume",
     "removevolume": "commands:volume",
-    "expose": "commands:expose",
+    "version": "version:version",
+}
+# The verbs on the full asynchronous client (the model, several objects, streams).
+VERBS: Mapping[str, str] = {
+    "expose": "objects:expose",
     "vmexport": "vmexport:vmexport",
     "image-upload": "imageupload:image_upload",
     "credentials": "credentials:credentials",
 }
 
 
+def _load(table: Mapping[str, str], name: str) -> Any:
+    module, function = table[name].split(":")
+    return getattr(importlib.import_module(f"virtctl_py.{module}"), function)
+
+
+def quick_verb(name: str) -> SyncVerb:
+    """The function that runs quick verb `name`."""
+    found: SyncVerb = _load(QUICK_VERBS, name)
+    return found
+
+
 def verb(name: str) -> Verb:
     """The coroutine function that runs verb `name`."""
-    module, function = VERBS[name].split(":")
-    found: Verb = getattr(importlib.import_module(f"virtctl_py.{module}"), function)
+    found: Verb = _load(VERBS, name)
     return found
+
+
+def answer(args: argparse.Namespace, target: Target) -> str:
+    """Run the parsed command: a quick verb here, the others on an event loop."""
+    if args.command in QUICK_VERBS:
+        from virtctl_py.rest import Rest  # noqa: PLC0415
+
+        with Rest.open(target) as api:
+            return quick_verb(args.command)(api, target, args)
+    import asyncio  # noqa: PLC0415 - only the verbs on the asynchronous client load it
+
+    return asyncio.run(run(args, target))
 
 
 async def _port_forward(target: Target, args: argparse.Namespace) -> str:
@@ -108,10 +136,6 @@ REMOTE_VERBS: Mapping[str, Callable[[Target, argparse.Namespace], Awaitable[str]
 
 
 async def run(args: argparse.Namespace, target: Target) -> str:
-    if args.command == "version":
-        from virtctl_py.version import version  # noqa: PLC0415
-
-        return await version(target)
     if args.command == "console":
         from virtctl_py.console import console  # noqa: PLC0415
 
@@ -174,10 +198,10 @@ def _fail(err: CliError) -> NoReturn:
 def execute(args: argparse.Namespace) -> None:
     """Run the parsed command; print its answer or fail with its exit code."""
     if args.command == "create":
-        from virtctl_py import commands  # noqa: PLC0415 - the model loads for create only
+        from virtctl_py import objects  # noqa: PLC0415 - the model loads for create only
 
         try:
-            print(commands.create(args, args.namespace))
+            print(objects.create(args, args.namespace))
         except CliError as err:
             _fail(err)
         return
@@ -190,7 +214,7 @@ def execute(args: argparse.Namespace) -> None:
             home=Path.home(),
         ) as target:
             try:
-                out = asyncio.run(run(args, target))
+                out = answer(args, target)
             except KubeError as exc:
                 _fail(explain(exc, args, target))
     except CliError as err:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.kube import Resource
-from shared.kube.resources import SUBRESOURCES_GROUP
+from shared.kube.resources import SUBRESOURCES_GROUP, Resource
 
 VM_SUBRESOURCES = Resource(SUBRESOURCES_GROUP, "v1", "virtualmachines", "VirtualMachine")
 DRY_RUN_ALL = "All"

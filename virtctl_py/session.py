@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +101,8 @@ def resolved(
             headers=headers,
         )
         return
+    import tempfile  # noqa: PLC0415 - only a merged or overridden kubeconfig needs a file
+
     final = kubeconfig.override(merged, flags)
     with tempfile.TemporaryDirectory(prefix="virtctl-py-") as tmp:
         path = Path(tmp) / "kubeconfig"

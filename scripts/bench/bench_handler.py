@@ -45,6 +45,7 @@ import uvloop
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from bench_cluster import process_cluster
 from bench_realnodes import run_real_nodes
 from handler_common import (
     NAMESPACE,
@@ -64,9 +65,8 @@ from handler_common import (
 
 from localkube.cluster import Cluster
 from localkube.config import NodeKind
-from localkube.testing import session_cluster
 from shared.kube import ClientConfig, KubeClient, Registry
-from tests.integration.controller.harness import NAMESPACES, ControllerProcess
+from tests.integration.controller.harness import NAMESPACES, ControllerProcess, install_crd_files
 from tests.integration.handler.cluster import HandlerProcess, controller_args, install_crds
 
 PROCESS_RATIO = 50.0
@@ -83,6 +83,9 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> None:
     root = Path(f"/run/kvpy-b{os.getpid()}")
     (root / "nodes").mkdir(parents=True, exist_ok=True)
     config = ClientConfig(kubeconfig=cluster.kubeconfig, user_agent="bench-handler")
+    # Every CRD of manifests/base, as the deploy applies them: the controller's informers
+    # list every family (replica sets, pools, snapshots, exports …) and must sync.
+    install_crd_files(cluster)
     async with await KubeClient.connect(config, registry=Registry()) as kube:
         await install_crds(kube)
         with contextlib.suppress(Exception):
@@ -140,7 +143,7 @@ async def measure(
             return pod_dir / "volumes" / "kubernetes.io~empty-dir" / "sockets" / "launcher-sock"
 
         loaded = await pause_latencies(watcher, sample, socket_of)
-        settled_after = await settle()
+        settled_after = await settle(longest=args.settle_timeout)
         pauses = await pause_latencies(watcher, sample, socket_of)
         watch.cancel()
     latencies = [watcher.running[n] - created[n] for n in watcher.running if n in created]
@@ -177,7 +180,7 @@ async def teardown(
 
 
 def run_process_mode(args: argparse.Namespace, work: Path) -> None:
-    with session_cluster() as cluster:
+    with process_cluster(args.session) as cluster:
         uvloop.run(bench(cluster, args, work))
     print("(f) launcher vs raw libvirt migration, same two daemons (bench_migration.py):")
     sys.stdout.flush()
@@ -196,6 +199,9 @@ def main() -> None:
         choices=[str(k) for k in NodeKind],
         default=str(NodeKind.KUBELET),
         help="real nodes (kubelet, default) or process-mode nodes with migration rows (process)",
+    )
+    parser.add_argument(
+        "--session", type=int, help="test session PID's cluster of that node kind (left running)"
     )
     parser.add_argument("--vmis", type=int, default=50)
     parser.add_argument("--rate", type=float, default=10.0, help="VMIs created per second")
@@ -230,7 +236,8 @@ def main() -> None:
         "--settle-timeout",
         type=float,
         default=300.0,
-        help="kubelet mode: longest wait for the host to be < 25%% busy before the first create",
+        help="longest wait for the host to settle (kubelet mode: < 25%% busy before the first "
+        "create; process mode: < 50%% before (b)'s second sample)",
     )
     args = parser.parse_args()
     kind = NodeKind(args.nodes)

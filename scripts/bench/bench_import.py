@@ -27,11 +27,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from bench_cluster import real_cluster
 from import_watch import Watch, breakdown, uptime
 
-from localkube.config import NodeKind
-from localkube.deploy import Kubectl, deploy
-from localkube.testing import session_cluster
+from localkube.deploy import Kubectl
 
 NAMESPACE = "bench-import"
 GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
@@ -211,6 +210,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=1024, help="image size (MiB)")
     parser.add_argument("--rounds", type=int, default=3, help="VMI starts of each kind")
+    parser.add_argument("--session", type=int, help="test session PID's real-node cluster")
     args = parser.parse_args()
     size = args.mib * 1024 * 1024
     with tempfile.TemporaryDirectory(prefix="kvpy-bench-import-") as tmp:
@@ -218,12 +218,13 @@ def main() -> None:
         hosts = host_convert(image, size)
         host = statistics.median(hosts)
         durable = statistics.median(host_convert(image, size, options=("-t", "none", "-W")))
-        with session_cluster(NodeKind.KUBELET) as cluster:
-            k = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-            deploy(k, certs=Path(tmp) / "certs", real_nodes=True, timeout=300)
+        with real_cluster(args.session, certs=Path(tmp) / "certs") as (_, k):
             k("create", "namespace", NAMESPACE)
-            ours, window, lines = import_throughput(k, http_server(k, Path(tmp)), size)
-            cloned, container = start_times(k, args.rounds)
+            try:
+                ours, window, lines = import_throughput(k, http_server(k, Path(tmp)), size)
+                cloned, container = start_times(k, args.rounds)
+            finally:  # on a test session's cluster, nothing of ours stays
+                k("delete", "namespace", NAMESPACE, "--wait=false", check=False)
     print(f"(a) import of a {args.mib} MiB qcow2 (random data) into a claim's disk.img")
     print(f"    http DataVolume, create -> Succeeded   {ours:8.1f} MB/s")
     print(f"    the importer's own run (start -> done) {window:8.1f} MB/s")

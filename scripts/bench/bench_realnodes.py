@@ -44,6 +44,7 @@ from pathlib import Path
 import disk_size
 import libvirt
 import uvloop
+from bench_cluster import real_cluster
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
 from floor_boot import boot_floor, report_floor
 from floor_libvirt import Ours, launcher_template, report_cpu, report_milestones, run_floor
@@ -68,10 +69,8 @@ from pod_timeline import epoch, print_timeline
 from proc_sampler import Sampler
 
 from localkube.cluster import Cluster
-from localkube.config import NodeKind
 from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
-from localkube.deploy import Kubectl, deploy
-from localkube.testing import session_cluster
+from localkube.deploy import Kubectl
 from shared.kube import PODS, VMIS, ClientConfig, KubeClient, Registry
 from tests.integration.controller.harness import NAMESPACES
 
@@ -83,9 +82,7 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
     began = time.monotonic()
     measured: list[Cluster] = []
     try:
-        with session_cluster(NodeKind.KUBELET) as cluster:
-            kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-            deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
+        with real_cluster(args.session, certs=work / "certs") as (cluster, kubectl):
             if args.cpu_allocation_ratio is not None:
                 set_ratio(kubectl, args.cpu_allocation_ratio)
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")

@@ -28,9 +28,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from localkube.config import NodeKind
-from localkube.deploy import Kubectl, deploy
-from localkube.testing import session_cluster
+from bench_cluster import real_cluster
+
+from localkube.deploy import Kubectl
 
 NAMESPACE = "bench-snapshot"
 GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
@@ -168,23 +168,24 @@ def breakdown(k: Kubectl, began: dict[str, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="snapshots of each kind")
+    parser.add_argument("--session", type=int, help="test session PID's real-node cluster")
     args = parser.parse_args()
     frozen, ours, bare = [], [], []
     wall: dict[str, float] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="kvpy-bench-snapshot-") as tmp,
-        session_cluster(NodeKind.KUBELET) as cluster,
-    ):
-        k = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-        deploy(k, certs=Path(tmp) / "certs", real_nodes=True, timeout=300)
-        k("create", "namespace", NAMESPACE)
-        guest(k)
-        for i in range(args.rounds):
-            took, froze = vm_snapshot(k, f"snap-{i}", wall)
-            ours.append(took)
-            frozen.append(froze)
-            bare.append(bare_snapshot(k, f"bare-{i}"))
-        steps = breakdown(k, wall)
+    with tempfile.TemporaryDirectory(prefix="kvpy-bench-snapshot-") as tmp:
+        cluster = real_cluster(args.session, certs=Path(tmp) / "certs")
+        with cluster as (_, k):
+            k("create", "namespace", NAMESPACE)
+            try:
+                guest(k)
+                for i in range(args.rounds):
+                    took, froze = vm_snapshot(k, f"snap-{i}", wall)
+                    ours.append(took)
+                    frozen.append(froze)
+                    bare.append(bare_snapshot(k, f"bare-{i}"))
+                steps = breakdown(k, wall)
+            finally:  # on a test session's cluster, nothing of ours stays
+                k("delete", "namespace", NAMESPACE, "--wait=false", check=False)
     med = statistics.median
     print(f"(a) guest frozen during an online snapshot: median {med(frozen):.3f} s, "
           f"max {max(frozen):.3f} s (target <= 1 s)")  # fmt: skip

@@ -111,10 +111,19 @@ async def load_connection(
         raw = yaml.safe_load(kubeconfig.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError(f"cannot load Kubernetes client config from {kubeconfig}: {e}") from e
-    cluster, user = _pick(raw, context, kubeconfig)
+    parsed = parse_connection(raw, context=context, path=kubeconfig)
+    return parsed if parsed is not None else await _delegated(kubeconfig, context)
+
+
+def parse_connection(
+    raw: Mapping[str, Any], *, context: str | None, path: Path
+) -> Connection | None:
+    """The connection of an already parsed kubeconfig (read from `path`), without awaiting;
+    None when its user needs kubernetes-asyncio's loader (exec, auth-provider, basic auth)."""
+    cluster, user = _pick(raw, context, path)
     if any(k in user for k in DELEGATED_USER_KEYS):
-        return await _delegated(kubeconfig, context)
-    return _from_kubeconfig(cluster, user, base=kubeconfig.parent)
+        return None
+    return _from_kubeconfig(cluster, user, base=path.parent)
 
 
 def _pick(

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from virt_api.admission.validate import validate
-from virtctl_py import cli, commands
+from virtctl_py import cli, objects
 from virtctl_py.errors import CliError, Exit
 
 
@@ -21,7 +21,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def create(*argv: str) -> dict[str, Any]:
     args = parse("create", *argv)
-    return dict(yaml.safe_load(commands.create(args, args.namespace)))
+    return dict(yaml.safe_load(objects.create(args, args.namespace)))
 
 
 def test_create_instancetype() -> None:

@@ -16,7 +16,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from virtctl_py import cli, commands, dispatch, kubeconfig, session
+from virtctl_py import cli, dispatch, kubeconfig, objects, session
 from virtctl_py import console as console_module
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.kubeconfig import Overrides
@@ -197,7 +197,7 @@ async def test_connection_flags_reach_the_wire(tmp_path: Path) -> None:
             environ={}, home=tmp_path,
         ) as target:  # fmt: skip
             assert target.request_timeout == 5.0
-            out = await dispatch.run(args, target)
+            out = await asyncio.to_thread(dispatch.answer, args, target)
     assert "Server Version: v0" in out
     (headers,) = seen
     assert headers["Authorization"] == "Bearer s3cret"
@@ -221,7 +221,7 @@ def test_console_timeout_is_in_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def create(*flags: str) -> dict[str, Any]:
-    return dict(yaml.safe_load(commands.create_vm(parse("create", "vm", *flags), None)))
+    return dict(yaml.safe_load(objects.create_vm(parse("create", "vm", *flags), None)))
 
 
 def test_create_vm_upstream_volume_flags() -> None:

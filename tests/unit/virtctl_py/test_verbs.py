@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from shared.kube import ListResult, Resource
+from shared.kube.resources import Resource
 from virtctl_py import cli, commands, lifecycle
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.session import Target
@@ -19,14 +19,14 @@ from virtctl_py.session import Target
 TARGET = Target(kubeconfig=Path("/k"), context=None, namespace="ns")
 
 
-class FakeKube:
+class FakeApi:
     """Records subresource calls; VMIMs appear after a migrate PUT."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str, dict[str, Any]]] = []
         self.migrations: list[dict[str, Any]] = []
 
-    async def call_subresource(
+    def subresource(
         self, method: str, resource: Resource, name: str, *, namespace: str | None,
         subresource: str, body: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
@@ -39,10 +39,10 @@ class FakeKube:
             )  # fmt: skip
         return {}
 
-    async def list(self, resource: Resource, *, namespace: str | None = None) -> ListResult:
-        return ListResult(list(self.migrations), "1")
+    def list(self, resource: Resource, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        return list(self.migrations)
 
-    async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
+    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
         raise AssertionError(f"no read expected of {resource.plural}/{name}")
 
 
@@ -64,13 +64,13 @@ def parse(*argv: str) -> argparse.Namespace:
         pytest.param(["migrate", "demo", "--dry-run"], {"dryRun": ["All"]}, id="migrate-dry"),
     ],
 )  # fmt: skip
-async def test_verbs_put_kubevirts_options(argv: list[str], body: dict[str, Any]) -> None:
+def test_verbs_put_kubevirts_options(argv: list[str], body: dict[str, Any]) -> None:
     """Each verb is one PUT on virtualmachines/<name>/<verb> with KubeVirt's options body,
     and prints upstream virtctl's line."""
-    kube = FakeKube()
+    kube = FakeApi()
     args = parse(*argv)
     verb = commands.migrate if args.command == "migrate" else commands.vm_state
-    out = await verb(kube, TARGET, args)  # type: ignore[arg-type]
+    out = verb(cast(Any, kube), TARGET, args)
     ((method, path, name, sub, sent),) = kube.calls
     assert method == "PUT"
     assert path == f"/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/demo/{sub}"
@@ -78,10 +78,10 @@ async def test_verbs_put_kubevirts_options(argv: list[str], body: dict[str, Any]
     assert out.endswith(f"VM demo was scheduled to {args.command}")
 
 
-async def test_migrate_wait_follows_the_new_vmim() -> None:
+def test_migrate_wait_follows_the_new_vmim() -> None:
     """migrate --wait finds the VMIM the API created and waits for it to succeed."""
-    kube = FakeKube()
-    out = await commands.migrate(kube, TARGET, parse("migrate", "demo", "--wait"))  # type: ignore[arg-type]
+    kube = FakeApi()
+    out = commands.migrate(cast(Any, kube), TARGET, parse("migrate", "demo", "--wait"))
     assert out == "VM demo was scheduled to migrate"
 
 
@@ -120,15 +120,13 @@ def test_answer_into_a_closed_pipe_ends_quietly() -> None:
     assert proc.stdout == "0\n" and "Traceback" not in proc.stderr
 
 
-async def test_addvolume_and_removevolume_bodies_and_paths() -> None:
+def test_addvolume_and_removevolume_bodies_and_paths() -> None:
     """addvolume/removevolume PUT AddVolumeOptions/RemoveVolumeOptions as upstream virtctl:
     on the VMI, or with --persist on the VM; the claim names the volume, disk and serial."""
-    kube = FakeKube()
-    out = await commands.volume(
-        cast(Any, kube), TARGET, parse("addvolume", "vm1", "--volume-name=data")
-    )
+    kube = FakeApi()
+    out = commands.volume(cast(Any, kube), TARGET, parse("addvolume", "vm1", "--volume-name=data"))
     assert out == "Successfully submitted add volume request to VM vm1 for volume data"
-    await commands.volume(
+    commands.volume(
         cast(Any, kube), TARGET,
         parse("removevolume", "vm1", "--volume-name=data", "--persist", "--dry-run"),
     )  # fmt: skip

@@ -1,0 +1,105 @@
+"""Every bench entry point (scripts/bench-*) runs once at its smallest sizes, so none rots
+unseen: it must exit 0 and print its report's rows. The figures are not judged (benches
+report, tests never time); each run's wall time is printed with `-s`.
+
+The cluster benches share the session's clusters (`--session <pytest's pid>`): on the
+process-mode one bench-cli serves its subresource stack and bench-handler --nodes process
+starts its handlers and controller; on the real-node one (kubevirt-py deployed by the
+realnodes fixtures) bench-handler's default mode, bench-import and bench-snapshot run, each
+removing its namespace afterwards. bench-controller starts its own process-mode cluster (it
+applies manifests/base and removes the webhooks, which a shared cluster must not see).
+bench-launcher, bench-migration and bench-network need no cluster.
+
+What each costs (wall seconds on the 2-core host, 2026-11-29) is beside it in BENCHES;
+docs/performance.md has the dated table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.realnodes.conftest import (
+    fault_windows,
+    real_cluster,
+    real_kubectl,
+    real_stack,
+)
+
+# The real-node session fixtures (tests/integration/realnodes/conftest.py).
+__all__ = ["fault_windows", "real_cluster", "real_kubectl", "real_stack"]
+
+REPO = Path(__file__).resolve().parents[3]
+PROCESS, REAL = "kube_cluster", "real_stack"  # the session fixtures a bench runs on
+
+BENCHES = [
+    pytest.param(
+        "bench-cli", PROCESS, ["--stack", "--rounds", "1"],
+        ["kubectl get vmi", "pause vmi", "guestosinfo", "addvolume", "start --dry-run"],
+        id="cli",  # 5 s
+    ),
+    pytest.param(
+        "bench-handler", PROCESS,
+        ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
+         "--migration-rounds", "1", "--settle-timeout", "5", "--timeout", "300"],
+        ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
+        id="handler-process",  # 35 s
+    ),
+    pytest.param(
+        "bench-handler", REAL,
+        ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
+         "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
+         "--settle-timeout", "5", "--timeout", "300"],
+        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) "],
+        id="handler-realnodes",  # 50 s
+    ),
+    pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],
+                 ["(a) import", "(b) VMI create"], id="import"),  # 38 s
+    pytest.param("bench-snapshot", REAL, ["--rounds", "1"],
+                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),  # 14 s
+    pytest.param(
+        "bench-controller", None, ["--vmis", "5", "--no-replicaset", "--no-vmirs"],
+        ["API requests per VMI"], id="controller",  # 27 s
+    ),
+    pytest.param(
+        "bench-launcher", None, ["--pings", "100", "--rounds", "1"], ["(a) ", "(b) ", "(c) "],
+        id="launcher",  # 15 s
+    ),
+    pytest.param(
+        "bench-migration", None, ["--rounds", "1"], ["rounds: 1", "downtime"], id="migration"  # 13 s
+    ),
+    pytest.param(
+        "bench-network", None, ["--mib", "1", "--rounds", "10", "--repeat", "1"],
+        ["medians of 1 interleaved passes", "masquerade", "passt"], id="network",  # 33 s
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("bench", "cluster", "argv", "shown"), BENCHES)
+def test_bench_runs_at_its_smallest(
+    bench: str,
+    cluster: str | None,
+    argv: list[str],
+    shown: list[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    """scripts/<bench> with its smallest flags exits 0 and prints every row of its report."""
+    if cluster is not None:  # the session's cluster of that kind, up (and deployed: REAL)
+        request.getfixturevalue(cluster)
+        argv = [*argv, "--session", str(os.getpid())]
+    began = time.monotonic()
+    done = subprocess.run(
+        [str(REPO / "scripts" / bench), *argv],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    print(f"{bench} {' '.join(argv)}: {time.monotonic() - began:.0f} s")
+    out = done.stdout
+    assert done.returncode == 0, (
+        f"{bench} exited {done.returncode}:\n{out[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    missing = [s for s in shown if s not in out]
+    assert not missing, f"{bench} printed no {missing}:\n{out[-3000:]}"
