@@ -23,10 +23,10 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from shared.kube import KubeClient, NotFound, PatchType
-from shared.kube.errors import ApiError, Conflict
+from shared.kube.errors import ApiError, Conflict, NotFound
 from shared.kube.resources import SECRETS, VMIS, VMS
 from virtctl_py.errors import CliError
+from virtctl_py.rest import JSON_PATCH, Rest
 from virtctl_py.session import Target
 
 CREDENTIALS_PATH = "/spec/template/spec/accessCredentials"
@@ -193,63 +193,61 @@ def read_key(args: argparse.Namespace) -> str:
         raise CliError(f"error getting ssh key: {e}") from e
 
 
-async def credentials(kube: KubeClient, target: Target, args: argparse.Namespace) -> str:
+def credentials(kube: Rest, target: Target, args: argparse.Namespace) -> str:
     """The `credentials` verb."""
     ns = target.namespace
     if args.action == "set-password":
-        vm = await kube.get(VMS, args.name, namespace=ns)
-        return await set_password(kube, vm, args)
+        vm = kube.get(VMS, args.name, namespace=ns)
+        return set_password(kube, vm, args)
     key = read_key(args)
-    vm = await kube.get(VMS, args.name, namespace=ns)
+    vm = kube.get(VMS, args.name, namespace=ns)
     if args.action == "add-ssh-key":
-        return await add_key(kube, vm, key, args)
-    return await remove_key(kube, vm, key, args)
+        return add_key(kube, vm, key, args)
+    return remove_key(kube, vm, key, args)
 
 
-async def _get_secret(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:
+def _get_secret(kube: Rest, ns: str, name: str) -> dict[str, Any]:
     """The Secret; a missing one named as KubeVirt's virtctl names it."""
     try:
-        return await kube.get(SECRETS, name, namespace=ns)
+        return kube.get(SECRETS, name, namespace=ns)
     except NotFound as e:
         raise CliError(f'error getting secret "{name}": {e}') from e
 
 
-async def _patch_data(kube: KubeClient, ns: str, name: str, key: str, value: str) -> None:
+def _patch_data(kube: Rest, ns: str, name: str, key: str, value: str) -> None:
     """Add `key` to the Secret's data; a second patch creating .data if the first failed."""
     try:
         patch = add_data_patch(key, value, with_data=False)
-        await kube.patch(SECRETS, name, patch, namespace=ns, patch_type=PatchType.JSON)
+        kube.patch(SECRETS, name, patch, namespace=ns, patch_type=JSON_PATCH)
     except ApiError:
         patch = add_data_patch(key, value, with_data=True)
-        await kube.patch(SECRETS, name, patch, namespace=ns, patch_type=PatchType.JSON)
+        kube.patch(SECRETS, name, patch, namespace=ns, patch_type=JSON_PATCH)
 
 
-async def add_key(
-    kube: KubeClient, vm: Mapping[str, Any], key: str, args: argparse.Namespace
-) -> str:
+def add_key(kube: Rest, vm: Mapping[str, Any], key: str, args: argparse.Namespace) -> str:
     """add-ssh-key: into the user's Secret, or a new Secret and credential."""
     ns = vm["metadata"]["namespace"]
     found = ssh_secrets_for_user(vm, args.guest_user)
     if args.create_secret or (not args.update_secret and not found):
-        return await _add_with_new_secret(kube, vm, key, args)
+        return _add_with_new_secret(kube, vm, key, args)
     if not found:
         raise CliError(f"no secrets specified for user: {args.guest_user}")
     secret_name = pick_secret(args.secret, found)
-    secret = await _get_secret(kube, ns, secret_name)
+    secret = _get_secret(kube, ns, secret_name)
     if secret_contains_key(secret.get("data") or {}, key):
         return f'Secret "{secret_name}" already contains this SSH key.'
     _check_owner(secret, vm, force=args.force)
-    await _patch_data(kube, ns, secret_name, random_suffix("ssh-key-"), key)
+    _patch_data(kube, ns, secret_name, random_suffix("ssh-key-"), key)
     return f'Successfully added the key to secret "{secret_name}"'
 
 
-async def _add_with_new_secret(
-    kube: KubeClient, vm: Mapping[str, Any], key: str, args: argparse.Namespace
+def _add_with_new_secret(
+    kube: Rest, vm: Mapping[str, Any], key: str, args: argparse.Namespace
 ) -> str:
     ns, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
     if not args.force:
         try:
-            await kube.get(VMIS, name, namespace=ns)
+            kube.get(VMIS, name, namespace=ns)
         except NotFound:
             pass
         else:
@@ -257,20 +255,18 @@ async def _add_with_new_secret(
                 f"virtual machine {name} is running. Use --force flag to update a running VM, "
                 "it will take effect after restart"
             )
-    created = await kube.create(SECRETS, new_key_secret(vm, key), namespace=ns)
+    created = kube.create(SECRETS, new_key_secret(vm, key), namespace=ns)
     secret = created["metadata"]["name"]
     try:
         patch = add_credential_patch(secret, args.guest_user, with_list=False)
-        await kube.patch(VMS, name, patch, namespace=ns, patch_type=PatchType.JSON)
+        kube.patch(VMS, name, patch, namespace=ns, patch_type=JSON_PATCH)
     except ApiError:
         patch = add_credential_patch(secret, args.guest_user, with_list=True)
-        await kube.patch(VMS, name, patch, namespace=ns, patch_type=PatchType.JSON)
+        kube.patch(VMS, name, patch, namespace=ns, patch_type=JSON_PATCH)
     return ""
 
 
-async def remove_key(
-    kube: KubeClient, vm: Mapping[str, Any], key: str, args: argparse.Namespace
-) -> str:
+def remove_key(kube: Rest, vm: Mapping[str, Any], key: str, args: argparse.Namespace) -> str:
     """remove-ssh-key: the key's lines out of every Secret of the user (or --secret)."""
     found = ssh_secrets_for_user(vm, args.guest_user)
     if not found:
@@ -278,24 +274,24 @@ async def remove_key(
     if args.secret and args.secret not in found:
         raise CliError(f"secret {args.secret} is not associated with user {args.guest_user}")
     for secret_name in [args.secret] if args.secret else found:
-        await _remove_from(kube, vm, secret_name, key, force=args.force)
+        _remove_from(kube, vm, secret_name, key, force=args.force)
     return ""
 
 
-async def _remove_from(
-    kube: KubeClient, vm: Mapping[str, Any], secret_name: str, key: str, *, force: bool
+def _remove_from(
+    kube: Rest, vm: Mapping[str, Any], secret_name: str, key: str, *, force: bool
 ) -> None:
     """Read, drop the key, update; again on a write conflict (KubeVirt's retry)."""
     ns = vm["metadata"]["namespace"]
     for attempt in range(UPDATE_RETRIES):
         try:
-            secret = await kube.get(SECRETS, secret_name, namespace=ns)
+            secret = kube.get(SECRETS, secret_name, namespace=ns)
         except NotFound:
             return
         _check_owner(secret, vm, force=force)
         secret["data"] = without_key(secret.get("data") or {}, key)
         try:
-            await kube.update(SECRETS, secret)
+            kube.update(SECRETS, secret)
             return
         except NotFound:
             return
@@ -304,7 +300,7 @@ async def _remove_from(
                 raise
 
 
-async def set_password(kube: KubeClient, vm: Mapping[str, Any], args: argparse.Namespace) -> str:
+def set_password(kube: Rest, vm: Mapping[str, Any], args: argparse.Namespace) -> str:
     """set-password: the user's key of the VM's password Secret."""
     ns = vm["metadata"]["namespace"]
     found = password_secrets(vm)
@@ -312,6 +308,6 @@ async def set_password(kube: KubeClient, vm: Mapping[str, Any], args: argparse.N
         raise CliError("no secrets assigned to UserPassword AccessCredentials")
     secret_name = pick_secret(args.secret, found)
     if not args.force:
-        _check_owner(await _get_secret(kube, ns, secret_name), vm, force=False)
-    await _patch_data(kube, ns, secret_name, args.guest_user, args.password)
+        _check_owner(_get_secret(kube, ns, secret_name), vm, force=False)
+    _patch_data(kube, ns, secret_name, args.guest_user, args.password)
     return f'Successfully set password in secret "{secret_name}"'

@@ -46,13 +46,13 @@ QUICK_VERBS: Mapping[str, str] = {
     "addvolume": "commands:volume",
     "removevolume": "commands:volume",
     "version": "version:version",
+    "credentials": "credentials:credentials",
 }
 # The verbs on the full asynchronous client (the model, several objects, streams).
 VERBS: Mapping[str, str] = {
     "expose": "objects:expose",
     "vmexport": "vmexport:vmexport",
     "image-upload": "imageupload:image_upload",
-    "credentials": "credentials:credentials",
 }
 
 

@@ -38,6 +38,7 @@ from virtctl_py.session import Target
 
 USER_AGENT = "virtctl-py"
 MERGE_PATCH = "application/merge-patch+json"  # PatchType.MERGE
+JSON_PATCH = "application/json-patch+json"  # PatchType.JSON
 # What a kept-alive connection may raise when the server closed it between two requests.
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 

@@ -86,13 +86,13 @@ class FakeKube:
             self.objects["secrets", s["metadata"]["name"]] = s
         self.writes: list[str] = []
 
-    async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
+    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
         try:
             return copy.deepcopy(self.objects[resource.plural, name])
         except KeyError:
             raise NotFound(404, "NotFound", name) from None
 
-    async def create(
+    def create(
         self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
     ) -> dict[str, Any]:
         obj = copy.deepcopy(dict(body))
@@ -101,14 +101,14 @@ class FakeKube:
         self.writes.append(f"create {resource.plural}/{obj['metadata']['name']}")
         return obj
 
-    async def patch(
+    def patch(
         self, resource: Resource, name: str, patch: list[dict[str, Any]], **_: Any
     ) -> dict[str, Any]:
         self.writes.append(f"patch {resource.plural}/{name}")
         self.objects[resource.plural, name] = _apply_ops(self.objects[resource.plural, name], patch)
         return self.objects[resource.plural, name]
 
-    async def update(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+    def update(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         name = body["metadata"]["name"]
         self.writes.append(f"update {resource.plural}/{name}")
         self.objects[resource.plural, name] = copy.deepcopy(dict(body))
@@ -149,8 +149,8 @@ def _args(*argv: str) -> argparse.Namespace:
     return cli.build().parse_args(["credentials", *argv])
 
 
-async def _run(kube: FakeKube, *argv: str) -> str:
-    return await credentials.credentials(kube, TARGET, _args(*argv))  # type: ignore[arg-type]
+def _run(kube: FakeKube, *argv: str) -> str:
+    return credentials.credentials(kube, TARGET, _args(*argv))  # type: ignore[arg-type]
 
 
 def test_kubevirt_flags_parse() -> None:
@@ -172,11 +172,11 @@ def test_kubevirt_flags_parse() -> None:
             _args(*bad)
 
 
-async def test_add_key_adds_a_secret_key_making_data_when_missing() -> None:
+def test_add_key_adds_a_secret_key_making_data_when_missing() -> None:
     """The user's Secret has no .data: a second patch makes it; the key is one new
     ssh-key-XXXXXX entry."""
     kube = FakeKube(_vm(_ssh("keys", "root")), _secret("keys", None))
-    out = await _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
+    out = _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
     assert out == 'Successfully added the key to secret "keys"'
     data = kube.secret("keys")["data"]
     ((name, value),) = data.items()
@@ -184,32 +184,32 @@ async def test_add_key_adds_a_secret_key_making_data_when_missing() -> None:
     assert _text(value) == KEY_A
 
 
-async def test_add_a_key_already_there_changes_nothing() -> None:
+def test_add_a_key_already_there_changes_nothing() -> None:
     """A line of the Secret starts with the key: reported, no write."""
     kube = FakeKube(_vm(_ssh("keys", "root")), _secret("keys", {"k": f"{KEY_B}\n{KEY_A}\n"}))
-    out = await _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
+    out = _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
     assert out == 'Secret "keys" already contains this SSH key.'
     assert kube.writes == []
 
 
-async def test_a_secret_the_vm_does_not_own_needs_force(tmp_path: Path) -> None:
+def test_a_secret_the_vm_does_not_own_needs_force(tmp_path: Path) -> None:
     """Refused naming the Secret and the VM; --force edits it (the key read from --file)."""
     kube = FakeKube(_vm(_ssh("keys", "root")), _secret("keys", {}, owned=False))
     with pytest.raises(CliError, match="secret keys does not have an owner reference pointing"):
-        await _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
+        _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
     (tmp_path / "k.pub").write_text(KEY_A + "\n")
-    await _run(kube, "add-ssh-key", "-u", "root", "-f", str(tmp_path / "k.pub"), "vm1", "--force")
+    _run(kube, "add-ssh-key", "-u", "root", "-f", str(tmp_path / "k.pub"), "vm1", "--force")
     assert [_text(v) for v in kube.secret("keys")["data"].values()] == [KEY_A]
 
 
-async def test_add_key_without_a_secret_creates_one_and_the_credential() -> None:
+def test_add_key_without_a_secret_creates_one_and_the_credential() -> None:
     """No Secret for the user: a Secret controlled by the VM (generateName vm1-ssh-key-)
     and a qemuGuestAgent credential appended, the list made when the VM has none; refused
     while the VM runs unless --force."""
     kube = FakeKube(_vm(), running=True)
     with pytest.raises(CliError, match=r"virtual machine vm1 is running\. Use --force"):
-        await _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
-    await _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1", "--force")
+        _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
+    _run(kube, "add-ssh-key", "-u", "root", "--value", KEY_A, "vm1", "--force")
     secret = kube.secret("vm1-ssh-key-abcde")
     assert secret["metadata"]["ownerReferences"][0] | {"controller": True} == {
         **OWNER[0], "controller": True
@@ -221,7 +221,7 @@ async def test_add_key_without_a_secret_creates_one_and_the_credential() -> None
     ]
 
 
-async def test_remove_key_drops_its_lines_and_emptied_keys() -> None:
+def test_remove_key_drops_its_lines_and_emptied_keys() -> None:
     """Every line starting with the key goes; a value left empty loses its key; the other
     user's Secret is not touched."""
     kube = FakeKube(
@@ -229,32 +229,30 @@ async def test_remove_key_drops_its_lines_and_emptied_keys() -> None:
         _secret("keys", {"a": KEY_A, "ab": f"{KEY_A}\n{KEY_B}\n"}),
         _secret("other", {"a": KEY_A}),
     )
-    await _run(kube, "remove-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
+    _run(kube, "remove-ssh-key", "-u", "root", "--value", KEY_A, "vm1")
     assert {k: _text(v) for k, v in kube.secret("keys")["data"].items()} == {"ab": KEY_B}
     assert kube.writes == ["update secrets/keys"]
-    out = await _run(kube, "remove-ssh-key", "-u", "nobody", "--value", KEY_A, "vm1")
+    out = _run(kube, "remove-ssh-key", "-u", "nobody", "--value", KEY_A, "vm1")
     assert out == "No secrets associated with user nobody"
     with pytest.raises(CliError, match="secret other is not associated with user root"):
-        await _run(
-            kube, "remove-ssh-key", "-u", "root", "--value", KEY_A, "--secret", "other", "vm1"
-        )
+        _run(kube, "remove-ssh-key", "-u", "root", "--value", KEY_A, "--secret", "other", "vm1")
 
 
-async def test_set_password_puts_the_users_key() -> None:
+def test_set_password_puts_the_users_key() -> None:
     """The password Secret's key named by the user (replaced when there); two password
     Secrets need --secret; none is an error."""
     kube = FakeKube(_vm(_pw("pw")), _secret("pw", {"root": "old"}))
-    out = await _run(kube, "set-password", "-u", "root", "-p", "n3w", "vm1")
+    out = _run(kube, "set-password", "-u", "root", "-p", "n3w", "vm1")
     assert out == 'Successfully set password in secret "pw"'
     assert _text(kube.secret("pw")["data"]["root"]) == "n3w"
     two = FakeKube(_vm(_pw("a"), _pw("b")), _secret("a", {}), _secret("b", {}))
     with pytest.raises(CliError, match="multiple secrets specified, use option --secret"):
-        await _run(two, "set-password", "-u", "root", "-p", "x", "vm1")
-    await _run(two, "set-password", "-u", "root", "-p", "x", "vm1", "--secret", "b")
+        _run(two, "set-password", "-u", "root", "-p", "x", "vm1")
+    _run(two, "set-password", "-u", "root", "-p", "x", "vm1", "--secret", "b")
     assert _text(two.secret("b")["data"]["root"]) == "x"
     gone = FakeKube(_vm(_pw("pw")))
     with pytest.raises(CliError, match='error getting secret "pw"'):
-        await _run(gone, "set-password", "-u", "root", "-p", "x", "vm1")
+        _run(gone, "set-password", "-u", "root", "-p", "x", "vm1")
     none = FakeKube(_vm(_ssh("keys", "root")))
     with pytest.raises(CliError, match="no secrets assigned to UserPassword"):
-        await _run(none, "set-password", "-u", "root", "-p", "x", "vm1")
+        _run(none, "set-password", "-u", "root", "-p", "x", "vm1")
