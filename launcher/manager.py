@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -23,7 +23,8 @@ from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.freeze import Freezer
 from launcher.passt import Passt
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import JobStats, LifecycleEvent, reason_name, watchdog_action
+from launcher.virt import LifecycleEvent, reason_name, watchdog_action
+from launcher.virtport import VirtPort
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
 from shared.wire.errors import CommandFailed
@@ -35,36 +36,6 @@ log = structlog.get_logger("launcher.manager")
 ACPI_RETRY_SECONDS = 2.0
 OFF_STATES = frozenset({DomainState.SHUTOFF, DomainState.CRASHED})
 GOING_OFF = OFF_STATES | {DomainState.SHUTDOWN}
-
-
-class VirtPort(Protocol):
-    """What the manager needs of libvirt (launcher.virt.Virt; fakes in unit tests)."""
-
-    events: asyncio.Queue[LifecycleEvent]
-
-    async def define(self, xml: str) -> None: ...
-    async def state(self, name: str) -> tuple[DomainState, int] | None: ...
-    async def start(self, name: str, *, paused: bool) -> None: ...
-    async def suspend(self, name: str) -> None: ...
-    async def resume(self, name: str) -> None: ...
-    async def shutdown(self, name: str) -> None: ...
-    async def reboot(self, name: str) -> None: ...
-    async def destroy(self, name: str) -> None: ...
-    async def undefine(self, name: str) -> None: ...
-    async def stats(self, name: str) -> DomainStats: ...
-    async def domain_xml(self, name: str) -> str: ...
-    async def fs_freeze(self, name: str) -> int: ...
-    async def fs_thaw(self, name: str) -> int: ...
-    async def reset(self, name: str) -> None: ...
-    async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
-    async def agent_command(
-        self,
-        name: str,
-        command: str,
-        *,
-        timeout: int = 5,
-        arguments: Mapping[str, Any] | None = None,
-    ) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
