@@ -23,8 +23,9 @@ from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.freeze import Freezer
 from launcher.passt import Passt
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import LifecycleEvent, reason_name, watchdog_action
+from launcher.virt import reason_name
 from launcher.virtport import VirtPort
+from launcher.virttypes import LifecycleEvent, watchdog_action
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now
 from shared.wire.domain import DomainEvent, DomainState, DomainStatus, EventType
 from shared.wire.errors import CommandFailed

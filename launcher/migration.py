@@ -24,7 +24,7 @@ from launcher.migration_endpoint import (
     close_endpoint,
     open_endpoint,
 )
-from launcher.virt import JobStats, MigrationRequest
+from launcher.virttypes import JobStats, MigrationRequest
 from shared.model import format_time, utc_now
 from shared.wire.migration import (
     MigrateArgs,

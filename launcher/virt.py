@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import libvirt
@@ -20,6 +19,7 @@ import structlog
 
 from launcher.domstats import parse_stats
 from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
+from launcher.virttypes import JobStats, LifecycleEvent, MigrationRequest
 from shared.wire.domain import DomainState
 from shared.wire.stats import DomainStats
 
@@ -41,44 +41,6 @@ _AGENT_ERRORS = {
     libvirt.VIR_ERR_AGENT_UNSYNCED,
     getattr(libvirt, "VIR_ERR_AGENT_COMMAND_TIMEOUT", -1),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class LifecycleEvent:
-    """A libvirt lifecycle or agent event, as the loop received it."""
-
-    domain: str
-    event: str
-    detail: int = 0
-    agent_connected: bool | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MigrationRequest:
-    """One peer-to-peer migration: where to, over which streams, with which definition."""
-
-    dest_uri: str  # the destination daemon, e.g. qemu+unix:///system?socket=…
-    migration_uri: str  # the memory stream, e.g. unix:///…/mem.sock
-    dest_xml: str
-    copy_disks: tuple[str, ...] = ()  # target devs whose top layer is copied (NBD)
-    shared_disks: tuple[str, ...] = ()  # writable target devs both sides open (not copied)
-    disks_uri: str | None = None
-    bandwidth_mib: int = 0
-    timeout: float = 300.0
-    max_downtime_ms: int | None = None  # None: QEMU's own limit (300 ms)
-    auto_converge: bool = False
-    post_copy: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobStats:
-    elapsed_ms: int | None = None
-    downtime_ms: int | None = None
-    data_total: int | None = None
-    data_processed: int | None = None
-    data_remaining: int | None = None
-    memory_dirty_rate: int | None = None
-    memory_bps: int | None = None
 
 
 def _opt(raw: dict[str, Any], key: str) -> int | None:
@@ -381,16 +343,6 @@ def reason_name(state: DomainState, reason: int) -> str:
     """libvirt's reason code for a state, as a word (Unknown when unlisted)."""
     code = next(k for k, v in _STATES.items() if v == state)
     return _REASONS.get(code, {}).get(reason, "Unknown")
-
-
-# libvirt's virDomainEventWatchdogAction, as words.
-WATCHDOG_ACTIONS = {0: "none", 1: "pause", 2: "reset", 3: "poweroff", 4: "shutdown",
-                    5: "debug", 6: "inject-nmi"}  # fmt: skip
-
-
-def watchdog_action(code: int) -> str:
-    """libvirt's watchdog event action as a word."""
-    return WATCHDOG_ACTIONS.get(code, f"action{code}")
 
 
 def _ignore_error(_ctx: Any, _err: Any) -> None:

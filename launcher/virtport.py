@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from launcher.virt import JobStats, LifecycleEvent
+from launcher.virttypes import JobStats, LifecycleEvent
 from shared.wire.domain import DomainState
 from shared.wire.stats import DomainStats
 

@@ -14,7 +14,7 @@ from launcher.disks import DiskContext
 from launcher.errors import InvalidSpec, LibvirtFailure
 from launcher.manager import DomainManager, Identity
 from launcher.plan import HostPaths
-from launcher.virt import JobStats, LifecycleEvent
+from launcher.virttypes import JobStats, LifecycleEvent
 from shared import podlayout
 from shared.wire.domain import DomainEvent, DomainState, EventType
 from shared.wire.stats import DomainStats

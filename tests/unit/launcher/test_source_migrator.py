@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from launcher.migration import DowntimePolicy, SourceMigrator
-from launcher.virt import JobStats, MigrationRequest
+from launcher.virttypes import JobStats, MigrationRequest
 from shared.wire.migration import MigrateArgs, MigrationInfo, MigrationPhase
 
 SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
