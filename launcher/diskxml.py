@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from launcher.nicxml import pci_attributes
 from shared.model import Disk
 from shared.model.devopts import DiskIO, IOThreadsPolicy
 
@@ -45,6 +46,8 @@ class DiskOptions:
     queues: int | None = None  # virtio-blk queues (blockMultiQueue)
     iothread: int | None = None  # 1-based
     dedicated: bool = False  # dedicatedIOThread asked for
+    pci_address: str | None = None  # disk.pciAddress: 0000:00:0a.0
+    tray: str | None = None  # cdrom.tray: open or closed
 
 
 def options_of(
@@ -68,6 +71,8 @@ def options_of(
         shareable=bool(disk.shareable),
         queues=vcpus if multi_queue and virtio and not disk.is_cdrom else None,
         dedicated=bool(disk.dedicated_io_thread) and virtio,
+        pci_address=disk.disk.pci_address if disk.disk is not None else None,
+        tray=disk.cdrom.tray if disk.cdrom is not None else None,
     )
 
 
@@ -146,3 +151,7 @@ def render(el: ET.Element, driver: ET.Element, options: DiskOptions) -> None:
             logical_block_size=str(options.blockio.logical),
             physical_block_size=str(options.blockio.physical),
         )
+    if options.tray and (target := el.find("target")) is not None:
+        target.set("tray", options.tray)
+    if options.pci_address:
+        ET.SubElement(el, "address", pci_attributes(options.pci_address))

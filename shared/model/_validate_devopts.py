@@ -70,6 +70,13 @@ def validate_disk_options(errs: Errors, path: str, disk: Disk) -> None:
         errs.add(f"{path}.cache", "a shareable disk must use cache none", disk.cache)
     if disk.dedicated_io_thread and disk.effective_bus != "virtio":
         errs.add(f"{path}.dedicatedIOThread", "needs the virtio bus", disk.dedicated_io_thread)
+    if disk.disk is not None and (address := disk.disk.pci_address) is not None:
+        if not PCI_ADDRESS.fullmatch(address):
+            errs.add(f"{path}.disk.pciAddress", "must be a PCI address like 0000:00:0a.0", address)
+        elif disk.effective_bus != "virtio":
+            errs.add(f"{path}.disk.pciAddress", "is only for the virtio bus", address)
+    if disk.cdrom is not None and disk.cdrom.tray not in (None, "open", "closed"):
+        errs.add(f"{path}.cdrom.tray", "must be open or closed", disk.cdrom.tray)
 
 
 def validate_io_threads(errs: Errors, path: str, spec: VMISpec) -> None:
@@ -161,14 +168,20 @@ def validate_device_options(errs: Errors, path: str, spec: VMISpec) -> None:
         validate_interface_options(errs, f"{ifaces_path}[{i}]", iface)
     validate_io_threads(errs, f"{path}.domain", spec)
     ifaces = list(enumerate(devices.interfaces))
-    _duplicates(errs, [(f"{ifaces_path}[{i}].pciAddress", (x.pci_address or "").lower() or None)
-                       for i, x in ifaces], "pciAddress")  # fmt: skip
+    addresses = [(f"{disks_path}[{i}].disk.pciAddress", _lower(d.disk.pci_address))
+                 for i, d in enumerate(devices.disks) if d.disk is not None]  # fmt: skip
+    addresses += [(f"{ifaces_path}[{i}].pciAddress", _lower(x.pci_address)) for i, x in ifaces]
+    _duplicates(errs, addresses, "pciAddress")
     _duplicates(errs, [(f"{ifaces_path}[{i}].acpiIndex", x.acpi_index) for i, x in ifaces],
                 "acpiIndex")  # fmt: skip
     # Disks' own duplicates are reported by validate_disks; here interfaces against both.
     boot = [(f"{disks_path}[{i}].bootOrder", d.boot_order) for i, d in enumerate(devices.disks)]
     boot += [(f"{ifaces_path}[{i}].bootOrder", x.boot_order) for i, x in ifaces]
     _duplicates_beyond(errs, boot, first_owned=len(devices.disks))
+
+
+def _lower(address: str | None) -> str | None:
+    return address.lower() if address else None
 
 
 def _duplicates_beyond(

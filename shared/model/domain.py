@@ -78,18 +78,21 @@ class ResourceRequirements(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DiskTarget(Model):
-    """disks[].disk: a plain disk."""
+    """disks[].disk: a plain disk (pciAddress: where a virtio disk sits, 0000:00:0a.0)."""
 
     bus: str | None = None
     readonly: bool | None = None
+    pci_address: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CDRomTarget(Model):
-    """disks[].cdrom: a CD-ROM (read-only unless readonly is false)."""
+    """disks[].cdrom: a CD-ROM (read-only unless readonly is false; tray open or closed,
+    KubeVirt's default closed)."""
 
     bus: str | None = None
     readonly: bool | None = None
+    tray: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -210,8 +210,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "lun", "tag",
         }
     ),
-    DiskTarget: frozenset({"pciAddress"}),
-    CDRomTarget: frozenset({"tray"}),
+    DiskTarget: frozenset(),
+    CDRomTarget: frozenset(),
     Interface: frozenset(
         {
             "slirp", "sriov", "macvtap", "passt", "binding", "tag",

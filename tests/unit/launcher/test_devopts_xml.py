@@ -37,10 +37,12 @@ OPTIONS_PLAN = dataclasses.replace(
                 blockio=BlockIO(logical=512, physical=4096),
             ),
         ),
-        PLAN.disks[1],
+        dataclasses.replace(PLAN.disks[1], options=DiskOptions(tray="closed")),
         dataclasses.replace(
             PLAN.disks[2],
-            options=DiskOptions(shareable=True, error_policy="stop", iothread=1),
+            options=DiskOptions(
+                shareable=True, error_policy="stop", iothread=1, pci_address="0000:00:0b.0"
+            ),
         ),
     ),
     interfaces=(
@@ -84,6 +86,17 @@ def test_options_pass_virt_xml_validate(tmp_path: Path) -> None:
 
 def _disk(**fields: Any) -> Disk:
     return Disk.from_dict({"name": "d", "disk": {"bus": "virtio"}, **fields})
+
+
+def test_disk_pci_address_and_cdrom_tray_from_the_spec(tmp_path: Path) -> None:
+    """disk.pciAddress and cdrom.tray reach the disk's options (the plain disk's address,
+    the CD-ROM's tray), nothing else."""
+    disk = _disk(disk={"bus": "virtio", "pciAddress": "0000:00:0B.0"})
+    got = diskxml.options_of(disk, source=tmp_path, block=False, vcpus=1, multi_queue=False)
+    assert got == DiskOptions(pci_address="0000:00:0B.0")
+    cdrom = Disk.from_dict({"name": "c", "cdrom": {"bus": "sata", "tray": "open"}})
+    got = diskxml.options_of(cdrom, source=tmp_path, block=False, vcpus=1, multi_queue=False)
+    assert got == DiskOptions(tray="open")
 
 
 def test_disk_options_from_the_spec(tmp_path: Path) -> None:
