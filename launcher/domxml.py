@@ -133,6 +133,7 @@ class DomainPlan:
     tb_cache_mib: int | None = 32
     firmware: FirmwarePlan | None = None  # None: SeaBIOS
     smm: bool = False
+    bios_serial: bool = False  # SeaBIOS's output on the serial console (bios.useSerial)
     # host-model, host-passthrough or a CPU model name; None: libvirt's default for TCG,
     # host-model for KVM.
     cpu_model: str | None = None
@@ -224,6 +225,8 @@ def _os(dom: ET.Element, plan: DomainPlan) -> None:
         _text(os_el, "cmdline", plan.kernel.cmdline)
     if plan.has_sysinfo:
         ET.SubElement(os_el, "smbios", mode="sysinfo")
+    if plan.bios_serial and fw is None:
+        ET.SubElement(os_el, "bios", useserial="yes")
 
 
 def _sysinfo(dom: ET.Element, plan: DomainPlan) -> None:

@@ -323,6 +323,7 @@ async def plan_domain(
         partition=host.partition,
         firmware=uefi,
         smm=domain.features.smm_on,
+        bios_serial=_bios_serial(vmi),
         cpu_model=cpu.model,
         cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
@@ -383,3 +384,9 @@ def memory_hotplug(vmi: VirtualMachineInstance) -> MemoryHotplugPlan | None:
 def graphics_attached(vmi: VirtualMachineInstance) -> bool:
     """devices.autoattachGraphicsDevice, true unless set false (KubeVirt's default)."""
     return vmi.spec.domain.devices.extra.get("autoattachGraphicsDevice") is not False
+
+
+def _bios_serial(vmi: VirtualMachineInstance) -> bool:
+    """bootloader.bios.useSerial: SeaBIOS prints on the serial console too."""
+    loader = vmi.spec.domain.firmware.bootloader
+    return bool(loader is not None and loader.bios is not None and loader.bios.use_serial)

@@ -254,7 +254,10 @@ class EFI(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BIOS(Model):
-    """bootloader.bios: SeaBIOS, the default (useSerial stays in `extra`)."""
+    """bootloader.bios: SeaBIOS, the default; useSerial sends its output to the serial
+    console too (`<bios useserial='yes'>`)."""
+
+    use_serial: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -229,7 +229,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     DHCPPrivateOption: frozenset(),
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
-    BIOS: frozenset({"useSerial"}),
+    BIOS: frozenset(),
     EFI: frozenset({"persistent"}),
     InterfacePort: frozenset(),
     KernelBoot: frozenset(),

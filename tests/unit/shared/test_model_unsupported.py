@@ -116,11 +116,6 @@ REFUSED = [
         "spec.domain.firmware.bootloader.efi.persistent",
         id="efi-persistent",
     ),
-    pytest.param(
-        {"spec.domain.firmware.bootloader": {"bios": {"useSerial": True}}},
-        "spec.domain.firmware.bootloader.bios.useSerial",
-        id="bios-serial",
-    ),
     pytest.param({"spec.domain.devices.tpm": {}}, "spec.domain.devices.tpm", id="tpm"),
     pytest.param(
         {"spec.domain.devices.watchdog": {"name": "w", "diag288": {}}},
