@@ -382,7 +382,8 @@ class TemplateService:
         devices = {TUN_RESOURCE: "1"}
         if not self.config.use_emulation:
             devices[KVM_RESOURCE] = "1"
-        requests = {"cpu": f"{cpu_millis}m", "memory": str(req_mem + overhead), **devices}
+        counted = 0 if domain.resources.overcommit_guest_overhead else overhead
+        requests = {"cpu": f"{cpu_millis}m", "memory": str(req_mem + counted), **devices}
         limits = dict(devices)
         if lim_mem is not None:
             limits["memory"] = str(lim_mem + overhead)

@@ -70,10 +70,12 @@ class ResourceList(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResourceRequirements(Model):
-    """domain.resources."""
+    """domain.resources; overcommitGuestOverhead: the launcher's overhead goes into the
+    memory limit only, not the request the scheduler counts (KubeVirt's meaning)."""
 
     requests: ResourceList = field(default_factory=ResourceList)
     limits: ResourceList = field(default_factory=ResourceList)
+    overcommit_guest_overhead: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

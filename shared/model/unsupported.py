@@ -195,7 +195,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ),
     CPUFeature: frozenset(),
     Memory: frozenset({"hugepages"}),
-    ResourceRequirements: frozenset({"overcommitGuestOverhead"}),
+    ResourceRequirements: frozenset(),
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(
         {

@@ -142,3 +142,22 @@ def test_the_kubevirt_crs_overcommit_and_allocation_ratio_reach_new_pods() -> No
     plain = TemplateService(template_config(config.template, cluster_defaults(config)))
     plain_requests = plain.launcher_pod(make_vmi(raw=raw))["spec"]["containers"][0]["resources"]
     assert int(plain_requests["requests"]["memory"]) == (128 + OVERHEAD_MIB + 8) * MIB
+
+
+def test_overcommit_guest_overhead_leaves_the_overhead_out_of_the_request() -> None:
+    """resources.overcommitGuestOverhead: the pod requests the guest memory alone, while
+    its memory limit still carries the overhead (KubeVirt's meaning)."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["resources"] = {
+        "overcommitGuestOverhead": True,
+        "requests": {"memory": "128Mi"},
+        "limits": {"memory": "128Mi"},
+    }
+    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
+    (compute,) = [c for c in pod["spec"]["containers"] if c["name"] == "compute"]
+    assert compute["resources"]["requests"]["memory"] == str(128 * MIB)
+    assert compute["resources"]["limits"]["memory"] == str((128 + OVERHEAD_MIB) * MIB)
+    raw["spec"]["domain"]["resources"]["overcommitGuestOverhead"] = False
+    pod = TemplateService(TemplateConfig()).launcher_pod(make_vmi(raw=raw))
+    (compute,) = [c for c in pod["spec"]["containers"] if c["name"] == "compute"]
+    assert compute["resources"]["requests"]["memory"] == str((128 + OVERHEAD_MIB) * MIB)
