@@ -240,6 +240,7 @@ async def plan_domain(
         smm=domain.features.smm_on,
         cpu_model=cpu.model,
         rng=domain.devices.rng is not None,
+        tpm=domain.devices.tpm is not None and domain.devices.tpm.on,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,

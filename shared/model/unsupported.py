@@ -24,6 +24,7 @@ from shared.model.domain import (
     BIOS,
     CPU,
     EFI,
+    TPM,
     Bootloader,
     CDRomTarget,
     Devices,
@@ -143,7 +144,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachSerialConsole",
             "autoattachMemBalloon", "autoattachInputDevice", "autoattachVSOCK",
             "blockMultiQueue", "networkInterfaceMultiqueue", "gpus", "downwardMetrics",
-            "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound", "tpm",
+            "panicDevices", "filesystems", "hostDevices", "clientPassthrough", "sound",
             "logSerialConsole", "video",
         }
     ),
@@ -165,6 +166,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
     Rng: frozenset(),
+    TPM: frozenset({"persistent"}),  # KubeVirt's per-VM state claim: not yet
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset({"useSerial"}),
@@ -245,6 +247,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Features, "acpi"): ({}, {"enabled": True}),  # ACPI is always on
     (EFI, "persistent"): (False,),
+    (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
