@@ -32,7 +32,7 @@ from typing import Any
 
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
-from controller.services import volumes
+from controller.services import tpm, volumes
 from controller.services.overhead import memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields
@@ -180,6 +180,7 @@ class TemplateService:
                     {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
                     *self._seed_volumes(),
                     *sources.volumes,
+                    *tpm.volumes(vmi),
                 ],
             },
         }
@@ -298,6 +299,7 @@ class TemplateService:
                 },
                 *self._seed_mounts(),
                 *sources.mounts,
+                *tpm.mounts(vmi),
             ],
         }
         if not self.config.launcher_as_root:
