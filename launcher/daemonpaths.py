@@ -24,6 +24,7 @@ BINDS: tuple[tuple[str, str], ...] = (
     ("cache", "/var/cache/libvirt"),
     ("log", "/var/log/libvirt"),
     ("etc", "/etc/libvirt"),
+    ("swtpm-log", "/var/log/swtpm"),  # a TPM's swtpm log (libvirt's fixed path)
 )
 SYSTEM_DIRS = dict(BINDS)
 # Session mode: libvirt's per-user dirs (XDG_RUNTIME_DIR/libvirt, …) under the root.
@@ -39,6 +40,7 @@ SESSION_DIRS = {
     "etc": "xdg/config/libvirt",
     "lib": "xdg/data/libvirt",
     "log": "log",
+    "swtpm-log": "log/swtpm",  # unused: a session daemon logs swtpm under its cache dir
 }
 CAP_SYS_ADMIN = 21
 # sun_path is 108 bytes; QEMU binds the guest's console and agent sockets.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt
+from launcher import diskxml, guestxml, nicxml, passt, tpm
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
@@ -139,6 +139,7 @@ class DomainPlan:
     cpu_model: str | None = None
     cpu_features: tuple[tuple[str, str], ...] = ()  # (name, libvirt policy)
     rng: bool = False
+    tpm: bool = False  # an emulated TPM 2.0 (launcher/tpm.py)
     passt: tuple[PasstInterface, ...] = ()  # started by the launcher (launcher/passt.py)
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
     smbios_uuid: str | None = None
@@ -297,6 +298,8 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     if plan.rng:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
+    if plan.tpm:
+        tpm.add_device(devices)
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
 

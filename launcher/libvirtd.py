@@ -59,6 +59,8 @@ exec "$tini" -s -- "$daemon" -f "$conf" -p "$pidfile"
 QEMU_CONF = """\
 user = "root"
 group = "root"
+swtpm_user = "root"
+swtpm_group = "root"
 dynamic_ownership = 0
 remember_owner = 0
 security_driver = "none"
@@ -69,8 +71,8 @@ NO_CGROUPS = "cgroup_controllers = [ ]\n"
 
 
 def qemu_conf(*, session: bool, cgroups: bool) -> str:
-    """The daemon's qemu.conf. A session daemon runs QEMU as itself: naming root there
-    makes libvirt chown its state dirs to root, which the user may not."""
+    """The daemon's qemu.conf. A session daemon runs QEMU (and swtpm) as itself: naming
+    root there makes libvirt chown its state dirs to root, which the user may not."""
     text = QEMU_CONF
     if session:
         text = "".join(line + "\n" for line in text.splitlines() if not _names_user(line))
@@ -78,7 +80,7 @@ def qemu_conf(*, session: bool, cgroups: bool) -> str:
 
 
 def _names_user(line: str) -> bool:
-    return line.startswith(("user =", "group ="))
+    return line.startswith(("user =", "group =", "swtpm_user =", "swtpm_group ="))
 
 
 class LibvirtDaemon:

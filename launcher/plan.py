@@ -327,6 +327,7 @@ async def plan_domain(
         cpu_model=cpu.model,
         cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
+        tpm=domain.devices.tpm is not None and domain.devices.tpm.on,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,

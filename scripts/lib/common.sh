@@ -19,6 +19,8 @@ KV_APT_PACKAGES=(
   python3-dev gcc libc6-dev iproute2 util-linux openssl procps xz-utils
   # pod network NAT and passt (scripts/bench-network; the images install their own)
   nftables passt
+  # devices.tpm: libvirt starts swtpm (and swtpm_setup) for the launcher's TPM
+  swtpm swtpm-tools
   # scripts/build-images: images without docker, and containerd + runc to run them
   buildah umoci skopeo mmdebstrap containerd runc
   # real nodes: pod networking (CNI plugins), kube-proxy's iptables mode

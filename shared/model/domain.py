@@ -195,6 +195,20 @@ class Rng(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TPM(Model):
+    """devices.tpm: an emulated TPM 2.0 (swtpm, started by libvirt); `{}` enables it,
+    `enabled: false` disables it (persistent stays in `extra`: the state lives as long as
+    the launcher pod)."""
+
+    enabled: bool | None = None
+
+    @property
+    def on(self) -> bool:
+        """enabled, true when unset."""
+        return self.enabled is not False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Devices(Model):
     """domain.devices (autoattachPodInterface/GraphicsDevice stay in `extra`)."""
 
@@ -213,6 +227,7 @@ class Devices(Model):
     autoattach_input_device: bool | None = None
     autoattach_serial_console: bool | None = None
     log_serial_console: bool | None = None
+    tpm: TPM | None = None
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

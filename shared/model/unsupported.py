@@ -33,6 +33,7 @@ from shared.model.domain import (
     BIOS,
     CPU,
     EFI,
+    TPM,
     Bootloader,
     CDRomTarget,
     CPUFeature,
@@ -202,7 +203,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "useVirtioTransitional", "disableHotplug",
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachVSOCK",
             "gpus", "downwardMetrics",
-            "filesystems", "hostDevices", "clientPassthrough", "tpm",
+            "filesystems", "hostDevices", "clientPassthrough",
         }
     ),
     Disk: frozenset(
@@ -227,6 +228,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     IOThreads: frozenset(),
     DHCPOptions: frozenset(),
     DHCPPrivateOption: frozenset(),
+    TPM: frozenset({"persistent"}),  # KubeVirt's per-VM state claim: not yet
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset(),
@@ -306,6 +308,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Devices, "disableHotplug"): (False,),
     (EFI, "persistent"): (False,),
+    (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 

@@ -116,7 +116,11 @@ REFUSED = [
         "spec.domain.firmware.bootloader.efi.persistent",
         id="efi-persistent",
     ),
-    pytest.param({"spec.domain.devices.tpm": {}}, "spec.domain.devices.tpm", id="tpm"),
+    pytest.param(
+        {"spec.domain.devices.tpm": {"persistent": True}},
+        "spec.domain.devices.tpm.persistent",
+        id="tpm-persistent",
+    ),
     pytest.param(
         {"spec.domain.devices.watchdog": {"name": "w", "diag288": {}}},
         "spec.domain.devices.watchdog.diag288",

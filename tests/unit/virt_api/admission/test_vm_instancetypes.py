@@ -162,11 +162,13 @@ async def test_unmet_requirements_refuse_with_kubevirts_message() -> None:
 
 
 async def test_fields_whose_vmi_field_is_refused_name_both() -> None:
-    """dedicatedCPUPlacement and hugepages from the instancetype, the TPM from the
-    preference: each named with the VMI field it sets."""
+    """dedicatedCPUPlacement and hugepages from the instancetype, the persistent TPM from
+    the preference: each named with the VMI field it sets."""
     vm = _vm(instancetype={"name": "cx1.medium1gi"}, preference={"name": "windows"})
     windows: dict[tuple[str, str], Any] = {
-        ("virtualmachineclusterpreferences", "windows"): {"spec": {"devices": {"preferredTPM": {}}}}
+        ("virtualmachineclusterpreferences", "windows"): {
+            "spec": {"devices": {"preferredTPM": {"persistent": True}}}
+        }
     }
     causes = await _causes(vm, _objects(windows))
     it = 'VirtualMachineClusterInstancetype "cx1.medium1gi" field '
@@ -179,8 +181,8 @@ async def test_fields_whose_vmi_field_is_refused_name_both() -> None:
         ),
         (
             "spec.preference",
-            f"{pref}spec.devices.preferredTPM sets spec.template.spec.domain.devices.tpm: "
-            "not supported by kubevirt-py",
+            f"{pref}spec.devices.preferredTPM sets "
+            "spec.template.spec.domain.devices.tpm.persistent: not supported by kubevirt-py",
         ),
         (
             "spec.instancetype",

@@ -1,0 +1,69 @@
+"""devices.tpm at admission: `{}`, `enabled` and `persistent: false` are admitted; bad
+values and `persistent: true` (KubeVirt's per-VM state claim, not implemented) are refused
+naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.model.unsupported import NOT_SUPPORTED
+from shared.model.validation import ValidationLimits
+from tests.unit.virt_api.admission.test_defaults import demo_vmi
+from virt_api.admission.validate import validate
+
+TCG = ValidationLimits(emulation=True)
+
+
+def _vmi(tpm: Any) -> dict[str, Any]:
+    obj = demo_vmi()
+    disks = [{"name": "containerdisk", "disk": {"bus": "virtio"}}]
+    obj["spec"]["domain"]["devices"] = {"disks": disks, "tpm": tpm}
+    return obj
+
+
+@pytest.mark.parametrize(
+    "tpm",
+    [
+        pytest.param({}, id="empty"),
+        pytest.param({"enabled": True}, id="enabled"),
+        pytest.param({"enabled": False}, id="disabled"),
+        pytest.param({"persistent": False}, id="not-persistent"),
+    ],
+)
+def test_tpm_is_admitted(tpm: dict[str, Any]) -> None:
+    """A TPM without persistent state is honoured, so admitted."""
+    assert validate("VirtualMachineInstance", _vmi(tpm), limits=TCG) == []
+
+
+@pytest.mark.parametrize(
+    ("tpm", "path"),
+    [
+        pytest.param({"persistent": True}, "spec.domain.devices.tpm.persistent", id="persistent"),
+        pytest.param({"persistent": "yes"}, "spec.domain.devices.tpm.persistent", id="bad-bool"),
+        pytest.param({"enabled": "yes"}, "spec.domain.devices.tpm.enabled", id="enabled-str"),
+        pytest.param({"model": "tpm-crb"}, "spec.domain.devices.tpm.model", id="unknown-key"),
+        pytest.param("on", "spec.domain.devices.tpm", id="not-an-object"),
+    ],
+)
+def test_bad_tpm_is_refused_naming_the_field(tpm: Any, path: str) -> None:
+    """Each bad value is refused, and the refusal names the field."""
+    errors = validate("VirtualMachineInstance", _vmi(tpm), limits=TCG)
+    assert [e.path for e in errors] == [path]
+
+
+def test_persistent_tpm_in_a_vm_template_is_refused_as_not_supported() -> None:
+    """A VM asking for a persistent TPM is refused at its template's field, as not
+    supported (no per-VM state claim here)."""
+    vmi = _vmi({"persistent": True})
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "tiny", "namespace": "default"},
+        "spec": {"template": {"spec": vmi["spec"]}},
+    }
+    errors = validate("VirtualMachine", vm, limits=TCG)
+    assert [(e.path, e.message) for e in errors] == [
+        ("spec.template.spec.domain.devices.tpm.persistent", NOT_SUPPORTED)
+    ]
