@@ -58,8 +58,11 @@ def status_message(text: str) -> str:
 
 
 def has_status(obj: Mapping[str, Any]) -> bool:
-    """True once an object carries a phase, a condition or a printable status."""
+    """True once an object carries a phase, a condition, a printable status, or (replica
+    sets and pools, which have no phase and conditions only when paused or failing) the
+    label selector their controller writes with the replica counts."""
     status = obj.get("status") or {}
     if not isinstance(status, Mapping):
         return False
-    return bool(status.get("phase") or status.get("conditions") or status.get("printableStatus"))
+    keys = ("phase", "conditions", "printableStatus", "labelSelector")
+    return any(status.get(key) for key in keys)

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from tests.fuzz.bases import perturbed
 from tests.fuzz.values import BOUNDARY_STRINGS, Knobs, value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +90,12 @@ def case(seed: int, index: int, kinds: list[Kind], *, knobs: Knobs | None = None
     if rng.random() < knobs.edge / 3:
         name = rng.choice(BOUNDARY_STRINGS)
     body["metadata"] = {"name": name}
-    for prop, sub in (kind.schema.get("properties") or {}).items():
+    props = kind.schema.get("properties") or {}
+    spec = perturbed(kind.kind, props.get("spec") or {}, rng, knobs=knobs)
+    if spec is not None and rng.random() < 0.5:
+        body["spec"] = spec
+        return Case(seed=seed, index=index, kind=kind, body=body)
+    for prop, sub in props.items():
         if prop not in NOT_GENERATED and rng.random() < 0.95:
             body[prop] = value(sub, rng, knobs=knobs, depth=1)
     return Case(seed=seed, index=index, kind=kind, body=body)

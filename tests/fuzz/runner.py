@@ -45,6 +45,7 @@ class Tally:
     by_kind: dict[str, dict[Outcome, int]] = field(default_factory=dict)
     findings: list[tuple[Case, Answer]] = field(default_factory=list)
     accepted: list[Case] = field(default_factory=list)
+    samples: dict[str, str] = field(default_factory=dict)  # a refusal per kind, to show
 
     def add(self, case: Case, answer: Answer) -> None:
         self.by_outcome[answer.outcome] = self.by_outcome.get(answer.outcome, 0) + 1
@@ -52,7 +53,9 @@ class Tally:
         kind[answer.outcome] = kind.get(answer.outcome, 0) + 1
         if answer.outcome is Outcome.ACCEPTED:
             self.accepted.append(case)
-        elif answer.outcome is not Outcome.REFUSED:
+        elif answer.outcome is Outcome.REFUSED:
+            self.samples.setdefault(case.kind.kind, answer.message.splitlines()[0][:200])
+        else:
             self.findings.append((case, answer))
 
 

@@ -7,6 +7,10 @@ sent with dryRun=All (schema, defaulting and admission in full; nothing stored);
 so nothing boots (VMs `runStrategy: Halted`, replica sets and pools 0 replicas), must show
 a phase, a condition or a printable status within `STATUS_BOUND` seconds, and are deleted.
 
+The VM `fz-vm` (Halted) exists, so snapshots, exports and clones of it are accepted; no
+snapshot `fz-snap` does, so restores are refused (naming spec.virtualMachineSnapshotName).
+Clone targets are removed with the test's namespace.
+
 Not stored (dry run only), with the reason:
 - VirtualMachineInstance: stored, it would start a launcher pod (CPU the suite has not);
 - DataVolume: stored, it would start importer pods;
@@ -30,6 +34,8 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.health import admin_ssl
+from shared.kube import VMS, KubeClient
+from tests.fuzz.bases import SPECS
 from tests.fuzz.objects import Case, case, cases, load_kinds
 from tests.fuzz.runner import Target, describe, dry_run_all, pick_stored, store_and_watch
 from tests.integration.controller.harness import ControllerProcess
@@ -66,7 +72,7 @@ def known(message: str) -> str | None:
 
 
 async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
-    kubevirt_cluster: Cluster, ns: str, controller: ControllerProcess
+    kubevirt_cluster: Cluster, ns: str, kube: KubeClient, controller: ControllerProcess
 ) -> None:
     """Every fuzzed object of every served kind is refused with a message naming a field or
     accepted; accepted objects the controller acts on get a status within the bound; no
@@ -74,6 +80,9 @@ async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
     seed, count = seed_and_count()
     print(f"\nFUZZ_SEED={seed} FUZZ_COUNT={count}")
     kinds = load_kinds()
+    # The VM the bases' snapshots, exports and clones name (Halted: nothing boots).
+    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "fz-vm"}}
+    await kube.create(VMS, {**vm, "spec": SPECS["VirtualMachine"]}, namespace=ns)
     batch: list[Case] = [case(s, i, kinds) for s, i in REGRESSIONS]
     batch += list(cases(seed, count, kinds))
     target = Target(
@@ -83,7 +92,7 @@ async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
     tally = await dry_run_all(target, batch)
     print(f"{len(batch)} objects in {time.monotonic() - started:.1f} s: {tally.by_outcome}")
     for kind, outcomes in sorted(tally.by_kind.items()):
-        print(f"  {kind}: {dict(outcomes)}")
+        print(f"  {kind}: {dict(outcomes)}; e.g. {tally.samples.get(kind, '-')!r}")
     stored = pick_stored(tally.accepted, kinds=STORED)
     bad, without_status = await store_and_watch(target, stored, bound=STATUS_BOUND)
     print(f"{len(stored)} stored, {len(without_status)} without status after {STATUS_BOUND} s")

@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+from tests.fuzz.bases import SPECS, perturbed, set_at_random_path
 from tests.fuzz.judge import Outcome, has_status, judge
 from tests.fuzz.objects import case, cases, load_kinds
 from tests.fuzz.runner import pick_stored, tamed
@@ -133,5 +134,34 @@ def test_has_status() -> None:
     assert has_status({"status": {"phase": "Pending"}})
     assert has_status({"status": {"conditions": [{"type": "Ready"}]}})
     assert has_status({"status": {"printableStatus": "Stopped"}})
+    assert has_status({"status": {"replicas": 0, "labelSelector": "app=fz"}})
     assert not has_status({"status": {}})
     assert not has_status({})
+
+
+def test_perturbed_bases_keep_the_rest_of_a_valid_spec() -> None:
+    """Half a run perturbs a valid base: one to three paths change, the rest stays."""
+    kinds = {k.kind: k for k in load_kinds()}
+    vm = kinds["VirtualMachine"]
+    spec_schema = vm.schema["properties"]["spec"]
+    changed = 0
+    for seed in range(40):
+        got = perturbed("VirtualMachine", spec_schema, random.Random(seed), knobs=Knobs())
+        assert got is not None
+        changed += got != SPECS["VirtualMachine"]
+    assert changed >= 30
+    assert perturbed("CDIConfig", {}, random.Random(1), knobs=Knobs()) is None
+    assert SPECS["VirtualMachine"]["runStrategy"] == "Halted"  # the base is never mutated
+
+
+def test_random_path_reaches_into_lists() -> None:
+    """A walk through an array property sets a value inside its first item."""
+    schema = {
+        "properties": {
+            "disks": {"type": "array", "items": {"properties": {"name": {"type": "string"}}}}
+        }
+    }
+    node: dict[str, Any] = {}
+    for seed in range(20):
+        set_at_random_path(node, schema, random.Random(seed), knobs=NEVER)
+    assert isinstance(node["disks"], list)
