@@ -36,7 +36,8 @@ from localkube.cluster import Cluster
 from localkube.health import admin_ssl
 from shared.kube import VMS, KubeClient
 from tests.fuzz.bases import SPECS
-from tests.fuzz.objects import Case, case, cases, load_kinds
+from tests.fuzz.objects import Case, cases, load_kinds
+from tests.fuzz.regressions import regression_cases
 from tests.fuzz.runner import Target, describe, dry_run_all, pick_stored, store_and_watch
 from tests.integration.controller.harness import ControllerProcess
 from tests.integration.realnodes.logscan import failures_in
@@ -55,8 +56,6 @@ STORED = {
     "VirtualMachineExport": 3,
     "VirtualMachineClone": 3,
 }
-# Fixed cases that found bugs once: (seed, index), replayed by every run.
-REGRESSIONS: tuple[tuple[int, int], ...] = ()
 # Findings too big to fix here: (name, what matches it); printed, never silent.
 KNOWN_ISSUES: tuple[tuple[str, str], ...] = ()
 
@@ -83,7 +82,7 @@ async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
     # The VM the bases' snapshots, exports and clones name (Halted: nothing boots).
     vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "fz-vm"}}
     await kube.create(VMS, {**vm, "spec": SPECS["VirtualMachine"]}, namespace=ns)
-    batch: list[Case] = [case(s, i, kinds) for s, i in REGRESSIONS]
+    batch: list[Case] = regression_cases(kinds)  # tests/fuzz/regressions.py
     batch += list(cases(seed, count, kinds))
     target = Target(
         server=kubevirt_cluster.ports.server, tls=admin_ssl(kubevirt_cluster.pki), namespace=ns
@@ -103,6 +102,7 @@ async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
     findings += [f"controller: {f}" for f in failures_in(log, pod="controller")]
     if controller.proc is None or controller.proc.returncode is not None:
         findings.append(f"controller exited: {controller.log_tail(40)}")
+    print(f"known issues: {[name for name, _ in KNOWN_ISSUES] or 'none'}")
     excused = [f for f in findings if known(f)]
     for finding in excused:
         print(f"known issue {known(finding)}: {finding}")

@@ -9,6 +9,7 @@ from typing import Any
 from tests.fuzz.bases import SPECS, perturbed, set_at_random_path
 from tests.fuzz.judge import Outcome, has_status, judge
 from tests.fuzz.objects import case, cases, load_kinds
+from tests.fuzz.regressions import regression_cases
 from tests.fuzz.runner import pick_stored, tamed
 from tests.fuzz.values import (
     BOUNDARY_STRINGS,
@@ -165,3 +166,11 @@ def test_random_path_reaches_into_lists() -> None:
     for seed in range(20):
         set_at_random_path(node, schema, random.Random(seed), knobs=NEVER)
     assert isinstance(node["disks"], list)
+
+
+def test_regression_cases_are_vms_of_served_kinds() -> None:
+    """Every kept regression body maps to a served kind and has a unique name."""
+    found = regression_cases(load_kinds())
+    assert found
+    assert len({c.name for c in found}) == len(found)
+    assert all(c.body["apiVersion"] == c.kind.api_version for c in found)
