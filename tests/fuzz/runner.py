@@ -15,7 +15,7 @@ import copy
 import json
 import ssl
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from tests.fuzz.judge import Answer, Outcome, has_status, judge
 from tests.fuzz.objects import Case
 
 TIMEOUT = 30.0
+UPDATES_PER_OBJECT = 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +104,28 @@ def tamed(case: Case) -> Case:
     return Case(seed=case.seed, index=case.index, kind=case.kind, body=body)
 
 
+async def patch_spec(
+    session: aiohttp.ClientSession, target: Target, case: Case, spec: Any
+) -> Answer:
+    """A dry-run merge patch of the stored object's spec; its judged answer."""
+    url = f"{target.server}{case.kind.path(target.namespace)}/{case.name}"
+    headers = {"Content-Type": "application/merge-patch+json"}
+    try:
+        async with (
+            asyncio.timeout(TIMEOUT),
+            session.patch(
+                url,
+                data=json.dumps({"spec": spec}),
+                params={"dryRun": "All"},
+                headers=headers,
+                ssl=target.tls,
+            ) as resp,
+        ):
+            return judge(resp.status, await resp.text())
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+        return judge(599, f"no answer: {type(e).__name__}: {e}")
+
+
 async def get(session: aiohttp.ClientSession, target: Target, case: Case) -> dict[str, Any]:
     url = f"{target.server}{case.kind.path(target.namespace)}/{case.name}"
     async with asyncio.timeout(TIMEOUT), session.get(url, ssl=target.tls) as resp:
@@ -127,10 +150,16 @@ def pick_stored(accepted: Iterable[Case], *, kinds: Mapping[str, int]) -> list[C
 
 
 async def store_and_watch(
-    target: Target, cases: list[Case], *, bound: float
+    target: Target,
+    cases: list[Case],
+    *,
+    bound: float,
+    updates: Mapping[str, Sequence[Case]] | None = None,
 ) -> tuple[list[tuple[Case, Answer]], list[Case]]:
     """Create each case for real, wait up to `bound` seconds for every accepted one to
-    show a status, then delete them all. (Refusals and 5xx of the creates, cases left
+    show a status, send each up to `UPDATES_PER_OBJECT` specs of other cases of its kind
+    as dry-run merge patches (admission's UPDATE path, with an old object), then delete
+    them all. (Creates and updates that were 5xx or refused naming no field, cases left
     without status.)"""
     bad: list[tuple[Case, Answer]] = []
     created: list[Case] = []
@@ -143,6 +172,11 @@ async def store_and_watch(
                 bad.append((case, answer))
         try:
             waiting = await wait_status(session, target, created, bound=bound)
+            for case in created:
+                for other in (updates or {}).get(case.kind.kind, ())[:UPDATES_PER_OBJECT]:
+                    answer = await patch_spec(session, target, case, other.body.get("spec"))
+                    if answer.outcome not in (Outcome.ACCEPTED, Outcome.REFUSED):
+                        bad.append((other, answer))
         finally:
             for case in created:
                 await delete(session, target, case)

@@ -5,7 +5,9 @@ Each object is either refused with a message naming a field, or accepted. Every 
 sent with dryRun=All (schema, defaulting and admission in full; nothing stored); then up to
 `STORED` accepted objects of each kind the controller acts on are created for real, tamed
 so nothing boots (VMs `runStrategy: Halted`, replica sets and pools 0 replicas), must show
-a phase, a condition or a printable status within `STATUS_BOUND` seconds, and are deleted.
+a phase, a condition or a printable status within `STATUS_BOUND` seconds, get up to 20
+other fuzzed specs of their kind as dry-run merge patches (admission's UPDATE path), and
+are deleted.
 
 The VM `fz-vm` (Halted) exists, so snapshots, exports and clones of it are accepted; no
 snapshot `fz-snap` does, so restores are refused (naming spec.virtualMachineSnapshotName).
@@ -93,7 +95,10 @@ async def test_fuzzed_objects_are_refused_by_field_or_get_a_status(
     for kind, outcomes in sorted(tally.by_kind.items()):
         print(f"  {kind}: {dict(outcomes)}; e.g. {tally.samples.get(kind, '-')!r}")
     stored = pick_stored(tally.accepted, kinds=STORED)
-    bad, without_status = await store_and_watch(target, stored, bound=STATUS_BOUND)
+    by_kind: dict[str, list[Case]] = {}
+    for one in batch:
+        by_kind.setdefault(one.kind.kind, []).append(one)
+    bad, without_status = await store_and_watch(target, stored, bound=STATUS_BOUND, updates=by_kind)
     print(f"{len(stored)} stored, {len(without_status)} without status after {STATUS_BOUND} s")
 
     findings = [describe(c, a) for c, a in [*tally.findings, *bad]]
