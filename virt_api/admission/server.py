@@ -41,6 +41,7 @@ from virt_api.admission.gates import gate_errors
 from virt_api.admission.infer import infer
 from virt_api.admission.instancetypes import instancetype_errors, with_preferred_storage_class
 from virt_api.admission.review import AdmissionRequest, BadReview, allow, deny, parse_review
+from virt_api.admission.shape import shape_errors
 from virt_api.admission.snapshots import (
     SNAPSHOT_KINDS,
     ObjectLookup,
@@ -123,6 +124,8 @@ def _endpoint(deps: AppDeps, webhook: str, decide: Decide) -> Handler:
 async def _mutate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if review.operation not in ("CREATE", "UPDATE"):
         return allow(review.uid)
+    if malformed := shape_errors(review.kind, review.obj):
+        return deny(review.uid, kind=review.kind, name=review.name, errors=malformed)
     spec = review.obj.get("spec")
     if review.kind == VirtualMachine.KIND and deps.objects and isinstance(spec, Mapping):
         # inferFromVolume first: the defaults leave what an instancetype sets alone.
