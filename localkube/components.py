@@ -74,11 +74,13 @@ class Ports:
 
 
 def _free_ports(count: int) -> list[int]:
+    """Ports free on every address (a wildcard bind: a bind to 127.0.0.1 may be handed a
+    port another socket holds on one of the host's other addresses)."""
     socks = []
     try:
         for _ in range(count):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind(("0.0.0.0", 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:

@@ -39,9 +39,12 @@ SLEEPER_COMMAND = "sh -c 'exec python -m localkube.sleeper' launcher"
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
+    """A TCP port nobody listens on right now, on any address: a wildcard bind, since the
+    kernel hands a bind(127.0.0.1:0) a port another socket holds on another address (the
+    session's admission server on the cluster's 198.19.254.x), which the controller's
+    0.0.0.0 listener then cannot take."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("0.0.0.0", 0))
         return int(s.getsockname()[1])
 
 
