@@ -26,6 +26,7 @@ from tests.integration.controller.harness import (
     install_kubevirt,
     release_finalizers,
     set_schedulable,
+    without_handlers,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -83,7 +84,9 @@ def controller_args() -> list[str]:
 async def controller(
     kubevirt_cluster: Cluster, ns: str, tmp_path: Path, controller_args: list[str]
 ) -> AsyncIterator[ControllerProcess]:
-    """A running controller for this test's namespace; its log is shown when a test fails."""
+    """A running controller for this test's namespace, on nodes no handler heartbeats;
+    its log is shown when a test fails."""
+    without_handlers(kubevirt_cluster)
     proc = ControllerProcess(
         kubevirt_cluster, ns, tmp_path / "controller.log", extra=controller_args
     )

@@ -29,7 +29,13 @@ from localkube.config import REPO
 from localkube.health import admin_ssl, log_tail
 from localkube.testing import wait_for
 from shared.kube import PODS, VMIMS, VMIS, KubeClient, NotFound, PatchType, Resource
-from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
+from shared.labels import (
+    APP_LABEL,
+    CREATED_BY_LABEL,
+    HEARTBEAT_ANNOTATION,
+    LAUNCHER_APP,
+    SCHEDULABLE_LABEL,
+)
 from shared.model import VirtualMachineInstance
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -78,6 +84,20 @@ def install_kubevirt(cluster: Cluster) -> dict[str, str | None]:
     for node in cluster.config.nodes:
         set_schedulable(cluster, node, "true")
     return before
+
+
+def without_handlers(cluster: Cluster) -> None:
+    """No handler runs in these tests: every node schedulable again and without the
+    heartbeat a suite that ran handlers on this session cluster left (the controller's
+    node loop would find it stale and label the node unschedulable; a node that never
+    heartbeated is never counted down)."""
+    nodes = json.loads(kubectl(cluster, "get", "nodes", "-o", "json"))["items"]
+    for node in nodes:
+        meta = node["metadata"]
+        if HEARTBEAT_ANNOTATION in (meta.get("annotations") or {}):
+            kubectl(cluster, "annotate", "node", meta["name"], f"{HEARTBEAT_ANNOTATION}-")
+        if (meta.get("labels") or {}).get(SCHEDULABLE_LABEL) != "true":
+            set_schedulable(cluster, meta["name"], "true")
 
 
 def schedulable_label(cluster: Cluster, node: str) -> str | None:
