@@ -40,6 +40,21 @@ def test_kustomization_builds(path: str) -> None:
     assert _build(path)
 
 
+@pytest.mark.parametrize("path", KUSTOMIZATIONS)
+def test_every_volume_mount_names_a_volume_of_its_pod(path: str) -> None:
+    """Each container's (and init container's) volumeMounts name a volume its pod template
+    has, in every base and overlay: an overlay that drops a volume drops its mounts too
+    (the API server refuses the workload otherwise)."""
+    for doc in _build(path):
+        pod = (doc.get("spec") or {}).get("template", {}).get("spec")
+        if not pod:
+            continue
+        volumes = {v["name"] for v in pod.get("volumes", [])}
+        for c in pod.get("containers", []) + pod.get("initContainers", []):
+            missing = {m["name"] for m in c.get("volumeMounts", [])} - volumes
+            assert not missing, f"{doc['kind']}/{doc['metadata']['name']} {c['name']}: {missing}"
+
+
 def _workload(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
 
