@@ -177,7 +177,10 @@ def _panic_fails_it(g: Guest, pod: str) -> None:
         console.close()
     assert failed["status"]["reason"] == "GuestCrashed", failed["status"]
     assert g.event("GuestCrashed", 60)["type"] == "Warning"
-    assert "KUBEVIRT-PY-PANICKING" in g.console_log(pod)
+    # The completed pod's guest-console-log is read once kubectl serves it (the pod just
+    # finished: an empty answer while the kubelet settles it is retried).
+    _wait(lambda: "KUBEVIRT-PY-PANICKING" in g.console_log(pod), 60,
+          "the panic in guest-console-log", lambda: g.console_log(pod)[-400:])  # fmt: skip
 
     def pod_done() -> bool:
         found = pods(g.k, g.ns, "kubevirt.io=virt-launcher")
