@@ -11,8 +11,9 @@ from localkube.stopping import stop_signals
 
 STRAGGLER_GRACE = 2.0
 
-# One local cluster per test session, shared by every package that asks for it.
-pytest_plugins = ["tests.integration.cluster.fixtures"]
+# One local cluster of each kind per test session, shared by every package that asks for it
+# (a fixture imported into a module instead would be a second session instance).
+pytest_plugins = ["tests.integration.cluster.fixtures", "tests.integration.realnodes.fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -23,16 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.realnodes.conftest import (
-    fault_windows,
-    real_cluster,
-    real_kubectl,
-    real_stack,
-)
-
-# The real-node session fixtures (tests/integration/realnodes/conftest.py).
-__all__ = ["fault_windows", "real_cluster", "real_kubectl", "real_stack"]
-
 REPO = Path(__file__).resolve().parents[3]
 PROCESS, REAL = "kube_cluster", "real_stack"  # the session fixtures a bench runs on
 
