@@ -234,8 +234,18 @@ def wait_ready(kubectl: Kubectl, *, timeout: float) -> None:
                 break
             except LocalKubeError as exc:
                 if time.monotonic() > deadline:
-                    raise LocalKubeError(f"not ready after {timeout:g}s: {exc}") from exc
+                    why = _apiservice_reason(kubectl)
+                    raise LocalKubeError(f"not ready after {timeout:g}s: {exc}; {why}") from exc
                 time.sleep(2)
+
+
+def _apiservice_reason(kubectl: Kubectl) -> str:
+    """The aggregator's own words on why virt-api's APIService is not Available."""
+    out = kubectl(
+        "get", "apiservice", APISERVICES[0], "-o",
+        "jsonpath={.status.conditions[?(@.type=='Available')].message}", check=False,
+    )  # fmt: skip
+    return f"APIService {APISERVICES[0]}: {out.strip() or 'no Available condition'}"
 
 
 def main() -> None:
