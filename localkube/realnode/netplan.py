@@ -2,7 +2,9 @@
 never routed on the internet).
 
 The /15 is cut into 32 blocks of /20, one per cluster on this machine (a demo cluster and a
-test session's can run side by side). Inside a block:
+test session's can run side by side); the last block (198.19.240.0/20) is never handed out:
+process-mode clusters' host addresses and Service range (localkube/hostaddr.py, pki.py) and
+bench-network's namespaces live there. Inside a block:
 
 - ``.0.0/24``   the node network: the host's bridge is ``.0.1`` (kube-apiserver listens
   there), node *i* is ``.0.(10+i)``;
@@ -23,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
-BLOCKS = 32
+BLOCKS = 32  # of the /15's 32: the last is the process-mode clusters' and benches' (above)
 MAX_NODES = 13
 SECONDARY_THIRD = 14  # the secondary network's /24 inside the block
 
