@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
-BLOCKS = 32  # of the /15's 32: the last is the process-mode clusters' and benches' (above)
+BLOCKS = 31  # of the /15's 32: the last is the process-mode clusters' and benches' (above)
 MAX_NODES = 13
 SECONDARY_THIRD = 14  # the secondary network's /24 inside the block
 
