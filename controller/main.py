@@ -22,6 +22,7 @@ from shared import logs
 from shared.daemon import Shutdown, parse_or_exit, raise_on, run_daemon, stop_on_signals
 from shared.kube import ClientConfig, KubeClient, LeadershipLost, RateLimit, Registry
 from shared.kube import ConfigError as KubeConfigError
+from shared.memtrace import log_memory_on_signal
 from virt_api.errors import ConfigError as ApiConfigError
 from virt_api.serve import ServeOptions, servers
 from virt_api.subresources.errors import SetupError
@@ -61,6 +62,7 @@ async def run(config: Config) -> None:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(raise_on(stop), name="signals")
                 tg.create_task(controller.run(), name="controller")
+                tg.create_task(log_memory_on_signal(), name="memtrace")
                 for name, server in servers(os.environ, client, registry, options=options):
                     tg.create_task(server, name=name)
         except* Shutdown:

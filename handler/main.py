@@ -5,6 +5,8 @@ python -m handler --node-name node01 [--kubeconfig K] [--pods-dir D] [--notify-s
 
 from __future__ import annotations
 
+import asyncio
+
 from handler.api import KubeApi
 from handler.config import Config
 from handler.daemon import Handler
@@ -20,6 +22,7 @@ from shared.kube import (
     RecorderConfig,
     Registry,
 )
+from shared.memtrace import log_memory_on_signal
 
 NAME = "virt-handler-py"
 
@@ -43,7 +46,10 @@ async def run(config: Config) -> None:
             registry=registry,
         )
         handler = Handler(config, api=KubeApi(client), registry=registry, recorder=recorder)
-        await handler.run(stop)
+        async with asyncio.TaskGroup() as tg:
+            memtrace = tg.create_task(log_memory_on_signal(), name="memtrace")
+            await handler.run(stop)
+            memtrace.cancel()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import soak_memtrace
 import uvloop
 from handler_common import vmi_body
 from soak_sampler import DaemonSampler, Sample, table, verdicts
@@ -99,12 +100,15 @@ async def churn(kube: KubeClient, churned: Churn, *, vms: int, timeout: float) -
 
 async def sample_every(
     sampler: DaemonSampler, samples: list[Sample], cycles: dict[float, int], churned: Churn,
-    *, interval: float, began: float,
+    *, interval: float, began: float, traced: bool,
 ) -> None:  # fmt: skip
-    """A sample now and every `interval` seconds, until cancelled."""
+    """A sample now and every `interval` seconds, until cancelled (and, `traced`, each
+    traced daemon asked for its memory_snapshot)."""
     while True:
         minute = round((time.monotonic() - began) / 60, 1)
         samples.append(await asyncio.to_thread(sampler.sample, minute))
+        if traced:
+            soak_memtrace.ask(samples[-1])
         cycles[minute] = churned.cycles
         print(f"    sampled at {minute:.1f} min ({churned.cycles} churn cycles)", flush=True)
         await asyncio.sleep(interval)
@@ -125,7 +129,8 @@ async def soak(cluster: Cluster, args: argparse.Namespace, out: list[Sample]) ->
             async with asyncio.timeout(args.minutes * 60), asyncio.TaskGroup() as tg:
                 tg.create_task(churn(kube, churned, vms=args.vms, timeout=args.vmi_timeout))
                 tg.create_task(sample_every(sampler, out, cycles, churned,
-                                            interval=args.interval, began=began))  # fmt: skip
+                                            interval=args.interval, began=began,
+                                            traced=args.tracemalloc > 0))  # fmt: skip
         except TimeoutError:
             pass
         finally:  # also when a stop signal cuts the run short: what was sampled so far
@@ -174,6 +179,9 @@ def main() -> None:
     p.add_argument("--rss-slack", type=float, default=4.0, help="MiB allowed beyond the margin")
     p.add_argument("--fd-slack", type=float, default=4.0, help="files allowed beyond the margin")
     p.add_argument("--vmi-timeout", type=float, default=300.0, help="per wave, Running / gone")
+    p.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                   help="restart the controller and handlers tracing N frames per allocation, "
+                        "and print their snapshots' growth (soak_memtrace.py); 0: off")  # fmt: skip
     args = p.parse_args()
     print(f"kubevirt-py soak ({os.cpu_count()} cores, TCG guest, {args.minutes:g} min of "
           f"churn, {args.vms} VMIs a wave, a sample every {args.interval:g} s)", flush=True)  # fmt: skip
@@ -186,7 +194,13 @@ def main() -> None:
             deploy(kubectl, certs=work / "certs", real_nodes=True, timeout=300)
             print(f"    (cluster and deployment ready in {time.monotonic() - began:.0f} s)",
                   flush=True)  # fmt: skip
-            uvloop.run(soak(cluster, args, samples))
+            if args.tracemalloc:
+                soak_memtrace.enable(kubectl, frames=args.tracemalloc)
+            try:
+                uvloop.run(soak(cluster, args, samples))
+            finally:
+                if args.tracemalloc:
+                    soak_memtrace.report(kubectl)
     except Interrupted as stopped:
         print(f"soak {stopped} after {len(samples)} samples (the verdict above covers only "
               "them); its cluster is gone", file=sys.stderr)  # fmt: skip
