@@ -10,6 +10,8 @@ a live migration with storage copy, as KubeVirt does (docs/volume-migration.md).
         → a VMIM annotated kubevirt.io/volume-update-migration (retried with back-off
           after a failure: the guest stays on the source disk meanwhile)
     its migration completed → VolumesChange dropped, volumeUpdateState cleared
+    the template names the source claims again → cancelled (KubeVirt's way): the VMI's
+        volumes go back, its VMIM under way is deleted, VolumesChange=False
     the VMI gone while one was pending → ManualRecoveryRequired on the VM, which is not
         started again until its template names the source claims again
 A destination that does not exist or is smaller than the source is refused before
@@ -19,7 +21,7 @@ its disk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,6 +47,7 @@ from shared.model.volmig import (
 
 REFUSED = "VolumeMigrationRefused"
 IN_PROGRESS = "VolumeMigrationInProgress"
+CANCELLED = "VolumesChangeCancellation"
 RECOVERY = "VolumesUpdateInterrupted"
 BACKOFF_BASE = 10.0
 BACKOFF_CAP = 300.0
@@ -73,6 +76,8 @@ class VolumeMigrationPlan:
     # The VMI's new spec.volumes (raw), None: leave it.
     volumes: list[dict[str, Any]] | None = None
     create_migration: bool = False
+    cancelled: bool = False  # VolumesChange=False, VolumesChangeCancellation
+    abort: tuple[str, ...] = ()  # names of its unfinished VMIMs, deleted (cancelled)
     state: VolumeUpdateState | None = None
     verdicts: tuple[Verdict, ...] = ()
     block_start: bool = False
@@ -133,23 +138,65 @@ def _plan_stopped(vm: VirtualMachine) -> VolumeMigrationPlan:
 
 
 def _plan_pending(inp: VolumeMigrationInputs, vmi: VirtualMachineInstance) -> VolumeMigrationPlan:
-    """VolumesChange=True: finish once its migration completed, else (re)start one."""
-    state = inp.vm.status.volume_update_state
+    """VolumesChange=True: finish once its migration completed, cancel when the template
+    went back, else (re)start one."""
     ours = [m for m in inp.migrations if VOLUME_UPDATE_MIGRATION in m.metadata.annotations]
+    since = _changed_at(vmi)
+    mine = {m.uid for m in ours if _after(m, since)}
     done = vmi.status.migration_state
-    uids = {m.uid for m in ours}
-    if done is not None and done.migration_uid in uids and done.completed and not done.failed:
+    if done is not None and done.migration_uid in mine and done.completed and not done.failed:
         return VolumeMigrationPlan(volumes_change=False, state=None)
+    cancel = _plan_cancel(inp.vm, vmi, ours)
+    if cancel is not None:
+        return cancel
+    state = inp.vm.status.volume_update_state
     if not vmi.status.condition_is_true(VMIConditionType.VOLUMES_CHANGE):
         return VolumeMigrationPlan(volumes_change=True, state=state)
+    return _plan_attempt(inp, vmi, ours, since=since)
+
+
+def _plan_attempt(
+    inp: VolumeMigrationInputs,
+    vmi: VirtualMachineInstance,
+    ours: Sequence[VirtualMachineInstanceMigration],
+    *,
+    since: datetime | None,
+) -> VolumeMigrationPlan:
+    """A VMIM once the VMI may migrate and none runs, after the back-off."""
+    state = inp.vm.status.volume_update_state
     if any(not m.is_final() for m in inp.migrations):
         return VolumeMigrationPlan(state=state)
     if not vmi.status.condition_is_true(VMIConditionType.LIVE_MIGRATABLE):
         return VolumeMigrationPlan(state=state)  # the handler has not seen the change yet
-    wait = _backoff(ours, since=_changed_at(vmi), now=inp.now)
+    wait = _backoff(ours, since=since, now=inp.now)
     if wait > 0:
         return VolumeMigrationPlan(state=state, requeue_after=wait)
     return VolumeMigrationPlan(state=state, create_migration=True)
+
+
+def _after(m: VirtualMachineInstanceMigration, since: datetime | None) -> bool:
+    """Created for the current volume change (not an earlier one's)."""
+    created = _created(m)
+    return created is not None and (since is None or created >= since)
+
+
+def _plan_cancel(
+    vm: VirtualMachine,
+    vmi: VirtualMachineInstance,
+    ours: Sequence[VirtualMachineInstanceMigration],
+) -> VolumeMigrationPlan | None:
+    """The template names every migrated volume's source claim again: KubeVirt's
+    cancellation. The VMI's volumes go back, its VMIMs under way are deleted (aborted:
+    the guest stays on the source disk), VolumesChange=False."""
+    migrated = vmi.status.migrated_volumes
+    claims = template_claims(vm)
+    if not migrated or any(claims.get(v.volume_name or "") != v.source_claim for v in migrated):
+        return None
+    back = {v.volume_name or "" for v in migrated}
+    return VolumeMigrationPlan(
+        volumes_change=False, cancelled=True, volumes=_new_volumes(vm, vmi, back),
+        abort=tuple(m.name for m in ours if not m.is_final()),
+    )  # fmt: skip
 
 
 def _changed_at(vmi: VirtualMachineInstance) -> datetime | None:
@@ -160,17 +207,25 @@ def _changed_at(vmi: VirtualMachineInstance) -> datetime | None:
         return None
 
 
+def _created(m: VirtualMachineInstanceMigration) -> datetime | None:
+    try:
+        stamp = m.metadata.creation_timestamp
+        return parse_time(stamp) if stamp else None
+    except ValueError:
+        return None
+
+
 def _backoff(
     ours: Sequence[VirtualMachineInstanceMigration], *, since: datetime | None, now: datetime
 ) -> float:
     """Seconds until the next attempt: 10 s after the first failure, doubling to 5 min."""
-    failed = []
-    for m in ours:
-        created = m.metadata.creation_timestamp
-        at = parse_time(created) if created else None
-        failed_at = at if m.status.phase_or_unset is MigrationPhase.FAILED else None
-        if failed_at is not None and (since is None or failed_at >= since):
-            failed.append(failed_at)
+    failed = [
+        at
+        for m in ours
+        if m.status.phase_or_unset is MigrationPhase.FAILED
+        and _after(m, since)
+        and (at := _created(m)) is not None
+    ]
     if not failed:
         return 0.0
     delay = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (len(failed) - 1))
@@ -243,7 +298,7 @@ def _size(claim: Claim) -> str:
 
 
 def _new_volumes(
-    vm: VirtualMachine, vmi: VirtualMachineInstance, changed: dict[str, tuple[str, str]]
+    vm: VirtualMachine, vmi: VirtualMachineInstance, changed: Collection[str]
 ) -> list[dict[str, Any]]:
     """The VMI's spec.volumes with each changed volume as the template has it."""
     template = {v.name: v.to_dict() for v in vm.spec.template.spec.volumes}

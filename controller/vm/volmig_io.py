@@ -4,6 +4,7 @@ volumeUpdateState into the VM's status."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from controller.errors import SyncError
 from controller.informers import VMI_KEY_INDEX, Informers
 from controller.transitions import vm_condition, vmi_condition
 from controller.vm.volmig import (
+    CANCELLED,
     IN_PROGRESS,
     VolumeMigrationInputs,
     VolumeMigrationPlan,
@@ -66,6 +68,10 @@ async def apply(client: KubeClient, vmi: VirtualMachineInstance | None, p: Volum
     if vmi is None:
         return
     try:
+        for name in p.abort:
+            with contextlib.suppress(NotFound):
+                await client.delete(VMIMS, name, namespace=vmi.namespace)
+            log.info("volume_migration_cancelled", migration=name)
         if p.volumes_change is not None:
             await _patch(client, vmi, _status_ops(vmi, p, now=now), subresource="status")
         if p.volumes is not None:
@@ -93,6 +99,9 @@ def _status_ops(vmi: VirtualMachineInstance, p: VolumeMigrationPlan, *, now: dat
         names = ", ".join(v.volume_name or "" for v in p.migrated or ())
         status = vmi_condition(vmi.status, kind, ConditionStatus.TRUE, reason=IN_PROGRESS,
                                message=f"migrating volumes {names}", now=now)  # fmt: skip
+    elif p.cancelled:
+        status = vmi_condition(vmi.status, kind, ConditionStatus.FALSE, reason=CANCELLED,
+                               message="the volume change was cancelled", now=now)  # fmt: skip
     else:
         kept = tuple(c for c in vmi.status.conditions if c.type != kind)
         status = dataclasses.replace(vmi.status, conditions=kept)

@@ -224,3 +224,32 @@ def test_starting_writes_the_vmi_status_with_a_guard() -> None:
     assert ops[2]["path"] == "/status/migratedVolumes"
     assert ops[2]["value"][0]["sourcePVCInfo"]["claimName"] == "src"
     assert ops[2]["value"][0]["destinationPVCInfo"]["claimName"] == "dst"
+
+
+def test_reverting_the_template_cancels_the_volume_migration() -> None:
+    """While VolumesChange=True the template names the source claim again (KubeVirt's
+    cancellation): the VMI's volume goes back to it, the VMIM under way is deleted (the
+    migration aborts, the guest stays on the source disk), VolumesChange=False with
+    reason VolumesChangeCancellation, the VM's volumeUpdateState is cleared."""
+    vmi = _vmi("dst", conditions=("VolumesChange", "LiveMigratable"), migratedVolumes=_migrated())
+    running = _migration("m1", phase="Running", created="2026-11-29T11:59:00Z")
+    plan = _plan(_vm("src"), vmi, (running,))
+    assert (plan.cancelled, plan.volumes_change, plan.abort, plan.state) == (
+        True, False, ("m1",), None,
+    )  # fmt: skip
+    assert plan.volumes is not None
+    assert plan.volumes[1] == {"name": "data", "persistentVolumeClaim": {"claimName": "src"}}
+    ops = _status_ops(vmi, plan, now=NOW)
+    change = next(c for c in ops[1]["value"] if c["type"] == "VolumesChange")
+    assert (change["status"], change["reason"]) == ("False", "VolumesChangeCancellation")
+
+
+def test_an_earlier_volume_migration_does_not_finish_a_new_one() -> None:
+    """The VMI's migrationState still names the completed VMIM of an earlier volume change
+    (created before the current VolumesChange): the new change is not taken as done."""
+    state = {"migrationUid": "old", "completed": True}
+    vmi = _vmi("dst", conditions=("VolumesChange", "LiveMigratable"),
+               migratedVolumes=_migrated(), migrationState=state)  # fmt: skip
+    earlier = (_migration("old", phase="Succeeded", created="2026-11-29T10:00:00Z"),)
+    plan = _plan(_vm("dst"), vmi, earlier)
+    assert plan.volumes_change is None and plan.create_migration
