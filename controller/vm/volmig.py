@@ -21,7 +21,7 @@ its disk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,6 +152,11 @@ def _plan_pending(inp: VolumeMigrationInputs, vmi: VirtualMachineInstance) -> Vo
     state = inp.vm.status.volume_update_state
     if not vmi.status.condition_is_true(VMIConditionType.VOLUMES_CHANGE):
         return VolumeMigrationPlan(volumes_change=True, state=state)
+    dest = {v.volume_name or "": v.destination_claim or "" for v in vmi.status.migrated_volumes}
+    if any(running_claims(vmi).get(n) != c for n, c in dest.items()):
+        # The spec write after the status one did not land: never migrate before it has,
+        # the target pod would mount the source claim.
+        return VolumeMigrationPlan(state=state, volumes=_pointed(vmi, dest))
     return _plan_attempt(inp, vmi, ours, since=since)
 
 
@@ -192,9 +197,9 @@ def _plan_cancel(
     claims = template_claims(vm)
     if not migrated or any(claims.get(v.volume_name or "") != v.source_claim for v in migrated):
         return None
-    back = {v.volume_name or "" for v in migrated}
+    back = {v.volume_name or "": v.source_claim or "" for v in migrated}
     return VolumeMigrationPlan(
-        volumes_change=False, cancelled=True, volumes=_new_volumes(vm, vmi, back),
+        volumes_change=False, cancelled=True, volumes=_pointed(vmi, back),
         abort=tuple(m.name for m in ours if not m.is_final()),
     )  # fmt: skip
 
@@ -241,14 +246,19 @@ def template_claims(vm: VirtualMachine) -> dict[str, str]:
     }
 
 
-def _plan_change(inp: VolumeMigrationInputs, vmi: VirtualMachineInstance) -> VolumeMigrationPlan:
-    """A template claim that differs from the running VMI's: start, or refuse saying why."""
-    wanted = template_claims(inp.vm)
-    running = {
+def running_claims(vmi: VirtualMachineInstance) -> dict[str, str]:
+    """Volume name → claim name of the VMI's claim volumes (not hotplugged)."""
+    return {
         v.name: v.claim.claim_name
         for v in vmi.spec.volumes
         if v.name and v.claim is not None and v.claim.claim_name and not v.is_hotplug
     }
+
+
+def _plan_change(inp: VolumeMigrationInputs, vmi: VirtualMachineInstance) -> VolumeMigrationPlan:
+    """A template claim that differs from the running VMI's: start, or refuse saying why."""
+    wanted = template_claims(inp.vm)
+    running = running_claims(vmi)
     changed = {n: (running[n], c) for n, c in wanted.items() if n in running and running[n] != c}
     if not changed:
         return VolumeMigrationPlan()
@@ -306,3 +316,17 @@ def _new_volumes(
         template[v.name] if v.name in changed and v.name in template else v.to_dict()
         for v in vmi.spec.volumes
     ]
+
+
+def _pointed(vmi: VirtualMachineInstance, claims: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The VMI's spec.volumes with each volume of `claims` naming that claim."""
+    out = []
+    for v in vmi.spec.volumes:
+        raw = v.to_dict()
+        claim = claims.get(v.name or "")
+        if claim and "persistentVolumeClaim" in raw:
+            raw["persistentVolumeClaim"] = {**raw["persistentVolumeClaim"], "claimName": claim}
+        elif claim and "dataVolume" in raw:
+            raw["dataVolume"] = {**raw["dataVolume"], "name": claim}
+        out.append(raw)
+    return out

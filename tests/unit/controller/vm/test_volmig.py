@@ -253,3 +253,14 @@ def test_an_earlier_volume_migration_does_not_finish_a_new_one() -> None:
     earlier = (_migration("old", phase="Succeeded", created="2026-11-29T10:00:00Z"),)
     plan = _plan(_vm("dst"), vmi, earlier)
     assert plan.volumes_change is None and plan.create_migration
+
+
+def test_no_migration_before_the_vmi_names_the_destination() -> None:
+    """VolumesChange=True but the VMI's volume still names the source (its spec write did
+    not land): the spec is written again, and no VMIM is made — its target pod would mount
+    the source claim."""
+    vmi = _vmi("src", conditions=("VolumesChange", "LiveMigratable"), migratedVolumes=_migrated())
+    plan = _plan(_vm("dst"), vmi)
+    assert not plan.create_migration
+    assert plan.volumes is not None
+    assert plan.volumes[1] == {"name": "data", "persistentVolumeClaim": {"claimName": "dst"}}
