@@ -16,7 +16,7 @@ a live migration with storage copy, as KubeVirt does (docs/volume-migration.md).
         started again until its template names the source claims again
 A destination that does not exist or is smaller than the source is refused before
 anything is written: VolumesChange=False on the VM naming the reason; the guest keeps
-its disk.
+its disk. Without the Migration strategy a changed claim sets RestartRequired.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.services.volumes.claims import Claim
+from controller.vm.liveupdate import RESTART_REQUIRED_REASON
 from shared.model import (
     ConditionStatus,
     MigrationPhase,
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VMConditionType,
     VMIConditionType,
     VMIPhase,
     parse_time,
@@ -102,12 +104,28 @@ def plan_volume_migration(inp: VolumeMigrationInputs) -> VolumeMigrationPlan:
     if vmi is None or vmi.is_final():
         return _plan_stopped(vm)
     if vm.spec.update_volumes_strategy is not UpdateVolumesStrategy.MIGRATION:
-        return VolumeMigrationPlan(state=kept)
+        return VolumeMigrationPlan(state=kept, verdicts=_restart_required(vm, vmi))
     if vmi.metadata.is_deleting or vmi.status.phase is not VMIPhase.RUNNING:
         return VolumeMigrationPlan(state=kept)
     if vmi.status.condition_is_true(VMIConditionType.VOLUMES_CHANGE) or _recorded(vm, vmi):
         return _plan_pending(inp, vmi)
     return _plan_change(inp, vmi)
+
+
+def _restart_required(vm: VirtualMachine, vmi: VirtualMachineInstance) -> tuple[Verdict, ...]:
+    """Replacement (KubeVirt's default): a running VM whose template names another claim
+    gets RestartRequired naming the volumes; the new claim is used from the next start."""
+    running = running_claims(vmi)
+    moved = sorted(
+        f"volume {n}: claim {running[n]} → {c}"
+        for n, c in template_claims(vm).items()
+        if n in running and running[n] != c
+    )
+    if not moved or vmi.metadata.is_deleting:
+        return ()
+    message = "; ".join(moved) + " (updateVolumesStrategy is not Migration)"
+    return (Verdict(type=str(VMConditionType.RESTART_REQUIRED), status=ConditionStatus.TRUE,
+                    reason=RESTART_REQUIRED_REASON, message=message),)  # fmt: skip
 
 
 def _recorded(vm: VirtualMachine, vmi: VirtualMachineInstance) -> bool:

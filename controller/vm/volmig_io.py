@@ -144,6 +144,10 @@ def with_verdicts(status: VMStatus, vm: VirtualMachine, p: VolumeMigrationPlan, 
     types = {v.type for v in p.verdicts}
     kept = [c for c in status.conditions if c.type not in types]
     for v in p.verdicts:
+        # A RestartRequired for other fields (liveupdate.py) keeps its message too.
+        other = status.condition(v.type)
+        same = other is not None and other.status == v.status and other.message
+        message = f"{other.message}; {v.message}" if same and other else v.message
         kept.append(vm_condition(vm.status.condition(v.type), v.type, v.status,
-                                 reason=v.reason, message=v.message, now=now))  # fmt: skip
+                                 reason=v.reason, message=message, now=now))  # fmt: skip
     return dataclasses.replace(status, conditions=tuple(kept), volume_update_state=p.state)

@@ -25,6 +25,7 @@ from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VMCondition,
     VMStatus,
 )
 from shared.model.volmig import VOLUME_UPDATE_MIGRATION
@@ -142,11 +143,21 @@ def test_a_bad_destination_is_refused_naming_the_reason(dest: str, message: str)
     assert (cond.type, cond.status, cond.message) == ("VolumesChange", "False", message)
 
 
-def test_without_the_migration_strategy_nothing_happens() -> None:
-    """Replacement (KubeVirt's default) or no strategy: the change waits for a restart."""
+def test_without_the_migration_strategy_a_restart_is_required() -> None:
+    """Replacement (KubeVirt's default) or no strategy: nothing is migrated, the VM gets
+    RestartRequired naming the volume and both claims (kept with another field's)."""
     for strategy in (None, "Replacement"):
         plan = _plan(_vm("dst", strategy=strategy), _vmi("src"))
-        assert plan == VolumeMigrationPlan()
+        assert (plan.migrated, plan.volumes, plan.create_migration) == (None, None, False)
+        (verdict,) = plan.verdicts
+        assert (verdict.type, verdict.status) == ("RestartRequired", ConditionStatus.TRUE)
+        assert verdict.message.startswith("volume data: claim src → dst")
+    other = VMStatus(conditions=(VMCondition(type="RestartRequired", status=ConditionStatus.TRUE,
+                                             message="a field: spec.x"),))  # fmt: skip
+    status = with_verdicts(other, _vm("dst", strategy=None), plan, now=NOW)
+    (cond,) = status.conditions
+    assert cond.message is not None and cond.message.startswith("a field: spec.x; volume data")
+    assert _plan(_vm("src", strategy=None), _vmi("src")) == VolumeMigrationPlan()
 
 
 def test_the_migration_is_created_once_the_vmi_is_migratable() -> None:
