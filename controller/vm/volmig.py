@@ -160,7 +160,9 @@ def _plan_pending(inp: VolumeMigrationInputs, vmi: VirtualMachineInstance) -> Vo
     went back, else (re)start one."""
     ours = [m for m in inp.migrations if VOLUME_UPDATE_MIGRATION in m.metadata.annotations]
     since = _changed_at(vmi)
-    mine = {m.uid for m in ours if _after(m, since)}
+    # Any migration of the VMI since the change began carried the copy (the handler
+    # passes migratedVolumes to every one while VolumesChange=True), an evacuation too.
+    mine = {m.uid for m in inp.migrations if _after(m, since)}
     done = vmi.status.migration_state
     if done is not None and done.migration_uid in mine and done.completed and not done.failed:
         return VolumeMigrationPlan(volumes_change=False, state=None)

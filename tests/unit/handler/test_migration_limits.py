@@ -48,12 +48,21 @@ def test_the_switches_round_trip_and_bad_ones_are_named() -> None:
 
 
 def test_a_volume_migration_names_its_volumes_in_the_migrate_arguments() -> None:
-    """While VolumesChange=True the VMI's migratedVolumes reach the launcher's migrate
-    call (it copies those disks to the new claims); bad values are named on the wire."""
+    """While VolumesChange=True the VMI's migratedVolumes whose spec names the destination
+    reach the launcher's migrate call (it copies those disks to the new claims); bad
+    values are named on the wire."""
     raw = vmi("1Gi").to_dict()
+    raw["spec"]["volumes"] = [
+        {"name": n, "persistentVolumeClaim": {"claimName": f"new-{n}"}} for n in ("data", "b", "c")
+    ]
+    moved = [
+        {"volumeName": n, "destinationPVCInfo": {"claimName": f"new-{n}"}} for n in ("data", "b")
+    ]
+    # c's spec does not name its destination yet: not copied (nor would the target's be)
+    moved.append({"volumeName": "c", "destinationPVCInfo": {"claimName": "other"}})
     raw["status"] = {
         "conditions": [{"type": "VolumesChange", "status": "True"}],
-        "migratedVolumes": [{"volumeName": "data"}, {"volumeName": "b"}],
+        "migratedVolumes": moved,
     }
     todo = SourceStep(call=Method.MIGRATE, args=MigrateArgs(address="unix:///a").to_wire())
     wire = with_limits(todo, VirtualMachineInstance.from_dict(raw), MigrationLimits()).args

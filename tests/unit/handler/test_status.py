@@ -309,7 +309,8 @@ def test_a_claim_being_volume_migrated_does_not_block_migration() -> None:
     """A ReadWriteOnce claim named in migratedVolumes while VolumesChange=True is copied
     by the migration, so it does not block it; once the change is over it does again."""
     raw = _on_claim(["ReadWriteOnce"]).to_dict()
-    raw["status"]["migratedVolumes"] = [{"volumeName": "data"}]
+    dest = {"claimName": "pvc1"}  # the spec names the destination already
+    raw["status"]["migratedVolumes"] = [{"volumeName": "data", "destinationPVCInfo": dest}]
     done = VirtualMachineInstance.from_dict(raw)
     assert live_migratable(done).status == ConditionStatus.FALSE
     raw["status"]["conditions"] = [{"type": "VolumesChange", "status": "True"}]

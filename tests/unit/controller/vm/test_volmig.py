@@ -275,3 +275,21 @@ def test_no_migration_before_the_vmi_names_the_destination() -> None:
     assert not plan.create_migration
     assert plan.volumes is not None
     assert plan.volumes[1] == {"name": "data", "persistentVolumeClaim": {"claimName": "dst"}}
+
+
+def test_any_migration_since_the_change_completes_it() -> None:
+    """A migration the VM controller did not make (an evacuation during the pending change)
+    carried the copy too (the handler passes migratedVolumes to it): its completion ends
+    the volume change rather than a second copy starting from the destination."""
+    state = {"migrationUid": "evac", "completed": True}
+    vmi = _vmi("dst", conditions=("VolumesChange", "LiveMigratable"),
+               migratedVolumes=_migrated(), migrationState=state)  # fmt: skip
+    evacuation = _migration("evac", phase="Succeeded", created="2026-11-29T11:30:00Z")
+    plain = VirtualMachineInstanceMigration.from_dict(
+        {
+            **evacuation.to_dict(),
+            "metadata": {**evacuation.to_dict()["metadata"], "annotations": {}},
+        }
+    )
+    plan = _plan(_vm("dst"), vmi, (plain,))
+    assert (plan.volumes_change, plan.create_migration) == (False, False)
