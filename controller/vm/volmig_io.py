@@ -13,6 +13,7 @@ import structlog
 
 from controller.errors import SyncError
 from controller.informers import VMI_KEY_INDEX, Informers
+from controller.services.volumes.claims import Claim
 from controller.transitions import vm_condition, vmi_condition
 from controller.vm.volmig import (
     CANCELLED,
@@ -47,12 +48,13 @@ from shared.model.volmig import VOLUME_UPDATE_MIGRATION
 log = structlog.get_logger("controller.vm.volmig")
 
 
-def plan(inf: Informers, vm: VirtualMachine, vmi: VirtualMachineInstance | None, *,
-         now: datetime) -> VolumeMigrationPlan:  # fmt: skip
+def plan(
+    inf: Informers, vm: VirtualMachine, vmi: VirtualMachineInstance | None, *, now: datetime
+) -> VolumeMigrationPlan:
     """The plan from the informers' caches."""
     claims = inf.claims.store
 
-    def claim_of(name: str) -> Any:
+    def claim_of(name: str) -> Claim | None:
         return claims.get(f"{vm.namespace}/{name}")
 
     migrations = inf.migrations.store.by_index(VMI_KEY_INDEX, vm.key) if vmi is not None else []
@@ -61,8 +63,9 @@ def plan(inf: Informers, vm: VirtualMachine, vmi: VirtualMachineInstance | None,
     )
 
 
-async def apply(client: KubeClient, vmi: VirtualMachineInstance | None, p: VolumeMigrationPlan, *,
-                now: datetime) -> None:  # fmt: skip
+async def apply(
+    client: KubeClient, vmi: VirtualMachineInstance | None, p: VolumeMigrationPlan, *, now: datetime
+) -> None:
     """The VMI's status, then its spec (the target pod mounts the destination), then the
     VMIM. A VMI changed meanwhile is left to the next sync (its update event comes)."""
     if vmi is None:
@@ -91,8 +94,9 @@ async def apply(client: KubeClient, vmi: VirtualMachineInstance | None, p: Volum
         raise SyncError(ConditionReason.FAILED_UPDATE, f"VMI {vmi.key}: {e}") from e
 
 
-def _status_ops(vmi: VirtualMachineInstance, p: VolumeMigrationPlan, *, now: datetime
-                ) -> list[dict[str, Any]]:  # fmt: skip
+def _status_ops(
+    vmi: VirtualMachineInstance, p: VolumeMigrationPlan, *, now: datetime
+) -> list[dict[str, Any]]:
     raw = vmi.to_dict().get("status", {})
     kind = VMIConditionType.VOLUMES_CHANGE
     if p.volumes_change:
@@ -116,8 +120,13 @@ def _status_ops(vmi: VirtualMachineInstance, p: VolumeMigrationPlan, *, now: dat
     return ops
 
 
-async def _patch(client: KubeClient, vmi: VirtualMachineInstance, ops: list[dict[str, Any]], *,
-                 subresource: str | None) -> None:  # fmt: skip
+async def _patch(
+    client: KubeClient,
+    vmi: VirtualMachineInstance,
+    ops: list[dict[str, Any]],
+    *,
+    subresource: str | None,
+) -> None:
     await client.patch(VMIS, vmi.name, ops, namespace=vmi.namespace,
                             patch_type=PatchType.JSON, subresource=subresource)  # fmt: skip
 
@@ -137,8 +146,9 @@ async def _create_migration(client: KubeClient, vmi: VirtualMachineInstance) -> 
     log.info("volume_migration_created", migration=(created.get("metadata") or {}).get("name"))
 
 
-def with_verdicts(status: VMStatus, vm: VirtualMachine, p: VolumeMigrationPlan, *,
-                  now: datetime) -> VMStatus:  # fmt: skip
+def with_verdicts(
+    status: VMStatus, vm: VirtualMachine, p: VolumeMigrationPlan, *, now: datetime
+) -> VMStatus:
     """`status` (its conditions rendered from the VMI this sync) with the plan's VM
     conditions and its volumeUpdateState."""
     types = {v.type for v in p.verdicts}
