@@ -150,8 +150,8 @@ def _plan_stopped(vm: VirtualMachine) -> VolumeMigrationPlan:
         f"the VMI stopped before the volume migration of {names} completed: the destination "
         "claims may hold a partial copy; set the volumes back to their source claims"
     )
-    verdict = Verdict(type="ManualRecoveryRequired", status=ConditionStatus.TRUE,
-                      reason=RECOVERY, message=message)  # fmt: skip
+    kind = str(VMConditionType.MANUAL_RECOVERY_REQUIRED)
+    verdict = Verdict(type=kind, status=ConditionStatus.TRUE, reason=RECOVERY, message=message)
     return VolumeMigrationPlan(state=state, verdicts=(verdict,), block_start=True)
 
 
