@@ -42,6 +42,7 @@ from handler.migration_proxy import (
 from handler.migration_tls import ProxyConfig
 from shared.clusterconfig import MigrationLimits
 from shared.model import MigrationAbortStatus, MigrationState, VirtualMachineInstance
+from shared.volumemigration import migrated_volumes
 from shared.wire.errors import WireError
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrateArgs, MigrationInfo, MigrationPhase
@@ -84,6 +85,7 @@ def with_limits(
         timeout_seconds=completion_timeout(vmi, limits),
         allow_auto_converge=limits.allow_auto_converge,
         allow_post_copy=limits.allow_post_copy,
+        migrated_volumes=tuple(sorted(migrated_volumes(vmi))),
     )
     return dataclasses.replace(todo, args=limited.to_wire())
 

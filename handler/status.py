@@ -34,6 +34,7 @@ from shared.model import (
     VMIStatus,
     Volume,
 )
+from shared.volumemigration import migrated_volumes
 
 GUEST_PAUSED = "Paused"
 _HANDLER_NOT_READY = frozenset({GUEST_PAUSED, str(ConditionReason.POD_TERMINATING)})
@@ -187,8 +188,9 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
             ConditionReason.HOTPLUG_NOT_MIGRATABLE,
             f"volume {hotplugged.name} is hotplugged",
         )
+    copied = migrated_volumes(vmi)  # a volume migration copies them: not shared
     for vol in vmi.spec.volumes:
-        why = _disk_not_migratable(vmi, vol)
+        why = None if vol.name in copied else _disk_not_migratable(vmi, vol)
         if why is not None:
             return _false(
                 VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why

@@ -85,7 +85,7 @@ class DomainManager:
         self._sync_lock = asyncio.Lock()
         self.vmi: VirtualMachineInstance | None = None
         self.xml = ""
-        self.shared_disks: frozenset[str] = frozenset()  # target devs on shared storage
+        self.shared_disks: dict[str, str] = {}  # target dev → volume, on shared storage
         self.freezer = Freezer(virt, identity.domain, on_change=lambda: self._push("FSFreeze"))
         sources = SyncSources(
             vmi=lambda: self.vmi,
@@ -138,7 +138,7 @@ class DomainManager:
 
     def _built(self, plan: DomainPlan) -> None:
         self.xml = domxml.build(plan)
-        self.shared_disks = frozenset(d.target for d in plan.disks if d.shared)
+        self.shared_disks = {d.target: d.alias for d in plan.disks if d.shared}
 
     def _push(self, what: str) -> None:
         """Push the domain's status (fsFrozen, migration, access credentials) to the

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -62,6 +62,7 @@ class MigrationPort(Protocol):
     async def abort_job(self, name: str) -> None: ...
     async def job_stats(self, name: str, *, completed: bool = False) -> JobStats: ...
     async def set_max_downtime(self, name: str, milliseconds: int) -> None: ...
+    async def block_capacity(self, name: str, target: str) -> int: ...
 
 
 Publish = Callable[[MigrationInfo], None]
@@ -78,7 +79,7 @@ class SourceMigrator:
         publish: Publish,
         downtime: DowntimePolicy | None = None,
         progress_interval: float = PROGRESS_INTERVAL,
-        shared_disks: Callable[[], Collection[str]] = frozenset,
+        shared_disks: Callable[[], Mapping[str, str]] = dict,
         session: bool = False,
     ) -> None:
         self._virt = virt
@@ -190,8 +191,14 @@ class SourceMigrator:
             )
         except (OSError, migxml.XmlMismatch) as exc:
             raise MigrationFailure(f"cannot use the target at {args.address}: {exc}") from exc
+        # A volume migration's disks are copied to the target's new claims, each seen by
+        # the guest at the size it has here (docs/volume-migration.md).
+        moved = {d for d, vol in self._shared_disks().items() if vol in args.migrated_volumes}
+        if moved:
+            sizes = {d: await self._virt.block_capacity(self._domain, d) for d in sorted(moved)}
+            dest_xml = migxml.with_slices(dest_xml, sizes)
         writable = migxml.writable_disks(dest_xml)
-        shared = set(self._shared_disks())
+        shared = set(self._shared_disks()) - moved
         return MigrationRequest(
             dest_uri=endpoint.libvirt_uri,
             migration_uri=endpoint.migration_uri,

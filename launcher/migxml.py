@@ -11,6 +11,7 @@ log, the console, agent and VNC sockets, and the cgroup partition (each launcher
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 
 from launcher.domxml import KUBEVIRT_NS
 
@@ -46,6 +47,24 @@ def writable_disks(xml: str) -> tuple[str, ...]:
             continue
         out.append(target.get("dev", ""))
     return tuple(d for d in out if d)
+
+
+def with_slices(xml: str, sizes: Mapping[str, int]) -> str:
+    """`xml` with each disk of `sizes` (target dev → bytes) limited to that many bytes from
+    its start (libvirt's storage slice): a volume migration's destination claim, at least
+    as large as the source disk, is seen by the guest and the copy at the source's size
+    (QEMU's mirror needs both ends the same size)."""
+    root = ET.fromstring(xml)
+    for disk in root.iterfind("devices/disk"):
+        target, source = disk.find("target"), disk.find("source")
+        dev = target.get("dev", "") if target is not None else ""
+        if dev not in sizes or source is None:
+            continue
+        for old in source.findall("slices"):
+            source.remove(old)
+        slices = ET.SubElement(source, "slices")
+        ET.SubElement(slices, "slice", type="storage", offset="0", size=str(sizes[dev]))
+    return ET.tostring(root, encoding="unicode")
 
 
 def _disks(src: ET.Element, tgt: ET.Element) -> None:

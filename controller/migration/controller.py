@@ -211,10 +211,13 @@ class MigrationController(Reconciler):
 
     def _block_claims(self, vmi: VirtualMachineInstance) -> dict[str, Claim]:
         """The VMI's block-mode claims from the cache: the target pod has their devices
-        (a Filesystem claim is only mounted; the target never makes a disk.img on it)."""
+        (a Filesystem claim is only mounted; the target never makes a disk.img on it),
+        and a volume migration's destination claims (the target makes their disk.img to
+        the claim's size: docs/volume-migration.md)."""
         store = self._informers.claims.store
         found = {n: store.get(f"{vmi.namespace}/{n}") for n in claim_names(vmi)}
-        return {n: c for n, c in found.items() if c is not None and c.block}
+        moved = {v.destination_claim for v in vmi.status.migrated_volumes}
+        return {n: c for n, c in found.items() if c is not None and (c.block or n in moved)}
 
     async def _apply(
         self, m: Migration, vmi: VirtualMachineInstance | None, plan: MigrationPlan

@@ -19,6 +19,7 @@ from controller.errors import SyncError
 from controller.owned import owner_handlers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
+from controller.vm import volmig_io
 from controller.vm.datavolumes import (
     Gate,
     gate,
@@ -134,13 +135,20 @@ class VMController(Reconciler):
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
         plan = gated(plan, await self._datavolumes(vm), vmi, now=self._clock())
-        await self._apply(vm, plan)
         owned = vmi if vmi is not None and owner_key(vmi) == key else None
+        volumes = volmig_io.plan(self._informers, vm, owned, now=self._clock())
+        if volumes.block_start:  # ManualRecoveryRequired (controller/vm/volmig.py)
+            plan = dataclasses.replace(plan, create_vmi=False)
+        await self._apply(vm, plan)
         if owned is not None:
             await self._follow_template(vm, owned)
+            await volmig_io.apply(self._client, owned, volumes, now=self._clock())
         status = with_restart_required(
             plan.status, vm, owned, strategy=self._rollout(), now=self._clock()
         )
+        status = volmig_io.with_verdicts(status, vm, volumes, now=self._clock())
+        if volumes.requeue_after is not None and plan.requeue_after is None:
+            plan = dataclasses.replace(plan, requeue_after=volumes.requeue_after)
         plan = dataclasses.replace(plan, status=status)
         new = dataclasses.replace(vm, status=plan.status)
         if new.status == vm.status:

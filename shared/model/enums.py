@@ -66,6 +66,7 @@ class VMIConditionType(enum.StrEnum):
     LIVE_MIGRATABLE = "LiveMigratable"
     HOT_VCPU_CHANGE = "HotVCPUChange"  # a live sockets change not applied yet
     HOT_MEMORY_CHANGE = "HotMemoryChange"  # a live memory raise not plugged yet
+    VOLUMES_CHANGE = "VolumesChange"  # a volume migration pending (updateVolumesStrategy)
 
 
 class VMConditionType(enum.StrEnum):
@@ -75,6 +76,7 @@ class VMConditionType(enum.StrEnum):
     READY = "Ready"
     PAUSED = "Paused"
     RESTART_REQUIRED = "RestartRequired"
+    MANUAL_RECOVERY_REQUIRED = "ManualRecoveryRequired"  # a volume migration was cut short
 
 
 class ConditionReason(enum.StrEnum):

@@ -258,9 +258,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Network: frozenset(),
     MultusNetwork: frozenset(),
     PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
-    VMSpec: frozenset(
-        {"updateVolumesStrategy"}
-    ),
+    VMSpec: frozenset(),
     VMITemplateSpec: frozenset(),
     Probe: frozenset(),
     HTTPGetAction: frozenset(),

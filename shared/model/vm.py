@@ -12,6 +12,7 @@ from shared.model.instancetype import InstancetypeMatcher
 from shared.model.meta import ConditionsMixin, ObjectMeta, VMCondition
 from shared.model.objects import KubeObject
 from shared.model.vmi import VMISpec
+from shared.model.volmig import UpdateVolumesStrategy, VolumeUpdateState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +31,7 @@ class VMITemplateSpec(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VMSpec(Model):
-    """VM spec (updateVolumesStrategy, … stay in `extra`)."""
+    """VM spec."""
 
     run_strategy: RunStrategy | None = None
     running: bool | None = None
@@ -38,6 +39,7 @@ class VMSpec(Model):
     preference: InstancetypeMatcher | None = None
     template: VMITemplateSpec = field(default_factory=VMITemplateSpec)
     data_volume_templates: tuple[DataVolumeTemplateSpec, ...] = ()
+    update_volumes_strategy: UpdateVolumesStrategy | None = None
 
     def effective_run_strategy(self) -> RunStrategy:
         """runStrategy, else the deprecated running flag (true → Always), else Halted."""
@@ -77,6 +79,7 @@ class VMStatus(ConditionsMixin[VMCondition], Model):
     observed_generation: int | None = None
     desired_generation: int | None = None
     run_strategy: RunStrategy | None = None
+    volume_update_state: VolumeUpdateState | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from shared.model.scheduling import (
     Toleration,
     TopologySpreadConstraint,
 )
+from shared.model.volmig import StorageMigratedVolumeInfo
 from shared.model.volumes import Network, Volume
 from shared.model.volumestatus import VolumeStatus
 
@@ -149,6 +150,7 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
         default=None, metadata=json_name("currentCPUTopology")
     )
     memory: MemoryStatus | None = None
+    migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] = ()
 
     def volume_state(self, name: str) -> VolumeStatus | None:
         """The volumeStatus entry of a volume, if any."""

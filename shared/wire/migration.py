@@ -164,6 +164,8 @@ class MigrateArgs:
     bandwidth_mib: int = 0  # MiB/s for the memory stream; 0: unlimited
     allow_auto_converge: bool = False  # QEMU throttles the guest's vCPUs to converge
     allow_post_copy: bool = False  # libvirt may switch to post-copy (VIR_MIGRATE_POSTCOPY)
+    # Volumes whose claim changes (a volume migration): copied to the target's new claim.
+    migrated_volumes: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"address": self.address, "timeoutSeconds": self.timeout_seconds}
@@ -175,12 +177,14 @@ class MigrateArgs:
             out["allowAutoConverge"] = True
         if self.allow_post_copy:
             out["allowPostCopy"] = True
+        if self.migrated_volumes:
+            out["migratedVolumes"] = list(self.migrated_volumes)
         return out
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Self:
         known = {"address", "domainXml", "timeoutSeconds", "bandwidthMiB"}
-        unknown = set(data) - known - {"allowAutoConverge", "allowPostCopy"}
+        unknown = set(data) - known - {"allowAutoConverge", "allowPostCopy", "migratedVolumes"}
         if unknown:
             raise InvalidArgument(sorted(unknown)[0], "unknown argument")
         timeout = _opt_int(data, "timeoutSeconds")
@@ -196,7 +200,15 @@ class MigrateArgs:
             bandwidth_mib=bandwidth,
             allow_auto_converge=_opt_bool(data, "allowAutoConverge"),
             allow_post_copy=_opt_bool(data, "allowPostCopy"),
+            migrated_volumes=_opt_names(data, "migratedVolumes"),
         )
+
+
+def _opt_names(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidArgument(key, "must be a list of volume names")
+    return tuple(value)
 
 
 def _opt_bool(data: Mapping[str, Any], key: str) -> bool:

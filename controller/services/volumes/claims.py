@@ -205,7 +205,9 @@ async def claim_volume_status(
     wanted = [
         (v.name or "", v.claim.claim_name)
         for v in vmi.spec.volumes
-        if v.claim is not None and v.claim.claim_name and _lacks_info(current, v.name or "")
+        if v.claim is not None
+        and v.claim.claim_name
+        and _lacks_info(current, v.name or "", v.claim.claim_name)
     ]
     added: dict[str, VolumeStatus] = {}
     for volume, claim_name in wanted:
@@ -228,9 +230,11 @@ def _entry(current: tuple[VolumeStatus, ...], volume: str) -> VolumeStatus | Non
     return next((v for v in current if v.name == volume), None)
 
 
-def _lacks_info(current: tuple[VolumeStatus, ...], volume: str) -> bool:
+def _lacks_info(current: tuple[VolumeStatus, ...], volume: str, claim: str) -> bool:
+    """No info yet, or another claim's (a volume migration moved the volume)."""
     status = _entry(current, volume)
-    return status is None or status.persistent_volume_claim_info is None
+    info = status.persistent_volume_claim_info if status is not None else None
+    return info is None or info.claim_name != claim
 
 
 def resized_claims(

@@ -3,9 +3,12 @@ into the launcher's migrate call: bandwidth, completion timeout, auto-converge, 
 
 from __future__ import annotations
 
+import pytest
+
 from handler.migration_source import SourceStep, completion_timeout, with_limits
 from shared.clusterconfig import MigrationLimits
 from shared.model import VirtualMachineInstance
+from shared.wire.errors import InvalidArgument
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrateArgs
 
@@ -42,3 +45,28 @@ def test_the_switches_round_trip_and_bad_ones_are_named() -> None:
         assert "allowPostCopy" in str(e)
     else:
         raise AssertionError("a string was accepted as allowPostCopy")
+
+
+def test_a_volume_migration_names_its_volumes_in_the_migrate_arguments() -> None:
+    """While VolumesChange=True the VMI's migratedVolumes whose spec names the destination
+    reach the launcher's migrate call (it copies those disks to the new claims); bad
+    values are named on the wire."""
+    raw = vmi("1Gi").to_dict()
+    raw["spec"]["volumes"] = [
+        {"name": n, "persistentVolumeClaim": {"claimName": f"new-{n}"}} for n in ("data", "b", "c")
+    ]
+    moved = [
+        {"volumeName": n, "destinationPVCInfo": {"claimName": f"new-{n}"}} for n in ("data", "b")
+    ]
+    # c's spec does not name its destination yet: not copied (nor would the target's be)
+    moved.append({"volumeName": "c", "destinationPVCInfo": {"claimName": "other"}})
+    raw["status"] = {
+        "conditions": [{"type": "VolumesChange", "status": "True"}],
+        "migratedVolumes": moved,
+    }
+    todo = SourceStep(call=Method.MIGRATE, args=MigrateArgs(address="unix:///a").to_wire())
+    wire = with_limits(todo, VirtualMachineInstance.from_dict(raw), MigrationLimits()).args
+    assert (wire or {})["migratedVolumes"] == ["b", "data"]
+    assert MigrateArgs.from_wire(wire or {}).migrated_volumes == ("b", "data")
+    with pytest.raises(InvalidArgument, match="migratedVolumes"):
+        MigrateArgs.from_wire({"address": "a", "migratedVolumes": "data"})

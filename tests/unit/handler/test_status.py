@@ -303,3 +303,15 @@ def test_a_probed_vmi_unpaused_hands_ready_back_to_the_controller() -> None:
     vmi = dataclasses.replace(vmi, status=next_status(vmi, paused, now=T0))
     _, running = _running(raw)
     assert next_status(vmi, running, now=T1).condition(VMIConditionType.READY) is None
+
+
+def test_a_claim_being_volume_migrated_does_not_block_migration() -> None:
+    """A ReadWriteOnce claim named in migratedVolumes while VolumesChange=True is copied
+    by the migration, so it does not block it; once the change is over it does again."""
+    raw = _on_claim(["ReadWriteOnce"]).to_dict()
+    dest = {"claimName": "pvc1"}  # the spec names the destination already
+    raw["status"]["migratedVolumes"] = [{"volumeName": "data", "destinationPVCInfo": dest}]
+    done = VirtualMachineInstance.from_dict(raw)
+    assert live_migratable(done).status == ConditionStatus.FALSE
+    raw["status"]["conditions"] = [{"type": "VolumesChange", "status": "True"}]
+    assert live_migratable(VirtualMachineInstance.from_dict(raw)).status == ConditionStatus.TRUE

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from launcher.migxml import XmlMismatch, destination_xml, writable_disks
+from launcher.migxml import XmlMismatch, destination_xml, with_slices, writable_disks
 
 SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
 <os><type>hvm</type><kernel>/a/cd/kernel_boot/kernel</kernel>
@@ -80,3 +82,33 @@ def test_a_block_claim_keeps_its_device_node() -> None:
     vdb = next(d for d in out.iterfind("devices/disk") if d.find("target").get("dev") == "vdb")  # type: ignore[union-attr]
     assert vdb.get("type") == "block"
     assert vdb.find("source").attrib == {"dev": "/dev/vmi-disks/data"}  # type: ignore[union-attr]
+
+
+def test_a_file_disk_moved_to_a_block_claim_is_sliced_to_the_source_size(tmp_path: Path) -> None:
+    """A volume migration from a filesystem claim to a Block one: the destination disk is
+    the target's block device (type=block, dev=), limited by a storage slice to the source
+    disk's size; an old slice is replaced, other disks get none; libvirt's schema takes it."""
+    file_disk = '<disk type="file" device="disk"><source file="/a/vmi-disks/data/disk.img"/>'
+    block = '<disk type="block" device="disk"><source dev="/dev/vmi-disks/data"/>'
+    source = SOURCE.replace("<devices>", f'<devices>{file_disk}<target dev="vdb"/></disk>')
+    target = TARGET.replace("<devices>", f'<devices>{block}<target dev="vdb"/></disk>')
+    once = with_slices(destination_xml(source, target), {"vdb": 1024})
+    out = ET.fromstring(with_slices(once, {"vdb": 4096}))
+    disks = {d.find("target").get("dev"): d for d in out.iterfind("devices/disk")}  # type: ignore[union-attr]
+    vdb = disks["vdb"]
+    assert vdb.get("type") == "block"
+    slices = vdb.findall("source/slices/slice")
+    assert [s.attrib for s in slices] == [{"type": "storage", "offset": "0", "size": "4096"}]
+    assert disks["vda"].find("source/slices") is None
+    minimal = ET.fromstring(
+        '<domain type="qemu"><name>x</name><memory>131072</memory>'
+        '<os><type arch="x86_64" machine="q35">hvm</type></os><devices/></domain>'
+    )
+    devices = minimal.find("devices")
+    assert devices is not None
+    devices.append(vdb)
+    path = tmp_path / "domain.xml"
+    path.write_text(ET.tostring(minimal, encoding="unicode"))
+    done = subprocess.run(["virt-xml-validate", str(path), "domain"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout

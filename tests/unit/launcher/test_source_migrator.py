@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 
 from launcher.migration import DowntimePolicy, SourceMigrator
 from launcher.virttypes import JobStats, MigrationRequest
@@ -42,9 +44,16 @@ class FakeVirt:
         if len(self.downtimes) == 1:
             self.finish.set()
 
+    async def block_capacity(self, name: str, target: str) -> int:
+        return 64 * 1024 * 1024
+
 
 async def _migrate(
-    virt: FakeVirt, policy: DowntimePolicy, *, shared: frozenset[str] = frozenset()
+    virt: FakeVirt,
+    policy: DowntimePolicy,
+    *,
+    shared: Mapping[str, str] | None = None,
+    migrated: tuple[str, ...] = (),
 ) -> list[MigrationInfo]:
     published: list[MigrationInfo] = []
     final = asyncio.Event()
@@ -60,12 +69,13 @@ async def _migrate(
         publish=publish,
         downtime=policy,
         progress_interval=0.001,
-        shared_disks=lambda: shared,
+        shared_disks=lambda: shared or {},
     )
     async with asyncio.timeout(5):
         async with asyncio.TaskGroup() as tg:
             runner = tg.create_task(job.run())
-            job.start(MigrateArgs(address="/mig/x", domain_xml=TARGET))
+            args = MigrateArgs(address="/mig/x", domain_xml=TARGET, migrated_volumes=migrated)
+            job.start(args)
             await final.wait()
             runner.cancel()
     return published
@@ -98,7 +108,7 @@ async def test_disks_on_shared_storage_stay_where_they_are() -> None:
     storage is shared, VIR_MIGRATE_UNSAFE, as it cannot see that by filesystem type)."""
     virt = FakeVirt()
     virt.finish.set()
-    published = await _migrate(virt, DowntimePolicy(), shared=frozenset({"vda"}))
+    published = await _migrate(virt, DowntimePolicy(), shared={"vda": "data"})
     (request,) = virt.requests
     assert (request.copy_disks, request.shared_disks) == ((), ("vda",))
     assert published[-1].phase is MigrationPhase.SUCCEEDED
@@ -111,3 +121,19 @@ async def test_local_disks_are_copied() -> None:
     await _migrate(virt, DowntimePolicy(relax_after_polls=1000))
     (request,) = virt.requests
     assert (request.copy_disks, request.shared_disks) == (("vda",), ())
+
+
+async def test_a_volume_migration_copies_its_disk_at_the_source_size() -> None:
+    """A shared claim's disk named in migratedVolumes is copied (not left in place) and the
+    destination XML limits the new claim's disk to the source disk's size with a storage
+    slice, so QEMU's mirror finds both ends the same size."""
+    virt = FakeVirt()
+    virt.finish.set()
+    await _migrate(virt, DowntimePolicy(), shared={"vda": "data"}, migrated=("data",))
+    (request,) = virt.requests
+    assert (request.copy_disks, request.shared_disks) == (("vda",), ())
+    disk = ET.fromstring(request.dest_xml).find("devices/disk/source")
+    assert disk is not None and disk.get("file") == "/b/o.qcow2"
+    slice_ = disk.find("slices/slice")
+    assert slice_ is not None
+    assert slice_.attrib == {"type": "storage", "offset": "0", "size": str(64 * 1024 * 1024)}

@@ -260,3 +260,30 @@ async def test_a_block_claim_is_its_device_given_raw(tmp_path: Path) -> None:
     xml = ET.fromstring(disk_xml(plan))
     assert xml.get("type") == "block"
     assert xml.find("source").attrib == {"dev": str(device)}  # type: ignore[union-attr]
+
+
+async def test_a_volume_migration_target_makes_the_destination_disk_not_shared(
+    tmp_path: Path,
+) -> None:
+    """On a migration target whose VMI migrates volume `data` (VolumesChange=True,
+    migratedVolumes), the destination claim's absent disk.img is made sparse to the
+    claim's size and is not shared (the migration copies the disk into it); a first start
+    of that VMI (no migration) keeps the claim's disk shared as before."""
+    vmi = _vmi(_pvc())
+    raw = vmi.to_dict()
+    raw["status"] = {
+        "conditions": [{"type": "VolumesChange", "status": "True"}],
+        "migratedVolumes": [{"volumeName": "data", "sourcePVCInfo": {"claimName": "old"},
+                             "destinationPVCInfo": {"claimName": "claim"}}],
+    }  # fmt: skip
+    migrating = VirtualMachineInstance.from_dict(raw)
+    ctx = dataclasses.replace(_ctx(tmp_path, data=64 * MI), incoming=True)
+    mount = _mount(ctx, "data")
+    req = volumes.VolumeRequest(vmi=migrating, name="data", ctx=ctx, field="spec.volumes[0]")
+    resolved = await volumes.resolve(req, migrating.spec.volumes[0].source())
+    disk = mount / "disk.img"
+    assert (resolved.path, resolved.created, resolved.shared) == (disk, (disk,), False)
+    assert disk.stat().st_size == 64 * MI
+    first = dataclasses.replace(ctx, incoming=False)
+    req = volumes.VolumeRequest(vmi=migrating, name="data", ctx=first, field="spec.volumes[0]")
+    assert (await volumes.resolve(req, migrating.spec.volumes[0].source())).shared

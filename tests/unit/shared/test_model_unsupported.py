@@ -256,13 +256,12 @@ def test_vm_and_migration_specs_are_walked() -> None:
     vm = VirtualMachine.from_dict({
         "spec": {
             "instancetype": {"name": "u1.small", "inferFromVolume": "root"},
-            "updateVolumesStrategy": "Migration",
+            "updateVolumesStrategy": "Migration",  # honoured (docs/volume-migration.md)
             "template": {"spec": {"domain": {"devices": {"gpus": []}}}},
         }
     })  # fmt: skip
     paths = [e.path for e in unsupported_fields(vm)]
     assert paths == [
-        "spec.updateVolumesStrategy",
         "spec.template.spec.domain.devices.gpus",
     ]
     vmim = VirtualMachineInstanceMigration.from_dict(

@@ -1,10 +1,14 @@
 """volumeStatus follows an expanded claim (controller.services.volumes.claims.resized_claims):
-the controller's half of ExpandDisks."""
+the controller's half of ExpandDisks; and a volume moved to another claim (volume
+migration) is described again."""
 
 from __future__ import annotations
 
-from controller.services.volumes.claims import Claim, resized_claims
-from shared.model import PersistentVolumeClaimInfo, VolumeStatus
+from typing import Any, cast
+
+from controller.services.volumes.claims import Claim, claim_volume_status, resized_claims
+from shared.kube import KubeClient
+from shared.model import PersistentVolumeClaimInfo, VirtualMachineInstance, VolumeStatus
 
 
 def _claim(capacity: str, *, phase: str = "Bound") -> Claim:
@@ -44,3 +48,27 @@ def test_unchanged_unknown_or_unbound_claims_change_nothing() -> None:
     assert resized_claims(_status("64Mi"), lambda _: _claim("64Mi")) is None
     assert resized_claims(_status("64Mi"), lambda _: None) is None
     assert resized_claims(_status("64Mi"), lambda _: _claim("128Mi", phase="Lost")) is None
+
+
+async def test_a_volume_moved_to_another_claim_is_described_again() -> None:
+    """A volume migration points volume `data` at claim `d2`: its entry, still describing
+    the old claim, is replaced by the new claim's info once that claim is bound."""
+
+    class Claims:
+        async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+            return {"metadata": {"name": name, "namespace": "ns"},
+                    "spec": {"volumeMode": "Block"},
+                    "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                               "capacity": {"storage": "1Gi"}}}  # fmt: skip
+
+    vmi = VirtualMachineInstance.from_dict({
+        "metadata": {"name": "v", "namespace": "ns"},
+        "spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d2"}}]},
+    })  # fmt: skip
+    out = await claim_volume_status(cast(KubeClient, Claims()), vmi, _status("64Mi"))
+    assert out is not None
+    (entry,) = [e for e in out if e.name == "data"]
+    info = entry.persistent_volume_claim_info
+    assert info is not None and (info.claim_name, info.volume_mode) == ("d2", "Block")
+    assert entry.target == "vdb"
+    assert await claim_volume_status(cast(KubeClient, Claims()), vmi, out) is None

@@ -72,6 +72,19 @@ def test_vm_and_migration_kinds() -> None:
     assert validate("Pod", {"spec": 1}) == []
 
 
+def test_vm_update_volumes_strategy_is_checked() -> None:
+    """updateVolumesStrategy is honoured: Migration and Replacement pass, anything else is
+    refused naming the field and the values allowed."""
+    spec: dict[str, Any] = {"template": {"spec": demo_vmi()["spec"]}}
+    field = "spec.updateVolumesStrategy"
+    for good in ("Migration", "Replacement"):
+        vm = {"metadata": {"name": "vm"}, "spec": {**spec, "updateVolumesStrategy": good}}
+        assert field not in paths(validate("VirtualMachine", vm))
+    vm = {"metadata": {"name": "vm"}, "spec": {**spec, "updateVolumesStrategy": "Copy"}}
+    (error,) = [e for e in validate("VirtualMachine", vm) if e.path == field]
+    assert "'Migration', 'Replacement'" in error.message
+
+
 async def lookup_none(namespace: str, name: str) -> Mapping[str, Any] | None:
     return None
 
