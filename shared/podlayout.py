@@ -117,6 +117,7 @@ CONFIG_MAP_SUBDIR = "config-map"
 SECRET_SUBDIR = "secret"
 DOWNWARD_API_SUBDIR = "downwardapi"
 SERVICE_ACCOUNT_SUBDIR = "service-account"
+SYSPREP_SUBDIR = "sysprep"  # a sysprep volume's ConfigMap or Secret
 USER_DATA_SUFFIX = "-udata"
 NETWORK_DATA_SUFFIX = "-ndata"
 # spec.accessCredentials' Secrets: `secret/<secretName>-access-cred` (KubeVirt's layout).

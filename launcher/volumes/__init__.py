@@ -17,8 +17,10 @@ from launcher.volumes import (
     configdrive,
     containerdisk,
     emptydisk,
+    ephemeral,
     hostdisk,
     pvc,
+    sysprep,
 )
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
 from shared.model.volumes import (
@@ -28,10 +30,12 @@ from shared.model.volumes import (
     ContainerDiskSource,
     DownwardAPISource,
     EmptyDiskSource,
+    EphemeralSource,
     HostDiskSource,
     PersistentVolumeClaimSource,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
 )
 
 __all__ = ["RESOLVERS", "ResolvedDisk", "VolumeRequest", "resolve"]
@@ -49,6 +53,8 @@ RESOLVERS: Mapping[type[Any], Resolver] = {
     EmptyDiskSource: emptydisk.resolve,
     HostDiskSource: hostdisk.resolve,
     PersistentVolumeClaimSource: pvc.resolve,
+    EphemeralSource: ephemeral.resolve,
+    SysprepSource: sysprep.resolve,
 }
 
 

@@ -32,8 +32,6 @@ from shared.model.volumes import CloudInitNoCloudSource, Volume
 # Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
 UNSUPPORTED_SOURCES: dict[str, str] = {
     "downwardMetrics": "is not supported yet",
-    "ephemeral": "is not supported yet",
-    "sysprep": "is not supported yet",
     "memoryDump": "is not supported yet",
 }
 # A hostDisk's directory is mounted into the launcher pod: never the node's root or a
@@ -66,6 +64,8 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
         check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
     if vol.data_volume is not None:
         check_name(errs, f"{path}.dataVolume.name", vol.data_volume.name, subdomain=True)
+    if vol.ephemeral is not None:
+        _check_ephemeral(errs, f"{path}.ephemeral", vol)
     if vol.host_disk is not None:
         hd = vol.host_disk
         check_abs_path(errs, f"{path}.hostDisk.path", hd.path)
@@ -87,6 +87,23 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
             vol.empty_disk.capacity,
             required=True,
             limit=limits.max_disk_bytes,
+        )
+
+
+def _check_ephemeral(errs: Errors, path: str, vol: Volume) -> None:
+    """An ephemeral volume names its claim; the claim is only ever read (the overlay
+    takes the writes), so it cannot be hotplugged."""
+    pvc = vol.ephemeral.persistent_volume_claim if vol.ephemeral is not None else None
+    if pvc is None:
+        errs.add(f"{path}.persistentVolumeClaim", "is required")
+        return
+    claim = pvc.claim_name
+    check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
+    if pvc.hotpluggable:
+        errs.add(
+            f"{path}.persistentVolumeClaim.hotpluggable",
+            "an ephemeral volume cannot be hotplugged",
+            pvc.hotpluggable,
         )
 
 

@@ -135,6 +135,7 @@ from shared.model.volumes import (
     DownwardAPISource,
     DownwardAPIVolumeFile,
     EmptyDiskSource,
+    EphemeralSource,
     HostDiskSource,
     LocalObjectReference,
     MultusNetwork,
@@ -145,6 +146,7 @@ from shared.model.volumes import (
     ResourceFieldSelector,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
     Volume,
 )
 
@@ -238,8 +240,10 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {"downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
+        {"downwardMetrics", "memoryDump"}
     ),
+    EphemeralSource: frozenset(),
+    SysprepSource: frozenset(),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),

@@ -16,8 +16,10 @@ from controller.services.volumes import (
     config,
     containerdisk,
     credentials,
+    ephemeral,
     hostdisk,
     pvc,
+    sysprep,
 )
 from controller.services.volumes.base import PodVolumes, RenderContext
 from controller.services.volumes.claims import Claim, ClaimReason, read_claims
@@ -28,10 +30,12 @@ from shared.model.volumes import (
     ConfigMapSource,
     ContainerDiskSource,
     DownwardAPISource,
+    EphemeralSource,
     HostDiskSource,
     PersistentVolumeClaimSource,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
 )
 
 __all__ = ["Claim", "ClaimReason", "PodVolumes", "RenderContext", "read_claims", "render"]
@@ -49,6 +53,8 @@ RENDERERS: Mapping[type[Any], Renderer] = {
     SecretSource: config.render_secret,
     DownwardAPISource: config.render_downward_api,
     ServiceAccountSource: config.render_service_account,
+    EphemeralSource: ephemeral.render,
+    SysprepSource: sysprep.render,
 }
 
 
