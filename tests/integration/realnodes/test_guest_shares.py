@@ -1,0 +1,125 @@
+"""Volumes a Windows-style VM brings, on real nodes, on one tiny guest: an `ephemeral`
+volume (a claim on a static PV whose disk.img the test wrote) the guest reads and writes
+while the claim's file keeps its bytes (the writes go to the launcher's overlay), and a
+`sysprep` volume from a ConfigMap the guest mounts as a CD-ROM holding autounattend.xml
+(label unattendCD). The ephemeral volume keeps the VMI from live-migrating, named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh
+from tests.integration.realnodes.test_storage import _apply, _running
+from tests.integration.realnodes.test_story import REPO
+
+pytestmark = pytest.mark.cluster
+NAME = "shares"
+MARKER = b"KVPY-COUNT 41\n"
+ANSWER = "<unattend>kvpy sysprep</unattend>"
+
+
+def _vmi(claim: str) -> dict[str, Any]:
+    vmi: dict[str, Any] = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
+    vmi["metadata"] = {"name": NAME}
+    vmi["spec"]["terminationGracePeriodSeconds"] = 0
+    vmi["spec"]["domain"]["devices"]["disks"] = [
+        {"name": "containerdisk", "disk": {"bus": "virtio"}},
+        {"name": "base", "disk": {"bus": "virtio"}},  # vdb
+        {"name": "answers", "cdrom": {"bus": "sata"}},  # sr0, the only CD-ROM
+    ]
+    vmi["spec"]["volumes"] = [
+        vmi["spec"]["volumes"][0],
+        {"name": "base", "ephemeral": {"persistentVolumeClaim": {"claimName": claim}}},
+        {"name": "answers", "sysprep": {"configMap": {"name": "answers"}}},
+    ]
+    return vmi
+
+
+def _static_claim(k: Kubectl, cluster: Cluster, ns: str) -> Path:
+    """A claim bound to a PV of our own on a directory every node sees, holding a 4 MiB
+    raw disk.img that starts with MARKER; the directory."""
+    directory = cluster.config.nodes_dir / "_shared" / f"ephemeral-{ns}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    (directory / "disk.img").write_bytes(MARKER.ljust(4 * 1024 * 1024, b"\0"))
+    match = {
+        "key": "kubernetes.io/hostname",
+        "operator": "In",
+        "values": list(cluster.config.nodes),
+    }
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"ephemeral-{ns}"},
+        "spec": {
+            "capacity": {"storage": "64Mi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "local": {"path": str(directory)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [match]}]}},
+        },
+    }
+    k("apply", "-f", "-", stdin=json.dumps(pv))
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "golden"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "64Mi"}},
+            "storageClassName": "",
+            "volumeName": f"ephemeral-{ns}",
+        },
+    }
+    _apply(k, ns, claim)
+    return directory
+
+
+def test_a_guest_reads_and_writes_an_ephemeral_volume_and_reads_its_sysprep_cd(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """ephemeral: the guest finds the claim's bytes on vdb and writes over them; the
+    claim's disk.img is untouched. sysprep: sr0 is an ISO labelled unattendCD holding the
+    ConfigMap's autounattend.xml. LiveMigratable=False naming the ephemeral volume."""
+    k, ns = real_stack, real_namespace
+    directory = _static_claim(k, real_cluster, ns)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "answers"},
+        "data": {"autounattend.xml": ANSWER},
+    }
+    _apply(k, ns, config_map)
+    _apply(k, ns, _vmi("golden"))
+    vmi = _running(k, ns, NAME)
+    _agent_connected(k, ns, NAME)
+
+    found = _guest_sh(real_cluster, vmi, "dd if=/dev/vdb bs=14 count=1 2>/dev/null")
+    assert found.encode() == MARKER
+    script = (
+        "printf 'KVPY-OVERLAY\\n' | dd of=/dev/vdb conv=notrunc,fsync 2>/dev/null && "
+        "echo 3 >/proc/sys/vm/drop_caches && dd if=/dev/vdb bs=13 count=1 2>/dev/null"
+    )
+    assert _guest_sh(real_cluster, vmi, script) == "KVPY-OVERLAY\n"
+    assert (directory / "disk.img").read_bytes()[: len(MARKER)] == MARKER
+
+    script = (
+        "mkdir -p /mnt/sysprep && mount -t iso9660 -o ro /dev/sr0 /mnt/sysprep && "
+        "cat /mnt/sysprep/autounattend.xml && echo && "
+        "dd if=/dev/sr0 bs=1 skip=32808 count=32 2>/dev/null | tr -d ' \\000'"
+    )
+    assert _guest_sh(real_cluster, vmi, script) == f"{ANSWER}\nunattendCD"
+
+    conds = json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))["status"]["conditions"]
+    (migratable,) = [c for c in conds if c["type"] == "LiveMigratable"]
+    assert (migratable["status"], migratable["reason"]) == ("False", "DisksNotLiveMigratable")
+    assert "ephemeral volume (volume base)" in migratable["message"]
