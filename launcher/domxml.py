@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt, tpm
+from launcher import diskxml, guestxml, nicxml, passt, tpm, transitional
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
@@ -302,6 +302,8 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
         tpm.add_device(devices)
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+    if plan.extras.virtio_transitional:
+        transitional.apply(devices)
 
 
 def _serial(devices: ET.Element, plan: DomainPlan) -> None:

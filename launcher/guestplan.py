@@ -59,6 +59,8 @@ def guest_extras(vmi: VirtualMachineInstance) -> GuestExtras:
         sound=_sound(devices),
         memballoon=devices.autoattach_mem_balloon is not False,
         serial=devices.autoattach_serial_console is not False,
+        virtio_transitional=bool(devices.use_virtio_transitional),
+        hotplug=not devices.disable_hotplug,
     )
 
 

@@ -86,6 +86,8 @@ class GuestExtras:
     sound: SoundPlan | None = None
     memballoon: bool = True
     serial: bool = True  # autoattachSerialConsole
+    virtio_transitional: bool = False  # useVirtioTransitional (launcher/transitional.py)
+    hotplug: bool = True  # disableHotplug false: spare root ports for hotplugged disks
 
 
 def _state(on: bool) -> str:

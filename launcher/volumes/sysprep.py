@@ -24,8 +24,7 @@ async def resolve(req: VolumeRequest, source: SysprepSource) -> ResolvedDisk:
     entries = sorted(p for p in mount.iterdir() if not p.name.startswith(".."))
     if not any(p.name.lower() in ANSWER_FILES for p in entries):
         raise DiskFailure(
-            f"{field}: the sysprep volume {req.name!r} holds neither "
-            f"{' nor '.join(ANSWER_FILES)}"
+            f"{field}: the sysprep volume {req.name!r} holds neither {' nor '.join(ANSWER_FILES)}"
         )
     empty = req.ctx.work_dir / "empty-iso-root"
     empty.mkdir(exist_ok=True)

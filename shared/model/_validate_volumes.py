@@ -188,6 +188,13 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
         _validate_source(errs, vpath, vol, limits)
         validate_config_volume(errs, vpath, vol)
+        if vol.is_hotplug and spec.domain.devices.disable_hotplug:
+            where = "persistentVolumeClaim" if vol.persistent_volume_claim else "dataVolume"
+            errs.add(
+                f"{vpath}.{where}.hotpluggable",
+                f"hotplug is disabled by {path}.domain.devices.disableHotplug",
+                True,
+            )
         for source in sources:
             if source in UNSUPPORTED_SOURCES:
                 errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])

@@ -228,6 +228,8 @@ class Devices(Model):
     autoattach_serial_console: bool | None = None
     log_serial_console: bool | None = None
     tpm: TPM | None = None
+    use_virtio_transitional: bool | None = None  # launcher/transitional.py
+    disable_hotplug: bool | None = None  # no hotplugged disks, no spare root ports
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

@@ -202,7 +202,6 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(
         {
-            "useVirtioTransitional", "disableHotplug",
             "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachVSOCK",
             "gpus", "downwardMetrics",
             "filesystems", "hostDevices", "clientPassthrough",
@@ -310,7 +309,6 @@ KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachGraphicsDevice"): (True, False),
-    (Devices, "disableHotplug"): (False,),
     (EFI, "persistent"): (False,),
     (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs

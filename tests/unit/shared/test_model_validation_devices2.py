@@ -1,0 +1,46 @@
+"""Admission of useVirtioTransitional and disableHotplug: honoured (not refused), a value
+of the wrong type is a parse error naming the field, and disableHotplug refuses a
+hotpluggable volume naming it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.model.errors import ParseError
+from tests.unit.shared._validation_support import VOLS, messages_at, vmi_errors
+
+DEVICES = "spec.domain.devices"
+
+
+@pytest.mark.parametrize("key", ["useVirtioTransitional", "disableHotplug"])
+@pytest.mark.parametrize("value", ["yes", 1, {"x": 1}], ids=["string", "int", "object"])
+def test_a_non_boolean_is_refused_naming_the_field(key: str, value: Any) -> None:
+    """Each is a boolean: anything else stops at parsing, naming the field."""
+    with pytest.raises(ParseError, match=rf"{DEVICES}\.{key}: expected bool"):
+        vmi_errors({f"{DEVICES}.{key}": value})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param({"persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}, id="pvc"),
+        pytest.param({"dataVolume": {"name": "dv", "hotpluggable": True}}, id="data-volume"),
+    ],
+)
+def test_disable_hotplug_refuses_a_hotpluggable_volume(source: dict[str, Any]) -> None:
+    """disableHotplug: true and a hotpluggable volume: refused at its hotpluggable field."""
+    key = next(iter(source))
+    errors = vmi_errors({
+        f"{DEVICES}.disableHotplug": True,
+        f"{VOLS}[3]": {"name": "data", **source},
+    })  # fmt: skip
+    found = messages_at(errors, f"{VOLS}[3].{key}.hotpluggable")
+    assert found == ["hotplug is disabled by spec.domain.devices.disableHotplug"]
+
+
+def test_both_fields_set_true_are_valid() -> None:
+    """useVirtioTransitional and disableHotplug true, no hotpluggable volume: no error."""
+    changes = {f"{DEVICES}.useVirtioTransitional": True, f"{DEVICES}.disableHotplug": True}
+    assert vmi_errors(changes) == []
