@@ -50,6 +50,7 @@ from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from handler.seccomp import install_always, installer
+from handler.vsock import NodeCIDs
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -227,6 +228,7 @@ class Handler:
             failures=SyncFailures(
                 api, FailureTarget(resource=VMIS, store=self.informer.store, owns_condition=False)
             ),
+            vsock=NodeCIDs(vmis=self.informer.store.list),
         )
         options = ReconcileOptions(
             node=self.config.node_name,

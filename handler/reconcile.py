@@ -122,7 +122,7 @@ class Reconciler:
             return
         if step.vmi.status.phase is VMIPhase.SCHEDULED:
             await self._wire(step)
-            await self._reply(step, commands.sync(step.launcher, step.vmi.to_dict()))
+            await self._reply(step, commands.sync(step.launcher, self._with_cid(step).to_dict()))
         elif record is None:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
@@ -133,6 +133,16 @@ class Reconciler:
         await self._hot_resources(step)
         if (links := linkstate.wanted(step.vmi)) is not None:
             await linkstate.apply(step.launcher, links)
+
+    def _with_cid(self, step: Pass) -> VirtualMachineInstance:
+        """The VMI as the launcher gets it: with its vsock CID (written with the status)."""
+        cid = self._d.vsock.cid_for(step.vmi) if self._d.vsock is not None else None
+        if cid is None or cid == step.vmi.status.vsock_cid:
+            return step.vmi
+        step.vsock_cid = cid
+        return dataclasses.replace(
+            step.vmi, status=dataclasses.replace(step.vmi.status, vsock_cid=cid)
+        )
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -311,6 +321,8 @@ class Reconciler:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if step.volume_status is not None:
             status = dataclasses.replace(status, volume_status=step.volume_status)
+        if step.vsock_cid is not None:
+            status = dataclasses.replace(status, vsock_cid=step.vsock_cid)
         if step.resources is not None:
             status = hotresources.with_resources(vmi, status, step.resources, now=now)
             if hotresources.settling(step.resources, status):
@@ -395,6 +407,8 @@ class Reconciler:
             self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
+        if self._d.vsock is not None:
+            self._d.vsock.release(local.uid)
         self._d.domains.forget(local.uid)
         self._d.recorder.forget(local.uid)
         if self._d.partitions is not None:  # every launcher of the VMI has ended

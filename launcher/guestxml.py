@@ -88,6 +88,7 @@ class GuestExtras:
     serial: bool = True  # autoattachSerialConsole
     virtio_transitional: bool = False  # useVirtioTransitional (launcher/transitional.py)
     hotplug: bool = True  # disableHotplug false: spare root ports for hotplugged disks
+    vsock_cid: int | None = None  # autoattachVSOCK: the CID the handler allocated
 
 
 def _state(on: bool) -> str:
@@ -140,7 +141,7 @@ def features(parent: ET.Element, plan: FeaturesPlan) -> None:
 
 
 def devices(parent: ET.Element, extras: GuestExtras) -> None:
-    """inputs, watchdog, panic devices and sound into <devices>."""
+    """inputs, watchdog, panic devices, sound and vsock into <devices>."""
     for item in extras.inputs:
         el = ET.SubElement(parent, "input", type=item.type, bus=item.bus)
         ET.SubElement(el, "alias", name=f"ua-{item.alias}")
@@ -153,6 +154,9 @@ def devices(parent: ET.Element, extras: GuestExtras) -> None:
     if extras.sound is not None:
         el = ET.SubElement(parent, "sound", model=extras.sound.model)
         ET.SubElement(el, "alias", name=f"ua-{extras.sound.alias}")
+    if extras.vsock_cid is not None:
+        el = ET.SubElement(parent, "vsock", model="virtio")
+        ET.SubElement(el, "cid", auto="no", address=str(extras.vsock_cid))
 
 
 # Video models whose framebuffer size libvirt takes (vram, KiB).

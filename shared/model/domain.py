@@ -230,6 +230,8 @@ class Devices(Model):
     tpm: TPM | None = None
     use_virtio_transitional: bool | None = None  # launcher/transitional.py
     disable_hotplug: bool | None = None  # no hotplugged disks, no spare root ports
+    # a virtio-vsock device (handler/vsock.py: its CID)
+    autoattach_vsock: bool | None = field(default=None, metadata=json_name("autoattachVSOCK"))
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

@@ -202,7 +202,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(
         {
-            "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachVSOCK",
+            "autoattachPodInterface", "autoattachGraphicsDevice",
             "gpus", "downwardMetrics",
             "filesystems", "hostDevices", "clientPassthrough",
         }

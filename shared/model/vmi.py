@@ -149,6 +149,8 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
         default=None, metadata=json_name("currentCPUTopology")
     )
     memory: MemoryStatus | None = None
+    # autoattachVSOCK's context ID, unique on the node (the handler allocates it)
+    vsock_cid: int | None = field(default=None, metadata=json_name("VSOCKCID"))
 
     def volume_state(self, name: str) -> VolumeStatus | None:
         """The volumeStatus entry of a volume, if any."""

@@ -2,7 +2,11 @@
 volume (a claim on a static PV whose disk.img the test wrote) the guest reads and writes
 while the claim's file keeps its bytes (the writes go to the launcher's overlay), and a
 `sysprep` volume from a ConfigMap the guest mounts as a CD-ROM holding autounattend.xml
-(label unattendCD). The ephemeral volume keeps the VMI from live-migrating, named."""
+(label unattendCD). The ephemeral volume keeps the VMI from live-migrating, named.
+autoattachVSOCK: on nodes with /dev/vhost-vsock the guest gets a vsock device with the CID
+its handler wrote in status.VSOCKCID; on nodes without (this host's kernel has no
+vhost_vsock), the VMI stays unscheduled with a PodScheduled condition naming the
+devices.kubevirt.io/vhost-vsock resource."""
 
 from __future__ import annotations
 
@@ -16,9 +20,11 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.test_disk_nic_options import _domain
+from tests.integration.realnodes.test_node_labels import _unschedulable
 from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh
 from tests.integration.realnodes.test_storage import _apply, _running
-from tests.integration.realnodes.test_story import REPO
+from tests.integration.realnodes.test_story import REPO, _wait
 
 pytestmark = pytest.mark.cluster
 NAME = "shares"
@@ -123,3 +129,27 @@ def test_a_guest_reads_and_writes_an_ephemeral_volume_and_reads_its_sysprep_cd(
     (migratable,) = [c for c in conds if c["type"] == "LiveMigratable"]
     assert (migratable["status"], migratable["reason"]) == ("False", "DisksNotLiveMigratable")
     assert "ephemeral volume (volume base)" in migratable["message"]
+
+
+def test_autoattach_vsock_gets_a_node_cid_or_names_the_missing_device(
+    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """With /dev/vhost-vsock on the nodes: Running, status.VSOCKCID >= 3 and the domain's
+    <vsock> carries it. Without: PodScheduled=False, Unschedulable, naming the
+    devices.kubevirt.io/vhost-vsock resource the launcher pod asks for."""
+    k, ns = real_stack, real_namespace
+    vmi = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
+    vmi["metadata"] = {"name": "vsock"}
+    vmi["spec"]["terminationGracePeriodSeconds"] = 0
+    vmi["spec"]["domain"]["devices"]["autoattachVSOCK"] = True
+    _apply(k, ns, vmi)
+    if Path("/dev/vhost-vsock").exists():  # the nodes share this host's kernel
+        running = _running(k, ns, "vsock")
+        cid = running["status"]["VSOCKCID"]
+        assert cid >= 3
+        vsock = _domain(real_cluster, running).find("devices/vsock/cid")
+        assert vsock is not None and vsock.get("address") == str(cid)
+        return
+    cond = _wait(lambda: _unschedulable(k, ns, "vsock"), 120, "vsock VMI Unschedulable")
+    assert cond["reason"] == "Unschedulable" and cond["phase"] in ("Pending", "Scheduling")
+    assert "devices.kubevirt.io/vhost-vsock" in cond["message"], cond

@@ -217,6 +217,7 @@ HONOURED = {
     "spec.domain.devices.logSerialConsole": True,
     "spec.domain.devices.useVirtioTransitional": True,
     "spec.domain.devices.disableHotplug": True,
+    "spec.domain.devices.autoattachVSOCK": True,
     "spec.priorityClassName": "high",
     "spec.schedulerName": "default-scheduler",
     "spec.hostname": "myhost",

@@ -1,4 +1,4 @@
-"""Admission of useVirtioTransitional and disableHotplug: honoured (not refused), a value
+"""Admission of useVirtioTransitional, disableHotplug and autoattachVSOCK: honoured (not refused), a value
 of the wrong type is a parse error naming the field, and disableHotplug refuses a
 hotpluggable volume naming it."""
 
@@ -14,7 +14,7 @@ from tests.unit.shared._validation_support import VOLS, messages_at, vmi_errors
 DEVICES = "spec.domain.devices"
 
 
-@pytest.mark.parametrize("key", ["useVirtioTransitional", "disableHotplug"])
+@pytest.mark.parametrize("key", ["useVirtioTransitional", "disableHotplug", "autoattachVSOCK"])
 @pytest.mark.parametrize("value", ["yes", 1, {"x": 1}], ids=["string", "int", "object"])
 def test_a_non_boolean_is_refused_naming_the_field(key: str, value: Any) -> None:
     """Each is a boolean: anything else stops at parsing, naming the field."""

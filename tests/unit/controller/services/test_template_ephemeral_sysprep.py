@@ -1,7 +1,8 @@
-"""ephemeral and sysprep volumes in the launcher pod (controller/services/volumes): an
-ephemeral volume's claim is mounted read-only where a claim volume would be (its block
-device for a block claim), with no size for the launcher to make a disk; a sysprep
-volume's ConfigMap or Secret is mounted read-only at sysprep/<volume>."""
+"""ephemeral and sysprep volumes in the launcher pod (controller/services/volumes), and
+autoattachVSOCK's device request: an ephemeral volume's claim is mounted read-only where a
+claim volume would be (its block device for a block claim), with no size for the launcher
+to make a disk; a sysprep volume's ConfigMap or Secret is mounted read-only at
+sysprep/<volume>."""
 
 from __future__ import annotations
 
@@ -60,3 +61,16 @@ def test_sysprep_objects_are_mounted_read_only_under_sysprep() -> None:
     for name in ("win", "win2"):
         mount = {"name": name, "mountPath": f"{PRIVATE}/sysprep/{name}", "readOnly": True}
         assert _mount(pod, name) == mount
+
+
+def test_autoattach_vsock_requests_the_vhost_vsock_device() -> None:
+    """autoattachVSOCK: the compute container requests (and limits) one
+    devices.kubevirt.io/vhost-vsock, so only nodes with /dev/vhost-vsock take the pod;
+    without it, none."""
+    raw = _raw(EPHEMERAL)
+    plain = compute(_pod(raw, {"golden": _claim("Filesystem")}))["resources"]
+    raw["spec"]["domain"]["devices"]["autoattachVSOCK"] = True
+    asked = compute(_pod(raw, {"golden": _claim("Filesystem")}))["resources"]
+    for section in ("requests", "limits"):
+        assert asked[section]["devices.kubevirt.io/vhost-vsock"] == "1"
+        assert "devices.kubevirt.io/vhost-vsock" not in plain[section]
