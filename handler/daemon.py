@@ -31,6 +31,7 @@ from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
+from handler.downwardmetrics import DownwardMetrics
 from handler.expand import EXPAND_DISKS_GATE, DiskExpansion
 from handler.heartbeat import Heartbeat
 from handler.hotplug import HotplugVolumes
@@ -128,6 +129,9 @@ class Handler:
             wall=wall,
         )
         self.labeller = self._labeller(api)
+        self.downward_metrics = DownwardMetrics(
+            node=config.node_name, pods_dir=config.pods_dir, vmis=self.informer.store.list
+        )
         self.stats = VMIStatsCollector(
             registry, node=config.node_name, targets=self._stat_targets, timeout=t.stats_timeout
         )
@@ -320,6 +324,7 @@ class Handler:
                 tg.create_task(self.http.run(), name="http")
                 if self.labeller is not None:
                     tg.create_task(self.labeller.run(), name="node-labeller")
+                tg.create_task(self.downward_metrics.run(), name="downward-metrics")
                 if self.recorder is not None:
                     tg.create_task(self.recorder.run(), name="event-recorder")
                 if self.actions is not None:

@@ -63,6 +63,7 @@ def guest_extras(vmi: VirtualMachineInstance) -> GuestExtras:
         virtio_transitional=bool(devices.use_virtio_transitional),
         hotplug=not devices.disable_hotplug,
         vsock_cid=_vsock_cid(vmi),
+        downward_metrics=devices.downward_metrics is not None,
     )
 
 

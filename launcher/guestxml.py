@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +90,7 @@ class GuestExtras:
     virtio_transitional: bool = False  # useVirtioTransitional (launcher/transitional.py)
     hotplug: bool = True  # disableHotplug false: spare root ports for hotplugged disks
     vsock_cid: int | None = None  # autoattachVSOCK: the CID the handler allocated
+    downward_metrics: bool = False  # devices.downwardMetrics: the vhostmd channel
 
 
 def _state(on: bool) -> str:
@@ -161,6 +163,17 @@ def devices(parent: ET.Element, extras: GuestExtras) -> None:
 
 # Video models whose framebuffer size libvirt takes (vram, KiB).
 VRAM_MODELS = frozenset({"vga", "cirrus"})
+
+
+# The virtio-serial port vm-dump-metrics reads (KubeVirt's and vhostmd's name).
+VHOSTMD_PORT = "org.github.vhostmd.1"
+
+
+def vhostmd_channel(devices: ET.Element, socket: Path) -> None:
+    """devices.downwardMetrics: the port, QEMU listening on `socket` (the handler dials)."""
+    channel = ET.SubElement(devices, "channel", type="unix")
+    ET.SubElement(channel, "source", mode="bind", path=str(socket))
+    ET.SubElement(channel, "target", type="virtio", name=VHOSTMD_PORT)
 
 
 def video_model(video: ET.Element, video_type: str | None) -> None:

@@ -79,8 +79,11 @@ LIBVIRT_ROOT = "libvirt"
 CONSOLE_SOCKET_NAME = "console.sock"
 VNC_SOCKET_NAME = "vnc.sock"
 AGENT_SOCKET_NAME = "agent.sock"
+# devices.downwardMetrics: QEMU's end of the org.github.vhostmd.1 channel (the handler dials it)
+DOWNWARD_METRICS_SOCKET_NAME = "downwardmetrics.sock"
 CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", CONSOLE_SOCKET_NAME)
 VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", VNC_SOCKET_NAME)
+DOWNWARD_METRICS_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", DOWNWARD_METRICS_SOCKET_NAME)
 SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
 # Under a libvirt root (the launcher's own, or a migration's dir): libvirtd's socket, and a
 # migration's memory and disk streams (the handler's migration proxy bridges each).

@@ -57,6 +57,7 @@ from shared.model.domain import (
     ResourceRequirements,
     Rng,
 )
+from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.errors import FieldError
 from shared.model.features import (
     FeatureAPIC,
@@ -189,6 +190,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     I6300ESBWatchdog: frozenset(),
     PanicDevice: frozenset(),
     VideoDevice: frozenset(),
+    DownwardMetricsDevice: frozenset(),
     SoundDevice: frozenset(),
     CPU: frozenset(
         {
@@ -203,7 +205,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     Devices: frozenset(
         {
             "autoattachPodInterface", "autoattachGraphicsDevice",
-            "gpus", "downwardMetrics",
+            "gpus",
             "filesystems", "hostDevices", "clientPassthrough",
         }
     ),

@@ -218,6 +218,7 @@ HONOURED = {
     "spec.domain.devices.useVirtioTransitional": True,
     "spec.domain.devices.disableHotplug": True,
     "spec.domain.devices.autoattachVSOCK": True,
+    "spec.domain.devices.downwardMetrics": {},
     "spec.priorityClassName": "high",
     "spec.schedulerName": "default-scheduler",
     "spec.hostname": "myhost",

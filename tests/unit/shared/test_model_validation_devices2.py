@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from shared.model.errors import ParseError
+from shared.model.unsupported import UNKNOWN_FIELD
 from tests.unit.shared._validation_support import VOLS, messages_at, vmi_errors
+from tests.unit.shared.test_model_unsupported import _vmi as unsupported_vmi
 
 DEVICES = "spec.domain.devices"
 
@@ -38,6 +40,19 @@ def test_disable_hotplug_refuses_a_hotpluggable_volume(source: dict[str, Any]) -
     })  # fmt: skip
     found = messages_at(errors, f"{VOLS}[3].{key}.hotpluggable")
     assert found == ["hotplug is disabled by spec.domain.devices.disableHotplug"]
+
+
+@pytest.mark.parametrize("value", [True, "yes", []], ids=["bool", "string", "list"])
+def test_downward_metrics_must_be_an_object(value: Any) -> None:
+    """devices.downwardMetrics is `{}`: anything else stops at parsing, naming it."""
+    with pytest.raises(ParseError, match=rf"{DEVICES}\.downwardMetrics"):
+        vmi_errors({f"{DEVICES}.downwardMetrics": value})
+
+
+def test_downward_metrics_takes_no_fields() -> None:
+    """A key inside downwardMetrics is unknown to KubeVirt: refused naming it."""
+    found = unsupported_vmi({f"{DEVICES}.downwardMetrics": {"period": 5}})
+    assert found == [(f"{DEVICES}.downwardMetrics.period", UNKNOWN_FIELD)]
 
 
 def test_both_fields_set_true_are_valid() -> None:
