@@ -2,7 +2,9 @@
 volume (a claim on a static PV whose disk.img the test wrote) the guest reads and writes
 while the claim's file keeps its bytes (the writes go to the launcher's overlay), and a
 `sysprep` volume from a ConfigMap the guest mounts as a CD-ROM holding autounattend.xml
-(label unattendCD). The ephemeral volume keeps the VMI from live-migrating, named.
+(label unattendCD), and reads its downward metrics (the node's name among them) on the
+virtio-serial port org.github.vhostmd.1, answered by the handler. The ephemeral volume
+keeps the VMI from live-migrating, named.
 autoattachVSOCK: on nodes with /dev/vhost-vsock the guest gets a vsock device with the CID
 its handler wrote in status.VSOCKCID; on nodes without (this host's kernel has no
 vhost_vsock), the VMI stays unscheduled with a PodScheduled condition naming the
@@ -41,6 +43,7 @@ def _vmi(claim: str) -> dict[str, Any]:
         {"name": "base", "disk": {"bus": "virtio"}},  # vdb
         {"name": "answers", "cdrom": {"bus": "sata"}},  # sr0, the only CD-ROM
     ]
+    vmi["spec"]["domain"]["devices"]["downwardMetrics"] = {}
     vmi["spec"]["volumes"] = [
         vmi["spec"]["volumes"][0],
         {"name": "base", "ephemeral": {"persistentVolumeClaim": {"claimName": claim}}},
@@ -90,6 +93,22 @@ def _static_claim(k: Kubectl, cluster: Cluster, ns: str) -> Path:
     return directory
 
 
+# The guest's side of vm-dump-metrics: find the port by name, ask, read to </metrics>.
+METRICS_SCRIPT = (
+    "for p in /sys/class/virtio-ports/*; do "
+    '[ "$(cat $p/name)" = org.github.vhostmd.1 ] && dev=/dev/${p##*/}; done; '
+    # a write blocks until the handler has dialled the port: bounded, retried by the caller
+    'timeout 8 sh -c \'exec 3<>"$1"; printf "GET /metrics/XML\\n\\n" >&3; '
+    'sed "/<\\/metrics>/q" <&3\' _ "$dev"; true'
+)
+
+
+def _metrics(cluster: Cluster, vmi: dict[str, Any]) -> str | None:
+    """The metrics document the guest read, once the handler answers the port."""
+    out = _guest_sh(cluster, vmi, METRICS_SCRIPT)
+    return out if "</metrics>" in out else None
+
+
 def test_a_guest_reads_and_writes_an_ephemeral_volume_and_reads_its_sysprep_cd(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
@@ -124,6 +143,10 @@ def test_a_guest_reads_and_writes_an_ephemeral_volume_and_reads_its_sysprep_cd(
         "dd if=/dev/sr0 bs=1 skip=32808 count=32 2>/dev/null | tr -d ' \\000'"
     )
     assert _guest_sh(real_cluster, vmi, script) == f"{ANSWER}\nunattendCD"
+
+    metrics = _wait(lambda: _metrics(real_cluster, vmi), 60, "the guest's downward metrics")
+    assert f"<name>HostName</name>\n    <value>{vmi['status']['nodeName']}</value>" in metrics
+    assert "<name>ResourceProcessorLimit</name>" in metrics
 
     conds = json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))["status"]["conditions"]
     (migratable,) = [c for c in conds if c["type"] == "LiveMigratable"]
