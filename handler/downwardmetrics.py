@@ -7,11 +7,20 @@ node's and the VMI's metrics (handler/vhostmd.py).
 Every `interval` the informer's VMIs are walked: a new running VMI with the device gets a
 task; a task ends when QEMU closes the channel (the guest is gone or restarted) or its
 VMI no longer runs here, and a later walk dials again if it still does.
+
+A downwardMetrics *volume* is a vhostmd disk the launcher made in its private emptyDir
+(`podlayout.DOWNWARD_METRICS_DISK`); every `disk_interval` the walk rewrites it with the
+same document (shared/vhostmddisk.py). The pod owns that directory, so each component is
+opened without following symlinks and only a regular file is written: a launcher cannot
+point the root handler's write anywhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +28,7 @@ from pathlib import Path
 import structlog
 
 from handler import vhostmd
-from shared import podlayout
+from shared import podlayout, vhostmddisk
 from shared.model import VirtualMachineInstance, VMIPhase
 from shared.tasks import cancelling
 from shared.wire.unixpath import short_path
@@ -30,12 +39,39 @@ MAX_REQUEST = 4096  # a longer request line ends the channel (StreamReader's lim
 REQUEST_GAP = 1.0  # seconds between two answers (KubeVirt's one request a second)
 CONNECT_TIMEOUT = 5.0
 WRITE_TIMEOUT = 10.0
+DISK_INTERVAL = 5.0  # seconds between two rewrites of a vhostmd disk
+
+
+def private_dir(pods_dir: Path, pod_uid: str) -> Path:
+    """The launcher pod's private emptyDir, as the node sees it."""
+    return pods_dir / pod_uid / podlayout.EMPTY_DIRS / podlayout.PRIVATE_VOLUME
 
 
 def channel_socket(pods_dir: Path, pod_uid: str) -> Path:
     """QEMU's end of the channel, as the node sees the launcher pod's private emptyDir."""
-    private = pods_dir / pod_uid / podlayout.EMPTY_DIRS / podlayout.PRIVATE_VOLUME
-    return private / podlayout.DOWNWARD_METRICS_SOCKET
+    return private_dir(pods_dir, pod_uid) / podlayout.DOWNWARD_METRICS_SOCKET
+
+
+def write_disk(private: Path, document: bytes) -> None:
+    """Rewrite the pod's vhostmd disk under `private`, following no symlink."""
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    top = os.open(private, os.O_PATH | os.O_DIRECTORY | flags)
+    try:
+        sub = os.open(
+            podlayout.DOWNWARD_METRICS_DIR, os.O_PATH | os.O_DIRECTORY | flags, dir_fd=top
+        )
+        try:
+            fd = os.open(podlayout.DOWNWARD_METRICS_DISK.name, os.O_WRONLY | flags, dir_fd=sub)
+        finally:
+            os.close(sub)
+    finally:
+        os.close(top)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{podlayout.DOWNWARD_METRICS_DISK} is not a regular file")
+        vhostmddisk.write(fd, document)
+    finally:
+        os.close(fd)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,15 +84,16 @@ class DownwardMetrics:
     interval: float = 2.0
     proc: Path = Path("/proc")
     request_gap: float = REQUEST_GAP
+    disk_interval: float = DISK_INTERVAL
+    clock: Callable[[], float] = time.monotonic
+    written: dict[str, float] = field(default_factory=dict)  # uid → last disk write
     serving: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # uid → task
 
     def wanted(self) -> dict[str, tuple[VirtualMachineInstance, Path]]:
         """VMI uid → (VMI, channel socket) of every running VMI here asking for metrics."""
         out = {}
-        for vmi in self.vmis():
+        for vmi in self._running():
             if vmi.spec.domain.devices.downward_metrics is None:
-                continue
-            if vmi.status.phase is not VMIPhase.RUNNING or vmi.status.node_name != self.node:
                 continue
             pods = [uid for uid, node in vmi.status.active_pods.items() if node == self.node]
             sockets = [channel_socket(self.pods_dir, uid) for uid in pods]
@@ -64,6 +101,13 @@ class DownwardMetrics:
             if found is not None:
                 out[vmi.uid] = (vmi, found)
         return out
+
+    def _running(self) -> list[VirtualMachineInstance]:
+        return [
+            v
+            for v in self.vmis()
+            if v.status.phase is VMIPhase.RUNNING and v.status.node_name == self.node
+        ]
 
     async def run(self) -> None:
         """Walk the VMIs every `interval` until cancelled; the tasks end with it."""
@@ -79,7 +123,41 @@ class DownwardMetrics:
                         self.serving[uid] = tg.create_task(
                             self._serve(vmi, socket), name=f"downward-metrics-{uid}"
                         )
+                await self._write_disks()
                 await asyncio.sleep(self.interval)
+
+    def _document(self, vmi: VirtualMachineInstance) -> bytes:
+        metrics = vhostmd.host_metrics(node=self.node, proc=self.proc) + vhostmd.vm_metrics(vmi)
+        return vhostmd.render(metrics)
+
+    def disks(self) -> dict[str, tuple[VirtualMachineInstance, Path]]:
+        """VMI uid → (VMI, private dir) of every running VMI here with a metrics volume."""
+        out = {}
+        for vmi in self._running():
+            if not any(v.downward_metrics is not None for v in vmi.spec.volumes):
+                continue
+            for uid, node in vmi.status.active_pods.items():
+                private = private_dir(self.pods_dir, uid)
+                if node == self.node and (private / podlayout.DOWNWARD_METRICS_DISK).exists():
+                    out[vmi.uid] = (vmi, private)
+        return out
+
+    async def _write_disks(self) -> None:
+        now = self.clock()
+        disks = self.disks()
+        self.written = {u: t for u, t in self.written.items() if u in disks}
+        for uid, (vmi, private) in disks.items():
+            if now - self.written.get(uid, -self.disk_interval) < self.disk_interval:
+                continue
+            self.written[uid] = now
+            body = self._document(vmi).rstrip(b"\n") + b"\n"
+            try:
+                async with asyncio.timeout(WRITE_TIMEOUT):
+                    await asyncio.to_thread(write_disk, private, body)
+            except (OSError, ValueError, TimeoutError) as exc:
+                if cancelling():
+                    raise
+                log.warning("downward_metrics_disk_not_written", vmi=vmi.key, error=str(exc))
 
     async def _serve(self, vmi: VirtualMachineInstance, socket: Path) -> None:
         """One channel, from dial to close; its errors end it, never its siblings."""
@@ -121,9 +199,7 @@ class DownwardMetrics:
             if blank.strip():
                 reply = vhostmd.INVALID
             else:
-                metrics = vhostmd.host_metrics(node=self.node, proc=self.proc)
-                metrics += vhostmd.vm_metrics(vmi)
-                reply = vhostmd.answer(line.decode(errors="replace"), vhostmd.render(metrics))
+                reply = vhostmd.answer(line.decode(errors="replace"), self._document(vmi))
             writer.write(reply)
             async with asyncio.timeout(WRITE_TIMEOUT):  # QEMU's buffer: never full for long
                 await writer.drain()

@@ -84,6 +84,10 @@ DOWNWARD_METRICS_SOCKET_NAME = "downwardmetrics.sock"
 CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", CONSOLE_SOCKET_NAME)
 VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", VNC_SOCKET_NAME)
 DOWNWARD_METRICS_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", DOWNWARD_METRICS_SOCKET_NAME)
+# A downwardMetrics volume's vhostmd disk, under the private dir (the launcher makes it, the
+# handler rewrites it from the node, the guest reads it): one per VMI, as in KubeVirt.
+DOWNWARD_METRICS_DIR = "downwardmetrics"
+DOWNWARD_METRICS_DISK = PurePosixPath(DOWNWARD_METRICS_DIR, "vhostmd0")
 SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
 # Under a libvirt root (the launcher's own, or a migration's dir): libvirtd's socket, and a
 # migration's memory and disk streams (the handler's migration proxy bridges each).

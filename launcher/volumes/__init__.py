@@ -16,6 +16,7 @@ from launcher.volumes import (
     config,
     configdrive,
     containerdisk,
+    downwardmetrics,
     emptydisk,
     ephemeral,
     hostdisk,
@@ -29,6 +30,7 @@ from shared.model.volumes import (
     ConfigMapSource,
     ContainerDiskSource,
     DownwardAPISource,
+    DownwardMetricsVolumeSource,
     EmptyDiskSource,
     EphemeralSource,
     HostDiskSource,
@@ -55,6 +57,7 @@ RESOLVERS: Mapping[type[Any], Resolver] = {
     PersistentVolumeClaimSource: pvc.resolve,
     EphemeralSource: ephemeral.resolve,
     SysprepSource: sysprep.resolve,
+    DownwardMetricsVolumeSource: downwardmetrics.resolve,
 }
 
 

@@ -31,7 +31,6 @@ from shared.model.volumes import CloudInitNoCloudSource, Volume
 
 # Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
 UNSUPPORTED_SOURCES: dict[str, str] = {
-    "downwardMetrics": "is not supported yet",
     "memoryDump": "is not supported yet",
 }
 # A hostDisk's directory is mounted into the launcher pod: never the node's root or a
@@ -211,6 +210,12 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
     validate_service_accounts(errs, vols_path, spec.volumes)
+    metrics = [i for i, v in enumerate(spec.volumes) if v.downward_metrics is not None]
+    for i in metrics[1:]:  # one vhostmd disk per VMI (KubeVirt's rule)
+        errs.add(
+            f"{vols_path}[{i}].downwardMetrics",
+            f"only one downwardMetrics volume is allowed (also {vols_path}[{metrics[0]}])",
+        )
 
 
 def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:

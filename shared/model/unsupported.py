@@ -135,6 +135,7 @@ from shared.model.volumes import (
     DataVolumeVolumeSource,
     DownwardAPISource,
     DownwardAPIVolumeFile,
+    DownwardMetricsVolumeSource,
     EmptyDiskSource,
     EphemeralSource,
     HostDiskSource,
@@ -241,10 +242,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {"downwardMetrics", "memoryDump"}
+        {"memoryDump"}
     ),
     EphemeralSource: frozenset(),
     SysprepSource: frozenset(),
+    DownwardMetricsVolumeSource: frozenset(),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),

@@ -20,10 +20,7 @@ from shared.model._codec import Model, json_name
 from shared.model.enums import HostDiskType, PullPolicy
 
 # Volume sources KubeVirt knows that the model keeps untyped in `extra`.
-UNTYPED_VOLUME_SOURCES = (
-    "downwardMetrics",
-    "memoryDump",
-)
+UNTYPED_VOLUME_SOURCES = ("memoryDump",)
 # Buses a disk may be hotplugged on (KubeVirt's rule), and virtctl's default.
 HOTPLUG_BUSES = ("scsi", "virtio")
 DEFAULT_HOTPLUG_BUS = "scsi"
@@ -176,6 +173,11 @@ class SysprepSource(Model):
     secret: LocalObjectReference | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownwardMetricsVolumeSource(Model):
+    """volumes[].downwardMetrics: `{}`, a vhostmd disk the handler keeps filled."""
+
+
 # Config volumes: an object the pod mounts, handed to the guest as an ISO.
 ConfigSource: TypeAlias = ConfigMapSource | SecretSource | ServiceAccountSource | DownwardAPISource
 
@@ -190,6 +192,7 @@ VolumeSource: TypeAlias = (
     | ConfigSource
     | EphemeralSource
     | SysprepSource
+    | DownwardMetricsVolumeSource
 )
 
 
@@ -211,6 +214,7 @@ class Volume(Model):
     downward_api: DownwardAPISource | None = field(default=None, metadata=json_name("downwardAPI"))
     ephemeral: EphemeralSource | None = None
     sysprep: SysprepSource | None = None
+    downward_metrics: DownwardMetricsVolumeSource | None = None
 
     def source(self) -> VolumeSource | None:
         """The typed source set on this volume (the first one, should there be several:
@@ -234,6 +238,7 @@ class Volume(Model):
             ("downwardAPI", self.downward_api),
             ("ephemeral", self.ephemeral),
             ("sysprep", self.sysprep),
+            ("downwardMetrics", self.downward_metrics),
         )
 
     @property

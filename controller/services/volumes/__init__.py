@@ -1,7 +1,7 @@
 """The launcher pod's share of each VMI volume: one module per source that needs the pod
 to carry something, picked by the type of the volume's source (a table, not if-chains).
 
-Sources without an entry (emptyDisk) are made by the launcher alone.
+Sources without an entry (emptyDisk, downwardMetrics) are made by the launcher alone.
 Adding a source: the model's typed field, its validation, a module here and one in
 launcher/volumes.
 """

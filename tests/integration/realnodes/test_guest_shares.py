@@ -3,7 +3,8 @@ volume (a claim on a static PV whose disk.img the test wrote) the guest reads an
 while the claim's file keeps its bytes (the writes go to the launcher's overlay), and a
 `sysprep` volume from a ConfigMap the guest mounts as a CD-ROM holding autounattend.xml
 (label unattendCD), and reads its downward metrics (the node's name among them) on the
-virtio-serial port org.github.vhostmd.1, answered by the handler. The ephemeral volume
+virtio-serial port org.github.vhostmd.1, answered by the handler, and on its
+downwardMetrics volume (the vhostmd disk the handler rewrites). The ephemeral volume
 keeps the VMI from live-migrating, named.
 autoattachVSOCK: on nodes with /dev/vhost-vsock the guest gets a vsock device with the CID
 its handler wrote in status.VSOCKCID; on nodes without (this host's kernel has no
@@ -41,6 +42,7 @@ def _vmi(claim: str) -> dict[str, Any]:
     vmi["spec"]["domain"]["devices"]["disks"] = [
         {"name": "containerdisk", "disk": {"bus": "virtio"}},
         {"name": "base", "disk": {"bus": "virtio"}},  # vdb
+        {"name": "metricsdisk", "disk": {"bus": "virtio"}},  # vdc
         {"name": "answers", "cdrom": {"bus": "sata"}},  # sr0, the only CD-ROM
     ]
     vmi["spec"]["domain"]["devices"]["downwardMetrics"] = {}
@@ -48,6 +50,7 @@ def _vmi(claim: str) -> dict[str, Any]:
         vmi["spec"]["volumes"][0],
         {"name": "base", "ephemeral": {"persistentVolumeClaim": {"claimName": claim}}},
         {"name": "answers", "sysprep": {"configMap": {"name": "answers"}}},
+        {"name": "metricsdisk", "downwardMetrics": {}},
     ]
     return vmi
 
@@ -103,6 +106,20 @@ METRICS_SCRIPT = (
 )
 
 
+# The downwardMetrics volume: the vhostmd disk's first 16 KiB, the guest's cache dropped:
+# Its signature, then the body past the 16-byte header (binary: checksum and length).
+DISK_SCRIPT = (
+    "echo 3 >/proc/sys/vm/drop_caches; dd if=/dev/vdc bs=4 count=1 2>/dev/null; "
+    "dd if=/dev/vdc bs=4096 count=4 2>/dev/null | tail -c +17 | tr -d '\\000'"
+)
+
+
+def _metrics_disk(cluster: Cluster, vmi: dict[str, Any]) -> str | None:
+    """The vhostmd disk as the guest reads it, once the handler has filled it."""
+    out = _guest_sh(cluster, vmi, DISK_SCRIPT)
+    return out if out.startswith("mvbd") and "<name>HostName</name>" in out else None
+
+
 def _metrics(cluster: Cluster, vmi: dict[str, Any]) -> str | None:
     """The metrics document the guest read, once the handler answers the port."""
     out = _guest_sh(cluster, vmi, METRICS_SCRIPT)
@@ -147,6 +164,8 @@ def test_a_guest_reads_and_writes_an_ephemeral_volume_and_reads_its_sysprep_cd(
     metrics = _wait(lambda: _metrics(real_cluster, vmi), 60, "the guest's downward metrics")
     assert f"<name>HostName</name>\n    <value>{vmi['status']['nodeName']}</value>" in metrics
     assert "<name>ResourceProcessorLimit</name>" in metrics
+    disk = _wait(lambda: _metrics_disk(real_cluster, vmi), 60, "the guest's metrics disk")
+    assert f"<value>{vmi['status']['nodeName']}</value>" in disk
 
     conds = json.loads(k("get", "vmi", NAME, "-n", ns, "-o", "json"))["status"]["conditions"]
     (migratable,) = [c for c in conds if c["type"] == "LiveMigratable"]

@@ -2,7 +2,8 @@
 the node's figures read from /proc and the VMI's allocation in vhostmd's XML; a channel
 socket where a running VMI's launcher pod has it is dialled, `GET /metrics/XML` and a
 blank line answered with the document and a blank line, anything else with INVALID
-REQUEST; a VMI that does not ask for the device gets no channel."""
+REQUEST; a VMI that does not ask for the device gets no channel. A downwardMetrics volume's
+vhostmd disk is rewritten with the same document, never through a symlink."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import asyncio
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from handler import vhostmd
-from handler.downwardmetrics import DownwardMetrics, channel_socket
+from handler.downwardmetrics import DownwardMetrics, channel_socket, private_dir, write_disk
+from shared import podlayout, vhostmddisk
 from shared.model import VirtualMachineInstance
 from shared.wire.unixpath import short_path
 from tests.unit.handler.fakes import vmi_dict
+from tests.unit.handler.waiting import until
 
 MEMINFO = "MemTotal:  2048000 kB\nMemFree:  1024000 kB\nSwapTotal: 100 kB\nSwapFree: 40 kB\n"
 VMSTAT = "pgpgin 111\npgpgout 222\n"
@@ -111,3 +116,65 @@ async def test_the_handler_dials_the_channel_and_answers(tmp_path: Path) -> None
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+def _disk(pods: Path, pod: str) -> Path:
+    path = private_dir(pods, pod) / podlayout.DOWNWARD_METRICS_DISK
+    path.parent.mkdir(parents=True)
+    vhostmddisk.create(path)
+    return path
+
+
+def _complete(disk: Path) -> bytes:
+    """The disk's body once no write is under way (a reader retries a busy disk)."""
+    for _ in range(10000):
+        body = vhostmddisk.read(disk.read_bytes())
+        if body is not None:
+            return body
+    raise AssertionError(f"{disk} stayed busy or corrupt")
+
+
+async def test_a_metrics_volume_is_rewritten_with_the_document(tmp_path: Path) -> None:
+    """A running VMI with a downwardMetrics volume: its pod's vhostmd disk holds the
+    node's and the VMI's metrics after a walk."""
+    pods = tmp_path / "pods"
+    disk = _disk(pods, "pod-1")
+    raw = _vmi(device=False).to_dict()
+    raw["spec"]["volumes"].append({"name": "metrics", "downwardMetrics": {}})
+    vmi = VirtualMachineInstance.from_dict(raw)
+    metrics = DownwardMetrics(
+        node="node01", pods_dir=pods, vmis=lambda: [vmi], interval=0.01, proc=_proc(tmp_path)
+    )
+    task = asyncio.create_task(metrics.run())
+    try:
+        await until(lambda: b"HostName" in _complete(disk), "the disk rewritten")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    body = _complete(disk)
+    assert body.endswith(b"</metrics>\n")
+    values = _values(body)
+    assert values[("host", "HostName")] == "node01"
+    assert values[("vm", "ResourceProcessorLimit")] == "2"
+
+
+def test_the_disk_write_follows_no_symlink(tmp_path: Path) -> None:
+    """The pod's vhostmd0 (or its directory) swapped for a symlink: refused, the target
+    untouched."""
+    target = tmp_path / "host-file"
+    target.write_bytes(b"keep")
+    for pod, link_dir in (("pod-a", False), ("pod-b", True)):
+        private = private_dir(tmp_path / "pods", pod)
+        directory = private / podlayout.DOWNWARD_METRICS_DIR
+        if link_dir:
+            private.mkdir(parents=True)
+            elsewhere = tmp_path / "elsewhere"
+            elsewhere.mkdir()
+            (elsewhere / "vhostmd0").symlink_to(target)
+            directory.symlink_to(elsewhere)
+        else:
+            directory.mkdir(parents=True)
+            (directory / "vhostmd0").symlink_to(target)
+        with pytest.raises(OSError):
+            write_disk(private, b"<metrics/>\n")
+    assert target.read_bytes() == b"keep"

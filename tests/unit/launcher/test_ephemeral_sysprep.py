@@ -1,7 +1,8 @@
 """ephemeral and sysprep volumes (launcher/volumes): an ephemeral volume is a qcow2 overlay
 in the scratch dir whose backing file is the claim's disk.img, never written; sysprep is
 an ISO labelled unattendCD of the ConfigMap's or Secret's files, refused without an
-answer file. Real qemu-img and genisoimage."""
+answer file; a downwardMetrics volume is the vhostmd disk. Real qemu-img and
+genisoimage."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import DiskFailure
-from shared import podlayout
+from shared import podlayout, vhostmddisk
 from tests.unit.launcher.test_config_isos import _iso_files, _iso_label, _iso_read, _kubelet_volume
 from tests.unit.launcher.test_volumes import _ctx, _mount, _resolve
 
@@ -88,3 +89,15 @@ async def test_a_sysprep_volume_without_an_answer_file_fails_naming_it(tmp_path:
     _kubelet_volume(ctx, podlayout.SYSPREP_SUBDIR, "win", {"other.xml": "<x/>"})
     with pytest.raises(DiskFailure, match=r"spec.volumes\[0\].sysprep.configMap: .*'win'"):
         await _resolve(ctx, {"name": "win", "sysprep": {"configMap": {"name": "answers"}}})
+
+
+async def test_a_downward_metrics_volume_is_a_vhostmd_disk(tmp_path: Path) -> None:
+    """downwardMetrics: the vhostmd disk made at <private>/downwardmetrics/vhostmd0 with
+    empty metrics, raw and read-only; a second start reuses it."""
+    ctx = _ctx(tmp_path)
+    resolved = await _resolve(ctx, {"name": "metrics", "downwardMetrics": {}})
+    assert resolved.path == ctx.vmi_disks.parent / "downwardmetrics" / "vhostmd0"
+    assert (resolved.format, resolved.readonly, resolved.created) == ("raw", True, (resolved.path,))
+    assert vhostmddisk.read(resolved.path.read_bytes()) == vhostmddisk.EMPTY_BODY
+    again = await _resolve(ctx, {"name": "metrics", "downwardMetrics": {}})
+    assert (again.path, again.created) == (resolved.path, ())

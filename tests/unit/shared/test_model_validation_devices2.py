@@ -55,6 +55,23 @@ def test_downward_metrics_takes_no_fields() -> None:
     assert found == [(f"{DEVICES}.downwardMetrics.period", UNKNOWN_FIELD)]
 
 
+def test_one_downward_metrics_volume_at_most() -> None:
+    """A second downwardMetrics volume is refused naming it (KubeVirt's rule)."""
+    errors = vmi_errors({
+        f"{VOLS}[2]": {"name": "scratch", "downwardMetrics": {}},
+        f"{VOLS}[3]": {"name": "data", "downwardMetrics": {}},
+    })  # fmt: skip
+    found = messages_at(errors, f"{VOLS}[3].downwardMetrics")
+    assert found == [f"only one downwardMetrics volume is allowed (also {VOLS}[2])"]
+    assert messages_at(errors, f"{VOLS}[2].downwardMetrics") == []
+
+
+def test_a_downward_metrics_volume_takes_no_fields() -> None:
+    """A key inside volumes[].downwardMetrics is unknown: refused naming it."""
+    found = unsupported_vmi({f"{VOLS}[0]": {"name": "x", "downwardMetrics": {"size": 1}}})
+    assert (f"{VOLS}[0].downwardMetrics.size", UNKNOWN_FIELD) in found
+
+
 def test_both_fields_set_true_are_valid() -> None:
     """useVirtioTransitional and disableHotplug true, no hotpluggable volume: no error."""
     changes = {f"{DEVICES}.useVirtioTransitional": True, f"{DEVICES}.disableHotplug": True}
