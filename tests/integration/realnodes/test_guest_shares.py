@@ -178,7 +178,7 @@ def test_autoattach_vsock_gets_a_node_cid_or_names_the_missing_device(
 ) -> None:
     """With /dev/vhost-vsock on the nodes: Running, status.VSOCKCID >= 3 and the domain's
     <vsock> carries it. Without: PodScheduled=False, Unschedulable, naming the
-    devices.kubevirt.io/vhost-vsock resource the launcher pod asks for."""
+    devices.kubevirt.io/vhost-vsock resource the launcher pod asks for and /dev/vhost-vsock."""
     k, ns = real_stack, real_namespace
     vmi = yaml.safe_load((REPO / "examples" / "vmi-tiny.yaml").read_text())
     vmi["metadata"] = {"name": "vsock"}
@@ -195,3 +195,4 @@ def test_autoattach_vsock_gets_a_node_cid_or_names_the_missing_device(
     cond = _wait(lambda: _unschedulable(k, ns, "vsock"), 120, "vsock VMI Unschedulable")
     assert cond["reason"] == "Unschedulable" and cond["phase"] in ("Pending", "Scheduling")
     assert "devices.kubevirt.io/vhost-vsock" in cond["message"], cond
+    assert "needs /dev/vhost-vsock on the node" in cond["message"], cond
