@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, guestevents, hotresources, linkstate
+from handler import commands, guestevents, hotresources, linkstate, vsock
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -122,7 +122,8 @@ class Reconciler:
             return
         if step.vmi.status.phase is VMIPhase.SCHEDULED:
             await self._wire(step)
-            await self._reply(step, commands.sync(step.launcher, self._with_cid(step).to_dict()))
+            vmi, step.vsock_cid = vsock.with_cid(self._d.vsock, step.vmi)  # CID in the status
+            await self._reply(step, commands.sync(step.launcher, vmi.to_dict()))
         elif record is None:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
@@ -133,16 +134,6 @@ class Reconciler:
         await self._hot_resources(step)
         if (links := linkstate.wanted(step.vmi)) is not None:
             await linkstate.apply(step.launcher, links)
-
-    def _with_cid(self, step: Pass) -> VirtualMachineInstance:
-        """The VMI as the launcher gets it: with its vsock CID (written with the status)."""
-        cid = self._d.vsock.cid_for(step.vmi) if self._d.vsock is not None else None
-        if cid is None or cid == step.vmi.status.vsock_cid:
-            return step.vmi
-        step.vsock_cid = cid
-        return dataclasses.replace(
-            step.vmi, status=dataclasses.replace(step.vmi.status, vsock_cid=cid)
-        )
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""

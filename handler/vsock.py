@@ -11,6 +11,7 @@ it lives; a CID is free again once its VMI is final or gone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -51,3 +52,15 @@ class NodeCIDs:
             if cid is not None and other.uid != exclude and not other.is_final():
                 taken.add(cid)
         return taken
+
+
+def with_cid(
+    cids: NodeCIDs | None, vmi: VirtualMachineInstance
+) -> tuple[VirtualMachineInstance, int | None]:
+    """The VMI as its launcher gets it (status.VSOCKCID set) and the CID the status write
+    must add (None: nothing new, or no autoattachVSOCK)."""
+    cid = cids.cid_for(vmi) if cids is not None else None
+    if cid is None or cid == vmi.status.vsock_cid:
+        return vmi, None
+    status = dataclasses.replace(vmi.status, vsock_cid=cid)
+    return dataclasses.replace(vmi, status=status), cid
