@@ -25,7 +25,7 @@ from shared import podlayout
 
 DEFAULT_PODS_DIR = Path("/var/lib/kubelet/pods")
 DEFAULT_NOTIFY_ROOT = Path("/var/run/kubevirt-py/nodes")
-DEFAULT_DEVICES = ("/dev/kvm", "/dev/net/tun", "/dev/vhost-net")
+DEFAULT_DEVICES = ("/dev/kvm", "/dev/net/tun", "/dev/vhost-net", "/dev/vhost-vsock")
 DEFAULT_REQUIRED_DEVICES = ("/dev/net/tun",)
 DEFAULT_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
 

@@ -31,6 +31,7 @@ from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
 from handler.domains import DomainCache
+from handler.downwardmetrics import DownwardMetrics
 from handler.expand import EXPAND_DISKS_GATE, DiskExpansion
 from handler.heartbeat import Heartbeat
 from handler.hotplug import HotplugVolumes
@@ -50,6 +51,7 @@ from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from handler.seccomp import install_always, installer
+from handler.vsock import NodeCIDs
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
 from shared.kube import (
@@ -127,6 +129,9 @@ class Handler:
             wall=wall,
         )
         self.labeller = self._labeller(api)
+        self.downward_metrics = DownwardMetrics(
+            node=config.node_name, pods_dir=config.pods_dir, vmis=self.informer.store.list
+        )
         self.stats = VMIStatsCollector(
             registry, node=config.node_name, targets=self._stat_targets, timeout=t.stats_timeout
         )
@@ -227,6 +232,7 @@ class Handler:
             failures=SyncFailures(
                 api, FailureTarget(resource=VMIS, store=self.informer.store, owns_condition=False)
             ),
+            vsock=NodeCIDs(vmis=self.informer.store.list),
         )
         options = ReconcileOptions(
             node=self.config.node_name,
@@ -318,6 +324,7 @@ class Handler:
                 tg.create_task(self.http.run(), name="http")
                 if self.labeller is not None:
                     tg.create_task(self.labeller.run(), name="node-labeller")
+                tg.create_task(self.downward_metrics.run(), name="downward-metrics")
                 if self.recorder is not None:
                     tg.create_task(self.recorder.run(), name="event-recorder")
                 if self.actions is not None:

@@ -2,7 +2,8 @@
 
 Launcher pods request `devices.kubevirt.io/tun` (and `/kvm` unless guests may be emulated);
 the kubelet learns those resources from us: one plugin per device (`kvm` → /dev/kvm,
-`tun` → /dev/net/tun, `vhost-net` → /dev/vhost-net), each advertising `count` IDs that all
+`tun` → /dev/net/tun, `vhost-net` → /dev/vhost-net, `vhost-vsock` → /dev/vhost-vsock,
+which autoattachVSOCK's launcher pods request), each advertising `count` IDs that all
 share the one host device (so `count` guests fit), Healthy while the device check of
 handler.devices passes and Unhealthy otherwise. Allocate hands the container the host
 device node, read-write.
@@ -61,7 +62,12 @@ from shared.tasks import cancelling
 log = structlog.get_logger("handler.deviceplugin")
 
 DEVICES: Mapping[str, Path] = MappingProxyType(
-    {"kvm": Path("/dev/kvm"), "tun": Path("/dev/net/tun"), "vhost-net": Path("/dev/vhost-net")}
+    {
+        "kvm": Path("/dev/kvm"),
+        "tun": Path("/dev/net/tun"),
+        "vhost-net": Path("/dev/vhost-net"),
+        "vhost-vsock": Path("/dev/vhost-vsock"),  # autoattachVSOCK
+    }
 )
 MAX_BACKOFF = 30.0
 

@@ -27,6 +27,9 @@ _EFFECTS = {
     "kvm": "guests run under TCG (software emulation), much slower",
     "tun": "bridge-bound interfaces (tap devices) cannot be created",
     "vhost-net": "virtio-net runs in QEMU's userspace (slower networking)",
+    "vhost-vsock": (
+        "VMIs with autoattachVSOCK cannot be scheduled here (load the vhost_vsock module)"
+    ),
 }
 
 

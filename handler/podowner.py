@@ -35,7 +35,12 @@ from shared.model import VirtualMachineInstance
 
 log = structlog.get_logger("handler.podowner")
 
-DEVICES = (PurePosixPath("dev/kvm"), PurePosixPath("dev/net/tun"), PurePosixPath("dev/vhost-net"))
+DEVICES = (
+    PurePosixPath("dev/kvm"),
+    PurePosixPath("dev/net/tun"),
+    PurePosixPath("dev/vhost-net"),
+    PurePosixPath("dev/vhost-vsock"),
+)
 BLOCK_DIR = PurePosixPath(podlayout.BLOCK_DEVICES_DIR.lstrip("/"))
 _MAX_LINKS = 40  # the kernel's own bound
 _DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, guestevents, hotresources, linkstate
+from handler import commands, guestevents, hotresources, linkstate, vsock
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -122,7 +122,8 @@ class Reconciler:
             return
         if step.vmi.status.phase is VMIPhase.SCHEDULED:
             await self._wire(step)
-            await self._reply(step, commands.sync(step.launcher, step.vmi.to_dict()))
+            vmi, step.vsock_cid = vsock.with_cid(self._d.vsock, step.vmi)  # CID in the status
+            await self._reply(step, commands.sync(step.launcher, vmi.to_dict()))
         elif record is None:
             await self._fetch_domain(step)
         await self._fetch_guest_info(step)
@@ -311,6 +312,8 @@ class Reconciler:
             status = dataclasses.replace(status, migration_state=step.migration_state)
         if step.volume_status is not None:
             status = dataclasses.replace(status, volume_status=step.volume_status)
+        if step.vsock_cid is not None:
+            status = dataclasses.replace(status, vsock_cid=step.vsock_cid)
         if step.resources is not None:
             status = hotresources.with_resources(vmi, status, step.resources, now=now)
             if hotresources.settling(step.resources, status):
@@ -395,6 +398,8 @@ class Reconciler:
             self._d.hotplug.release(local.uid, local.pod_uid)
         self._d.outgoing.release(local.uid)
         self._d.launchers.release(local.uid)
+        if self._d.vsock is not None:
+            self._d.vsock.release(local.uid)
         self._d.domains.forget(local.uid)
         self._d.recorder.forget(local.uid)
         if self._d.partitions is not None:  # every launcher of the VMI has ended

@@ -21,6 +21,7 @@ from handler.launchers import LauncherPort, PoolPort
 from handler.migration_source import OutgoingMigrations
 from handler.podnet import PodNetworks
 from handler.stopping import StopState
+from handler.vsock import NodeCIDs
 from shared.kube import DiscardRecorder, Recorder
 from shared.kube.syncfailure import SyncFailures
 from shared.model import Clock, MigrationState, VirtualMachineInstance, utc_now
@@ -89,6 +90,7 @@ class Pass:
     migration_state: MigrationState | None = None
     volume_status: tuple[VolumeStatus, ...] | None = None
     resources: hotresources.Outcome | None = None  # CPU/memory hotplug asked this pass
+    vsock_cid: int | None = None  # status.VSOCKCID to write (handler/vsock.py)
     revisit: list[float] = field(default_factory=list)
 
 
@@ -110,3 +112,4 @@ class ReconcilerDeps:
     partitions: LeftoverPartitions | None = None  # None: dead launchers' cgroups are left
     # Unexpected errors as Synchronized=False on the VMI (None: only logged)
     failures: SyncFailures | None = None
+    vsock: NodeCIDs | None = None  # None: no CIDs (autoattachVSOCK VMIs fail to start)

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt, tpm
+from launcher import diskxml, guestxml, nicxml, passt, tpm, transitional
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface
+from shared import podlayout
 
 KUBEVIRT_NS = "http://kubevirt.io"
 
@@ -288,6 +289,9 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
     channel = ET.SubElement(devices, "channel", type="unix")
     ET.SubElement(channel, "source", mode="bind", path=str(plan.agent_socket))
     ET.SubElement(channel, "target", type="virtio", name="org.qemu.guest_agent.0")
+    if plan.extras.downward_metrics:  # QEMU's end beside the agent's (podlayout)
+        socket = plan.agent_socket.with_name(podlayout.DOWNWARD_METRICS_SOCKET_NAME)
+        guestxml.vhostmd_channel(devices, socket)
     _graphics(devices, plan.vnc_socket, plan.extras.video_type)
     guestxml.devices(devices, plan.extras)
     if plan.extras.memballoon:
@@ -302,6 +306,8 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
         tpm.add_device(devices)
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+    if plan.extras.virtio_transitional:
+        transitional.apply(devices)
 
 
 def _serial(devices: ET.Element, plan: DomainPlan) -> None:

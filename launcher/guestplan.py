@@ -9,7 +9,7 @@ fails the VMI with it, rather than the domain starting without them.
 
 from __future__ import annotations
 
-from launcher.errors import HypervisorUnsupported
+from launcher.errors import HypervisorUnsupported, InvalidSpec
 from launcher.guestxml import (
     ClockPlan,
     FeaturesPlan,
@@ -38,6 +38,7 @@ HYPERV_NEEDS = {"synic": "vpindex", "synictimer": "synic", "tlbflush": "vpindex"
                 "ipi": "vpindex", "evmcs": "vapic"}  # fmt: skip
 DEFAULT_SPINLOCKS = 4096
 DEFAULT_WATCHDOG_ACTION = "reset"
+VSOCK_FIRST_CID = 3  # 0-2: hypervisor, loopback, host (handler/vsock.py allocates)
 DEFAULT_INPUT_BUS = "usb"
 DEFAULT_SOUND_MODEL = "ich9"
 DEFAULT_PANIC_MODEL = "isa"
@@ -59,7 +60,24 @@ def guest_extras(vmi: VirtualMachineInstance) -> GuestExtras:
         sound=_sound(devices),
         memballoon=devices.autoattach_mem_balloon is not False,
         serial=devices.autoattach_serial_console is not False,
+        virtio_transitional=bool(devices.use_virtio_transitional),
+        hotplug=not devices.disable_hotplug,
+        vsock_cid=_vsock_cid(vmi),
+        downward_metrics=devices.downward_metrics is not None,
     )
+
+
+def _vsock_cid(vmi: VirtualMachineInstance) -> int | None:
+    """autoattachVSOCK's CID, from the status the handler wrote (handler/vsock.py)."""
+    if not vmi.spec.domain.devices.autoattach_vsock:
+        return None
+    cid = vmi.status.vsock_cid
+    if cid is None or cid < VSOCK_FIRST_CID:
+        raise InvalidSpec(
+            "spec.domain.devices.autoattachVSOCK: the VMI has no vsock CID of this node's "
+            f"handler (status.VSOCKCID is {cid})"
+        )
+    return cid
 
 
 def _inputs(devices: Devices) -> tuple[InputPlan, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +87,10 @@ class GuestExtras:
     sound: SoundPlan | None = None
     memballoon: bool = True
     serial: bool = True  # autoattachSerialConsole
+    virtio_transitional: bool = False  # useVirtioTransitional (launcher/transitional.py)
+    hotplug: bool = True  # disableHotplug false: spare root ports for hotplugged disks
+    vsock_cid: int | None = None  # autoattachVSOCK: the CID the handler allocated
+    downward_metrics: bool = False  # devices.downwardMetrics: the vhostmd channel
 
 
 def _state(on: bool) -> str:
@@ -138,7 +143,7 @@ def features(parent: ET.Element, plan: FeaturesPlan) -> None:
 
 
 def devices(parent: ET.Element, extras: GuestExtras) -> None:
-    """inputs, watchdog, panic devices and sound into <devices>."""
+    """inputs, watchdog, panic devices, sound and vsock into <devices>."""
     for item in extras.inputs:
         el = ET.SubElement(parent, "input", type=item.type, bus=item.bus)
         ET.SubElement(el, "alias", name=f"ua-{item.alias}")
@@ -151,10 +156,24 @@ def devices(parent: ET.Element, extras: GuestExtras) -> None:
     if extras.sound is not None:
         el = ET.SubElement(parent, "sound", model=extras.sound.model)
         ET.SubElement(el, "alias", name=f"ua-{extras.sound.alias}")
+    if extras.vsock_cid is not None:
+        el = ET.SubElement(parent, "vsock", model="virtio")
+        ET.SubElement(el, "cid", auto="no", address=str(extras.vsock_cid))
 
 
 # Video models whose framebuffer size libvirt takes (vram, KiB).
 VRAM_MODELS = frozenset({"vga", "cirrus"})
+
+
+# The virtio-serial port vm-dump-metrics reads (KubeVirt's and vhostmd's name).
+VHOSTMD_PORT = "org.github.vhostmd.1"
+
+
+def vhostmd_channel(devices: ET.Element, socket: Path) -> None:
+    """devices.downwardMetrics: the port, QEMU listening on `socket` (the handler dials)."""
+    channel = ET.SubElement(devices, "channel", type="unix")
+    ET.SubElement(channel, "source", mode="bind", path=str(socket))
+    ET.SubElement(channel, "target", type="virtio", name=VHOSTMD_PORT)
 
 
 def video_model(video: ET.Element, video_type: str | None) -> None:

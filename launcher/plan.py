@@ -244,6 +244,8 @@ def root_ports(plan: DomainPlan) -> int:
     cold = sum(1 for d in plan.disks if d.bus == "virtio")
     cold += sum(1 for i in plan.interfaces if not i.options.pci_address)
     cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None)
+    if not plan.extras.hotplug:  # disableHotplug: no spares
+        return cold
     return nicxml.root_ports(cold_devices=cold, memory_kib=plan.memory_kib)
 
 

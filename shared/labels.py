@@ -44,6 +44,7 @@ MIGRATION_FINALIZER = "kubevirt.io/migrationJobFinalize"
 DEVICE_RESOURCE_PREFIX = "devices.kubevirt.io/"
 KVM_RESOURCE = "devices.kubevirt.io/kvm"
 TUN_RESOURCE = "devices.kubevirt.io/tun"
+VSOCK_RESOURCE = "devices.kubevirt.io/vhost-vsock"  # autoattachVSOCK's /dev/vhost-vsock
 
 # The pod condition the controller mirrors onto a VMI while its pod cannot be placed.
 POD_SCHEDULED = "PodScheduled"

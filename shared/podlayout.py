@@ -79,8 +79,15 @@ LIBVIRT_ROOT = "libvirt"
 CONSOLE_SOCKET_NAME = "console.sock"
 VNC_SOCKET_NAME = "vnc.sock"
 AGENT_SOCKET_NAME = "agent.sock"
+# devices.downwardMetrics: QEMU's end of the org.github.vhostmd.1 channel (the handler dials it)
+DOWNWARD_METRICS_SOCKET_NAME = "downwardmetrics.sock"
 CONSOLE_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", CONSOLE_SOCKET_NAME)
 VNC_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", VNC_SOCKET_NAME)
+DOWNWARD_METRICS_SOCKET = PurePosixPath(LIBVIRT_ROOT, "run", "kvpy", DOWNWARD_METRICS_SOCKET_NAME)
+# A downwardMetrics volume's vhostmd disk, under the private dir (the launcher makes it, the
+# handler rewrites it from the node, the guest reads it): one per VMI, as in KubeVirt.
+DOWNWARD_METRICS_DIR = "downwardmetrics"
+DOWNWARD_METRICS_DISK = PurePosixPath(DOWNWARD_METRICS_DIR, "vhostmd0")
 SERIAL_LOG = PurePosixPath(LIBVIRT_ROOT, "log", "kvpy", "serial.log")
 # Under a libvirt root (the launcher's own, or a migration's dir): libvirtd's socket, and a
 # migration's memory and disk streams (the handler's migration proxy bridges each).
@@ -117,6 +124,7 @@ CONFIG_MAP_SUBDIR = "config-map"
 SECRET_SUBDIR = "secret"
 DOWNWARD_API_SUBDIR = "downwardapi"
 SERVICE_ACCOUNT_SUBDIR = "service-account"
+SYSPREP_SUBDIR = "sysprep"  # a sysprep volume's ConfigMap or Secret
 USER_DATA_SUFFIX = "-udata"
 NETWORK_DATA_SUFFIX = "-ndata"
 # spec.accessCredentials' Secrets: `secret/<secretName>-access-cred` (KubeVirt's layout).

@@ -60,6 +60,7 @@ from shared.labels import (
     SCHEDULABLE_LABEL,
     TUN_RESOURCE,
     VM_LABEL,
+    VSOCK_RESOURCE,
 )
 from shared.launcherpod import COMPUTE_CONTAINER
 from shared.model import (
@@ -384,6 +385,8 @@ class TemplateService:
         devices = {TUN_RESOURCE: "1"}
         if not self.config.use_emulation:
             devices[KVM_RESOURCE] = "1"
+        if domain.devices.autoattach_vsock:
+            devices[VSOCK_RESOURCE] = "1"
         counted = 0 if domain.resources.overcommit_guest_overhead else overhead
         requests = {"cpu": f"{cpu_millis}m", "memory": str(req_mem + counted), **devices}
         limits = dict(devices)

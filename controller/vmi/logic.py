@@ -37,7 +37,7 @@ from controller.vmi.blocked import (
 from controller.vmi.plan import FailureReason, VMIPlan, failed, parse_or
 from controller.vmi.probes import with_probe_readiness
 from shared import podlayout
-from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON
+from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON, VSOCK_RESOURCE
 from shared.launcherpod import (
     COMPUTE_CONTAINER,
     IMAGE_PULL_REASONS,
@@ -238,6 +238,18 @@ def _plan_without_pod(vmi: VirtualMachineInstance, now: datetime) -> VMIPlan:
     return VMIPlan(status=status, create_pod=True)
 
 
+# What a node lacks when the scheduler finds no room for a device resource.
+DEVICE_HINTS = {
+    VSOCK_RESOURCE: "autoattachVSOCK needs /dev/vhost-vsock on the node (module vhost_vsock)",
+}
+
+
+def _with_device_hints(message: str) -> str:
+    """The scheduler's message, with what each device resource it names needs."""
+    hints = [hint for resource, hint in DEVICE_HINTS.items() if resource in message]
+    return "; ".join([message, *hints]) if hints else message
+
+
 def _plan_unschedulable(
     status: VMIStatus,
     pod: LauncherPod,
@@ -247,7 +259,7 @@ def _plan_unschedulable(
     timeout: float,
 ) -> VMIPlan:
     """Mirror PodScheduled=False onto the VMI; fail it once the timeout has passed."""
-    message = pod.unschedulable or ""
+    message = _with_device_hints(pod.unschedulable or "")
     since = parse_or(pod.unschedulable_since or pod.created, now)
     waited = (now - since).total_seconds()
     if waited >= timeout:

@@ -16,9 +16,12 @@ from launcher.volumes import (
     config,
     configdrive,
     containerdisk,
+    downwardmetrics,
     emptydisk,
+    ephemeral,
     hostdisk,
     pvc,
+    sysprep,
 )
 from launcher.volumes.base import ResolvedDisk, VolumeRequest
 from shared.model.volumes import (
@@ -27,11 +30,14 @@ from shared.model.volumes import (
     ConfigMapSource,
     ContainerDiskSource,
     DownwardAPISource,
+    DownwardMetricsVolumeSource,
     EmptyDiskSource,
+    EphemeralSource,
     HostDiskSource,
     PersistentVolumeClaimSource,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
 )
 
 __all__ = ["RESOLVERS", "ResolvedDisk", "VolumeRequest", "resolve"]
@@ -49,6 +55,9 @@ RESOLVERS: Mapping[type[Any], Resolver] = {
     EmptyDiskSource: emptydisk.resolve,
     HostDiskSource: hostdisk.resolve,
     PersistentVolumeClaimSource: pvc.resolve,
+    EphemeralSource: ephemeral.resolve,
+    SysprepSource: sysprep.resolve,
+    DownwardMetricsVolumeSource: downwardmetrics.resolve,
 }
 
 

@@ -80,6 +80,22 @@ def validate_config_volume(errs: Errors, path: str, vol: Volume) -> None:
         check_object_name(errs, f"{path}.serviceAccount.serviceAccountName", name)
     if vol.downward_api is not None:
         _check_downward(errs, f"{path}.downwardAPI", vol.downward_api)
+    if vol.sysprep is not None:
+        _check_sysprep(errs, f"{path}.sysprep", vol)
+
+
+def _check_sysprep(errs: Errors, path: str, vol: Volume) -> None:
+    """Exactly one of configMap or secret, naming its object; the disk is a CD-ROM (the
+    answer file is an ISO the guest's setup looks for on its CD drives)."""
+    sysprep = vol.sysprep
+    if sysprep is None:
+        return
+    refs = [(k, r) for k, r in (("configMap", sysprep.config_map), ("secret", sysprep.secret))]
+    found = [(k, r) for k, r in refs if r is not None]
+    if len(found) != 1:
+        errs.add(path, "must set exactly one of configMap, secret")
+    for key, ref in found:
+        check_object_name(errs, f"{path}.{key}.name", ref.name)
 
 
 def validate_service_accounts(errs: Errors, path: str, volumes: tuple[Volume, ...]) -> None:

@@ -31,9 +31,6 @@ from shared.model.volumes import CloudInitNoCloudSource, Volume
 
 # Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
 UNSUPPORTED_SOURCES: dict[str, str] = {
-    "downwardMetrics": "is not supported yet",
-    "ephemeral": "is not supported yet",
-    "sysprep": "is not supported yet",
     "memoryDump": "is not supported yet",
 }
 # A hostDisk's directory is mounted into the launcher pod: never the node's root or a
@@ -66,6 +63,8 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
         check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
     if vol.data_volume is not None:
         check_name(errs, f"{path}.dataVolume.name", vol.data_volume.name, subdomain=True)
+    if vol.ephemeral is not None:
+        _check_ephemeral(errs, f"{path}.ephemeral", vol)
     if vol.host_disk is not None:
         hd = vol.host_disk
         check_abs_path(errs, f"{path}.hostDisk.path", hd.path)
@@ -87,6 +86,23 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
             vol.empty_disk.capacity,
             required=True,
             limit=limits.max_disk_bytes,
+        )
+
+
+def _check_ephemeral(errs: Errors, path: str, vol: Volume) -> None:
+    """An ephemeral volume names its claim; the claim is only ever read (the overlay
+    takes the writes), so it cannot be hotplugged."""
+    pvc = vol.ephemeral.persistent_volume_claim if vol.ephemeral is not None else None
+    if pvc is None:
+        errs.add(f"{path}.persistentVolumeClaim", "is required")
+        return
+    claim = pvc.claim_name
+    check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)
+    if pvc.hotpluggable:
+        errs.add(
+            f"{path}.persistentVolumeClaim.hotpluggable",
+            "an ephemeral volume cannot be hotplugged",
+            pvc.hotpluggable,
         )
 
 
@@ -171,6 +187,13 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(vpath, f"must set exactly one volume source (found {', '.join(sources)})")
         _validate_source(errs, vpath, vol, limits)
         validate_config_volume(errs, vpath, vol)
+        if vol.is_hotplug and spec.domain.devices.disable_hotplug:
+            where = "persistentVolumeClaim" if vol.persistent_volume_claim else "dataVolume"
+            errs.add(
+                f"{vpath}.{where}.hotpluggable",
+                f"hotplug is disabled by {path}.domain.devices.disableHotplug",
+                True,
+            )
         for source in sources:
             if source in UNSUPPORTED_SOURCES:
                 errs.add(f"{vpath}.{source}", UNSUPPORTED_SOURCES[source])
@@ -187,6 +210,12 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
     validate_service_accounts(errs, vols_path, spec.volumes)
+    metrics = [i for i, v in enumerate(spec.volumes) if v.downward_metrics is not None]
+    for i in metrics[1:]:  # one vhostmd disk per VMI (KubeVirt's rule)
+        errs.add(
+            f"{vols_path}[{i}].downwardMetrics",
+            f"only one downwardMetrics volume is allowed (also {vols_path}[{metrics[0]}])",
+        )
 
 
 def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from shared.model._codec import Model, json_name
 from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
+from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
 from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
@@ -228,6 +229,11 @@ class Devices(Model):
     autoattach_serial_console: bool | None = None
     log_serial_console: bool | None = None
     tpm: TPM | None = None
+    use_virtio_transitional: bool | None = None  # launcher/transitional.py
+    disable_hotplug: bool | None = None  # no hotplugged disks, no spare root ports
+    # a virtio-vsock device (handler/vsock.py: its CID)
+    autoattach_vsock: bool | None = field(default=None, metadata=json_name("autoattachVSOCK"))
+    downward_metrics: DownwardMetricsDevice | None = None  # the vhostmd channel
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

@@ -57,6 +57,7 @@ from shared.model.domain import (
     ResourceRequirements,
     Rng,
 )
+from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.errors import FieldError
 from shared.model.features import (
     FeatureAPIC,
@@ -134,7 +135,9 @@ from shared.model.volumes import (
     DataVolumeVolumeSource,
     DownwardAPISource,
     DownwardAPIVolumeFile,
+    DownwardMetricsVolumeSource,
     EmptyDiskSource,
+    EphemeralSource,
     HostDiskSource,
     LocalObjectReference,
     MultusNetwork,
@@ -145,6 +148,7 @@ from shared.model.volumes import (
     ResourceFieldSelector,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
     Volume,
 )
 
@@ -187,6 +191,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     I6300ESBWatchdog: frozenset(),
     PanicDevice: frozenset(),
     VideoDevice: frozenset(),
+    DownwardMetricsDevice: frozenset(),
     SoundDevice: frozenset(),
     CPU: frozenset(
         {
@@ -200,9 +205,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(
         {
-            "useVirtioTransitional", "disableHotplug",
-            "autoattachPodInterface", "autoattachGraphicsDevice", "autoattachVSOCK",
-            "gpus", "downwardMetrics",
+            "autoattachPodInterface", "autoattachGraphicsDevice",
+            "gpus",
             "filesystems", "hostDevices", "clientPassthrough",
         }
     ),
@@ -238,8 +242,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBootContainer: frozenset({"imagePullSecret"}),
     Machine: frozenset(),
     Volume: frozenset(
-        {"downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
+        {"memoryDump"}
     ),
+    EphemeralSource: frozenset(),
+    SysprepSource: frozenset(),
+    DownwardMetricsVolumeSource: frozenset(),
     ContainerDiskSource: frozenset({"imagePullSecret"}),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),
@@ -304,7 +311,6 @@ KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachGraphicsDevice"): (True, False),
-    (Devices, "disableHotplug"): (False,),
     (EFI, "persistent"): (False,),
     (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs

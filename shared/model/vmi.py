@@ -151,6 +151,8 @@ class VMIStatus(ConditionsMixin[VMICondition], Model):
     )
     memory: MemoryStatus | None = None
     migrated_volumes: tuple[StorageMigratedVolumeInfo, ...] = ()
+    # autoattachVSOCK's context ID, unique on the node (the handler allocates it)
+    vsock_cid: int | None = field(default=None, metadata=json_name("VSOCKCID"))
 
     def volume_state(self, name: str) -> VolumeStatus | None:
         """The volumeStatus entry of a volume, if any."""

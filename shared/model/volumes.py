@@ -5,7 +5,10 @@ the model does not type (dataVolume, ephemeral, …) stay in `extra` and are sti
 by `Volume.sources()` so validation can insist on exactly one.
 
 configMap, secret, serviceAccount and downwardAPI are config volumes: the pod mounts the
-object, the launcher hands its files to the guest as an ISO disk (KubeVirt's behaviour).
+object, the launcher hands its files to the guest as an ISO disk (KubeVirt's behaviour);
+sysprep is one too (a ConfigMap's or Secret's autounattend.xml/unattend.xml on a CD-ROM
+labelled `unattendCD`). `ephemeral` is a claim the guest never writes: the read-only
+backing file of a qcow2 overlay in the pod's scratch, gone with the pod (KubeVirt's).
 """
 
 from __future__ import annotations
@@ -17,12 +20,7 @@ from shared.model._codec import Model, json_name
 from shared.model.enums import HostDiskType, PullPolicy
 
 # Volume sources KubeVirt knows that the model keeps untyped in `extra`.
-UNTYPED_VOLUME_SOURCES = (
-    "downwardMetrics",
-    "ephemeral",
-    "sysprep",
-    "memoryDump",
-)
+UNTYPED_VOLUME_SOURCES = ("memoryDump",)
 # Buses a disk may be hotplugged on (KubeVirt's rule), and virtctl's default.
 HOTPLUG_BUSES = ("scsi", "virtio")
 DEFAULT_HOTPLUG_BUS = "scsi"
@@ -160,6 +158,26 @@ class DownwardAPISource(Model):
     volume_label: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EphemeralSource(Model):
+    """volumes[].ephemeral: the claim (never written) under a per-pod qcow2 overlay."""
+
+    persistent_volume_claim: PersistentVolumeClaimSource | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SysprepSource(Model):
+    """volumes[].sysprep: exactly one of a ConfigMap or a Secret holding the answer file."""
+
+    config_map: LocalObjectReference | None = None
+    secret: LocalObjectReference | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownwardMetricsVolumeSource(Model):
+    """volumes[].downwardMetrics: `{}`, a vhostmd disk the handler keeps filled."""
+
+
 # Config volumes: an object the pod mounts, handed to the guest as an ISO.
 ConfigSource: TypeAlias = ConfigMapSource | SecretSource | ServiceAccountSource | DownwardAPISource
 
@@ -172,6 +190,9 @@ VolumeSource: TypeAlias = (
     | CloudInitNoCloudSource
     | CloudInitConfigDriveSource
     | ConfigSource
+    | EphemeralSource
+    | SysprepSource
+    | DownwardMetricsVolumeSource
 )
 
 
@@ -191,6 +212,9 @@ class Volume(Model):
     secret: SecretSource | None = None
     service_account: ServiceAccountSource | None = None
     downward_api: DownwardAPISource | None = field(default=None, metadata=json_name("downwardAPI"))
+    ephemeral: EphemeralSource | None = None
+    sysprep: SysprepSource | None = None
+    downward_metrics: DownwardMetricsVolumeSource | None = None
 
     def source(self) -> VolumeSource | None:
         """The typed source set on this volume (the first one, should there be several:
@@ -212,6 +236,9 @@ class Volume(Model):
             ("secret", self.secret),
             ("serviceAccount", self.service_account),
             ("downwardAPI", self.downward_api),
+            ("ephemeral", self.ephemeral),
+            ("sysprep", self.sysprep),
+            ("downwardMetrics", self.downward_metrics),
         )
 
     @property

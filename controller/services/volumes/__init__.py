@@ -1,7 +1,7 @@
 """The launcher pod's share of each VMI volume: one module per source that needs the pod
 to carry something, picked by the type of the volume's source (a table, not if-chains).
 
-Sources without an entry (emptyDisk) are made by the launcher alone.
+Sources without an entry (emptyDisk, downwardMetrics) are made by the launcher alone.
 Adding a source: the model's typed field, its validation, a module here and one in
 launcher/volumes.
 """
@@ -16,8 +16,10 @@ from controller.services.volumes import (
     config,
     containerdisk,
     credentials,
+    ephemeral,
     hostdisk,
     pvc,
+    sysprep,
 )
 from controller.services.volumes.base import PodVolumes, RenderContext
 from controller.services.volumes.claims import Claim, ClaimReason, read_claims
@@ -28,10 +30,12 @@ from shared.model.volumes import (
     ConfigMapSource,
     ContainerDiskSource,
     DownwardAPISource,
+    EphemeralSource,
     HostDiskSource,
     PersistentVolumeClaimSource,
     SecretSource,
     ServiceAccountSource,
+    SysprepSource,
 )
 
 __all__ = ["Claim", "ClaimReason", "PodVolumes", "RenderContext", "read_claims", "render"]
@@ -49,6 +53,8 @@ RENDERERS: Mapping[type[Any], Renderer] = {
     SecretSource: config.render_secret,
     DownwardAPISource: config.render_downward_api,
     ServiceAccountSource: config.render_service_account,
+    EphemeralSource: ephemeral.render,
+    SysprepSource: sysprep.render,
 }
 
 

@@ -117,6 +117,13 @@ def claim_names(vmi: VirtualMachineInstance, *, hotplugged: bool = False) -> tup
         for v in vmi.spec.volumes
         if v.claim is not None and v.claim.claim_name and (hotplugged or not v.is_hotplug)
     ]
+    names += [  # an ephemeral volume's claim: mounted read-only, under the launcher's overlay
+        v.ephemeral.persistent_volume_claim.claim_name
+        for v in vmi.spec.volumes
+        if v.ephemeral is not None
+        and v.ephemeral.persistent_volume_claim is not None
+        and v.ephemeral.persistent_volume_claim.claim_name
+    ]
     return tuple(dict.fromkeys(names))
 
 

@@ -11,6 +11,7 @@ from handler.domains import DomainCache
 from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
+from handler.vsock import NodeCIDs
 from shared.kube import VMIS, Registry, StatusWriter, Store
 from shared.model import VirtualMachineInstance
 from shared.wire.domain import DomainEvent, DomainStatus, EventType
@@ -38,7 +39,10 @@ class Rig:
         self.reconciler = self.fresh_reconciler()
 
     def fresh_reconciler(
-        self, podnet: PodNetworks | None = None, partitions: LeftoverPartitions | None = None
+        self,
+        podnet: PodNetworks | None = None,
+        partitions: LeftoverPartitions | None = None,
+        vsock: NodeCIDs | None = None,
     ) -> Reconciler:
         """A reconciler with no memory (a restarted handler), sharing the fakes."""
         return Reconciler(
@@ -53,6 +57,7 @@ class Rig:
                 wall=lambda: self.wall,
                 podnet=podnet,
                 partitions=partitions,
+                vsock=vsock,
             ),
             ReconcileOptions(
                 node=NODE,

@@ -398,7 +398,7 @@ def test_configuration() -> None:
     default = Config.from_args([], environ=env).device_plugins
     assert default is not None
     assert (default.directory, default.count) == (Path("/var/lib/kubelet/device-plugins"), 1000)
-    assert set(default.devices) == {"kvm", "tun", "vhost-net"}
+    assert set(default.devices) == {"kvm", "tun", "vhost-net", "vhost-vsock"}
     assert Config.from_args(["--device-plugins-dir", ""], environ=env).device_plugins is None
     with pytest.raises(StartupError, match="devices-per-resource"):
         Config.from_args(["--devices-per-resource", "0"], environ=env)
@@ -431,7 +431,7 @@ async def test_the_daemon_registers_its_plugins_and_withdraws_them_on_stop(
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(handler.run(stop))
-            await until(lambda: len(registrations.requests) == 3, "three plugins registered")
+            await until(lambda: len(registrations.requests) == 4, "four plugins registered")
             endpoints = [sockets / r.endpoint for r in registrations.requests]
             assert all(e.exists() for e in endpoints)
             stop.set()

@@ -195,6 +195,16 @@ def test_live_migratable_explains_what_blocks_it() -> None:
     assert "data" in (disk.message or "")
 
 
+def test_an_ephemeral_volume_blocks_migration() -> None:
+    """An ephemeral volume's overlay is local to the pod: DisksNotLiveMigratable naming it."""
+    raw = vmi_dict()
+    source = {"persistentVolumeClaim": {"claimName": "golden"}}
+    raw["spec"]["volumes"].append({"name": "base", "ephemeral": source})
+    cond = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "DisksNotLiveMigratable")
+    assert "ephemeral volume (volume base)" in (cond.message or "")
+
+
 def _on_claim(access_modes: list[str] | None) -> VirtualMachineInstance:
     raw = vmi_dict()
     raw["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}})

@@ -137,11 +137,6 @@ REFUSED = [
         "spec.volumes[0].containerDisk.imagePullSecret",
         id="pull-secret",
     ),
-    pytest.param(
-        {"spec.domain.devices.disableHotplug": True},
-        "spec.domain.devices.disableHotplug",
-        id="disable-hotplug",
-    ),
 ]
 
 
@@ -220,6 +215,10 @@ HONOURED = {
     "spec.domain.devices.autoattachMemBalloon": False,
     "spec.domain.devices.autoattachInputDevice": True,
     "spec.domain.devices.logSerialConsole": True,
+    "spec.domain.devices.useVirtioTransitional": True,
+    "spec.domain.devices.disableHotplug": True,
+    "spec.domain.devices.autoattachVSOCK": True,
+    "spec.domain.devices.downwardMetrics": {},
     "spec.priorityClassName": "high",
     "spec.schedulerName": "default-scheduler",
     "spec.hostname": "myhost",

@@ -147,9 +147,66 @@ RULES = [
     ),
     pytest.param(
         {f"{VOLS}[3]": {"name": "data", "ephemeral": {}}},
-        f"{VOLS}[3].ephemeral",
-        "not supported yet",
-        id="ephemeral-refused",
+        f"{VOLS}[3].ephemeral.persistentVolumeClaim",
+        "is required",
+        id="ephemeral-without-claim",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "ephemeral": {"persistentVolumeClaim": {}}}},
+        f"{VOLS}[3].ephemeral.persistentVolumeClaim.claimName",
+        "is required",
+        id="ephemeral-claim-no-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "ephemeral": {"persistentVolumeClaim": {"claimName": "Bad_Name"}},
+            }
+        },
+        f"{VOLS}[3].ephemeral.persistentVolumeClaim.claimName",
+        "DNS-1123 subdomain",
+        id="ephemeral-claim-bad-name",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "ephemeral": {"persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}},
+            }
+        },
+        f"{VOLS}[3].ephemeral.persistentVolumeClaim.hotpluggable",
+        "cannot be hotplugged",
+        id="ephemeral-hotpluggable",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "sysprep": {}}},
+        f"{VOLS}[3].sysprep",
+        "exactly one of configMap, secret",
+        id="sysprep-without-object",
+    ),
+    pytest.param(
+        {
+            f"{VOLS}[3]": {
+                "name": "data",
+                "sysprep": {"configMap": {"name": "a"}, "secret": {"name": "b"}},
+            }
+        },
+        f"{VOLS}[3].sysprep",
+        "exactly one of configMap, secret",
+        id="sysprep-both-objects",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "sysprep": {"secret": {}}}},
+        f"{VOLS}[3].sysprep.secret.name",
+        "is required",
+        id="sysprep-secret-no-name",
+    ),
+    pytest.param(
+        {f"{VOLS}[3]": {"name": "data", "sysprep": {"configMap": {"name": "Bad_Name"}}}},
+        f"{VOLS}[3].sysprep.configMap.name",
+        "DNS-1123 subdomain",
+        id="sysprep-config-map-bad-name",
     ),
     pytest.param(
         {f"{VOLS}[3]": {"name": "data", "configMap": {}}},

@@ -171,6 +171,17 @@ def test_unschedulable_pod_is_mirrored_then_fails_after_the_timeout() -> None:
     assert p.delete_pods == (old,)
 
 
+def test_an_unschedulable_vsock_pod_says_what_the_node_lacks() -> None:
+    """The scheduler naming devices.kubevirt.io/vhost-vsock: the mirrored condition adds
+    that autoattachVSOCK needs /dev/vhost-vsock (the vhost_vsock module)."""
+    message = "0/2 nodes are available: 2 Insufficient devices.kubevirt.io/vhost-vsock."
+    pod = make_pod(conditions=unschedulable(ago(10), message))
+    cond = plan(make_vmi(phase=VMIPhase.SCHEDULING), [pod]).status.condition("PodScheduled")
+    assert cond is not None and cond.message == (
+        f"{message}; autoattachVSOCK needs /dev/vhost-vsock on the node (module vhost_vsock)"
+    )
+
+
 def test_second_launcher_pod_is_deleted() -> None:
     """Should two launcher pods ever exist, the newer one goes."""
     first = make_pod(uid="a", name="virt-launcher-vm1-aaaaa", created=ago(20))
