@@ -1,4 +1,4 @@
-"""virt-launcher-py: one VM's daemon inside its pod (the object graph is launcher.app).
+"""virt-launcher-py: one VM's daemon inside its pod (its start: launcher.app).
 
 Exit codes: 2 the launcher cannot start (configuration, paths), 3 its libvirtd died.
 """
@@ -9,9 +9,9 @@ import time
 
 import structlog
 
-from launcher.app import DaemonDied, run
+from launcher.app import run
 from launcher.config import Config
-from launcher.errors import StartupError
+from launcher.errors import DaemonDied, StartupError
 from shared import logs
 from shared.daemon import run_daemon
 from shared.proctime import process_started_at

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.app import virt_type_of
+from launcher.serve import virt_type_of
 from launcher.config import Config
 
 BASE = [
