@@ -151,6 +151,7 @@ class _Connection:
                     self._set(LauncherState.GONE, why="socket removed")
                 await watch.until(self.socket, timeout=self._config.socket_poll)
                 continue
+            watch.close()  # an inotify instance only while waiting (the node has 128)
             try:
                 async with RpcClient.connect(self.socket, timeouts=self._config.timeouts) as client:
                     refused = 0

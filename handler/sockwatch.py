@@ -37,7 +37,8 @@ def _inotify_fd(directory: Path) -> int:
 
 class DirWatch:
     """Waits for a path to appear; `close()` when done (the watch is opened on first use,
-    once the directory exists)."""
+    once the directory exists). Close it when not waiting: inotify instances are few per
+    user (fs.inotify.max_user_instances, 128 by default, shared with the kubelet)."""
 
     def __init__(self, directory: Path) -> None:
         self._dir = directory
@@ -80,6 +81,8 @@ class DirWatch:
         self._woken.set()
 
     def close(self) -> None:
+        """Give the inotify instance back (a later `until` opens another)."""
+        self._unavailable = False
         if self._fd is not None:
             asyncio.get_running_loop().remove_reader(self._fd)
             os.close(self._fd)

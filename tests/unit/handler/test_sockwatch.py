@@ -70,3 +70,33 @@ async def test_the_pool_connects_on_the_rename_without_polling(tmp_path: Path) -
         async with stand_in.serving():
             await until(lambda: conn.state is LauncherState.CONNECTED, "connected", timeout=30)
         task.cancel()
+
+
+async def test_a_connected_launcher_holds_no_inotify_instance(tmp_path: Path) -> None:
+    """Once the socket is there the connection gives its inotify instance back (a node
+    has 128 per user, shared with the kubelet), and takes one again only to wait."""
+    pool = LauncherPool(FAST, on_change=lambda _: None)
+    stand_in = StandIn(tmp_path / "sockets")
+    stand_in.sockets.mkdir(parents=True)
+
+    def inotify_fds() -> int:
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in fds.iterdir() if _is_inotify(fd))
+
+    before = inotify_fds()
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(pool.run())
+        await pool.started.wait()
+        conn = pool.ensure(uid="u1", key="ns/vm", socket=stand_in.sockets / "launcher-sock")
+        await until(lambda: inotify_fds() == before + 1, "the wait's watch opened")
+        async with stand_in.serving():
+            await until(lambda: conn.state is LauncherState.CONNECTED, "connected", timeout=30)
+            assert inotify_fds() == before
+        task.cancel()
+
+
+def _is_inotify(fd: Path) -> bool:
+    try:
+        return "inotify" in str(fd.readlink())
+    except OSError:
+        return False
