@@ -8,6 +8,8 @@ R/s. Printed:
     console (`KUBEVIRT-PY-GUEST-BOOTED`, seen by the sampler);
 (b) domain event -> VMI status (pause through the launcher socket, as in process mode), once
     the window below has closed;
+    then (a) and (b) phase by phase from the launchers' and handlers' log lines
+    (start_phases.py: process start, imports, libvirtd, socket, handler, define, start, write);
 (c) API writes per VMI (kube-apiserver's counters);
 (e) migration through the cluster, as in process mode: all VMIs but one deleted, the last
     one migrated to the other node with a VMIM (through the handlers' migration proxy);
