@@ -1,12 +1,13 @@
 """Launcher clients: one long-lived connection per VMI, owned by the pool's TaskGroup.
 
 Each connection waits for `launcher-sock` to appear (the launcher renames its socket only
-once it answers, so the file is the readiness signal), connects with the version
-handshake, pings while idle, and reconnects with capped backoff when the connection
-drops. A launcher whose pings time out is marked with an `unresponsive` file beside its
-socket (as KubeVirt does); one whose socket vanished after it was up, or that refuses
-connections, is `Gone` — the launcher process is dead. Every state change is announced
-with the VMI key so the reconcile loop reacts at once instead of polling.
+once it answers, so the file is the readiness signal; an inotify watch on the sockets dir
+wakes the wait), connects with the version handshake, pings while idle, and reconnects
+with capped backoff when the connection drops. A launcher whose pings time out is marked
+with an `unresponsive` file beside its socket (as KubeVirt does); one whose socket vanished
+after it was up, or that refuses connections, is `Gone` — the launcher process is dead.
+Every state change is announced with the VMI key so the reconcile loop reacts at once
+instead of polling.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 import structlog
 
 from handler.errors import LauncherUnavailable
+from handler.sockwatch import DirWatch
 from shared import podlayout
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.podlayout import LAUNCHER_SOCKET
@@ -62,7 +64,9 @@ class PoolConfig:
     unresponsive_after: int = 2  # consecutive ping timeouts
     gone_after: int = 3  # consecutive refused connects while the socket exists
     watch_interval: float = 0.25  # how often an idle connection checks it is still up
-    socket_poll: float = 0.1  # how often a starting launcher's socket is looked for
+    # The longest wait for a starting launcher's socket between two looks; an inotify
+    # watch on its directory wakes the wait as soon as the socket is renamed into place.
+    socket_poll: float = 0.25
     backoff: BackoffPolicy = field(default_factory=lambda: BackoffPolicy(initial=0.1, cap=5.0))
     timeouts: Timeouts = field(default_factory=Timeouts)
 
@@ -132,14 +136,22 @@ class _Connection:
             raise
 
     async def run(self) -> None:
+        watch = DirWatch(self.socket.parent)
+        try:
+            await self._run(watch)
+        finally:
+            watch.close()
+
+    async def _run(self, watch: DirWatch) -> None:
         backoff = Backoff(self._config.backoff)
         refused = 0
         while True:
             if not self.socket.exists():
                 if self._ever_connected:
                     self._set(LauncherState.GONE, why="socket removed")
-                await asyncio.sleep(self._config.socket_poll)
+                await watch.until(self.socket, timeout=self._config.socket_poll)
                 continue
+            watch.close()  # an inotify instance only while waiting (the node has 128)
             try:
                 async with RpcClient.connect(self.socket, timeouts=self._config.timeouts) as client:
                     refused = 0

@@ -74,66 +74,75 @@ async def open_guest_port(
     await netns.run(launcher.pid, "nft", "-f", "-", stdin=rule)
 
 
-async def _links(pid: int) -> dict[str, dict[str, Any]]:
-    return {link["ifname"]: link for link in await netns.ip_json(pid, "link", "show")}
+async def _links(pid: int, *argv: str) -> dict[str, dict[str, Any]]:
+    """The namespace's links by name (`ip -j link show`, or `addr show` with argv)."""
+    return {link["ifname"]: link for link in await netns.ip_json(pid, *(argv or ("link", "show")))}
 
 
-async def _bridge_and_tap(
-    launcher: Launcher,
+def _bridge_and_tap(
+    links: dict[str, dict[str, Any]],
     *,
     bridge: str,
     tap: str,
     mtu: int,
+    uid: int,
     mac: str | None = None,
     multi_queue: bool = False,
-) -> None:
-    pid, links = launcher.pid, await _links(launcher.pid)
-    if bridge not in links:
-        await netns.run(pid, "ip", "link", "add", bridge, "type", "bridge")
+) -> list[list[str]]:
+    """The `ip` commands that make the bridge and the launcher user's tap on it (those
+    already in `links` are kept)."""
+    cmds = [] if bridge in links else [["link", "add", bridge, "type", "bridge"]]
     if mac is not None:
-        await netns.run(pid, "ip", "link", "set", bridge, "address", mac)
-    await netns.run(pid, "ip", "link", "set", bridge, "mtu", str(mtu), "up")
+        cmds.append(["link", "set", bridge, "address", mac])
+    cmds.append(["link", "set", bridge, "mtu", str(mtu), "up"])
     if tap not in links:
-        flags = ("multi_queue",) if multi_queue else ()
-        await netns.run(
-            pid, "ip", "tuntap", "add", "dev", tap, "mode", "tap",
-            "user", str(launcher.uid), "vnet_hdr", *flags,
-        )  # fmt: skip
-    await netns.run(pid, "ip", "link", "set", tap, "mtu", str(mtu), "master", bridge, "up")
+        flags = ["multi_queue"] if multi_queue else []
+        tuntap = ["tuntap", "add", "dev", tap, "mode", "tap", "user", str(uid), "vnet_hdr"]
+        cmds.append([*tuntap, *flags])
+    cmds.append(["link", "set", tap, "mtu", str(mtu), "master", bridge, "up"])
+    return cmds
 
 
-async def _pod_link(pid: int, pod_if: str) -> dict[str, Any]:
-    found = await netns.ip_json(pid, "-4", "addr", "show", "dev", pod_if)
-    if not found:
+def masquerade_commands(
+    links: dict[str, dict[str, Any]], *, uid: int, target: Target
+) -> list[list[str]]:
+    """The `ip` commands of masquerade: bridge (the guest range's gateway) and tap."""
+    pod_if = podnet.POD_INTERFACE
+    link = links.get(pod_if)
+    if link is None:
         raise WiringError(f"the pod has no interface {pod_if}")
-    return found[0]
+    bridge = podnet.bridge_name(pod_if)
+    cmds = _bridge_and_tap(
+        links, bridge=bridge, tap=podnet.tap_name(target.index), mtu=int(link.get("mtu", 1500)),
+        uid=uid, mac=podnet.MASQUERADE_GATEWAY_MAC, multi_queue=target.multi_queue,
+    )  # fmt: skip
+    gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
+    return [*cmds, ["addr", "replace", gateway, "dev", bridge]]
 
 
 async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
-    """The guest on MASQUERADE_GUEST behind NAT to the pod's address."""
+    """The guest on MASQUERADE_GUEST behind NAT to the pod's address: one query, then the
+    links, the sysctl and the NAT rules in one batch."""
     pod_if = podnet.POD_INTERFACE
-    link = await _pod_link(launcher.pid, pod_if)
-    mtu = int(link.get("mtu", 1500))
-    bridge, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
-    await _bridge_and_tap(
-        launcher, bridge=bridge, tap=tap, mtu=mtu, mac=podnet.MASQUERADE_GATEWAY_MAC,
-        multi_queue=target.multi_queue,
-    )  # fmt: skip
-    gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
-    await netns.run(launcher.pid, "ip", "addr", "replace", gateway, "dev", bridge)
-    await netns.sysctl(launcher.pid, "net.ipv4.ip_forward", "1")
-    await netns.run(launcher.pid, "nft", "-f", "-", stdin=nat_rules(target, pod_if=pod_if))
+    links = await _links(launcher.pid, "addr", "show")
+    cmds = masquerade_commands(links, uid=launcher.uid, target=target)
+    await netns.batch(
+        launcher.pid,
+        ip=cmds,
+        sysctls={"net.ipv4.ip_forward": "1"},
+        nft=nat_rules(target, pod_if=pod_if),
+    )
     return WiredInterface(
         name=target.name,
         binding=Binding.MASQUERADE,
-        tap=tap,
-        bridge=bridge,
+        tap=podnet.tap_name(target.index),
+        bridge=podnet.bridge_name(pod_if),
         guest_ip=podnet.MASQUERADE_GUEST,
         prefix=podnet.MASQUERADE_PREFIX,
         server_ip=podnet.MASQUERADE_GATEWAY,
         gateway=podnet.MASQUERADE_GATEWAY,
         mac=target.mac,
-        mtu=mtu,
+        mtu=int(links[pod_if].get("mtu", 1500)),
     )
 
 
@@ -177,13 +186,19 @@ async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
     (info,) = await netns.ip_json(pid, "link", "show", "dev", pod_if)
     mtu, pod_mac = int(info.get("mtu", 1500)), str(info["address"])
     br, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
-    await _bridge_and_tap(launcher, bridge=br, tap=tap, mtu=mtu, multi_queue=target.multi_queue)
+    cmds = _bridge_and_tap(
+        await _links(pid), bridge=br, tap=tap, mtu=mtu, uid=launcher.uid,
+        multi_queue=target.multi_queue,
+    )  # fmt: skip
     if inet is not None:
-        await netns.run(pid, "ip", "addr", "del", f"{inet[0]}/{inet[1]}", "dev", pod_if)
-    await netns.run(pid, "ip", "link", "set", pod_if, "down")
-    await netns.run(pid, "ip", "link", "set", pod_if, "address", _random_mac())
-    await netns.run(pid, "ip", "link", "set", pod_if, "master", br, "up")
-    await netns.run(pid, "ip", "addr", "replace", f"{podnet.BRIDGE_DHCP_SERVER}/32", "dev", br)
+        cmds.append(["addr", "del", f"{inet[0]}/{inet[1]}", "dev", pod_if])
+    cmds += [
+        ["link", "set", pod_if, "down"],
+        ["link", "set", pod_if, "address", _random_mac()],
+        ["link", "set", pod_if, "master", br, "up"],
+        ["addr", "replace", f"{podnet.BRIDGE_DHCP_SERVER}/32", "dev", br],
+    ]
+    await netns.batch(pid, ip=cmds)
     address, prefix = inet if inet is not None else ("", 0)
     log.info("pod_address_moved_to_guest", pod_interface=pod_if, address=address,
              mac=target.mac or pod_mac)  # fmt: skip

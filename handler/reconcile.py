@@ -37,6 +37,7 @@ from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
 from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     VirtualMachineInstance,
+    VMIConditionType,
     VMIPhase,
     format_time,
 )
@@ -331,6 +332,8 @@ class Reconciler:
         result = await self._d.status.write_status(vmi, new, refresh=refresh)
         if result is not vmi:
             step.local.written = (vmi.metadata.resource_version, result)
+            paused = result.status.condition_is_true(VMIConditionType.PAUSED)
+            log.info("vmi_status_written", phase=str(result.status.phase_or_unset), paused=paused)
             for type_, reason, message in vmi_transition_events(vmi.status, result.status):
                 self._d.recorder.event(result, type_, reason, message)
         return result

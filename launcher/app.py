@@ -1,64 +1,33 @@
-"""The launcher's object graph: a private libvirtd, the command server on
-``launcher-init-sock`` (renamed to ``launcher-sock`` once it answers: the readiness signal),
-domain events pushed to the handler, and on SIGTERM the guest shut down (ACPI, then destroy
-after the grace period) before the group ends.
+"""The launcher's start: a private libvirtd first, then the rest of the launcher
+(launcher.serve: the libvirt connection, the command server, domain events) imported while
+the daemon starts in its own process.
+
+This module imports only what starting libvirtd needs (the config, the daemon's paths, its
+cgroup partition, the TCG wrapper): the model, the domain XML builder, libvirt-python and
+the wire are most of the launcher's start-up CPU, and they load beside the daemon's start
+instead of before it. A unit test keeps this module's imports light.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import time
-from pathlib import Path
 
 import structlog
 
-from launcher import commands, tcgthreads
-from launcher import podnet as launcher_podnet
+from launcher import tcgthreads
 from launcher.cgroups import Partition
-from launcher.config import Config, VirtType
+from launcher.config import Config
 from launcher.daemonpaths import DaemonPaths, choose_isolation
-from launcher.disks import DiskContext
-from launcher.expand import DiskExpander
-from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import LibvirtDaemon
-from launcher.linkstate import LinkStates
-from launcher.manager import DomainManager, Identity
-from launcher.migration import EndpointConfig, Migrations, SourceMigrator
-from launcher.migration_endpoint import LINK_ROOT
-from launcher.notifier import Notifier
-from launcher.plan import HostPaths
-from launcher.portforward import PortForwards
-from launcher.resources import Resources
-from launcher.virt import Virt
-from shared import podlayout, podnet
+from shared import podlayout
 from shared.cgrouppartition import partition_name
-from shared.daemon import Shutdown, stop_on_signals
+from shared.daemon import stop_on_signals
 from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
-from shared.wire.client import RpcClient, Tier
-from shared.wire.server import RpcServer, ServerInfo
 
 log = structlog.get_logger("launcher")
-
-
-class DaemonDied(Exception):
-    """The private libvirtd exited under us."""
-
-
-def virt_type_of(config: Config) -> str:
-    """kvm only when asked, or when scripts/probe-kvm saw a guest boot with it.
-
-    The probe's cache file ends with its verdict ("kvm" or "tcg") on the last line.
-    """
-    if config.virt_type != VirtType.AUTO:
-        return str(config.virt_type)
-    probe = config.kvm_probe_file
-    if probe is None or not probe.is_file():
-        return "qemu"
-    lines = probe.read_text().split()
-    return "kvm" if lines and lines[-1] == "kvm" else "qemu"
 
 
 async def run(config: Config) -> None:
@@ -86,21 +55,18 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             cgroups=cgroups,
             derive=lambda cache: tcgthreads.seed_capabilities(cache, wrapper),
         )
-        await daemon.start()
-        virt = await Virt.open(daemon.paths.uri)
-        await virt.warm_up()
-        if config.capabilities_seed is not None:
-            log.info("qemu_capabilities", reused=daemon.capabilities_reused())
-            daemon.save_capabilities(config.capabilities_seed)
-        host = dataclasses.replace(
-            _host_paths(daemon, partition.xml_path if cgroups else None, config.private_dir),
-            node_name=config.node_name,
+        await daemon.spawn()
+        from launcher import serve  # noqa: PLC0415 (while libvirtd starts: see the docstring)
+
+        log.info("launcher_imported", cpu_s=round(time.process_time(), 3))
+        await daemon.ready()
+        await serve.serve(
+            config,
+            daemon=daemon,
+            partition=partition.xml_path if cgroups else None,
+            wrapper=wrapper,
+            stop=stop,
         )
-        host = dataclasses.replace(host, tcg_single_emulator=wrapper)
-        try:
-            await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
-        finally:
-            await virt.close()
     finally:
         await daemon.stop()
         partition.remove()
@@ -108,137 +74,3 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             with contextlib.suppress(FileNotFoundError):
                 (config.sockets_dir / name).unlink()
         log.info("launcher_stopped")
-
-
-def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path) -> HostPaths:
-    """Where QEMU puts the guest's serial log and binds its console and agent sockets (the
-    handler finds them under the private dir), and the cgroup partition, if any."""
-    qemu_dir = daemon.paths.guest_dir_for_qemu
-    return HostPaths(
-        serial_log=daemon.paths.serial_log,
-        console_socket=qemu_dir / podlayout.CONSOLE_SOCKET_NAME,
-        agent_socket=qemu_dir / podlayout.AGENT_SOCKET_NAME,
-        vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
-        partition=partition,
-        network_file=private_dir / podnet.NETWORK_FILE,
-    )
-
-
-def _endpoint_config(config: Config, paths: DaemonPaths) -> EndpointConfig:
-    """Where a migration target publishes itself; a non-root launcher may not write the
-    node-wide link dir (only a one-host migration without the handlers' proxy uses it)."""
-    return EndpointConfig(
-        libvirt_root=paths.root,
-        short_id=f"{config.uid.replace('-', '')[:8]}-{os.getpid()}",
-        link_root=config.private_dir / "mig-links" if paths.session else LINK_ROOT,
-        session=paths.session,
-    )
-
-
-async def _serve(
-    config: Config, *, daemon: LibvirtDaemon, virt: Virt, host: HostPaths, stop: asyncio.Event
-) -> None:
-    notifier = Notifier(config.notify_socket)
-    manager = _manager(config, virt=virt, host=host, notifier=notifier)
-    migrations = _migrations(config, daemon=daemon, virt=virt, manager=manager)
-    server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
-    hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
-    network_file = config.private_dir / podnet.NETWORK_FILE
-    forwards = PortForwards(
-        monitor=virt,
-        domain=config.domain_name,
-        vmi=lambda: manager.vmi,
-        wired=lambda: launcher_podnet.masquerade_wired(network_file),
-    )
-    expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
-    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
-    links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
-    commands.register(
-        server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links,
-    )  # fmt: skip
-    init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
-    started = asyncio.Event()
-    try:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(server.serve(init_sock, started=started), name="command-server")
-            tg.create_task(manager.watch_events(), name="domain-events")
-            tg.create_task(notifier.run(), name="notifier")
-            tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
-            tg.create_task(_relay(manager.deleted, stop), name="delete-watch")
-            tg.create_task(migrations.source.run(), name="migrations")
-            tg.create_task(manager.freezer.run(), name="auto-thaw")
-            tg.create_task(manager.credentials.run(), name="access-credentials")
-            extras = launcher_podnet.vmi_extras(lambda: manager.vmi)
-            dhcp = launcher_podnet.serve(network_file, hostname=config.name, extras=extras)
-            tg.create_task(dhcp, name="dhcp")
-            await started.wait()
-            await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
-            await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)
-    except* Shutdown:
-        pass
-    finally:
-        migrations.close()
-
-
-def _manager(config: Config, *, virt: Virt, host: HostPaths, notifier: Notifier) -> DomainManager:
-    """The domain manager of this pod's VMI (its disks' work dir made)."""
-    work_dir = config.private_dir / "disks"
-    work_dir.mkdir(parents=True, exist_ok=True)
-    return DomainManager(
-        virt=virt,
-        identity=Identity(namespace=config.namespace, name=config.name, uid=config.uid),
-        disks=DiskContext(
-            work_dir=work_dir,
-            container_disks=config.container_disks_dir,
-            vmi_disks=config.vmi_disks_dir,
-            claim_capacities=config.claim_capacities,
-        ),
-        host=host,
-        virt_type=virt_type_of(config),
-        publish=notifier.publish,
-    )
-
-
-def _migrations(
-    config: Config, *, daemon: LibvirtDaemon, virt: Virt, manager: DomainManager
-) -> Migrations:
-    """Both migration roles of this launcher: the source's migrator, the target's endpoint."""
-    return Migrations(
-        manager=manager,
-        source=SourceMigrator(
-            virt=virt,
-            domain=config.domain_name,
-            publish=manager.set_migration,
-            shared_disks=lambda: manager.shared_disks,
-            session=daemon.paths.session,
-        ),
-        endpoint=_endpoint_config(config, daemon.paths),
-    )
-
-
-async def _announce_ready(init_sock: Path, final: Path) -> None:
-    """Rename the socket only once it answers a ping: the rename is the readiness signal."""
-    async with RpcClient.connect(init_sock) as client:
-        await client.call("ping", {}, tier=Tier.SHORT)
-    init_sock.rename(final)
-    log.info("launcher_ready", socket=str(final))
-
-
-async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
-    await source.wait()
-    target.set()
-
-
-async def _until_stopped(manager: DomainManager, *, stop: asyncio.Event, grace: float) -> None:
-    """Wait for SIGTERM (or Delete), shut the guest down within grace, then end the group."""
-    await stop.wait()
-    if not manager.deleted.is_set():
-        log.info("sigterm_received", grace=grace)
-        await manager.graceful_stop(grace=grace, clock=time.monotonic)
-    raise Shutdown
-
-
-async def _watch_daemon(daemon: LibvirtDaemon) -> None:
-    code = await daemon.wait()
-    raise DaemonDied(f"libvirtd exited with code {code}; see {daemon.paths.log}")

@@ -61,3 +61,7 @@ class MigrationFailure(CommandError):
     """A migration could not start, or failed; the guest keeps running where it was."""
 
     code_value = ErrorCode.MIGRATION
+
+
+class DaemonDied(LauncherError):
+    """The private libvirtd exited under us."""

@@ -156,6 +156,12 @@ class LibvirtDaemon:
 
     async def start(self, *, timeout: float = 15.0) -> None:
         """Start the daemon and wait for its socket; StartupError says why it could not."""
+        await self.spawn()
+        await self.ready(timeout=timeout)
+
+    async def spawn(self) -> None:
+        """Start the daemon's process without waiting for it (`ready` waits): the caller
+        can do its own start-up work while the daemon starts."""
         for tool in (self._libvirtd, self._tini, self._emulator):
             if not tool.exists():
                 raise StartupError(
@@ -167,15 +173,21 @@ class LibvirtDaemon:
                 stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                 start_new_session=True, env=self.paths.environment(),
             )  # fmt: skip
+        log.info("libvirtd_spawned", pid=self._process.pid)
+
+    async def ready(self, *, timeout: float = 15.0) -> None:
+        """Until the spawned daemon accepts connections on its socket."""
+        process = self._process
+        assert process is not None, "spawn() first"
         try:
             async with asyncio.timeout(timeout):
                 while not await self._accepting():
-                    if self._process.returncode is not None:
+                    if process.returncode is not None:
                         raise StartupError(self._failure("exited"))
                     await asyncio.sleep(0.02)
         except TimeoutError:
             raise StartupError(self._failure(f"no socket after {timeout:g}s")) from None
-        log.info("libvirtd_started", pid=self._process.pid, socket=str(self.paths.socket))
+        log.info("libvirtd_started", pid=process.pid, socket=str(self.paths.socket))
 
     def _argv(self) -> list[str]:
         daemon = [str(self._libvirtd), "-f", str(self.paths.config), "-p", str(self.paths.pidfile)]

@@ -20,7 +20,6 @@ import hashlib
 import re
 import shlex
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 QEMU = Path("/usr/bin/qemu-system-x86_64")
 WRAPPER_NAME = "qemu-tcg-single"
@@ -73,10 +72,16 @@ def seed_capabilities(cache: Path, wrapper: Path, qemu: Path = QEMU) -> bool:
         return False
     ctime = int(wrapper.stat().st_ctime)
     text = text.replace(
-        f"<emulator>{escape(str(qemu))}</emulator>", f"<emulator>{escape(str(wrapper))}</emulator>"
+        f"<emulator>{_xml_text(qemu)}</emulator>", f"<emulator>{_xml_text(wrapper)}</emulator>"
     )
     text = re.sub(r"<qemuctime>\d+</qemuctime>", f"<qemuctime>{ctime}</qemuctime>", text, count=1)
     target = _cache_file(cache, wrapper)
     target.write_text(text)
     target.chmod(0o600)
     return True
+
+
+def _xml_text(path: Path) -> str:
+    """A path as XML character data. Not xml.sax.saxutils.escape: that module loads urllib,
+    http.client and ssl, and this module is on the launcher's start path (launcher.app)."""
+    return str(path).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

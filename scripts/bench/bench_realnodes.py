@@ -8,6 +8,8 @@ R/s. Printed:
     console (`KUBEVIRT-PY-GUEST-BOOTED`, seen by the sampler);
 (b) domain event -> VMI status (pause through the launcher socket, as in process mode), once
     the window below has closed;
+    then (a) and (b) phase by phase from the launchers' and handlers' log lines
+    (start_phases.py: process start, imports, libvirtd, socket, handler, define, start, write);
 (c) API writes per VMI (kube-apiserver's counters);
 (e) migration through the cluster, as in process mode: all VMIs but one deleted, the last
     one migrated to the other node with a VMIM (through the handlers' migration proxy);
@@ -67,6 +69,7 @@ from handler_common import (
 )
 from pod_timeline import epoch, print_timeline
 from proc_sampler import Sampler
+from start_phases import PAUSE_MARKS, START_MARKS, pause_marks, print_phases, start_marks
 
 from localkube.cluster import Cluster
 from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
@@ -249,7 +252,8 @@ async def measure(
         vmis = (await kube.list(VMIS, namespace=NAMESPACE)).items
         stamped = {v["metadata"]["name"]: epoch(v["metadata"]["creationTimestamp"]) for v in vmis}
         names = sorted(watcher.running)[: args.pause_sample]
-        pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher))
+        sent: dict[str, tuple[float, float]] = {}
+        pauses = await pause_latencies(watcher, names, socket_finder(cluster, watcher), sent)
         watch.cancel()
     to_running = [watcher.running[n] - created[n] for n in watcher.running]
     report_start(args.rate, to_running)
@@ -258,6 +262,7 @@ async def measure(
     booted = {n: sampler.boots[p].at for n, p in watcher.pod_of.items() if p in sampler.boots}
     report_booted([booted[n] - created[n] for n in booted], len(created))
     report_pauses(pauses)
+    print_breakdown(cluster, created, watcher.running, sent, to_wall=to_wall)
     report_writes((writes_before, writes_after), len(watcher.running))
     pod_roles = {uid: (p["metadata"].get("labels") or {}).get("kubevirt.io", "")
                  for uid, p in pods.items()}  # fmt: skip
@@ -310,3 +315,29 @@ def report_booted(latencies: list[float], created: int) -> None:
         f"    P50 {pct(latencies, 0.5):.2f} s  P95 {pct(latencies, 0.95):.2f} s  "
         f"max {max(latencies, default=float('nan')):.2f} s"
     )
+
+
+def print_breakdown(
+    cluster: Cluster,
+    created: dict[str, float],
+    running: dict[str, float],
+    sent: dict[str, tuple[float, float]],
+    *,
+    to_wall: float,
+) -> None:
+    """(a) and (b) phase by phase, from the launchers' and handlers' own log lines."""
+    pods = cluster.config.nodes_dir.glob("*/log/pods")
+    files = [
+        f
+        for d in pods
+        for prefix in (f"{NAMESPACE}_virt-launcher-", f"{KUBEVIRT_NAMESPACE}_virt-handler-")
+        for f in sorted(d.glob(f"{prefix}*/*/*.log"))
+    ]
+    marks = start_marks(files)
+    for name, at in created.items():
+        marks.setdefault(name, {})["created"] = at + to_wall
+    for name, at in running.items():
+        marks.setdefault(name, {})["seen"] = at + to_wall
+    print_phases("create -> Running, phase by phase", marks, START_MARKS)
+    walled = {n: (s + to_wall, w + to_wall) for n, (s, w) in sent.items()}
+    print_phases("pause -> Paused in the VMI's status", pause_marks(files, walled), PAUSE_MARKS)

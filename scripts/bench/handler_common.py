@@ -131,10 +131,14 @@ async def settle(*, busy_below: float = 0.5, longest: float = 240.0) -> float:
 
 
 async def pause_latencies(
-    watcher: Watcher, names: list[str], socket_of: Callable[[str], Path]
+    watcher: Watcher,
+    names: list[str],
+    socket_of: Callable[[str], Path],
+    sent: dict[str, tuple[float, float]] | None = None,
 ) -> list[float]:
     """Pause each guest through its launcher socket (as the pause subresource would), timed
-    until the watch sees the Paused condition; unpause it again."""
+    until the watch sees the Paused condition; unpause it again. `sent` gets each name's
+    (request sent, Paused seen) on the monotonic clock."""
     out = []
     for name in names:
         sock = socket_of(name)
@@ -144,6 +148,8 @@ async def pause_latencies(
             await client.call(str(Method.PAUSE), {}, tier=TIERS[Method.PAUSE])
         await watcher.until(functools.partial(operator.contains, watcher.paused, name), 30)
         out.append(watcher.paused[name] - started)
+        if sent is not None:
+            sent[name] = (started, watcher.paused[name])
         async with RpcClient.connect(sock) as client:
             await client.call(str(Method.UNPAUSE), {}, tier=TIERS[Method.UNPAUSE])
     return out

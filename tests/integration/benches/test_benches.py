@@ -44,7 +44,8 @@ BENCHES = [
         ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
          "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
          "--settle-timeout", "5", "--timeout", "300"],
-        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) "],
+        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) ", "phase by phase",
+         "imported ", "noticed ", "written ", "suspended "],
         id="handler-realnodes",  # 50 s
     ),
     pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],

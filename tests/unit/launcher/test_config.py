@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.app import virt_type_of
 from launcher.config import Config
+from launcher.serve import virt_type_of
 
 BASE = [
     "--name",
