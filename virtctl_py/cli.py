@@ -143,7 +143,7 @@ def _volumes(verb: object) -> None:
     """addvolume / removevolume with upstream virtctl's flags."""
     assert callable(verb)
     for name, text in (
-        ("addvolume", "hotplug a claim into a running VMI (--persist: into its VM too)"),
+        ("addvolume", "hotplug a claim or DataVolume into a running VMI (--persist: its VM too)"),
         ("removevolume", "unplug a hotplugged volume (--persist: from its VM too)"),
     ):
         p: argparse.ArgumentParser = verb(name, text)
