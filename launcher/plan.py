@@ -95,9 +95,13 @@ async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[D
     created: list[Path] = []
     try:
         for disk in vmi.spec.domain.devices.disks:
-            index, volume = indexed[disk.name]
-            if volume.is_hotplug:
-                continue  # attached live once the handler made it reachable (hotplug.py)
+            index, volume = indexed.get(disk.name, (-1, None))
+            if volume is None or volume.is_hotplug:
+                # attached live once the handler made it reachable (hotplug.py); a cdrom
+                # is there from the start, its tray empty until then (or for good)
+                if disk.is_cdrom:
+                    plans.append(_empty_cdrom(disk, counters))
+                continue
             req = volumes.VolumeRequest(
                 vmi=vmi, name=volume.name or "", ctx=ctx, field=f"spec.volumes[{index}]"
             )
@@ -180,6 +184,25 @@ def _disk_plan(
         cache=_cache(disk, resolved, index=index),
         block=resolved.block,
         options=options,
+    )
+
+
+def _empty_cdrom(disk: Disk, counters: dict[str, int]) -> DiskPlan:
+    """A cdrom without media: no volume (an empty tray) or a hotplugged one not inserted
+    yet (KubeVirt's declarative inject/eject)."""
+    bus = disk.effective_bus
+    tray = disk.cdrom.tray if disk.cdrom is not None else None
+    return DiskPlan(
+        alias=disk.name or "",
+        device=DiskDevice.CDROM,
+        bus=bus,
+        target=_target(bus, counters),
+        source=None,
+        format="raw",
+        readonly=True,
+        boot_order=disk.boot_order,
+        serial=disk.serial,
+        options=diskxml.DiskOptions(tray=tray),
     )
 
 

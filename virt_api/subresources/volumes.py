@@ -138,7 +138,11 @@ def _disk(raw: object, name: str, ref: VmiRef) -> dict[str, Any]:
         raise BadRequest(f"volume {name!r}: disk must be an object", vmi=ref)
     disk = {**raw, "name": name}
     if "cdrom" in disk or "lun" in disk:
-        raise BadRequest(f"volume {name!r}: only disk devices can be hotplugged", vmi=ref)
+        raise BadRequest(
+            f"volume {name!r}: only disk devices can be hotplugged (a cdrom's media are "
+            "inserted by adding a hotpluggable volume for a cdrom the VM declares)",
+            vmi=ref,
+        )
     target = disk.get("disk") or {}
     if not isinstance(target, dict):
         raise BadRequest(f"volume {name!r}: disk.disk must be an object", vmi=ref)
