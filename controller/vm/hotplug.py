@@ -33,6 +33,13 @@ def _recorded(vmi: VirtualMachineInstance) -> list[str]:
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
+def started_with(vm: VirtualMachine) -> dict[str, str]:
+    """The record a new VMI starts with: the template's hotpluggable volumes are the
+    template's from the start, so dropping one from the template unplugs (or ejects) it."""
+    names = [v.name for v in vm.spec.template.spec.volumes if v.name and v.is_hotplug]
+    return {FROM_TEMPLATE: json.dumps(names)} if names else {}
+
+
 def template_ops(vm: VirtualMachine, vmi: VirtualMachineInstance) -> list[dict[str, Any]]:
     """The JSON patch making a Running VMI follow the template ([]: nothing to do)."""
     if vmi.status.phase is not VMIPhase.RUNNING or vmi.metadata.is_deleting:

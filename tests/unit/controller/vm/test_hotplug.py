@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from controller.vm.hotplug import FROM_TEMPLATE, template_ops
+from controller.vm.logic import vmi_from_template
 from shared.model import VirtualMachine, VirtualMachineInstance
 
 DATA = {"name": "data", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}
@@ -96,3 +97,15 @@ def test_a_cdroms_volume_is_inserted_and_ejected_the_cdrom_staying() -> None:
     ejected = template_ops(_cd_vm(), _cd_vmi(MEDIA, recorded=["cd"]))
     assert _value(ejected, "/spec/volumes") == []
     assert _value(ejected, "/spec/domain/devices/disks") == [CDROM]
+
+
+def test_a_vmi_started_with_template_media_can_eject_them() -> None:
+    """The VMI a VM creates records the template's hotpluggable volumes (a cdrom's media
+    at boot among them): dropping one from the template later ejects it live."""
+    vm = _cd_vm(MEDIA)
+    body = vmi_from_template(vm)
+    assert body["metadata"]["annotations"] == {FROM_TEMPLATE: '["cd"]'}
+    recorded = json.loads(body["metadata"]["annotations"][FROM_TEMPLATE])
+    ejected = template_ops(_cd_vm(), _cd_vmi(MEDIA, recorded=recorded))
+    assert _value(ejected, "/spec/volumes") == []
+    assert vmi_from_template(_cd_vm())["metadata"]["annotations"] == {}
