@@ -8,6 +8,9 @@ serial, alias) is unchanged by construction:
 
     xml = insert_xml(live_cdrom, path, block=False)   # media in
     xml = eject_xml(live_cdrom)                       # tray empty
+
+At domain definition a cdrom without a volume, or whose volume is hot-plugged (not there
+yet), is planned with an empty tray (`empty_plan`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from __future__ import annotations
 import copy
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from launcher import diskxml
+from launcher.domxml import DiskDevice, DiskPlan
+from shared.model import Disk
 
 # What libvirt reports of the media it holds, dropped before the definition goes back.
 _MEDIA_ELEMENTS = ("source", "backingStore")
@@ -65,3 +72,19 @@ def _after_driver(disk: ET.Element) -> int:
         if child.tag == "driver":
             return index + 1
     return 0
+
+
+def empty_plan(disk: Disk, *, target: str) -> DiskPlan:
+    """A read-only cdrom without media on its bus at `target` (boot order and serial kept)."""
+    return DiskPlan(
+        alias=disk.name or "",
+        device=DiskDevice.CDROM,
+        bus=disk.effective_bus,
+        target=target,
+        source=None,
+        format="raw",
+        readonly=True,
+        boot_order=disk.boot_order,
+        serial=disk.serial,
+        options=diskxml.DiskOptions(tray=disk.cdrom.tray if disk.cdrom is not None else None),
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
+from launcher import cdrom, disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -100,7 +100,8 @@ async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[D
                 # attached live once the handler made it reachable (hotplug.py); a cdrom
                 # is there from the start, its tray empty until then (or for good)
                 if disk.is_cdrom:
-                    plans.append(_empty_cdrom(disk, counters))
+                    target = _target(disk.effective_bus, counters)
+                    plans.append(cdrom.empty_plan(disk, target=target))
                 continue
             req = volumes.VolumeRequest(
                 vmi=vmi, name=volume.name or "", ctx=ctx, field=f"spec.volumes[{index}]"
@@ -184,25 +185,6 @@ def _disk_plan(
         cache=_cache(disk, resolved, index=index),
         block=resolved.block,
         options=options,
-    )
-
-
-def _empty_cdrom(disk: Disk, counters: dict[str, int]) -> DiskPlan:
-    """A cdrom without media: no volume (an empty tray) or a hotplugged one not inserted
-    yet (KubeVirt's declarative inject/eject)."""
-    bus = disk.effective_bus
-    tray = disk.cdrom.tray if disk.cdrom is not None else None
-    return DiskPlan(
-        alias=disk.name or "",
-        device=DiskDevice.CDROM,
-        bus=bus,
-        target=_target(bus, counters),
-        source=None,
-        format="raw",
-        readonly=True,
-        boot_order=disk.boot_order,
-        serial=disk.serial,
-        options=diskxml.DiskOptions(tray=tray),
     )
 
 

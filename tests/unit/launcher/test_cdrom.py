@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from launcher import cdrom, domxml
+from launcher.disks import DiskContext
 from launcher.errors import DiskFailure
 from launcher.hotplug import Hotplug, HotplugConfig
-from launcher.plan import _empty_cdrom
-from shared.model import Disk
+from launcher.plan import _disks
+from shared.model import Disk, VirtualMachineInstance
 from shared.wire.launcher_api import AttachVolumeArgs, DetachVolumeArgs
 
 LIVE_CDROM = """<disk type="file" device="cdrom"><driver name="qemu" type="raw"/>
@@ -113,7 +114,7 @@ def test_an_empty_cdrom_is_planned_without_a_source(tmp_path: Path) -> None:
     """A cdrom disk without a volume (or with a hotplugged one): a read-only sata cdrom,
     no <source>, its boot order kept; the domain passes virt-xml-validate."""
     disk = Disk.from_dict({"name": "cd", "cdrom": {"bus": "sata"}, "bootOrder": 3})
-    plan = _empty_cdrom(disk, {})
+    plan = cdrom.empty_plan(disk, target="sda")
     assert (plan.target, plan.source, plan.readonly) == ("sda", None, True)
     el = ET.fromstring(domxml.disk_xml(plan))
     assert el.get("device") == "cdrom" and el.find("source") is None
@@ -128,3 +129,32 @@ def test_an_empty_cdrom_is_planned_without_a_source(tmp_path: Path) -> None:
         ["virt-xml-validate", str(path), "domain"], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stderr
+
+
+async def test_cdroms_without_media_are_planned_empty_and_hotplugged_disks_skipped(
+    tmp_path: Path,
+) -> None:
+    """A cdrom with no volume and one whose volume is hot-plugged: both defined with an
+    empty tray (sda, sdb: sata's next names); a hot-plugged plain disk is not defined (the
+    handler attaches it live)."""
+    hot = {"claimName": "c", "hotpluggable": True}
+    vmi = VirtualMachineInstance.from_dict({
+        "metadata": {"name": "vm", "namespace": "ns"},
+        "spec": {
+            "domain": {"devices": {"disks": [
+                {"name": "tray", "cdrom": {"bus": "sata"}},
+                {"name": "media", "cdrom": {"bus": "sata"}},
+                {"name": "data", "disk": {"bus": "scsi"}},
+            ]}},
+            "volumes": [
+                {"name": "media", "persistentVolumeClaim": hot},
+                {"name": "data", "persistentVolumeClaim": {**hot, "claimName": "d"}},
+            ],
+        },
+    })  # fmt: skip
+    ctx = DiskContext(work_dir=tmp_path, container_disks=tmp_path / "c", vmi_disks=tmp_path / "v")
+    plans = await _disks(vmi, ctx)
+    assert [(p.alias, p.target, p.source, p.device) for p in plans] == [
+        ("tray", "sda", None, "cdrom"),
+        ("media", "sdb", None, "cdrom"),
+    ]
