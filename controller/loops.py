@@ -31,6 +31,7 @@ from controller.services.template import TemplateService
 from controller.snapshot.clone import CloneController
 from controller.snapshot.controller import SnapshotController
 from controller.snapshot.restore import RestoreController
+from controller.uploadclaim.controller import UploadClaimController
 from controller.vm.controller import VMController
 from controller.vm.hotresources import HotplugLimits
 from controller.vmi.controller import VMIController
@@ -72,6 +73,8 @@ from shared.model.snapshot import VirtualMachineRestore, VirtualMachineSnapshot
 #: Workers per queue for the loops WorkerCounts has no flag for (KubeVirt's counts).
 SINGLE = 1
 SNAPSHOT_WORKERS = 2
+# Bare upload claims (image-upload pvc): rare, each sync a few GETs.
+UPLOAD_CLAIM_WORKERS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,7 @@ class Families:
     replicaset: ReplicaSetController
     pool: PoolController
     datavolume: DataVolumeController
+    uploadclaim: UploadClaimController
     export: ExportController
     snapshot: SnapshotController
     restore: RestoreController
@@ -146,6 +150,7 @@ class Families:
             (self.replicaset, counts.replicaset),
             (self.pool, counts.pool),
             (self.datavolume, counts.datavolume),
+            (self.uploadclaim, UPLOAD_CLAIM_WORKERS),
             (self.export, counts.export),
             (self.snapshot, SNAPSHOT_WORKERS),
             (self.restore, SNAPSHOT_WORKERS),
@@ -161,6 +166,7 @@ class Families:
         inf.vms.add_handlers(vm_for_pool)
         inf.datavolumes.add_handlers(self.datavolume.handlers())
         inf.workers.add_handlers(self.datavolume.worker_handlers())
+        inf.claims.add_handlers(self.uploadclaim.handlers())
         inf.exports.add_handlers(self.export.handlers())
         inf.snapshots.add_handlers(self.snapshot.handlers())
         inf.restores.add_handlers(self.restore.handlers())
@@ -265,6 +271,11 @@ def _families(config: Config, deps: Deps, registry: Registry) -> Families:
             deps,
             queue=_queue("datavolume", registry),
             writer=writer(DATAVOLUMES, model=DataVolume),
+            worker=WorkerImage(image=image, pull_policy=pull),
+        ),
+        uploadclaim=UploadClaimController(
+            deps,
+            queue=_queue("uploadclaim", registry),
             worker=WorkerImage(image=image, pull_policy=pull),
         ),
         export=ExportController(

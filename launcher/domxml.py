@@ -41,7 +41,7 @@ class DiskPlan:
     device: DiskDevice
     bus: str
     target: str
-    source: Path
+    source: Path | None  # None: a cdrom without media
     format: str
     readonly: bool = False
     boot_order: int | None = None
@@ -355,7 +355,9 @@ def _disk(devices: ET.Element, disk: DiskPlan) -> None:
     driver = ET.SubElement(el, "driver", name="qemu", type=disk.format)
     if disk.cache:
         driver.set("cache", disk.cache)
-    if disk.block:
+    if disk.source is None:
+        pass  # an empty cdrom tray
+    elif disk.block:
         ET.SubElement(el, "source", dev=str(disk.source))
     else:
         ET.SubElement(el, "source", file=str(disk.source))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
+from launcher import cdrom, disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -95,9 +95,14 @@ async def _disks(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> tuple[D
     created: list[Path] = []
     try:
         for disk in vmi.spec.domain.devices.disks:
-            index, volume = indexed[disk.name]
-            if volume.is_hotplug:
-                continue  # attached live once the handler made it reachable (hotplug.py)
+            index, volume = indexed.get(disk.name, (-1, None))
+            if volume is None or volume.is_hotplug:
+                # attached live once the handler made it reachable (hotplug.py); a cdrom
+                # is there from the start, its tray empty until then (or for good)
+                if disk.is_cdrom:
+                    target = _target(disk.effective_bus, counters)
+                    plans.append(cdrom.empty_plan(disk, target=target))
+                continue
             req = volumes.VolumeRequest(
                 vmi=vmi, name=volume.name or "", ctx=ctx, field=f"spec.volumes[{index}]"
             )

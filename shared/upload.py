@@ -20,6 +20,12 @@ HEALTH_PATH = "/healthz"
 UPLOAD_POD_PREFIX = "cdi-upload-"
 UPLOAD_CONTAINER = "cdi-upload-server"
 UPLOAD_COMMAND = "virt-uploadserver-py"
+# CDI's annotations on a claim uploaded into: the target mark (a bare claim with it gets an
+# upload server: `image-upload pvc`), and the upload pod's phase and readiness kept on it.
+UPLOAD_TARGET_ANNOTATION = "cdi.kubevirt.io/storage.upload.target"
+POD_PHASE_ANNOTATION = "cdi.kubevirt.io/storage.pod.phase"
+POD_READY_ANNOTATION = "cdi.kubevirt.io/storage.pod.ready"
+RUNNING_MESSAGE_ANNOTATION = "cdi.kubevirt.io/storage.condition.running.message"  # why it failed
 # Where the body lands in the pod (the scratch emptyDir) before qemu-img converts it.
 UPLOAD_FILE = "/scratch/disk"
 

@@ -98,7 +98,7 @@ def build() -> argparse.ArgumentParser:
     _create(verb("create", "emit a manifest"), common)
     _expose(verb("expose", "create a Service for a VM or VMI"))
     _vmexport(verb("vmexport", "export a VM's or a claim's disks (create, delete, download)"))
-    _image_upload(verb("image-upload", "upload a disk image into a new DataVolume"))
+    _image_upload(verb("image-upload", "upload a disk image into a new DataVolume or claim"))
     credentials_cli.add(verb("credentials", "SSH keys and passwords of a VM's guest"), _common)
     verb("version", "client and server versions")
     verb("completion", "print a shell completion script").add_argument(
@@ -143,7 +143,7 @@ def _volumes(verb: object) -> None:
     """addvolume / removevolume with upstream virtctl's flags."""
     assert callable(verb)
     for name, text in (
-        ("addvolume", "hotplug a claim into a running VMI (--persist: into its VM too)"),
+        ("addvolume", "hotplug a claim or DataVolume into a running VMI (--persist: its VM too)"),
         ("removevolume", "unplug a hotplugged volume (--persist: from its VM too)"),
     ):
         p: argparse.ArgumentParser = verb(name, text)
@@ -269,11 +269,11 @@ def _vmexport(p: argparse.ArgumentParser) -> None:
 
 
 def _image_upload(p: argparse.ArgumentParser) -> None:
-    """KubeVirt's virtctl image-upload flags (virtctl_py/imageupload.py); DataVolumes only."""
-    p.add_argument("kind", choices=["dv"], help="the kind to upload into (a DataVolume)")
+    """KubeVirt's virtctl image-upload flags (virtctl_py/imageupload.py)."""
+    p.add_argument("kind", choices=["dv", "pvc"], help="upload into a DataVolume or a claim")
     p.add_argument("name")
     p.add_argument("--image-path", required=True, help="the raw or qcow2 file to upload")
-    p.add_argument("--size", help="the DataVolume's size, e.g. 64Mi")
+    p.add_argument("--size", help="the DataVolume's (or claim's) size, e.g. 64Mi")
     p.add_argument("--storage-class", help="the claim's StorageClass")
     p.add_argument("--access-mode", help="the claim's access mode")
     p.add_argument("--volume-mode", choices=["block", "filesystem"])

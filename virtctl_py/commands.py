@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.kube.errors import NotFound
-from shared.kube.resources import VMI_ACTIONS, VMIMS, VMIS, VMS
+from shared.kube.resources import DATAVOLUMES, VMI_ACTIONS, VMIMS, VMIS, VMS
 from virtctl_py import lifecycle
 from virtctl_py.errors import CliError, Exit
 from virtctl_py.rest import Rest
@@ -159,25 +159,41 @@ def guest_query(api: Rest, target: Target, args: argparse.Namespace) -> str:
     return render(data, fmt=args.output, columns=GUEST_COLUMNS.get(sub, ()), formats=formats)
 
 
-def volume_body(args: argparse.Namespace) -> dict[str, Any]:
+def volume_body(args: argparse.Namespace, *, datavolume: bool = False) -> dict[str, Any]:
     """AddVolumeOptions / RemoveVolumeOptions as upstream virtctl sends them: the volume,
-    its disk and its serial all take the claim's name unless told."""
+    its disk and its serial all take the claim's name unless told; a dataVolume source
+    when a DataVolume of that name exists."""
     name: str = args.volume_name
     body: dict[str, Any] = {"name": name}
     if args.command == "addvolume":
         body["disk"] = {"name": name, "serial": args.serial or name, "disk": {"bus": args.bus}}
-        body["volumeSource"] = {"persistentVolumeClaim": {"claimName": name, "hotpluggable": True}}
+        source = (
+            {"dataVolume": {"name": name, "hotpluggable": True}}
+            if datavolume
+            else {"persistentVolumeClaim": {"claimName": name, "hotpluggable": True}}
+        )
+        body["volumeSource"] = source
     if args.dry_run:
         body["dryRun"] = ["All"]
     return body
 
 
+def _is_datavolume(api: Rest, target: Target, name: str) -> bool:
+    """Whether a DataVolume of this name exists (upstream virtctl's choice of source)."""
+    try:
+        api.get(DATAVOLUMES, name, namespace=target.namespace)
+    except NotFound:
+        return False
+    return True
+
+
 def volume(api: Rest, target: Target, args: argparse.Namespace) -> str:
     """addvolume / removevolume: on the VMI, or with --persist on the VM (and its VMI)."""
     resource = lifecycle.VM_SUBRESOURCES if args.persist else VMI_ACTIONS
+    dv = args.command == "addvolume" and _is_datavolume(api, target, args.volume_name)
     api.subresource(
         "PUT", resource, args.name, namespace=target.namespace,
-        subresource=args.command, body=volume_body(args),
+        subresource=args.command, body=volume_body(args, datavolume=dv),
     )  # fmt: skip
     what = "add" if args.command == "addvolume" else "remove"
     return (

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 
 from controller.datavolume.logic import WorkerPod
 from shared.model.datavolume import DataVolumePhase
+from shared.upload import POD_PHASE_ANNOTATION, POD_READY_ANNOTATION
 
-POD_PHASE = "cdi.kubevirt.io/storage.pod.phase"
-POD_READY = "cdi.kubevirt.io/storage.pod.ready"
+POD_PHASE = POD_PHASE_ANNOTATION
+POD_READY = POD_READY_ANNOTATION
 FINAL = {DataVolumePhase.SUCCEEDED: "Succeeded", DataVolumePhase.FAILED: "Failed"}
 
 

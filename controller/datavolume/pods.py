@@ -34,6 +34,7 @@ from shared.upload import (
     UPLOAD_CONTAINER,
     UPLOAD_FILE,
     UPLOAD_PORT,
+    UPLOAD_TARGET_ANNOTATION,
     upload_pod_name,
 )
 
@@ -101,9 +102,6 @@ else
 fi
 finish
 """
-
-
-UPLOAD_TARGET_ANNOTATION = "cdi.kubevirt.io/storage.upload.target"
 
 
 def claim_body(dv: DataVolume, want: Target) -> dict[str, Any]:

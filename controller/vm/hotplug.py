@@ -7,8 +7,10 @@ template).
 - a volume the VMI got this way (recorded in its FROM_TEMPLATE annotation) and gone from
   the template is removed from the VMI.
 Volumes hot-plugged into the VMI alone (virtctl addvolume without --persist) are never
-removed here: the template never had them. The patch tests both lists first, so it
-cannot race the subresource API or the user.
+removed here: the template never had them. A cdrom disk both have (declared with no
+volume: an empty tray) stays when its volume comes (media inserted) or goes (ejected):
+KubeVirt's declarative inject/eject; the launcher changes the media (launcher/cdrom.py).
+The patch tests both lists first, so it cannot race the subresource API or the user.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def _recorded(vmi: VirtualMachineInstance) -> list[str]:
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
+def started_with(vm: VirtualMachine) -> dict[str, str]:
+    """The record a new VMI starts with: the template's hotpluggable volumes are the
+    template's from the start, so dropping one from the template unplugs (or ejects) it."""
+    names = [v.name for v in vm.spec.template.spec.volumes if v.name and v.is_hotplug]
+    return {FROM_TEMPLATE: json.dumps(names)} if names else {}
+
+
 def template_ops(vm: VirtualMachine, vmi: VirtualMachineInstance) -> list[dict[str, Any]]:
     """The JSON patch making a Running VMI follow the template ([]: nothing to do)."""
     if vmi.status.phase is not VMIPhase.RUNNING or vmi.metadata.is_deleting:
@@ -49,8 +58,11 @@ def template_ops(vm: VirtualMachine, vmi: VirtualMachineInstance) -> list[dict[s
     t_volumes, t_disks = _lists(raw_template)
     new_volumes = [v for v in volumes if v.get("name") not in remove]
     new_volumes += [_named(t_volumes, n) or {"name": n} for n in add]
-    new_disks = [d for d in disks if d.get("name") not in remove]
-    new_disks += [_named(t_disks, n) or _default_disk(n) for n in add]
+    # A disk both keep (a cdrom: its media come and go) stays; the others go with their volume.
+    kept = {d.get("name") for d in t_disks}
+    new_disks = [d for d in disks if d.get("name") not in remove or d.get("name") in kept]
+    have = {d.get("name") for d in new_disks}
+    new_disks += [_named(t_disks, n) or _default_disk(n) for n in add if n not in have]
     names = [n for n in recorded if n not in remove] + add
     return [
         {"op": "test", "path": "/spec/volumes", "value": volumes},

@@ -2,8 +2,9 @@
 
 KubeVirt's rule, with `vmRolloutStrategy: LiveUpdate` (its default): node affinity,
 tolerations and the node selector go to the running VMI (they steer its next migration);
-hotplugged volumes follow the template (controller/vm/hotplug.py); every other change of the
-template sets the VM's RestartRequired condition, naming the fields. With `Stage` every
+hotplugged volumes follow the template (controller/vm/hotplug.py), other volume changes
+need a restart (controller/vm/volumechange.py); every other change of the template sets
+the VM's RestartRequired condition, naming the fields. With `Stage` every
 change waits for the restart. CPU sockets and guest memory within the VMI's maxSockets /
 maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md), and an
 interface's link `state` is set on the running domain (controller/vm/linkstate.py).
@@ -23,6 +24,7 @@ from typing import Any
 from controller.transitions import vm_condition
 from controller.vm import linkstate
 from controller.vm.hotresources import hotplug_ops, live_paths
+from controller.vm.volumechange import restart_volumes
 from shared.clusterconfig import RolloutStrategy
 from shared.model import (
     ConditionStatus,
@@ -71,7 +73,8 @@ def restart_fields(
     if strategy is RolloutStrategy.LIVE_UPDATE:
         live = [f"spec.{k}" for k in LIVE_KEYS] + list(live_paths(vm, vmi))
         live += linkstate.live_paths(vm, vmi)
-    return [p for p in changed if not _under(p, (*HOTPLUG_PATHS, *live))]
+    changed = [p for p in changed if not _under(p, (*HOTPLUG_PATHS, *live))]
+    return changed + restart_volumes(vm, vmi)
 
 
 def live_ops(

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.transitions import vm_condition
+from controller.vm.hotplug import started_with
 from shared.instancetypes.apply import expand
 from shared.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from shared.model import (
@@ -382,6 +383,7 @@ def vmi_from_template(
             spec, annotations=annotations, instancetype=instancetype, preference=preference
         )
         spec, annotations = expanded.spec, {**annotations, **expanded.annotations}
+    annotations.update(started_with(vm))
     return {
         "apiVersion": API_VERSION,
         "kind": VirtualMachineInstance.KIND,

@@ -8,7 +8,8 @@ the VMI's node, and volumeStatus up to AttachedToNode (KubeVirt's flow).
           nothing of them (no Detaching entry left)
         → the volumeStatus entries: Pending (claim missing or not bound), Bound,
           AttachedToNode (its pod runs); the handler's MountedToPod / Ready / Detaching
-          kept while they are about the same pod
+          kept while they are about the same pod; a dataVolume's volume waits, Pending,
+          for its DataVolume to have Succeeded (hotplug_sources.py)
 
 The attachment pod's only volume is the claim, so the kubelet mounts it on the node;
 the handler finds it there and bind-mounts its disk into the launcher (handler/hotplug).
@@ -29,6 +30,7 @@ import structlog
 
 from controller.config import TemplateConfig
 from controller.services.volumes.claims import Claim
+from controller.vmi.hotplug_sources import not_ready
 from shared import labels, podlayout
 from shared.kube import PODS, PVCS, AlreadyExists, DeleteOptions, KubeClient, NotFound
 from shared.labels import APP_LABEL, CREATED_BY_LABEL
@@ -168,8 +170,10 @@ def plan_volume_status(
     vmi: VirtualMachineInstance,
     pods: Mapping[str, AttachPod],
     claims: Mapping[str, Claim | None],
+    waiting: Mapping[str, str] | None = None,
 ) -> tuple[VolumeStatus, ...]:
-    """volumeStatus as the controller wants it (see the top of this module)."""
+    """volumeStatus as the controller wants it (see the top of this module); a volume in
+    `waiting` (its DataVolume not Succeeded yet: hotplug_sources) is Pending, saying why."""
     wanted = hotplugged(vmi)
     out = []
     for entry in vmi.status.volume_status:
@@ -194,6 +198,13 @@ def plan_volume_status(
             out.append(old)
             continue
         claim_name = volume.claim.claim_name if volume.claim else ""
+        why = (waiting or {}).get(name)
+        if why is not None and pod is None:
+            out.append(VolumeStatus(
+                name=name, phase=VolumePhase.PENDING, reason=VolumeReason.PVC_NOT_READY,
+                message=why,
+            ))  # fmt: skip
+            continue
         out.append(_entry(vmi, name, claim_name or "", claims.get(claim_name or ""), pod))
     return tuple(out)
 
@@ -282,14 +293,15 @@ class HotplugAttachments:
         pods = await self._pods(vmi)
         claims = await self._claims(vmi)
         by_volume = {p.volume: p for p in pods if not p.deleting and not p.ended}
+        waiting = await not_ready(self._client, vmi, hotplugged(vmi))
         for name, volume in hotplugged(vmi).items():
             claim = claims.get(_claim_of(volume))
-            if name not in by_volume and claim is not None:
+            if name not in by_volume and claim is not None and name not in waiting:
                 body = attachment_pod(
                     vmi, volume, owner=owner, config=self._config, block=claim.block
                 )
                 by_volume[name] = await self._create(body)
-        status = plan_volume_status(vmi, by_volume, claims)
+        status = plan_volume_status(vmi, by_volume, claims, waiting)
         stale = stale_pods(vmi, pods, status)
         for pod in stale:
             await self._delete(vmi, pod)

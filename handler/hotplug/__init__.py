@@ -230,9 +230,12 @@ def _attach_args(vmi: VirtualMachineInstance, name: str) -> AttachVolumeArgs:
     disk = next((d for d in vmi.spec.domain.devices.disks if d.name == name), None)
     volume = vmi.spec.volume(name)
     claim = volume.claim if volume is not None else None
+    # A cdrom's media go into the device the domain was defined with (its bus, sata or
+    # scsi, is already set): the launcher inserts them in place and ignores `bus`.
+    bus = disk.bus if disk is not None and not disk.is_cdrom else None
     return AttachVolumeArgs(
         volume=name,
-        bus=(disk.bus if disk is not None else None) or DEFAULT_HOTPLUG_BUS,
+        bus=bus or DEFAULT_HOTPLUG_BUS,
         serial=disk.serial if disk is not None else None,
         readonly=bool(claim and claim.read_only),
     )

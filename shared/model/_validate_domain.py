@@ -145,8 +145,14 @@ def _validate_disk(errs: Errors, path: str, disk: Disk, spec: VMISpec) -> None:
         errs.add(f"{path}.bootOrder", "must be at least 1", disk.boot_order)
     if disk.serial is not None and not _SERIAL.fullmatch(disk.serial):
         errs.add(f"{path}.serial", "must be 1-20 of A-Z a-z 0-9 _ . + -", disk.serial)
-    if disk.name and spec.volume(disk.name) is None:
-        errs.add(f"{path}.name", f"no volume named {disk.name!r} in spec.volumes", disk.name)
+    if disk.name and spec.volume(disk.name) is None and not disk.is_cdrom:
+        # A cdrom without a volume is an empty tray (KubeVirt's declarative inject/eject).
+        errs.add(
+            f"{path}.name",
+            f"no volume named {disk.name!r} in spec.volumes (only a cdrom may have none: "
+            "an empty tray; a disk's volume cannot be ejected)",
+            disk.name,
+        )
 
 
 def _check_bus_limits(errs: Errors, disks_path: str, disks: tuple[Disk, ...]) -> None:

@@ -7,7 +7,7 @@ credentials after the caller's SubjectAccessReview, as the VM actions (vmhttp).
   and the handler attach it (controller/vmi/hotplug.py, handler/hotplug/);
 - on a VM (virtctl's --persist): the template gets it; the VM controller makes the
   running VMI follow (controller/vm/hotplug.py), as KubeVirt's VM controller does.
-A claim that does not exist is refused up front, naming it.
+A claim (or DataVolume) that does not exist is refused up front, naming it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from shared.actions import (
     VOLUME_ACTIONS,
     VolumeAction,
 )
-from shared.kube import PVCS, VMIS, VMS, KubeError, PatchType, Resource
+from shared.kube import VMIS, VMS, KubeError, PatchType, Resource
 from shared.kube import Conflict as KubeConflict
 from shared.kube import Invalid as KubeInvalid
 from shared.kube import NotFound as KubeNotFound
@@ -80,7 +80,7 @@ class VolumeActions:
                 parse_add(body, ref) if action is VolumeAction.ADD else parse_remove(body, ref)
             )
             if isinstance(opts, AddVolume):
-                await self._claim_exists(ref, opts.claim_name)
+                await self._source_exists(ref, opts)
             if resource == RESOURCE:
                 await self._on_vmi(ref, opts)
             else:
@@ -88,15 +88,17 @@ class VolumeActions:
             log.info("volume_action_applied", volume=opts.name, dry_run=opts.dry_run)
         return web.Response(status=202)
 
-    async def _claim_exists(self, ref: VmiRef, claim: str) -> None:
+    async def _source_exists(self, ref: VmiRef, opts: AddVolume) -> None:
+        """The claim (or DataVolume) the volume names exists: refused naming it if not."""
+        resource, name = opts.kind.resource, opts.claim_name
         try:
-            await self._client.get(PVCS, claim, namespace=ref.namespace)
+            await self._client.get(resource, name, namespace=ref.namespace)
         except KubeNotFound as e:
             raise BadRequest(
-                f"PersistentVolumeClaim {ref.namespace}/{claim} does not exist", vmi=ref
+                f"{resource.kind} {ref.namespace}/{name} does not exist", vmi=ref
             ) from e
         except KubeError as e:
-            raise SubresourceError(f"cannot read the claim {claim!r}: {e}", vmi=ref) from e
+            raise SubresourceError(f"cannot read the {resource.kind} {name!r}: {e}", vmi=ref) from e
 
     async def _on_vmi(self, ref: VmiRef, opts: Options) -> None:
         """Patch the VMI's spec; a VMI that ended (or is going) is refused."""

@@ -5,10 +5,13 @@ spec patches they make, as pure functions.
     ops = add_ops(spec, opts, ref, path=…)         # JSON patch of a VMI / VM template spec
 
 AddVolumeOptions = {name, disk, volumeSource: {persistentVolumeClaim: {claimName,
-hotpluggable}} | {dataVolume: …}, dryRun}; RemoveVolumeOptions = {name, dryRun}. The
-volume is added hotpluggable with its disk (bus scsi unless the disk says virtio); only
-hotpluggable volumes may be removed. Every patch starts with a `test` of the lists it
-changes, so two requests racing on one object cannot both apply.
+hotpluggable}} | {dataVolume: {name, hotpluggable}}, dryRun}; RemoveVolumeOptions = {name,
+dryRun}. The volume is added hotpluggable with its disk (bus scsi unless the disk says
+virtio); only hotpluggable volumes may be removed. The sources a volume may be hotplugged
+from are one table (HOTPLUG_SOURCES): the field naming the object, and the object that must
+exist (a DataVolume's claim is attached once the DataVolume has Succeeded: the VMI
+controller waits for it). Every patch starts with a `test` of the lists it changes, so two
+requests racing on one object cannot both apply.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from shared.kube import DATAVOLUMES, PVCS, Resource
 from shared.model.volumes import DEFAULT_HOTPLUG_BUS, HOTPLUG_BUSES
 from virt_api.subresources.errors import BadRequest, VmiRef
 
@@ -28,20 +32,43 @@ VM_TEMPLATE_SPEC = "/spec/template/spec"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HotplugSource:
+    """A volume source that can be hotplugged: the key naming its object, that object's
+    kind (it must exist), and whether the source takes readOnly."""
+
+    key: str
+    resource: Resource
+    takes_read_only: bool = False
+
+
+# volumeSource key → how it is hotplugged (KubeVirt's HotplugVolumeSource members).
+HOTPLUG_SOURCES: Mapping[str, HotplugSource] = {
+    "persistentVolumeClaim": HotplugSource(key="claimName", resource=PVCS, takes_read_only=True),
+    "dataVolume": HotplugSource(key="name", resource=DATAVOLUMES),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddVolume:
-    """A parsed AddVolumeOptions (only persistentVolumeClaim sources are served)."""
+    """A parsed AddVolumeOptions: `source` is a HOTPLUG_SOURCES key, `claim_name` the
+    object it names (a DataVolume's claim has its name)."""
 
     name: str
     claim_name: str
+    source: str = "persistentVolumeClaim"
     disk: Mapping[str, Any] = field(default_factory=dict)
     read_only: bool = False
     dry_run: bool = False
 
+    @property
+    def kind(self) -> HotplugSource:
+        return HOTPLUG_SOURCES[self.source]
+
     def volume(self) -> dict[str, Any]:
-        claim: dict[str, Any] = {"claimName": self.claim_name, "hotpluggable": True}
+        ref: dict[str, Any] = {self.kind.key: self.claim_name, "hotpluggable": True}
         if self.read_only:
-            claim["readOnly"] = True
-        return {"name": self.name, "persistentVolumeClaim": claim}
+            ref["readOnly"] = True
+        return {"name": self.name, self.source: ref}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,23 +108,24 @@ def parse_add(body: bytes, ref: VmiRef) -> AddVolume:
     source = raw.get("volumeSource")
     if not isinstance(source, dict) or not source:
         raise BadRequest("AddVolumeOptions requires volumeSource to be set", vmi=ref)
-    if "dataVolume" in source:
+    keys = [k for k in source if source[k] is not None]
+    if len(keys) != 1 or keys[0] not in HOTPLUG_SOURCES:
         raise BadRequest(
-            f"volume {name!r}: dataVolume sources are not supported (no CDI importer); "
-            "hotplug a persistentVolumeClaim",
+            f"volume {name!r}: volumeSource must set exactly one of "
+            f"{', '.join(HOTPLUG_SOURCES)} (got {', '.join(keys) or 'none'})",
             vmi=ref,
         )
-    claim = source.get("persistentVolumeClaim")
-    claim_name = claim.get("claimName") if isinstance(claim, dict) else None
+    kind = HOTPLUG_SOURCES[keys[0]]
+    body = source[keys[0]]
+    claim_name = body.get(kind.key) if isinstance(body, dict) else None
     if not isinstance(claim_name, str) or not claim_name:
-        raise BadRequest(
-            f"volume {name!r}: volumeSource.persistentVolumeClaim.claimName must be set", vmi=ref
-        )
+        raise BadRequest(f"volume {name!r}: volumeSource.{keys[0]}.{kind.key} must be set", vmi=ref)
     return AddVolume(
         name=name,
         claim_name=claim_name,
+        source=keys[0],
         disk=_disk(raw.get("disk"), name, ref),
-        read_only=bool(isinstance(claim, dict) and claim.get("readOnly")),
+        read_only=kind.takes_read_only and bool(isinstance(body, dict) and body.get("readOnly")),
         dry_run=_dry_run(raw, ref),
     )
 
@@ -110,7 +138,11 @@ def _disk(raw: object, name: str, ref: VmiRef) -> dict[str, Any]:
         raise BadRequest(f"volume {name!r}: disk must be an object", vmi=ref)
     disk = {**raw, "name": name}
     if "cdrom" in disk or "lun" in disk:
-        raise BadRequest(f"volume {name!r}: only disk devices can be hotplugged", vmi=ref)
+        raise BadRequest(
+            f"volume {name!r}: only disk devices can be hotplugged (a cdrom's media are "
+            "inserted by adding a hotpluggable volume for a cdrom the VM declares)",
+            vmi=ref,
+        )
     target = disk.get("disk") or {}
     if not isinstance(target, dict):
         raise BadRequest(f"volume {name!r}: disk.disk must be an object", vmi=ref)
@@ -165,8 +197,7 @@ def add_ops(
             vmi=ref,
         )
     for v in volumes:
-        claim = v.get("persistentVolumeClaim") or {}
-        if claim.get("claimName") == opts.claim_name:
+        if _claim_of(v) == opts.claim_name:
             raise BadRequest(
                 f"Unable to add volume source [{opts.claim_name}] because it is already "
                 f"used by volume [{v.get('name')}]",
@@ -198,8 +229,7 @@ def remove_ops(
         raise BadRequest(
             f"Unable to remove volume [{opts.name}] because it does not exist", vmi=ref
         )
-    claim = volumes[index].get("persistentVolumeClaim") or {}
-    if not claim.get("hotpluggable"):
+    if not _hotplug_ref(volumes[index]).get("hotpluggable"):
         raise BadRequest(
             f"Unable to remove volume [{opts.name}] because it is not hotpluggable", vmi=ref
         )
@@ -212,3 +242,21 @@ def remove_ops(
 
 def _index(items: Sequence[Mapping[str, Any]], name: str) -> int | None:
     return next((i for i, item in enumerate(items) if item.get("name") == name), None)
+
+
+def _hotplug_ref(volume: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The volume's hotpluggable source ({} when it has none of HOTPLUG_SOURCES)."""
+    for source in HOTPLUG_SOURCES:
+        ref = volume.get(source)
+        if isinstance(ref, Mapping):
+            return ref
+    return {}
+
+
+def _claim_of(volume: Mapping[str, Any]) -> str | None:
+    """The claim a volume mounts, whichever hotpluggable source names it."""
+    for source, kind in HOTPLUG_SOURCES.items():
+        ref = volume.get(source)
+        if isinstance(ref, Mapping):
+            return str(ref.get(kind.key) or "")
+    return None

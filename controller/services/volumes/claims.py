@@ -27,6 +27,7 @@ from shared.model import (
 from shared.model.datavolume import DataVolume, DataVolumePhase
 from shared.model.errors import QuantityError
 from shared.model.quantity import parse_bytes
+from shared.upload import UPLOAD_TARGET_ANNOTATION
 
 GET_TIMEOUT = 10.0
 BLOCK_MODE = "Block"
@@ -56,6 +57,9 @@ class Claim:
     access_modes: tuple[str, ...] = ()  # the bound volume's (status), empty until bound
     requests: Mapping[str, str] = field(default_factory=dict)
     capacity: Mapping[str, str] = field(default_factory=dict)
+    # CDI's upload target annotation on a claim no DataVolume controls (image-upload pvc:
+    # controller/uploadclaim/).
+    upload_target: bool = False
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Claim:
@@ -74,6 +78,7 @@ class Claim:
             access_modes=tuple(str(m) for m in status.get("accessModes") or ()),
             requests=_strings((spec.get("resources") or {}).get("requests")),
             capacity=_strings(status.get("capacity")),
+            upload_target=_upload_target(meta),
         )
 
     def info(self) -> PersistentVolumeClaimInfo:
@@ -94,6 +99,14 @@ class Claim:
     def disk_bytes(self) -> int | None:
         """The size of a disk.img made on the claim: its capacity once bound, else its request."""
         return self.capacity_bytes or self.request_bytes
+
+
+def _upload_target(meta: Mapping[str, Any]) -> bool:
+    """Annotated as CDI's upload target, and controlled by no DataVolume."""
+    if UPLOAD_TARGET_ANNOTATION not in (meta.get("annotations") or {}):
+        return False
+    refs = meta.get("ownerReferences") or ()
+    return not any(r.get("kind") == "DataVolume" and r.get("controller") for r in refs)
 
 
 def _strings(value: object) -> dict[str, str]:

@@ -60,6 +60,19 @@ def _disks(name: str, *dvs: str) -> dict[str, Any]:
     return vmi
 
 
+def _with_claims(vmi: dict[str, Any], *claims: str) -> dict[str, Any]:
+    """The VMI with the claims as its next virtio disks, each counted by the guest."""
+    spec = vmi["spec"]
+    first = len(spec["volumes"])
+    for i, claim in enumerate(claims, start=first):
+        spec["domain"]["devices"]["disks"].append({"name": f"c{i}", "disk": {"bus": "virtio"}})
+        spec["volumes"].append({"name": f"c{i}", "persistentVolumeClaim": {"claimName": claim}})
+    boot = spec["domain"]["firmware"]["kernelBoot"]
+    more = ",".join(f"vd{chr(ord('a') + i)}" for i in range(first, first + len(claims)))
+    boot["kernelArgs"] = re.sub(r"kvpy\.disk=(\S+)", rf"kvpy.disk=\1,{more}", boot["kernelArgs"])
+    return vmi
+
+
 def _cdi_config(proxy: str) -> dict[str, Any]:
     """CDI's CDIConfig `config` naming the upload proxy (cluster-scoped)."""
     return {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDIConfig",
@@ -91,7 +104,10 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     virtctl image-upload (--uploadproxy-url: virt-api's upload proxy, --insecure) succeeds
     too: the claim then says storage.pod.phase Succeeded, as CDI's does; and again without
     the flag, virtctl reading the URL from CDIConfig `config`'s uploadProxyURLOverride. One
-    VMI boots with the three disks: the guest finds the counter the image carried on each.
+    `image-upload pvc` by virtctl-py and by KubeVirt's virtctl (a bare claim with CDI's
+    upload annotations, no DataVolume) ends with the claim's storage.pod.phase Succeeded.
+    One VMI boots with the three DataVolumes and the two claims as disks: the guest finds
+    the counter the image carried on each.
     A forged token is
     refused by the proxy (401, saying why). A text file uploaded with virtctl-py is
     refused: image-upload fails saying it is not a disk image and the DataVolume ends
@@ -124,7 +140,19 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert dv["status"]["phase"] == "Succeeded", _ready_message(dv)
     reasons = _reasons(k, ns, dv["metadata"]["uid"])
     assert {"UploadScheduled", "UploadReady", "Succeeded"} <= reasons, reasons
-    _apply(k, ns, _disks("on-upload", "uploaded", "upstream", "by-config"))
+    for kind in ("pvc-upload", "pvc-upstream"):  # image-upload pvc: a bare claim, no DataVolume
+        args = ("image-upload", "pvc", kind, "--size=64Mi", f"--image-path={image}", "--insecure")
+        if kind == "pvc-upload":
+            done = _virtctl(kubeconfig, ns, *args)
+            assert done.returncode == 0, done.stderr
+        else:
+            out = _upstream(upstream_virtctl, kubeconfig, ns, *args, f"--uploadproxy-url={proxy}")
+            assert "completed successfully" in out, out
+        notes = _get(k, ns, "pvc", kind)["metadata"]["annotations"]
+        assert notes[POD_PHASE] == "Succeeded", notes
+        assert not _get(k, ns, "dv", kind)
+    vmi_body = _disks("on-upload", "uploaded", "upstream", "by-config")
+    _apply(k, ns, _with_claims(vmi_body, "pvc-upload", "pvc-upstream"))
 
     notes = tmp_path / "notes.txt"
     notes.write_text("hello, no disk here\n")
@@ -137,6 +165,6 @@ def test_uploaded_qcow2_boots_and_a_text_file_fails_with_the_reason(
     assert "not a disk image" in _ready_message(failed), _ready_message(failed)
 
     vmi = _running(k, ns, "on-upload")
-    lines = _disk_lines(real_cluster, vmi, 3)
-    assert [line.split()[1] for line in lines] == ["vda", "vdb", "vdc"]
-    assert [_counter(re.sub(r"vd[bc]", "vda", line)) for line in lines] == [(COUNT, COUNT + 1)] * 3
+    lines = _disk_lines(real_cluster, vmi, 5)
+    assert [line.split()[1] for line in lines] == ["vda", "vdb", "vdc", "vdd", "vde"]
+    assert [_counter(re.sub(r"vd[b-e]", "vda", line)) for line in lines] == [(COUNT, COUNT + 1)] * 5

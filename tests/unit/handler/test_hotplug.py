@@ -166,3 +166,17 @@ async def test_release_undoes_every_mount_of_the_pod(tmp_path: Path) -> None:
     _target(tmp_path).touch()
     hotplug.release("vmi-uid", "pod-uid")
     assert mounts.mounted == {}
+
+
+async def test_a_cdroms_media_are_attached_without_its_sata_bus(tmp_path: Path) -> None:
+    """The hotplugged volume of a declared sata cdrom is mounted and attached like a disk;
+    the wire's bus is the default one (the launcher inserts the media into the device the
+    domain has; sata is no bus a disk is hot-plugged on)."""
+    hotplug, _, _ = _rig(tmp_path)
+    launcher = FakeLauncher()
+    raw = _vmi(in_spec=True, phase="AttachedToNode").to_dict()
+    raw["spec"]["domain"]["devices"]["disks"] = [{"name": "data", "cdrom": {"bus": "sata"}}]
+    out = await hotplug.sync(VirtualMachineInstance.from_dict(raw), launcher, pod_uid="pod-uid")
+    assert out.volume_status[0].phase == "Ready"
+    ((_, args),) = launcher.calls
+    assert args == {"volume": "data", "bus": "scsi", "readonly": False}

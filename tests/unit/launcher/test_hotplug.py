@@ -38,6 +38,9 @@ class FakeVirt:
         assert devices is not None
         devices.append(ET.fromstring(xml))
 
+    async def update_device(self, name: str, xml: str) -> None:
+        raise AssertionError("disks are attached and detached, never updated")
+
     async def detach_device(self, name: str, xml: str) -> None:
         self.detached.append(xml)
         if self.stubborn:

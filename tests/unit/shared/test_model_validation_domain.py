@@ -186,7 +186,19 @@ RULES = [
         "no volume named 'ghost'",
         id="disk-without-volume",
     ),
+    pytest.param(
+        {f"{DISKS}[4]": {"name": "ghost", "disk": {"bus": "scsi"}}},
+        f"{DISKS}[4].name",
+        "only a cdrom may have none: an empty tray; a disk's volume cannot be ejected",
+        id="disk-ejected",
+    ),
 ]
+
+
+def test_a_cdrom_without_a_volume_is_an_empty_tray() -> None:
+    """A cdrom disk with no volume is admitted (KubeVirt's declarative inject/eject)."""
+    errors = vmi_errors({f"{DISKS}[4]": {"name": "tray", "cdrom": {"bus": "sata"}}})
+    assert not [e for e in errors if e.path.startswith(f"{DISKS}[4]")], [str(e) for e in errors]
 
 
 @pytest.mark.parametrize(("changes", "path", "fragment"), RULES)

@@ -1,5 +1,6 @@
-"""`image-upload dv`: KubeVirt's flags parse, and the DataVolume made from them is an
-upload source with spec.storage as the flags ask (CDI's defaults otherwise)."""
+"""`image-upload dv|pvc`: KubeVirt's flags parse; the DataVolume made from them is an
+upload source with spec.storage as the flags ask (CDI's defaults otherwise), the claim a
+bare one with CDI's upload annotations."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import target
 from virtctl_py import cli
-from virtctl_py.imageupload import datavolume_body
+from virtctl_py.imageupload import claim_body, datavolume_body
 
 
 def args(*argv: str) -> argparse.Namespace:
@@ -36,9 +37,28 @@ def test_kubevirt_flags_make_an_upload_datavolume() -> None:
     assert (want.kind, want.volume_mode, want.size_bytes) == ("upload", "Block", 64 * 1024**2)
 
 
-def test_only_datavolumes_and_an_image_path() -> None:
-    """`pvc` uploads are not offered; --image-path is required."""
+def test_only_datavolumes_claims_and_an_image_path() -> None:
+    """`dv` and `pvc` are the kinds; --image-path is required."""
     with pytest.raises(SystemExit):
-        args("pvc", "disk", "--image-path=x")
+        args("pod", "disk", "--image-path=x")
     with pytest.raises(SystemExit):
-        args("dv", "disk", "--size=1Gi")
+        args("pvc", "disk", "--size=1Gi")
+
+
+def test_pvc_makes_a_bare_claim_with_cdis_upload_annotations() -> None:
+    """`image-upload pvc`: a claim (no DataVolume) with CDI's upload-target and
+    content-type annotations, the flags in its spec (ReadWriteOnce unless told)."""
+    body = claim_body(args("pvc", "up", "--size=64Mi", "--image-path=x.img",
+                           "--storage-class=csi-local", "--volume-mode=filesystem"), "ns")  # fmt: skip
+    assert body["kind"] == "PersistentVolumeClaim"
+    assert body["metadata"] == {
+        "name": "up", "namespace": "ns",
+        "annotations": {"cdi.kubevirt.io/storage.upload.target": "",
+                        "cdi.kubevirt.io/storage.contentType": "kubevirt"},
+    }  # fmt: skip
+    assert body["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "64Mi"}},
+        "storageClassName": "csi-local",
+        "volumeMode": "Filesystem",
+    }

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from shared.kube.errors import NotFound
 from shared.kube.resources import Resource
 from virtctl_py import cli, commands, lifecycle
 from virtctl_py.errors import CliError, Exit
@@ -25,6 +26,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, str, dict[str, Any]]] = []
         self.migrations: list[dict[str, Any]] = []
+        self.datavolumes: set[str] = set()
 
     def subresource(
         self, method: str, resource: Resource, name: str, *, namespace: str | None,
@@ -43,6 +45,10 @@ class FakeApi:
         return list(self.migrations)
 
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Any:
+        if resource.plural == "datavolumes":
+            if name in self.datavolumes:
+                return {"metadata": {"name": name}}
+            raise NotFound(404, "NotFound", f"datavolumes {name} not found")
         raise AssertionError(f"no read expected of {resource.plural}/{name}")
 
 
@@ -139,3 +145,15 @@ def test_addvolume_and_removevolume_bodies_and_paths() -> None:
     }
     assert remove_path.endswith("/namespaces/ns/virtualmachines/vm1/removevolume")
     assert remove == {"name": "data", "dryRun": ["All"]}
+
+
+def test_addvolume_of_a_datavolume_sends_a_datavolume_source() -> None:
+    """A DataVolume of the volume's name exists: addvolume sends a dataVolume source (as
+    upstream virtctl decides), hotpluggable; removevolume reads nothing."""
+    kube = FakeApi()
+    kube.datavolumes.add("dv1")
+    commands.volume(cast(Any, kube), TARGET, parse("addvolume", "vm1", "--volume-name=dv1"))
+    commands.volume(cast(Any, kube), TARGET, parse("removevolume", "vm1", "--volume-name=dv1"))
+    (_, _, _, _, add), (_, _, _, _, remove) = kube.calls
+    assert add["volumeSource"] == {"dataVolume": {"name": "dv1", "hotpluggable": True}}
+    assert remove == {"name": "dv1"}

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from controller.vm.hotplug import FROM_TEMPLATE, template_ops
+from controller.vm.logic import vmi_from_template
 from shared.model import VirtualMachine, VirtualMachineInstance
 
 DATA = {"name": "data", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}
@@ -65,3 +66,46 @@ def test_vmi_only_volumes_and_settled_vmis_are_left_alone() -> None:
     assert template_ops(_vm(), _vmi(SOLO)) == []
     assert template_ops(_vm(DATA), _vmi(DATA, recorded=["data"])) == []
     assert template_ops(_vm(DATA), _vmi(phase="Scheduled")) == []
+
+
+CDROM = {"name": "cd", "cdrom": {"bus": "sata"}}
+MEDIA = {"name": "cd", "dataVolume": {"name": "iso", "hotpluggable": True}}
+
+
+def _cd_vm(*volumes: dict[str, Any]) -> VirtualMachine:
+    spec = {"domain": {"devices": {"disks": [CDROM]}}, "volumes": list(volumes)}
+    return VirtualMachine.from_dict(
+        {"metadata": {"name": "vm"}, "spec": {"template": {"spec": spec}}}
+    )
+
+
+def _cd_vmi(*volumes: dict[str, Any], recorded: list[str]) -> VirtualMachineInstance:
+    return VirtualMachineInstance.from_dict({
+        "metadata": {"name": "vm", "annotations": {FROM_TEMPLATE: json.dumps(recorded)}},
+        "spec": {"domain": {"devices": {"disks": [CDROM]}}, "volumes": list(volumes)},
+        "status": {"phase": "Running"},
+    })  # fmt: skip
+
+
+def test_a_cdroms_volume_is_inserted_and_ejected_the_cdrom_staying() -> None:
+    """An empty cdrom both declare: a hotpluggable volume for it added to the template
+    reaches the VMI without a second disk (media inserted); dropped from the template, it
+    leaves the VMI and the cdrom stays (ejected)."""
+    inserted = template_ops(_cd_vm(MEDIA), _cd_vmi(recorded=[]))
+    assert _value(inserted, "/spec/volumes") == [MEDIA]
+    assert _value(inserted, "/spec/domain/devices/disks") == [CDROM]
+    ejected = template_ops(_cd_vm(), _cd_vmi(MEDIA, recorded=["cd"]))
+    assert _value(ejected, "/spec/volumes") == []
+    assert _value(ejected, "/spec/domain/devices/disks") == [CDROM]
+
+
+def test_a_vmi_started_with_template_media_can_eject_them() -> None:
+    """The VMI a VM creates records the template's hotpluggable volumes (a cdrom's media
+    at boot among them): dropping one from the template later ejects it live."""
+    vm = _cd_vm(MEDIA)
+    body = vmi_from_template(vm)
+    assert body["metadata"]["annotations"] == {FROM_TEMPLATE: '["cd"]'}
+    recorded = json.loads(body["metadata"]["annotations"][FROM_TEMPLATE])
+    ejected = template_ops(_cd_vm(), _cd_vmi(MEDIA, recorded=recorded))
+    assert _value(ejected, "/spec/volumes") == []
+    assert vmi_from_template(_cd_vm())["metadata"]["annotations"] == {}

@@ -201,3 +201,69 @@ def test_a_block_claims_attachment_pod_maps_the_device() -> None:
     (container,) = pod["spec"]["containers"]
     assert container["volumeDevices"] == [{"name": "hotplug-disk", "devicePath": "/hotplug/data"}]
     assert "volumeMounts" not in container
+
+
+class DataVolumeClient(FakeClient):
+    """FakeClient whose DataVolumes are apart from its claims (both named dv1)."""
+
+    def __init__(self, dv_phase: str | None) -> None:
+        super().__init__([], {"dv1": {"metadata": {"name": "dv1"}, "status": {"phase": "Bound"}}})
+        self.dv_phase = dv_phase
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        if resource.plural != "datavolumes":
+            return await super().get(resource, name, namespace=namespace)
+        if self.dv_phase is None:
+            raise NotFound(404, "NotFound", name)
+        return {"metadata": {"name": name}, "status": {"phase": self.dv_phase}}
+
+
+def _dv_vmi() -> VirtualMachineInstance:
+    volume = {"name": "dv", "dataVolume": {"name": "dv1", "hotpluggable": True}}
+    return VirtualMachineInstance.from_dict({
+        "metadata": {"name": "vm", "namespace": "ns", "uid": "vmi-uid"},
+        "spec": {"volumes": [volume]},
+        "status": {"phase": "Running", "nodeName": "n1"},
+    })  # fmt: skip
+
+
+async def test_a_hotplugged_datavolume_waits_until_it_succeeded() -> None:
+    """A hotpluggable dataVolume volume: no attachment pod while its DataVolume is missing
+    or importing (Pending, the message naming the DataVolume and its phase, looked at
+    again); once Succeeded, its claim's attachment pod is made as for a claim."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    for phase, message in (
+        (None, "DataVolume ns/dv1 does not exist"),
+        ("ImportInProgress", "DataVolume ns/dv1 is not ready (ImportInProgress)"),
+    ):
+        client = DataVolumeClient(phase)
+        hotplugs = HotplugAttachments(cast(Any, client), TemplateConfig())
+        (entry,), again = await hotplugs.sync(_dv_vmi(), owner)
+        assert (entry.phase, entry.reason, entry.message) == ("Pending", "PVCNotReady", message)
+        assert client.created == [] and again is not None
+    client = DataVolumeClient("Succeeded")
+    hotplugs = HotplugAttachments(cast(Any, client), TemplateConfig())
+    (entry,), _ = await hotplugs.sync(_dv_vmi(), owner)
+    assert client.created == [podlayout.attachment_pod_name("vmi-uid", "dv")]
+    assert entry.phase == "Bound"
+
+
+def test_a_datavolumes_attachment_pod_mounts_its_claim() -> None:
+    """The attachment pod of a dataVolume volume mounts the claim of the DataVolume's name."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    vmi = _dv_vmi()
+    pod = attachment_pod(vmi, vmi.spec.volumes[0], owner=owner, config=TemplateConfig())
+    assert pod["spec"]["volumes"] == [
+        {"name": "hotplug-disk", "persistentVolumeClaim": {"claimName": "dv1"}}
+    ]
+
+
+def test_a_failed_datavolume_is_said_in_the_volume_status() -> None:
+    """A waiting volume without a pod is Pending with why; one with a pod already keeps
+    the pod's phase (the wait is over)."""
+    vmi = _dv_vmi()
+    (entry,) = plan_volume_status(vmi, {}, {"dv1": CLAIM}, {"dv": "DataVolume ns/dv1 failed: x"})
+    assert (entry.phase, entry.message) == ("Pending", "DataVolume ns/dv1 failed: x")
+    pod = AttachPod(name="p", uid="pu", volume="dv", phase="Running", node="n1", deleting=False)
+    (entry,) = plan_volume_status(vmi, {"dv": pod}, {"dv1": CLAIM}, {"dv": "late"})
+    assert entry.phase == "AttachedToNode"

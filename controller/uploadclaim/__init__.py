@@ -1,0 +1,1 @@
+"""Upload claims: a bare PersistentVolumeClaim annotated as CDI's upload target."""
