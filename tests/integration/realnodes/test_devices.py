@@ -168,19 +168,21 @@ def _panic_fails_it(g: Guest, pod: str) -> None:
     """A kernel panic typed on the console: Failed (GuestCrashed) with its Event, and the
     launcher pod completes (the log follower ended with the launcher)."""
     console = g.console()
+    # guest-console-log followed from before the panic: once the VMI is Failed its pod may
+    # be gone before a later `kubectl logs` could read it.
+    follower = Console([str(g.k.binary), "--kubeconfig", str(g.k.kubeconfig), "logs", "-f",
+                        "-n", g.ns, pod, "-c", "guest-console-log"])  # fmt: skip
     try:
         console.until(TICK, 180)
         console.type("kvpy-panic")
         failed = _wait(lambda: g.phase("Failed"), 180, "VMI Failed after the panic",
                        lambda: g.vmi().get("status"))  # fmt: skip
+        follower.until(b"KUBEVIRT-PY-PANICKING", 60)
     finally:
         console.close()
+        follower.close()
     assert failed["status"]["reason"] == "GuestCrashed", failed["status"]
     assert g.event("GuestCrashed", 60)["type"] == "Warning"
-    # The completed pod's guest-console-log is read once kubectl serves it (the pod just
-    # finished: an empty answer while the kubelet settles it is retried).
-    _wait(lambda: "KUBEVIRT-PY-PANICKING" in g.console_log(pod), 60,
-          "the panic in guest-console-log", lambda: g.console_log(pod)[-400:])  # fmt: skip
 
     def pod_done() -> bool:
         found = pods(g.k, g.ns, "kubevirt.io=virt-launcher")
