@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.phase import Verdict, user_paused
+from shared import vmstate
 from shared.model import (
     ConditionReason,
     ConditionStatus,
@@ -180,6 +181,12 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,
                 NOT_MIGRATABLE_INTERFACE,
             )
+    if (state_claim := vmstate.vmi_claim(vmi)) is not None:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DISKS_NOT_MIGRATABLE,
+            vmstate.not_migratable(state_claim),
+        )
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(

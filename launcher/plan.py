@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
+from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, vmstate, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -27,6 +27,7 @@ from launcher.errors import InvalidSpec
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface, guest_mac
 from shared import podnet
+from shared import vmstate as shared_vmstate
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
 from shared.model.quantity import parse_bytes
@@ -48,6 +49,9 @@ class HostPaths:
     # QEMU with single-threaded TCG (launcher/tcgthreads.py), for domains that may gain vCPUs.
     tcg_single_emulator: Path | None = None
     node_name: str = ""  # named when the node cannot run what the VMI asks (guestplan.py)
+    # Persistent TPM / EFI state (launcher/vmstate.py): the claim's mount, libvirt's swtpm dir.
+    vm_state: Path = Path(str(shared_vmstate.MOUNT_DIR))
+    swtpm_storage: Path | None = None
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -298,7 +302,12 @@ async def plan_domain(
     cpu = domain.cpu
     memory = domain.guest_memory_bytes() or 0
     guestplan.require_runnable(vmi, virt_type=virt_type, node=host.node_name)
-    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir)  # before any disk is made
+    nvram = vmstate.nvram(vmi, state_dir=host.vm_state)
+    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=nvram)  # before any disk
+    uuid = domain.firmware.uuid or vmi.metadata.uid or ""
+    tpm_persistent = vmstate.link_tpm_state(
+        vmi, state_dir=host.vm_state, swtpm_storage=host.swtpm_storage, uuid=uuid
+    )
     planned = await _disks(vmi, ctx)
     plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
@@ -328,6 +337,7 @@ async def plan_domain(
         cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
         tpm=domain.devices.tpm is not None and domain.devices.tpm.on,
+        tpm_persistent=tpm_persistent,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,

@@ -2,9 +2,10 @@
 
 libvirt starts Debian's swtpm for it (swtpm_setup makes the state) and stops it with QEMU:
 the launcher only asks for the device. The model is tpm-tis, as KubeVirt's converter uses
-for a TPM without persistent state (it keeps tpm-crb for persistent ones). The state lives
-in libvirt's own dirs, which are the launcher's private ones (launcher/daemonpaths.py): it
-goes with the launcher pod, as KubeVirt's non-persistent TPM does.
+for a TPM without persistent state, and tpm-crb with `persistent_state='yes'` for a
+persistent one, as KubeVirt's. A non-persistent state lives in libvirt's own dirs, the
+launcher's private ones (launcher/daemonpaths.py), and goes with the launcher pod; a
+persistent one is in the VM's state claim (launcher/vmstate.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 MODEL = "tpm-tis"
+PERSISTENT_MODEL = "tpm-crb"
 VERSION = "2.0"
 
 
-def add_device(devices: ET.Element) -> None:
+def add_device(devices: ET.Element, *, persistent: bool = False) -> None:
     """Append `<tpm>` with an emulator backend to the domain's `<devices>`."""
-    tpm = ET.SubElement(devices, "tpm", model=MODEL)
-    ET.SubElement(tpm, "backend", type="emulator", version=VERSION)
+    tpm = ET.SubElement(devices, "tpm", model=PERSISTENT_MODEL if persistent else MODEL)
+    backend = ET.SubElement(tpm, "backend", type="emulator", version=VERSION)
+    if persistent:
+        backend.set("persistent_state", "yes")

@@ -85,6 +85,9 @@ class ClusterConfig:
     serial_console_log_disabled: bool = True
     # obsoleteCPUModels: models the node labeller leaves unlabelled (KubeVirt's default set).
     obsolete_cpu_models: frozenset[str] = DEFAULT_OBSOLETE_MODELS
+    # vmStateStorageClass: the class of persistent-state claims (None: persistent TPM / EFI
+    # refused at admission).
+    vm_state_storage_class: str | None = None
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -216,6 +219,8 @@ def _configuration(
     if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default
         obsolete = frozenset(m for m, on in c.obsolete_cpu_models.items() if on)
         changes["obsolete_cpu_models"] = obsolete
+    if c.vm_state_storage_class:
+        changes["vm_state_storage_class"] = c.vm_state_storage_class
     if (profile := localhost_profile(c, errors)) is not None:
         changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(

@@ -228,11 +228,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     IOThreads: frozenset(),
     DHCPOptions: frozenset(),
     DHCPPrivateOption: frozenset(),
-    TPM: frozenset({"persistent"}),  # KubeVirt's per-VM state claim: not yet
+    TPM: frozenset(),
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset(),
-    EFI: frozenset({"persistent"}),
+    EFI: frozenset(),
     InterfacePort: frozenset(),
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset({"imagePullSecret"}),
@@ -307,8 +307,6 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachGraphicsDevice"): (True, False),
     (Devices, "disableHotplug"): (False,),
-    (EFI, "persistent"): (False,),
-    (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
