@@ -2,8 +2,10 @@
 
 libvirt starts Debian's swtpm for it (swtpm_setup makes the state) and stops it with QEMU:
 the launcher only asks for the device. The model is tpm-tis, as KubeVirt's converter uses
-for a TPM without persistent state, and tpm-crb with `persistent_state='yes'` for a
-persistent one, as KubeVirt's. A non-persistent state lives in libvirt's own dirs, the
+for a TPM without persistent state, persistent or not (KubeVirt gives a persistent one
+tpm-crb, which a guest finds only through ACPI; tpm-tis is found either way, and turning
+persistence on does not change the guest's hardware); a persistent one adds
+`persistent_state='yes'`. A non-persistent state lives in libvirt's own dirs, the
 launcher's private ones (launcher/daemonpaths.py), and goes with the launcher pod; a
 persistent one is in the VM's state claim (launcher/vmstate.py).
 """
@@ -13,13 +15,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 MODEL = "tpm-tis"
-PERSISTENT_MODEL = "tpm-crb"
 VERSION = "2.0"
 
 
 def add_device(devices: ET.Element, *, persistent: bool = False) -> None:
     """Append `<tpm>` with an emulator backend to the domain's `<devices>`."""
-    tpm = ET.SubElement(devices, "tpm", model=PERSISTENT_MODEL if persistent else MODEL)
+    tpm = ET.SubElement(devices, "tpm", model=MODEL)
     backend = ET.SubElement(tpm, "backend", type="emulator", version=VERSION)
     if persistent:
         backend.set("persistent_state", "yes")

@@ -1,6 +1,6 @@
 """Persistent TPM / EFI state in the launcher (launcher/vmstate.py): the NVRAM file is in
 the state claim's mount, libvirt's per-domain swtpm dir is a link to the claim, the TPM is
-tpm-crb with persistent_state='yes', the XML is libvirt-valid, and undefine keeps both;
+tpm-tis with persistent_state='yes', the XML is libvirt-valid, and undefine keeps both;
 the handler says such a VMI is not live-migratable, naming the claim."""
 
 from __future__ import annotations
@@ -61,13 +61,13 @@ async def _xml(raw: dict[str, Any], root: Path, *, swtpm: Path | None) -> ET.Ele
 
 
 async def test_persistent_tpm_links_libvirts_swtpm_dir_to_the_claim(tmp_path: Path) -> None:
-    """tpm.persistent: tpm-crb with persistent_state='yes' (KubeVirt's), and libvirt's
+    """tpm.persistent: tpm-tis with persistent_state='yes', and libvirt's
     `<swtpm dir>/<domain uuid>` is a link to the claim's swtpm dir; a second start (a new
     launcher, same claim) links again to the same dir."""
     swtpm = tmp_path / "lib" / "swtpm"
     dom = await _xml(_persistent_vmi(tpm=True, efi=False), tmp_path, swtpm=swtpm)
     (tpm,) = dom.findall("devices/tpm")
-    assert tpm.get("model") == "tpm-crb"
+    assert tpm.get("model") == "tpm-tis"
     backend = tpm.find("backend")
     assert backend is not None and backend.attrib == {
         "type": "emulator", "version": "2.0", "persistent_state": "yes"
