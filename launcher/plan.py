@@ -306,7 +306,11 @@ async def plan_domain(
     uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=nvram)  # before any disk
     uuid = domain.firmware.uuid or vmi.metadata.uid or ""
     tpm_persistent = vmstate.link_tpm_state(
-        vmi, state_dir=host.vm_state, swtpm_storage=host.swtpm_storage, uuid=uuid
+        vmi,
+        state_dir=host.vm_state,
+        swtpm_storage=host.swtpm_storage,
+        uuid=uuid,
+        incoming=ctx.incoming,
     )
     planned = await _disks(vmi, ctx)
     plan = DomainPlan(

@@ -28,16 +28,6 @@ EFI_FIELD = "domain.firmware.bootloader.efi.persistent"
 CLASS_FIELD = "spec.configuration.vmStateStorageClass"
 
 
-def not_migratable(claim: str) -> str:
-    """LiveMigratable=False's message for a VMI with persistent state (handler/status.py):
-    the target would open the same claim while the source runs, and Debian 12's swtpm 0.7
-    locks its state dir (no `--migration release-lock-outgoing` before swtpm 0.8)."""
-    return (
-        f"cannot migrate VMI with persistent TPM or EFI state (PVC {claim}): kubevirt-py "
-        "does not hand the state claim to a migration target"
-    )
-
-
 def claim_name(vm_name: str) -> str:
     """The VM's state claim: `persistent-state-for-<vm>`, at most 63 characters."""
     return naming.fit(CLAIM_PREFIX + vm_name)

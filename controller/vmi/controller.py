@@ -56,6 +56,7 @@ from shared.model import (
     VMIStatus,
 )
 from shared.model.datavolume import DataVolume
+from shared.vmstate import vmi_claim as state_claim
 
 log = structlog.get_logger("controller.vmi")
 
@@ -253,7 +254,8 @@ class VMIController(Reconciler):
         """From the handoff on, status.volumeStatus carries each bound claim's info (its
         access modes decide LiveMigratable); read once per claim, not at every sync, then
         kept in step with the claim's capacity from the informer's cache."""
-        if plan.status.phase not in CLAIMS_DESCRIBED_IN or not claim_names(vmi):
+        has_claims = claim_names(vmi) or state_claim(vmi) is not None
+        if plan.status.phase not in CLAIMS_DESCRIBED_IN or not has_claims:
             return plan
         described = await claim_volume_status(self._client, vmi, plan.status.volume_status)
         store = self._informers.claims.store

@@ -4,15 +4,17 @@ is made (RWX) and mounted by the launcher pod.
 
 - EFI: the tiny guest cannot boot under OVMF (its kernel is an ELF vmlinux booted through
   PVH), so what is checked is the NVRAM file: OVMF writes its variables into the file in
-  the claim (it leaves the template's content), libvirt's live XML points at it, and after
-  a stop/start libvirt reuses the very same file (same inode, not copied again from the
-  template, not deleted at undefine).
+  the claim (it leaves the template's content), libvirt's live XML points at it, after a
+  stop/start libvirt reuses the very same file (same inode, not copied again from the
+  template, not deleted at undefine), and after a live migration the target's domain
+  names the same file.
 - TPM: with EFI off the guest boots (SeaBIOS, tpm_tis.force=1 as in vmi-tpm.yaml), defines
   an NV index in its TPM and writes a marker into it (raw TPM2 commands on /dev/tpm0 from
   busybox); after a stop/start, a new launcher's swtpm reads the state from the claim and
-  the guest reads the marker back.
-- Not live-migratable: LiveMigratable=False naming the claim (docs/features.md says why).
-- Deleting the VM deletes the claim (it is owned by the VM).
+  the guest reads the marker back; after a live migration to the other node the guest
+  reads it again, writes a second marker, and after one more stop/start reads that one
+  (the target's state dir became the claim's current one).
+- The RWX claim makes the VM LiveMigratable=True; deleting the VM deletes the claim.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh, _libvirt
+from tests.integration.realnodes.test_shared_storage import (
+    _agent_connected,
+    _guest_sh,
+    _libvirt,
+    _moved,
+)
 from tests.integration.realnodes.test_storage import _apply, _get, _running
-from tests.integration.realnodes.test_story import _wait
+from tests.integration.realnodes.test_story import _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
@@ -156,22 +163,46 @@ def _check_efi(k: Kubectl, ns: str, cluster: Cluster, running: dict[str, Any]) -
     assert nvram.stat().st_ino == inode  # kept at undefine, reused (not copied anew)
     assert nvram.read_bytes() != template
     assert "/vm-state/nvram/efi-vars.fd</nvram>" in _live_xml(cluster, again, domain)
+    moved = _migrate(k, ns, cluster, again)
+    assert "/vm-state/nvram/efi-vars.fd</nvram>" in _live_xml(cluster, moved, domain)
+    assert nvram.stat().st_ino == inode
 
-    def not_migratable() -> bool:
+
+def _migrate(k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any]) -> dict[str, Any]:
+    """Live-migrate the VM (LiveMigratable=True first: its state claim is RWX); the VMI
+    on the other node."""
+
+    def migratable() -> bool:
         conds = _get(k, ns, "vmi", VM).get("status", {}).get("conditions", [])
-        return any(c["type"] == "LiveMigratable" and c["status"] == "False"
-                   and f"PVC {CLAIM}" in c.get("message", "") for c in conds)  # fmt: skip
+        return any(c["type"] == "LiveMigratable" and c["status"] == "True" for c in conds)
 
-    _wait(not_migratable, 60, "LiveMigratable=False naming the state claim")
+    _wait(migratable, 60, "LiveMigratable=True (the state claim is RWX)")
+    source = vmi["status"]["nodeName"]
+    done = _virtctl(cluster.kubeconfig, ns, "migrate", VM, "--wait", "--timeout", "240")
+    assert done.returncode == 0, done.stderr
+    moved = _moved(k, ns, VM, source)
+    assert moved["metadata"]["uid"] == vmi["metadata"]["uid"]
+    return moved
+
+
+def _tpm(cluster: Cluster, vmi: dict[str, Any], *commands: str) -> list[str]:
+    """Each TPM command's response (hex), run in the guest in one go."""
+    script = TPM_SH + "; ".join(f"tpm '{c}'" for c in commands)
+    return _guest_sh(cluster, vmi, script).split()
+
+
+def _marker(response: str) -> bytes:
+    """The 16 bytes an NV_Read response carries (after its header and sizes)."""
+    return bytes.fromhex(response)[16:32]
 
 
 def test_persistent_tpm_and_efi_state_survive_restarts(
     real_cluster: Cluster, real_stack: Kubectl, real_namespace: str
 ) -> None:
-    """EFI: the NVRAM file in the claim is written by OVMF, pointed at by libvirt, and
-    reused after a restart; TPM: a marker the guest writes into an NV index of its TPM is
-    read back by the guest after a restart; LiveMigratable=False naming the claim; the
-    claim goes with the VM."""
+    """EFI: the NVRAM file in the claim is written by OVMF, pointed at by libvirt, reused
+    after a restart and a live migration; TPM: a marker the guest writes into an NV index
+    of its TPM is read back after a restart and after a live migration, and one written on
+    the target after the next restart; the claim goes with the VM."""
     k, ns = real_stack, real_namespace
     _set_state_class(k, "shared-storage")
     try:
@@ -181,25 +212,37 @@ def test_persistent_tpm_and_efi_state_survive_restarts(
         assert claim["spec"]["accessModes"] == ["ReadWriteMany"], claim
         assert claim["spec"]["storageClassName"] == "shared-storage"
         _check_efi(k, ns, real_cluster, first)
-
         _apply(k, ns, _vm(efi=False))  # the guest boots under SeaBIOS
-        booted = _restart(k, ns, _get(k, ns, "vmi", VM))
-        _agent_connected(k, ns, VM)
-        marker = uuid.uuid4().hex[:16].encode()
-        script = f"{TPM_SH}tpm '{DEFINE}'; tpm '{_write(marker)}'; tpm '{READ}'"
-        define, write, read = _guest_sh(real_cluster, booted, script).split()
-        assert define.startswith("80020000001300000000"), define  # TPM_RC_SUCCESS
-        assert write.startswith("80020000001300000000"), write
-        assert bytes.fromhex(read)[16:32] == marker, read
-        assert (_claim_dir(k, ns) / "swtpm" / "tpm2" / "tpm2-00.permall").is_file()
-
-        again = _restart(k, ns, booted)
-        _agent_connected(k, ns, VM)
-        (read,) = _guest_sh(real_cluster, again, f"{TPM_SH}tpm '{READ}'").split()
-        assert bytes.fromhex(read)[16:32] == marker, read
-
+        _check_tpm(k, ns, real_cluster, _restart(k, ns, _get(k, ns, "vmi", VM)))
         k("delete", "vm", VM, "-n", ns, "--wait=true", "--timeout=120s")
         _wait(lambda: not _get(k, ns, "pvc", CLAIM), 120, f"{CLAIM} deleted with the VM")
     finally:
         k("delete", "vm", VM, "-n", ns, "--wait=true", "--timeout=120s", check=False)
         _set_state_class(k, None)
+
+
+def _check_tpm(k: Kubectl, ns: str, cluster: Cluster, booted: dict[str, Any]) -> None:
+    """A marker in an NV index survives a restart and a migration; one written on the
+    migration target survives the next restart."""
+    _agent_connected(k, ns, VM)
+    marker = uuid.uuid4().hex[:16].encode()
+    define, write, read = _tpm(cluster, booted, DEFINE, _write(marker), READ)
+    assert define.startswith("80020000001300000000"), define  # TPM_RC_SUCCESS
+    assert write.startswith("80020000001300000000"), write
+    assert _marker(read) == marker, read
+    assert (_claim_dir(k, ns) / "swtpm" / "tpm2" / "tpm2-00.permall").is_file()
+
+    again = _restart(k, ns, booted)
+    _agent_connected(k, ns, VM)
+    (read,) = _tpm(cluster, again, READ)
+    assert _marker(read) == marker, read
+
+    moved = _migrate(k, ns, cluster, again)
+    second = uuid.uuid4().hex[:16].encode()
+    read, write = _tpm(cluster, moved, READ, _write(second))
+    assert _marker(read) == marker, read
+    assert write.startswith("80020000001300000000"), write
+    last = _restart(k, ns, moved)
+    _agent_connected(k, ns, VM)
+    (read,) = _tpm(cluster, last, READ)
+    assert _marker(read) == second, read

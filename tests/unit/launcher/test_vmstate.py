@@ -19,7 +19,7 @@ from launcher.daemonpaths import DaemonPaths, Isolation
 from launcher.errors import InvalidSpec
 from launcher.plan import HostPaths, parse_vmi, plan_domain
 from launcher.virt import Virt
-from launcher.vmstate import link_tpm_state
+from launcher.vmstate import link_tpm_state, promote_migrated_state
 from shared.model import VirtualMachineInstance
 from tests.integration.conformance.checks import lay_out_pod
 from tests.unit.launcher.test_tpm import _vmi
@@ -131,16 +131,69 @@ def test_swtpm_storage_is_libvirts_dir_for_the_daemon(
     assert DaemonPaths(root=tmp_path, isolation=isolation).swtpm_storage == tmp_path / path
 
 
+def _with_state_status(raw: dict[str, Any], modes: list[str] | None) -> dict[str, Any]:
+    if modes is not None:
+        info = {"claimName": "persistent-state-for-tiny", "accessModes": modes}
+        raw["status"] = {"volumeStatus": [{"name": "persistent-state-for-tiny", "target": "",
+                                           "persistentVolumeClaimInfo": info}]}  # fmt: skip
+    return raw
+
+
 @pytest.mark.parametrize(
-    ("tpm", "efi"),
-    [pytest.param(True, False, id="tpm"), pytest.param(False, True, id="efi")],
+    ("tpm", "efi", "modes", "status", "text"),
+    [
+        pytest.param(
+            True,
+            False,
+            None,
+            "False",
+            "Unable to determine if PVC persistent-state-for-tiny is shared",
+            id="tpm-unknown",
+        ),
+        pytest.param(
+            True,
+            True,
+            ["ReadWriteOnce"],
+            "False",
+            "PVC persistent-state-for-tiny is not shared (ReadWriteOnce)",
+            id="both-rwo",
+        ),
+        pytest.param(False, True, ["ReadWriteMany"], "True", "", id="efi-rwx"),
+        pytest.param(True, False, ["ReadWriteMany"], "True", "", id="tpm-rwx"),
+    ],
 )
-def test_persistent_state_is_not_live_migratable(tpm: bool, efi: bool) -> None:
-    """LiveMigratable=False (DisksNotLiveMigratable) naming the state claim."""
-    raw = _persistent_vmi(tpm=tpm, efi=efi)
+def test_persistent_state_migrates_only_on_a_shared_claim(
+    tpm: bool, efi: bool, modes: list[str] | None, status: str, text: str
+) -> None:
+    """As KubeVirt: the state claim (its volumeStatus entry) must be ReadWriteMany, else
+    LiveMigratable=False (DisksNotLiveMigratable) naming it."""
+    raw = _with_state_status(_persistent_vmi(tpm=tpm, efi=efi), modes)
     cond = live_migratable(VirtualMachineInstance.from_dict(raw))
-    assert (cond.status, cond.reason) == ("False", "DisksNotLiveMigratable")
-    assert "PVC persistent-state-for-tiny" in (cond.message or "")
+    assert cond.status == status
+    if status == "False":
+        assert cond.reason == "DisksNotLiveMigratable" and text in (cond.message or "")
+
+
+def test_a_migration_target_gets_its_own_tpm_dir_made_current_once_it_owns_the_vm(
+    tmp_path: Path,
+) -> None:
+    """A first start makes swtpm-<id> current (the claim's swtpm link); a migration target
+    links libvirt to a new dir (the source's swtpm holds the current one locked) and
+    promotes it once the domain is its own; the next start reuses it and drops the old."""
+    state, vmi = tmp_path / "state", parse_vmi(_persistent_vmi(tpm=True, efi=False))
+    state.mkdir()
+    source, target = tmp_path / "source", tmp_path / "target"
+    assert link_tpm_state(vmi, state_dir=state, swtpm_storage=source, uuid=UID)
+    first = (state / "swtpm").resolve()
+    assert first.name.startswith("swtpm-") and (source / UID).resolve() == first
+    assert link_tpm_state(vmi, state_dir=state, swtpm_storage=target, uuid=UID, incoming=True)
+    moved = (target / UID).resolve()
+    assert moved != first and (state / "swtpm").resolve() == first
+    promote_migrated_state(vmi, state_dir=state, swtpm_storage=target)
+    assert (state / "swtpm").resolve() == moved
+    again = tmp_path / "again"
+    assert link_tpm_state(vmi, state_dir=state, swtpm_storage=again, uuid=UID)
+    assert (again / UID).resolve() == moved and not first.exists()
 
 
 class _Domain:

@@ -101,6 +101,24 @@ async def test_an_existing_claim_is_kept_as_it_is() -> None:
     assert len(_objects(rig, "pods")) == 1
 
 
+async def test_the_handoff_describes_the_state_claim_under_its_name() -> None:
+    """From the handoff on, volumeStatus has an entry named after the state claim with its
+    bound access modes (as KubeVirt lists it; the handler's LiveMigratable reads it)."""
+    rig = _rig()
+    rig.seed_vmi(_persistent())
+    await rig.ctl.sync(KEY)
+    stored = rig.api.objects[("persistentvolumeclaims", "ns/persistent-state-for-vm1")]
+    stored["status"] = {"phase": "Bound", "accessModes": ["ReadWriteMany"],
+                        "capacity": {"storage": "1Gi"}}  # fmt: skip
+    rig.observe_pods(phase="Running")
+    await rig.ctl.sync(KEY)
+    entry = rig.stored_vmi().status.volume_state("persistent-state-for-vm1")
+    assert entry is not None and entry.persistent_volume_claim_info is not None
+    info = entry.persistent_volume_claim_info
+    assert (info.claim_name, info.access_modes) == ("persistent-state-for-vm1",
+                                                    ("ReadWriteMany",))  # fmt: skip
+
+
 async def test_no_class_makes_no_pod_and_says_why() -> None:
     """Without vmStateStorageClass (the CR changed after admission): no claim, no pod, and
     Synchronized=False naming the CR's field."""
