@@ -302,16 +302,8 @@ async def plan_domain(
     cpu = domain.cpu
     memory = domain.guest_memory_bytes() or 0
     guestplan.require_runnable(vmi, virt_type=virt_type, node=host.node_name)
-    nvram = vmstate.nvram(vmi, state_dir=host.vm_state)
-    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=nvram)  # before any disk
-    uuid = domain.firmware.uuid or vmi.metadata.uid or ""
-    tpm_persistent = vmstate.link_tpm_state(
-        vmi,
-        state_dir=host.vm_state,
-        swtpm_storage=host.swtpm_storage,
-        uuid=uuid,
-        incoming=ctx.incoming,
-    )
+    state = vmstate.prepare(vmi, state_dir=host.vm_state, swtpm=host.swtpm_storage, ctx=ctx)
+    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=state.nvram)  # before disks
     planned = await _disks(vmi, ctx)
     plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
@@ -341,7 +333,7 @@ async def plan_domain(
         cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
         tpm=domain.devices.tpm is not None and domain.devices.tpm.on,
-        tpm_persistent=tpm_persistent,
+        tpm_persistent=state.tpm_persistent,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,

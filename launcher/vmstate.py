@@ -16,16 +16,38 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from uuid import uuid4
 
 import structlog
 
+from launcher.disks import DiskContext
 from launcher.errors import InvalidSpec
 from shared import vmstate
 from shared.model import VirtualMachineInstance
 
 log = structlog.get_logger("launcher.vmstate")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedState:
+    nvram: Path | None  # a persistent NVRAM file in the claim
+    tpm_persistent: bool
+
+
+def prepare(
+    vmi: VirtualMachineInstance, *, state_dir: Path, swtpm: Path | None, ctx: DiskContext
+) -> PreparedState:
+    """The persistent NVRAM file and TPM state dir ready in the claim, before the domain
+    is defined (a migration target's TPM in a dir of its own)."""
+    uuid = vmi.spec.domain.firmware.uuid or vmi.metadata.uid or ""
+    return PreparedState(
+        nvram=nvram(vmi, state_dir=state_dir),
+        tpm_persistent=link_tpm_state(
+            vmi, state_dir=state_dir, swtpm_storage=swtpm, uuid=uuid, incoming=ctx.incoming
+        ),
+    )
 
 
 def nvram(vmi: VirtualMachineInstance, *, state_dir: Path) -> Path | None:
