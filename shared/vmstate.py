@@ -57,13 +57,3 @@ def vmi_claim(vmi: VirtualMachineInstance) -> str | None:
     ref = vmi.metadata.controller_ref()
     owner = ref.name if ref is not None and ref.kind == "VirtualMachine" and ref.name else None
     return claim_name(owner or vmi.name)
-
-
-def requested_fields(spec: VMISpec, *, prefix: str) -> list[str]:
-    """The paths (under `prefix`) of the persistent fields the spec sets true."""
-    found = []
-    if persistent_tpm(spec):
-        found.append(f"{prefix}.{TPM_FIELD}")
-    if persistent_efi(spec):
-        found.append(f"{prefix}.{EFI_FIELD}")
-    return found
