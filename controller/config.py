@@ -69,6 +69,8 @@ class TemplateConfig:
     seccomp_localhost_profile: str | None = None
     # The KubeVirt CR's virtualMachineOptions.disableSerialConsoleLog (shared/clusterconfig).
     serial_console_log_disabled: bool = True
+    # The KubeVirt CR's vmStateStorageClass: the class of VM state claims (shared/vmstate.py).
+    vm_state_storage_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

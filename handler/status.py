@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.phase import Verdict, user_paused
+from shared import vmstate
 from shared.model import (
     ConditionReason,
     ConditionStatus,
@@ -181,6 +182,10 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,
                 NOT_MIGRATABLE_INTERFACE,
             )
+    if (state := vmstate.vmi_claim(vmi)) is not None and (
+        why := _claim_not_shared(vmi, volume=state, claim=state)
+    ):
+        return _false(VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why)
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(
@@ -214,16 +219,19 @@ def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None
     claim = vol.claim
     if claim is None:
         return None
-    status = vmi.status.volume_state(vol.name or "")
+    return _claim_not_shared(vmi, volume=vol.name or "", claim=claim.claim_name or "")
+
+
+def _claim_not_shared(vmi: VirtualMachineInstance, *, volume: str, claim: str) -> str | None:
+    """Why the claim of `volume` (volumeStatus' entry) is not shared, or None when it is
+    (the persistent-state claim's entry is under the claim's own name, as KubeVirt's)."""
+    status = vmi.status.volume_state(volume)
     info = status.persistent_volume_claim_info if status is not None else None
     if info is None:
-        return (
-            f"cannot migrate VMI: Unable to determine if PVC {claim.claim_name} is shared, "
-            f"{_RWX_RULE}"
-        )
+        return f"cannot migrate VMI: Unable to determine if PVC {claim} is shared, {_RWX_RULE}"
     if not info.shared:
         modes = ",".join(info.access_modes)
-        return f"cannot migrate VMI: PVC {claim.claim_name} is not shared ({modes}), {_RWX_RULE}"
+        return f"cannot migrate VMI: PVC {claim} is not shared ({modes}), {_RWX_RULE}"
     return None
 
 

@@ -121,6 +121,14 @@ class DaemonPaths:
         return self.guest_dir
 
     @property
+    def swtpm_storage(self) -> Path:
+        """libvirt's swtpm state dir (a `<uuid>/tpm2` per domain): the system daemon's
+        /var/lib/libvirt/swtpm, a session daemon's under its XDG config dir."""
+        if self.session:
+            return self.root / XDG_DIRS["XDG_CONFIG_HOME"] / "libvirt" / "qemu" / "swtpm"
+        return self.system("lib") / "swtpm"
+
+    @property
     def serial_log(self) -> Path:
         return self.root / "log" / "kvpy" / "serial.log"
 

@@ -141,6 +141,7 @@ class DomainPlan:
     cpu_features: tuple[tuple[str, str], ...] = ()  # (name, libvirt policy)
     rng: bool = False
     tpm: bool = False  # an emulated TPM 2.0 (launcher/tpm.py)
+    tpm_persistent: bool = False  # its state in the VM's state claim (launcher/vmstate.py)
     passt: tuple[PasstInterface, ...] = ()  # started by the launcher (launcher/passt.py)
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
     smbios_uuid: str | None = None
@@ -303,7 +304,7 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
         rng = ET.SubElement(devices, "rng", model="virtio")
         _text(rng, "backend", "/dev/urandom", model="random")
     if plan.tpm:
-        tpm.add_device(devices)
+        tpm.add_device(devices, persistent=plan.tpm_persistent)
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
     if plan.extras.virtio_transitional:

@@ -5,8 +5,8 @@ Debian's `ovmf` package, which the launcher image carries.
 - efi with secure boot: OVMF_CODE_4M.secboot.fd (SMM-protected flash) and a store with
   Microsoft's keys enrolled (OVMF_VARS_4M.ms.fd), as KubeVirt's secure boot uses.
 The variable store is this VM's own, in the launcher's private disk dir: libvirt copies
-it from the template on first start and it lives as long as the pod (efi.persistent is
-not supported).
+it from the template on first start and it lives as long as the pod; with efi.persistent
+it is in the VM's state claim instead (launcher/vmstate.py) and outlives the pod.
 """
 
 from __future__ import annotations
@@ -36,17 +36,21 @@ OVMF: dict[bool, OvmfFiles] = {
 
 
 def firmware_plan(
-    vmi: VirtualMachineInstance, *, work_dir: Path, ovmf_dir: Path = OVMF_DIR
+    vmi: VirtualMachineInstance,
+    *,
+    work_dir: Path,
+    ovmf_dir: Path = OVMF_DIR,
+    nvram: Path | None = None,
 ) -> FirmwarePlan | None:
-    """OVMF for an efi VMI (None: SeaBIOS); InvalidSpec naming the field when the
-    firmware files are not installed here."""
+    """OVMF for an efi VMI (None: SeaBIOS), its NVRAM at `nvram` (a persistent one) or
+    in `work_dir`; InvalidSpec naming the field when the firmware is not installed here."""
     efi = vmi.spec.domain.firmware.efi
     if efi is None:
         return None
     files = OVMF[efi.secure]
     plan = FirmwarePlan(
         loader=ovmf_dir / files.code,
-        nvram=work_dir / NVRAM_FILE,
+        nvram=nvram or work_dir / NVRAM_FILE,
         nvram_template=ovmf_dir / files.vars_template,
         secure=efi.secure,
     )

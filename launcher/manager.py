@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from launcher import domxml
+from launcher import domxml, vmstate
 from launcher.credsync import CredentialSync, SyncSources
 from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
@@ -195,6 +195,10 @@ class DomainManager:
             self._flags.migration = dataclasses.replace(
                 info, phase=MigrationPhase.SUCCEEDED, end_timestamp=format_time(utc_now())
             )
+            if self.vmi is not None:  # the migrated TPM state is now the VM's (vmstate.py)
+                vmstate.promote_migrated_state(
+                    self.vmi, state_dir=self._host.vm_state, swtpm_storage=self._host.swtpm_storage
+                )
             log.info("migrated_domain_adopted")
 
     def _status(self, state: DomainState, reason: str) -> DomainStatus:

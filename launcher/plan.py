@@ -12,7 +12,17 @@ from pathlib import Path
 
 import structlog
 
-from launcher import cdrom, disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
+from launcher import (
+    cdrom,
+    disks,
+    diskxml,
+    firmware,
+    guestplan,
+    nicxml,
+    tcgthreads,
+    vmstate,
+    volumes,
+)
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -27,6 +37,7 @@ from launcher.errors import InvalidSpec
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface, guest_mac
 from shared import podnet
+from shared import vmstate as shared_vmstate
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
 from shared.model.quantity import parse_bytes
@@ -48,6 +59,9 @@ class HostPaths:
     # QEMU with single-threaded TCG (launcher/tcgthreads.py), for domains that may gain vCPUs.
     tcg_single_emulator: Path | None = None
     node_name: str = ""  # named when the node cannot run what the VMI asks (guestplan.py)
+    # Persistent TPM / EFI state (launcher/vmstate.py): the claim's mount, libvirt's swtpm dir.
+    vm_state: Path = Path(str(shared_vmstate.MOUNT_DIR))
+    swtpm_storage: Path | None = None
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -305,7 +319,8 @@ async def plan_domain(
     cpu = domain.cpu
     memory = domain.guest_memory_bytes() or 0
     guestplan.require_runnable(vmi, virt_type=virt_type, node=host.node_name)
-    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir)  # before any disk is made
+    state = vmstate.prepare(vmi, state_dir=host.vm_state, swtpm=host.swtpm_storage, ctx=ctx)
+    uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=state.nvram)  # before disks
     planned = await _disks(vmi, ctx)
     plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
@@ -335,6 +350,7 @@ async def plan_domain(
         cpu_features=cpu_features(vmi),
         rng=domain.devices.rng is not None,
         tpm=domain.devices.tpm is not None and domain.devices.tpm.on,
+        tpm_persistent=state.tpm_persistent,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,

@@ -94,6 +94,7 @@ def _host_paths(daemon: LibvirtDaemon, partition: str | None, private_dir: Path)
         vnc_socket=qemu_dir / podlayout.VNC_SOCKET_NAME,
         partition=partition,
         network_file=private_dir / podnet.NETWORK_FILE,
+        swtpm_storage=daemon.paths.swtpm_storage,
     )
 
 

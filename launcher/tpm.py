@@ -2,9 +2,12 @@
 
 libvirt starts Debian's swtpm for it (swtpm_setup makes the state) and stops it with QEMU:
 the launcher only asks for the device. The model is tpm-tis, as KubeVirt's converter uses
-for a TPM without persistent state (it keeps tpm-crb for persistent ones). The state lives
-in libvirt's own dirs, which are the launcher's private ones (launcher/daemonpaths.py): it
-goes with the launcher pod, as KubeVirt's non-persistent TPM does.
+for a TPM without persistent state, persistent or not (KubeVirt gives a persistent one
+tpm-crb, which a guest finds only through ACPI; tpm-tis is found either way, and turning
+persistence on does not change the guest's hardware); a persistent one adds
+`persistent_state='yes'`. A non-persistent state lives in libvirt's own dirs, the
+launcher's private ones (launcher/daemonpaths.py), and goes with the launcher pod; a
+persistent one is in the VM's state claim (launcher/vmstate.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ MODEL = "tpm-tis"
 VERSION = "2.0"
 
 
-def add_device(devices: ET.Element) -> None:
+def add_device(devices: ET.Element, *, persistent: bool = False) -> None:
     """Append `<tpm>` with an emulator backend to the domain's `<devices>`."""
     tpm = ET.SubElement(devices, "tpm", model=MODEL)
-    ET.SubElement(tpm, "backend", type="emulator", version=VERSION)
+    backend = ET.SubElement(tpm, "backend", type="emulator", version=VERSION)
+    if persistent:
+        backend.set("persistent_state", "yes")

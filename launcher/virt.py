@@ -168,7 +168,11 @@ class Virt:
         await self._on(name, "destroy")
 
     async def undefine(self, name: str) -> None:
-        await self._on(name, "undefineFlags", libvirt.VIR_DOMAIN_UNDEFINE_NVRAM)
+        """Undefine, keeping the NVRAM file and a persistent TPM's state: a persistent
+        VM's are in its state claim (launcher/vmstate.py); anything else goes with the
+        pod's private dir."""
+        flags = libvirt.VIR_DOMAIN_UNDEFINE_KEEP_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_KEEP_TPM
+        await self._on(name, "undefineFlags", flags)
 
     async def xml(self, name: str) -> str:
         return await self.domain_xml(name)

@@ -23,6 +23,7 @@ import structlog
 from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
+from shared.model._validate_common import DNS1123_SUBDOMAIN
 from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration, MigrationConfiguration
 from shared.model.quantity import MI, parse_bytes
 from shared.seccompconfig import localhost_profile
@@ -32,6 +33,7 @@ E = TypeVar("E", EvictionStrategy, "RolloutStrategy")
 
 # KubeVirt's feature gate that lets a VMI name hook sidecars (hooks.kubevirt.io/hookSidecars).
 SIDECAR_GATE = "Sidecar"
+MAX_NAME = 253  # a StorageClass name: a DNS-1123 subdomain
 
 
 class RolloutStrategy(enum.StrEnum):
@@ -85,6 +87,9 @@ class ClusterConfig:
     serial_console_log_disabled: bool = True
     # obsoleteCPUModels: models the node labeller leaves unlabelled (KubeVirt's default set).
     obsolete_cpu_models: frozenset[str] = DEFAULT_OBSOLETE_MODELS
+    # vmStateStorageClass: the class of persistent-state claims (None: persistent TPM / EFI
+    # refused at admission).
+    vm_state_storage_class: str | None = None
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -179,6 +184,16 @@ def _enum(errors: list[FieldError], path: str, cls: type[E], value: str | None, 
         return default
 
 
+def _state_class(c: KubeVirtConfiguration, errors: list[FieldError]) -> str | None:
+    """vmStateStorageClass as set ("" when set empty), None when unset or not a name."""
+    value = c.vm_state_storage_class
+    if value and (len(value) > MAX_NAME or not DNS1123_SUBDOMAIN.fullmatch(value)):
+        path = "spec.configuration.vmStateStorageClass"
+        errors.append(FieldError(path=path, message="must be a storage class name", value=value))
+        return None
+    return value
+
+
 def _configuration(
     defaults: ClusterConfig, c: KubeVirtConfiguration, errors: list[FieldError]
 ) -> ClusterConfig:
@@ -216,6 +231,8 @@ def _configuration(
     if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default
         obsolete = frozenset(m for m, on in c.obsolete_cpu_models.items() if on)
         changes["obsolete_cpu_models"] = obsolete
+    if (state_class := _state_class(c, errors)) is not None:
+        changes["vm_state_storage_class"] = state_class or None
     if (profile := localhost_profile(c, errors)) is not None:
         changes["seccomp_localhost_profile"] = profile
     changes["eviction_strategy"] = _enum(

@@ -47,4 +47,5 @@ def template_config(base: TemplateConfig, cluster: ClusterConfig) -> TemplateCon
         memory_overcommit=cluster.memory_overcommit,
         seccomp_localhost_profile=cluster.seccomp_localhost_profile,
         serial_console_log_disabled=cluster.serial_console_log_disabled,
+        vm_state_storage_class=cluster.vm_state_storage_class,
     )

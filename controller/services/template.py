@@ -33,7 +33,7 @@ from typing import Any
 
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
-from controller.services import consolelog, tpm, volumes
+from controller.services import consolelog, tpm, vmstate, volumes
 from controller.services.cpuselect import apply_cpu_placement
 from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
@@ -188,6 +188,7 @@ class TemplateService:
                     *self._seed_volumes(),
                     *sources.volumes,
                     *tpm.volumes(vmi),
+                    *vmstate.volumes(vmi),
                 ],
             },
         }
@@ -310,6 +311,7 @@ class TemplateService:
                 *self._seed_mounts(),
                 *sources.mounts,
                 *tpm.mounts(vmi),
+                *vmstate.mounts(vmi),
             ],
         }
         if not self.config.launcher_as_root:

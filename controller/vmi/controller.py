@@ -33,6 +33,7 @@ from controller.services.volumes.claims import (
     unbound_claims,
 )
 from controller.transitions import vmi_condition
+from controller.vmi import vmstate
 from controller.vmi.hotplug import HotplugAttachments, hotplugged
 from controller.vmi.logic import plan_vmi
 from controller.vmi.plan import VMIPlan
@@ -55,12 +56,19 @@ from shared.model import (
     VMIStatus,
 )
 from shared.model.datavolume import DataVolume
+from shared.vmstate import vmi_claim as state_claim
 
 log = structlog.get_logger("controller.vmi")
 
 # Synchronized=False reasons a later successful sync clears (not the final ones).
 TRANSIENT_REASONS = frozenset(
-    {"FailedCreate", "FailedDelete", "SyncFailed", *(str(r) for r in ClaimReason)}
+    {
+        "FailedCreate",
+        "FailedDelete",
+        "SyncFailed",
+        vmstate.FAILED_REASON,
+        *(str(r) for r in ClaimReason),
+    }
 )
 
 # The phases in which a VMI's pod runs, so its claims are bound and can be described.
@@ -246,7 +254,8 @@ class VMIController(Reconciler):
         """From the handoff on, status.volumeStatus carries each bound claim's info (its
         access modes decide LiveMigratable); read once per claim, not at every sync, then
         kept in step with the claim's capacity from the informer's cache."""
-        if plan.status.phase not in CLAIMS_DESCRIBED_IN or not claim_names(vmi):
+        has_claims = claim_names(vmi) or state_claim(vmi) is not None
+        if plan.status.phase not in CLAIMS_DESCRIBED_IN or not has_claims:
             return plan
         described = await claim_volume_status(self._client, vmi, plan.status.volume_status)
         store = self._informers.claims.store
@@ -302,6 +311,8 @@ class VMIController(Reconciler):
     async def _apply_pods(self, vmi: VirtualMachineInstance, plan: VMIPlan) -> None:
         await self._pods.delete(vmi.key, plan.delete_pods, involved=vmi)
         if plan.create_pod:
+            state_class = self._templates_of().config.vm_state_storage_class
+            await vmstate.ensure_claim(self._client, vmi, storage_class=state_class)
             claims = await read_claims(self._client, vmi)  # SyncError naming a missing claim
             pod = self._templates_of().launcher_pod(vmi, claims=claims, attempt=plan.pod_attempt)
             await self._pods.create(vmi.key, pod, involved=vmi)

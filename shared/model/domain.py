@@ -198,10 +198,11 @@ class Rng(Model):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TPM(Model):
     """devices.tpm: an emulated TPM 2.0 (swtpm, started by libvirt); `{}` enables it,
-    `enabled: false` disables it (persistent stays in `extra`: the state lives as long as
-    the launcher pod)."""
+    `enabled: false` disables it; `persistent: true` keeps its state in the VM's state
+    claim (shared/vmstate.py) across restarts."""
 
     enabled: bool | None = None
+    persistent: bool | None = None
 
     @property
     def on(self) -> bool:
@@ -264,10 +265,11 @@ class KernelBoot(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EFI(Model):
-    """bootloader.efi: UEFI (OVMF); secureBoot defaults to true, as in KubeVirt
-    (persistent stays in `extra`: the NVRAM lives as long as the launcher pod)."""
+    """bootloader.efi: UEFI (OVMF); secureBoot defaults to true, as in KubeVirt;
+    `persistent: true` keeps the NVRAM in the VM's state claim (shared/vmstate.py)."""
 
     secure_boot: bool | None = None
+    persistent: bool | None = None
 
     @property
     def secure(self) -> bool:

@@ -100,6 +100,8 @@ class KubeVirtConfiguration(Model):
     live_update_configuration: LiveUpdateConfiguration | None = None
     seccomp_configuration: SeccompConfiguration | None = None
     virtual_machine_options: VirtualMachineOptions | None = None
+    # The class of each VM's persistent-state claim (persistent TPM / EFI, shared/vmstate.py).
+    vm_state_storage_class: str | None = None
     # CPU models the node labeller never labels (KubeVirt's map of name to true).
     obsolete_cpu_models: Mapping[str, bool] = field(
         default_factory=dict, metadata=json_name("obsoleteCPUModels")

@@ -232,11 +232,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     IOThreads: frozenset(),
     DHCPOptions: frozenset(),
     DHCPPrivateOption: frozenset(),
-    TPM: frozenset({"persistent"}),  # KubeVirt's per-VM state claim: not yet
+    TPM: frozenset(),
     Firmware: frozenset({"acpi"}),
     Bootloader: frozenset(),
     BIOS: frozenset(),
-    EFI: frozenset({"persistent"}),
+    EFI: frozenset(),
     InterfacePort: frozenset(),
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset({"imagePullSecret"}),
@@ -311,8 +311,6 @@ KUBERNETES_OWN: frozenset[type[Model]] = frozenset(
 ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (Devices, "autoattachPodInterface"): (True, False),
     (Devices, "autoattachGraphicsDevice"): (True, False),
-    (EFI, "persistent"): (False,),
-    (TPM, "persistent"): (False,),
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 

@@ -50,6 +50,7 @@ from virt_api.admission.snapshots import (
     spec_changed,
 )
 from virt_api.admission.validate import VMILookup, migration_target_errors, validate
+from virt_api.admission.vmstate import state_errors
 from virt_api.subresources.tls import CertDir
 
 log = structlog.get_logger("virt_api.admission")
@@ -145,6 +146,7 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     errors = validate(review.kind, review.obj, old=review.old, limits=deps.limits)
     if review.operation == "CREATE" or review.obj.get("spec") != (review.old or {}).get("spec"):
         errors += gate_errors(review.kind, review.obj, deps.cluster())
+        errors += state_errors(review.kind, review.obj, deps.cluster())
     is_new_migration = review.operation == "CREATE"
     if is_new_migration and review.kind == VirtualMachineInstanceMigration.KIND:
         errors += await migration_target_errors(

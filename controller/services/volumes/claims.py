@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.errors import SyncError
+from shared import vmstate
 from shared.kube import DATAVOLUMES, PVCS, KubeClient, NotFound
 from shared.model import (
     ConditionReason,
@@ -229,6 +230,9 @@ async def claim_volume_status(
         and v.claim.claim_name
         and _lacks_info(current, v.name or "", v.claim.claim_name)
     ]
+    # The persistent-state claim, under its own name, as KubeVirt lists it (shared/vmstate.py).
+    if (state := vmstate.vmi_claim(vmi)) is not None and _lacks_info(current, state, state):
+        wanted.append((state, state))
     added: dict[str, VolumeStatus] = {}
     for volume, claim_name in wanted:
         try:

@@ -140,3 +140,26 @@ def test_handlers_reread_the_informer_cache() -> None:
     removed = cache.pop()
     handlers.on_delete(removed)
     assert live.current().migrations.bandwidth_mib == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "resolved"),
+    [
+        pytest.param("shared-storage", "shared-storage", id="set"),
+        pytest.param("", None, id="empty"),
+        pytest.param(None, None, id="unset"),
+    ],
+)
+def test_vm_state_storage_class_is_read(value: str | None, resolved: str | None) -> None:
+    """spec.configuration.vmStateStorageClass names the state claims' class; empty or
+    unset leaves none (persistent TPM / EFI then refused at admission)."""
+    kv = KubeVirt.from_dict({"spec": {"configuration": {"vmStateStorageClass": value}}})
+    assert resolve(ClusterConfig(), kv).vm_state_storage_class == resolved
+
+
+@pytest.mark.parametrize("value", ["Shared_Storage", "-x", "a" * 254])
+def test_a_bad_vm_state_storage_class_is_refused_naming_the_field(value: str) -> None:
+    """A value that cannot be a StorageClass name is refused, named."""
+    kv = KubeVirt.from_dict({"spec": {"configuration": {"vmStateStorageClass": value}}})
+    paths = [e.path for e in validate_kubevirt(kv)]
+    assert paths == ["spec.configuration.vmStateStorageClass"]

@@ -112,16 +112,6 @@ REFUSED = [
         id="interface-tag",
     ),
     pytest.param(
-        {"spec.domain.firmware.bootloader": {"efi": {"persistent": True}}},
-        "spec.domain.firmware.bootloader.efi.persistent",
-        id="efi-persistent",
-    ),
-    pytest.param(
-        {"spec.domain.devices.tpm": {"persistent": True}},
-        "spec.domain.devices.tpm.persistent",
-        id="tpm-persistent",
-    ),
-    pytest.param(
         {"spec.domain.devices.watchdog": {"name": "w", "diag288": {}}},
         "spec.domain.devices.watchdog.diag288",
         id="watchdog-diag288",

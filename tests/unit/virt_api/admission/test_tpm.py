@@ -1,6 +1,6 @@
-"""devices.tpm at admission: `{}`, `enabled` and `persistent: false` are admitted; bad
-values and `persistent: true` (KubeVirt's per-VM state claim, not implemented) are refused
-naming the field."""
+"""devices.tpm at admission: `{}`, `enabled` and `persistent` are admitted by validation
+(the state claim's class is checked in test_vmstate.py); bad values are refused naming the
+field."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from shared.model.unsupported import NOT_SUPPORTED
 from shared.model.validation import ValidationLimits
 from tests.unit.virt_api.admission.test_defaults import demo_vmi
 from virt_api.admission.validate import validate
@@ -30,17 +29,17 @@ def _vmi(tpm: Any) -> dict[str, Any]:
         pytest.param({"enabled": True}, id="enabled"),
         pytest.param({"enabled": False}, id="disabled"),
         pytest.param({"persistent": False}, id="not-persistent"),
+        pytest.param({"persistent": True}, id="persistent"),
     ],
 )
 def test_tpm_is_admitted(tpm: dict[str, Any]) -> None:
-    """A TPM without persistent state is honoured, so admitted."""
+    """A TPM, persistent or not, is honoured, so admitted by validation."""
     assert validate("VirtualMachineInstance", _vmi(tpm), limits=TCG) == []
 
 
 @pytest.mark.parametrize(
     ("tpm", "path"),
     [
-        pytest.param({"persistent": True}, "spec.domain.devices.tpm.persistent", id="persistent"),
         pytest.param({"persistent": "yes"}, "spec.domain.devices.tpm.persistent", id="bad-bool"),
         pytest.param({"enabled": "yes"}, "spec.domain.devices.tpm.enabled", id="enabled-str"),
         pytest.param({"model": "tpm-crb"}, "spec.domain.devices.tpm.model", id="unknown-key"),
@@ -51,19 +50,3 @@ def test_bad_tpm_is_refused_naming_the_field(tpm: Any, path: str) -> None:
     """Each bad value is refused, and the refusal names the field."""
     errors = validate("VirtualMachineInstance", _vmi(tpm), limits=TCG)
     assert [e.path for e in errors] == [path]
-
-
-def test_persistent_tpm_in_a_vm_template_is_refused_as_not_supported() -> None:
-    """A VM asking for a persistent TPM is refused at its template's field, as not
-    supported (no per-VM state claim here)."""
-    vmi = _vmi({"persistent": True})
-    vm = {
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": "tiny", "namespace": "default"},
-        "spec": {"template": {"spec": vmi["spec"]}},
-    }
-    errors = validate("VirtualMachine", vm, limits=TCG)
-    assert [(e.path, e.message) for e in errors] == [
-        ("spec.template.spec.domain.devices.tpm.persistent", NOT_SUPPORTED)
-    ]
