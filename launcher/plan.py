@@ -7,12 +7,12 @@ file is made or libvirt is called. Each volume is resolved by its source's modul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
 
-from launcher import disks, diskxml, firmware, guestplan, nicxml, tcgthreads, volumes
+from launcher import disks, diskxml, firmware, guestplan, nicxml, pinning, tcgthreads, volumes
 from launcher.domxml import (
     DiskDevice,
     DiskPlan,
@@ -48,6 +48,7 @@ class HostPaths:
     # QEMU with single-threaded TCG (launcher/tcgthreads.py), for domains that may gain vCPUs.
     tcg_single_emulator: Path | None = None
     node_name: str = ""  # named when the node cannot run what the VMI asks (guestplan.py)
+    host_view: pinning.HostView = field(default_factory=pinning.HostView)  # its cpuset, cells
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -332,6 +333,9 @@ async def plan_domain(
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
         extras=guestplan.guest_extras(vmi),
+        pinning=pinning.plan_pinning(
+            vmi, view=host.host_view, vcpus=topology(vmi).vcpus, node=host.node_name
+        ),
     )
     return replace(plan, pcie_root_ports=root_ports(plan))
 
