@@ -4,8 +4,8 @@ The kubelet's static CPU manager gives a Guaranteed container CPUs of its own an
 them to the container's cgroup; the launcher reads them there (cgroup v2's
 ``cpuset.cpus.effective``, v1's ``cpuset.effective_cpus``: KubeVirt reads the same) and
 pins vCPU i to the i-th CPU, in order; with ``isolateEmulatorThread`` the emulator threads
-get the next CPU, apart from every vCPU. ``realtime`` runs the masked vCPUs under
-SCHED_FIFO where the launcher may (CAP_SYS_NICE and a realtime budget); elsewhere the
+get the next CPU, apart from every vCPU (without it, any of the container's CPUs).
+``realtime`` runs the masked vCPUs under SCHED_FIFO where the launcher may (CAP_SYS_NICE and a realtime budget); elsewhere the
 node refuses it (``HypervisorUnsupported``, which fails the VMI naming the field and the
 node). ``memory.hugepages`` backs guest memory with files on the pod's hugetlbfs, and
 ``numa.guestMappingPassthrough`` gives the guest one NUMA cell per host cell of its
@@ -40,7 +40,7 @@ class HostView:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PinningPlan:
     vcpu_pins: tuple[int, ...] = ()  # host CPU of vCPU i
-    emulator_cpu: int | None = None
+    emulator_cpus: str | None = None  # libvirt's cpuset syntax
     realtime_vcpus: str | None = None  # libvirt's vcpus syntax
     hugepage_kib: int | None = None
     numa_cells: tuple[tuple[int, str], ...] = ()  # (host cell, guest vCPUs in it)
@@ -117,7 +117,7 @@ def plan_pinning(
     numa = cpu.numa is not None and cpu.numa.guest_mapping_passthrough is not None
     return PinningPlan(
         vcpu_pins=pins,
-        emulator_cpu=cpuset[vcpus] if isolate else None,
+        emulator_cpus=str(cpuset[vcpus]) if isolate else ",".join(map(str, cpuset)),
         realtime_vcpus=realtime,
         hugepage_kib=page_kib,
         numa_cells=_cells(pins, host_cells(view)) if numa else (),
@@ -138,8 +138,8 @@ def render(dom: ET.Element, cpu: ET.Element, plan: PinningPlan, *, memory_kib: i
         tune = ET.SubElement(dom, "cputune")
         for vcpu, host_cpu in enumerate(plan.vcpu_pins):
             ET.SubElement(tune, "vcpupin", vcpu=str(vcpu), cpuset=str(host_cpu))
-        if plan.emulator_cpu is not None:
-            ET.SubElement(tune, "emulatorpin", cpuset=str(plan.emulator_cpu))
+        if plan.emulator_cpus is not None:
+            ET.SubElement(tune, "emulatorpin", cpuset=plan.emulator_cpus)
         if plan.realtime_vcpus is not None:
             attrs = {"vcpus": plan.realtime_vcpus, "scheduler": "fifo", "priority": "1"}
             ET.SubElement(tune, "vcpusched", attrs)

@@ -57,7 +57,7 @@ def test_vcpus_pin_to_the_cpuset_and_the_emulator_goes_apart(tmp_path: Path, v1:
     view = _view(tmp_path, cpuset="1,3-4", v1=v1)
     vmi = _vmi({"cores": 2, "dedicatedCpuPlacement": True, "isolateEmulatorThread": True})
     plan = plan_pinning(vmi, view=view, vcpus=2, node="n1")
-    assert plan is not None and plan.vcpu_pins == (1, 3) and plan.emulator_cpu == 4
+    assert plan is not None and plan.vcpu_pins == (1, 3) and plan.emulator_cpus == "4"
 
 
 def test_too_few_cpus_fail_naming_the_node(tmp_path: Path) -> None:
@@ -86,6 +86,7 @@ def test_numa_passthrough_mirrors_host_cells(tmp_path: Path) -> None:
     )
     plan = plan_pinning(vmi, view=_view(tmp_path, cpuset="1-2"), vcpus=2, node="n1")
     assert plan is not None and plan.numa_cells == ((0, "0"), (1, "1"))
+    assert plan.emulator_cpus == "1,2"  # not isolated: the container's CPUs
     assert plan.hugepage_kib == 2048
 
 
@@ -98,7 +99,7 @@ def test_domain_xml_carries_pins_hugepages_and_cells(tmp_path: Path) -> None:
     """<cputune> with vcpupin, emulatorpin and vcpusched, <memoryBacking> hugepages of
     2048 KiB, NUMA cells in <cpu>; virt-xml-validate accepts it."""
     pinning = PinningPlan(
-        vcpu_pins=(1,), emulator_cpu=2, realtime_vcpus="0", hugepage_kib=2048,
+        vcpu_pins=(1,), emulator_cpus="2", realtime_vcpus="0", hugepage_kib=2048,
         numa_cells=((0, "0"),),
     )  # fmt: skip
     xml = build(dataclasses.replace(PLAN, pinning=pinning))
