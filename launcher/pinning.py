@@ -6,10 +6,10 @@ them to the container's cgroup; the launcher reads them there (cgroup v2's
 pins vCPU i to the i-th CPU, in order; with ``isolateEmulatorThread`` the emulator threads
 get the next CPU, apart from every vCPU (without it, any of the container's CPUs).
 ``realtime`` runs the masked vCPUs under SCHED_FIFO where the launcher may (CAP_SYS_NICE
-and a realtime budget); elsewhere the node refuses it (``HypervisorUnsupported``, which fails the VMI naming the field and the
-node). ``memory.hugepages`` backs guest memory with files on the pod's hugetlbfs, and
-``numa.guestMappingPassthrough`` gives the guest one NUMA cell per host cell of its
-pinned CPUs.
+and a realtime budget); elsewhere the node refuses it (``HypervisorUnsupported``, which
+fails the VMI naming the field and the node). ``memory.hugepages`` backs guest memory with
+files on the pod's hugetlbfs, and ``numa.guestMappingPassthrough`` gives the guest one
+NUMA cell per host cell of its pinned CPUs.
 """
 
 from __future__ import annotations
