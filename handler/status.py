@@ -180,6 +180,12 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,
                 NOT_MIGRATABLE_INTERFACE,
             )
+    if vmi.spec.domain.cpu.dedicated_cpu_placement:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
+            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
+        )
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(
