@@ -32,6 +32,8 @@ def validate_node_resources(errs: Errors, path: str, domain: DomainSpec) -> None
                 errs.add(f"{where}.{key}", "needs dedicatedCpuPlacement: true")
     else:
         _whole_cpus(errs, path, domain)
+        if (cpu.max_sockets or 0) > (cpu.sockets or 1):
+            errs.add(f"{where}.maxSockets", "cannot add vCPUs to dedicated CPUs", cpu.max_sockets)
     if cpu.realtime is not None and cpu.realtime.mask and not MASK.match(cpu.realtime.mask):
         errs.add(f"{where}.realtime.mask", "must list vCPUs as 0-3,^2 does", cpu.realtime.mask)
     passthrough = cpu.numa is not None and cpu.numa.guest_mapping_passthrough is not None

@@ -173,7 +173,12 @@ def _hugepaged(k: Kubectl, ns: str) -> None:
         containers = found[0]["spec"]["containers"] if found else []
         return next((c for c in containers if c["name"] == "compute"), None)
 
-    resources = _wait(compute, 120, "hugepaged's launcher pod")["resources"]
+    def seen() -> Any:
+        vm = json.loads(k("get", "vm", "hugepaged", "-n", ns, "-o", "json"))
+        events = k("get", "events", "-n", ns, "--field-selector", "involvedObject.name=hugepaged")
+        return {"vm": vm.get("status"), "events": events}
+
+    resources = _wait(compute, 120, "hugepaged's launcher pod", seen)["resources"]
     for kind in ("requests", "limits"):
         assert resources[kind]["cpu"] == "2", resources
         assert resources[kind]["hugepages-1Gi"] == str(2 << 30), resources

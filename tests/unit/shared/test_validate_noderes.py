@@ -47,6 +47,16 @@ D = "spec.domain"
             id="request-not-limit",
         ),
         pytest.param(
+            {"cpu": {"dedicatedCpuPlacement": True, "sockets": 1, "maxSockets": 4}},
+            f"{D}.cpu.maxSockets",
+            id="dedicated-cpu-hotplug",
+        ),
+        pytest.param(
+            {"memory": {"guest": "1Gi", "maxGuest": "2Gi", "hugepages": {"pageSize": "2Mi"}}},
+            f"{D}.memory.maxGuest",
+            id="hugepages-memory-hotplug",
+        ),
+        pytest.param(
             {"cpu": {"isolateEmulatorThread": True}},
             f"{D}.cpu.isolateEmulatorThread",
             id="isolate-without-dedicated",
