@@ -186,6 +186,12 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
         why := _claim_not_shared(vmi, volume=state, claim=state)
     ):
         return _false(VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why)
+    if vmi.spec.domain.cpu.dedicated_cpu_placement:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
+            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
+        )
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt, tpm, transitional
+from launcher import diskxml, guestxml, nicxml, passt, pinning, tpm, transitional
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
@@ -154,6 +154,8 @@ class DomainPlan:
     pcie_root_ports: int = 0  # q35's root ports (launcher/nicxml.py)
     # clock, features, inputs, watchdog, panic, video, sound, balloon (launcher/guestxml.py)
     extras: GuestExtras = field(default_factory=GuestExtras)
+    # dedicated CPUs, hugepages, guest NUMA (launcher/pinning.py); None: none asked
+    pinning: pinning.PinningPlan | None = None
 
     @property
     def domain_uuid(self) -> str:
@@ -186,7 +188,9 @@ def build(plan: DomainPlan) -> str:
     _os(dom, plan)
     _sysinfo(dom, plan)
     _features(dom, plan)
-    _cpu(dom, plan)
+    cpu = _cpu(dom, plan)
+    if plan.pinning is not None:
+        pinning.render(dom, cpu, plan.pinning, memory_kib=plan.memory_kib)
     guestxml.clock(dom, plan.extras.clock)
     _text(dom, "on_poweroff", "destroy")
     _text(dom, "on_reboot", "restart")
@@ -253,7 +257,7 @@ def _features(dom: ET.Element, plan: DomainPlan) -> None:
         _text(tcg, "tb-cache", str(plan.tb_cache_mib), unit="MiB")
 
 
-def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
+def _cpu(dom: ET.Element, plan: DomainPlan) -> ET.Element:
     cpu = ET.SubElement(dom, "cpu")
     model = plan.cpu_model
     if model is None and (plan.virt_type == "kvm" or plan.cpu_features):
@@ -273,6 +277,7 @@ def _cpu(dom: ET.Element, plan: DomainPlan) -> None:
         numa = ET.SubElement(cpu, "numa")
         cpus = f"0-{t.vcpus - 1}" if t.vcpus > 1 else "0"
         ET.SubElement(numa, "cell", id="0", cpus=cpus, memory=str(plan.memory_kib), unit="KiB")
+    return cpu
 
 
 def _devices(dom: ET.Element, plan: DomainPlan) -> None:

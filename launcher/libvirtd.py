@@ -70,10 +70,11 @@ namespaces = [ ]
 NO_CGROUPS = "cgroup_controllers = [ ]\n"
 
 
-def qemu_conf(*, session: bool, cgroups: bool) -> str:
+def qemu_conf(*, session: bool, cgroups: bool, hugetlbfs: Path | None = None) -> str:
     """The daemon's qemu.conf. A session daemon runs QEMU (and swtpm) as itself: naming
-    root there makes libvirt chown its state dirs to root, which the user may not."""
-    text = QEMU_CONF
+    root there makes libvirt chown its state dirs to root, which the user may not.
+    ``hugetlbfs``: the pod's hugepages mount (memory.hugepages), where guest memory goes."""
+    text = QEMU_CONF + (f'hugetlbfs_mount = "{hugetlbfs}"\n' if hugetlbfs else "")
     if session:
         text = "".join(line + "\n" for line in text.splitlines() if not _names_user(line))
     return text + ("" if cgroups else NO_CGROUPS)
@@ -135,7 +136,14 @@ class LibvirtDaemon:
             f'host_uuid = "{uuid.uuid4()}"\n'
             'log_outputs = "3:stderr"\n'
         )
-        paths.qemu_conf.write_text(qemu_conf(session=paths.session, cgroups=cgroups))
+        hugetlbfs = Path(podlayout.HUGEPAGES_DIR)
+        paths.qemu_conf.write_text(
+            qemu_conf(
+                session=paths.session,
+                cgroups=cgroups,
+                hugetlbfs=hugetlbfs if os.path.ismount(hugetlbfs) else None,
+            )
+        )
         if self._run_as is not None:
             _chown_tree(paths.root, self._run_as)
         log.info("libvirtd_prepared", isolation=str(paths.isolation), cgroups=cgroups)

@@ -7,7 +7,7 @@ file is made or libvirt is called. Each volume is resolved by its source's modul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import structlog
@@ -19,6 +19,7 @@ from launcher import (
     firmware,
     guestplan,
     nicxml,
+    pinning,
     tcgthreads,
     vmstate,
     volumes,
@@ -62,6 +63,7 @@ class HostPaths:
     # Persistent TPM / EFI state (launcher/vmstate.py): the claim's mount, libvirt's swtpm dir.
     vm_state: Path = Path(str(shared_vmstate.MOUNT_DIR))
     swtpm_storage: Path | None = None
+    host_view: pinning.HostView = field(default_factory=pinning.HostView)  # its cpuset, cells
 
 
 def parse_vmi(raw: object) -> VirtualMachineInstance:
@@ -355,6 +357,9 @@ async def plan_domain(
         smbios_serial=domain.firmware.serial,
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
         extras=guestplan.guest_extras(vmi),
+        pinning=pinning.plan_pinning(
+            vmi, view=host.host_view, vcpus=topology(vmi).vcpus, node=host.node_name
+        ),
     )
     return replace(plan, pcie_root_ports=root_ports(plan))
 

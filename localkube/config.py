@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from localkube.realnode.noderes import NodeResources
+
 DEFAULT_CLUSTER_DIR = "/var/lib/kubevirt-py/cluster"
 # Short on purpose: pod volume paths below it hold unix sockets (108-byte limit).
 DEFAULT_NODES_DIR = "/var/lib/kvpy"
@@ -59,6 +61,8 @@ class ClusterConfig:
     csi_dir: Path | None = None
     # scripts/build-multus' output (the thin plugin); real nodes run multus when set
     multus_dir: Path | None = None
+    # the kubelets' static CPU manager and the host's hugepages (localkube/realnode/noderes.py)
+    node_resources: NodeResources = dataclasses.field(default_factory=NodeResources)
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -78,6 +82,10 @@ class ClusterConfig:
             images=read_image_list(Path(image_list)) if image_list else (),
             csi_dir=Path(csi_dir) if csi_dir else None,
             multus_dir=Path(multus_dir) if multus_dir else None,
+            node_resources=NodeResources(
+                cpu_manager_static=env.get("KUBEVIRT_PY_CPU_MANAGER", "none") == "static",
+                hugepages_2mi=int(env.get("KUBEVIRT_PY_HUGEPAGES_2MI", "0")),
+            ),
         )
 
     def replace(self, **changes: object) -> ClusterConfig:

@@ -24,11 +24,24 @@ from localkube.cluster import Cluster
 from localkube.config import REPO, ClusterConfig, NodeKind, read_image_list
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
+from localkube.realnode.noderes import NodeResources
 from localkube.stopping import stop_signals
 
 T = TypeVar("T")
 TEST_STATE_ROOT = Path("/var/lib/kubevirt-py")
 TEST_STATE_PREFIX = "test-"
+# Real-node test sessions: the static CPU manager and 256 MiB of 2 MiB hugepages, unless
+# KUBEVIRT_PY_CPU_MANAGER=none / KUBEVIRT_PY_HUGEPAGES_2MI=0 say otherwise.
+TEST_HUGEPAGES_2MI = 128
+
+
+def session_node_resources() -> NodeResources:
+    """What real-node test clusters' kubelets offer (docs/node-resources.md)."""
+    env = os.environ
+    return NodeResources(
+        cpu_manager_static=env.get("KUBEVIRT_PY_CPU_MANAGER", "static") == "static",
+        hugepages_2mi=int(env.get("KUBEVIRT_PY_HUGEPAGES_2MI", str(TEST_HUGEPAGES_2MI))),
+    )
 
 
 def _build(repo: Path, script_name: str, what: str) -> str:
@@ -96,6 +109,7 @@ def private_cluster_config(
         containerd_bin=containerd_bin,
         csi_dir=csi_dir,
         multus_dir=multus_dir,
+        node_resources=session_node_resources() if real else NodeResources(),
     )
 
 

@@ -301,3 +301,9 @@ def attachment_pod_name(vmi_uid: str, volume: str) -> str:
     idempotent)."""
     digest = hashlib.sha256(f"{vmi_uid}/{volume}".encode()).hexdigest()[:10]
     return f"{ATTACHMENT_POD_PREFIX}{digest}"
+
+
+# memory.hugepages: a hugetlbfs emptyDir (medium HugePages-<size>) at KubeVirt's path; the
+# launcher's libvirt backs guest memory with files there (launcher/pinning.py).
+HUGEPAGES_VOLUME = "hugepages"
+HUGEPAGES_DIR = "/dev/hugepages"

@@ -33,7 +33,7 @@ from typing import Any
 
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
-from controller.services import consolelog, tpm, vmstate, volumes
+from controller.services import consolelog, dedicated, tpm, vmstate, volumes
 from controller.services.cpuselect import apply_cpu_placement
 from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
@@ -202,6 +202,7 @@ class TemplateService:
             pod["spec"]["containers"].append(self._console_log_container(vmi))
         if passt(vmi):
             allow_passt(pod["spec"])
+        dedicated.apply_pod(vmi, pod["spec"])  # hugepages volume, Guaranteed sidecars
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
         return pod
@@ -396,7 +397,8 @@ class TemplateService:
             limits["memory"] = str(lim_mem + overhead)
         if cpu_lim is not None:
             limits["cpu"] = str(cpu_lim)
-        return {"requests": requests, "limits": limits}
+        resources = {"requests": requests, "limits": limits}
+        return dedicated.compute_resources(vmi, resources, overhead=overhead)
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:

@@ -41,17 +41,19 @@ class HotplugLimits:
 
 
 def with_ceilings(body: dict[str, Any], limits: HotplugLimits) -> dict[str, Any]:
-    """The VMI body with maxSockets and maxGuest defaulted (a copy; LiveUpdate only)."""
+    """The VMI body with maxSockets and maxGuest defaulted (a copy; LiveUpdate only); not
+    for dedicated CPUs (pinned 1:1, no room) nor for hugepage-backed memory."""
     out = copy.deepcopy(body)
     domain = out.setdefault("spec", {}).setdefault("domain", {})
     cpu = domain.setdefault("cpu", {})
-    if not cpu.get("maxSockets"):
+    if not cpu.get("maxSockets") and not cpu.get("dedicatedCpuPlacement"):
         sockets = int(cpu.get("sockets") or 1)
         ceiling = limits.max_cpu_sockets or sockets * limits.max_hotplug_ratio
         cpu["maxSockets"] = max(sockets, ceiling)
     memory = domain.get("memory") or {}
     guest = _bytes(memory.get("guest"))
-    if "maxGuest" not in memory and guest is not None and guest >= MIN_HOTPLUG_MEMORY:
+    grows = "maxGuest" not in memory and not memory.get("hugepages")
+    if grows and guest is not None and guest >= MIN_HOTPLUG_MEMORY:
         most = guest * limits.max_hotplug_ratio // BLOCK * BLOCK
         domain["memory"] = {**memory, "maxGuest": format_bytes(most)}
     return out

@@ -10,6 +10,7 @@ Pure functions from a ``NodeLayout`` to text, so the settings that mattered on t
 - kubelet: cgroupfs driver under a cgroup root of its own, ``failCgroupV1: false`` (this
   machine has v1 hybrid cgroups), no swap check, client-certificate authentication for
   kube-apiserver's logs/exec calls, image GC and eviction relaxed so images built here stay;
+- kubelet, when the cluster asks: the static CPU manager (localkube/realnode/noderes.py);
 - kube-proxy: iptables mode inside the node's network namespace, no conntrack sysctls
   (those are not per namespace).
 """
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from localkube.realnode.noderes import NodeResources
 
 PAUSE_IMAGE = "registry.local/kubevirt-py/pause:3.10"
 CNI_BIN_DIR = "/usr/lib/cni"
@@ -145,8 +148,9 @@ def cluster_network(node: NodeLayout) -> dict[str, Any]:
     return {"cniVersion": "1.0.0", "name": "kubevirt-py", "plugins": [bridge]}
 
 
-def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:
-    config = {
+def kubelet_yaml(node: NodeLayout, *, ca_file: Path, resources: NodeResources | None = None) -> str:
+    extra = resources.kubelet_settings() if resources is not None else {}
+    config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "address": node.node_ip,
@@ -188,6 +192,7 @@ def kubelet_yaml(node: NodeLayout, *, ca_file: Path) -> str:
         # often it crashed, instead of kubelet's 10 s doubling back-off (KEP-5593, beta
         # and on by default since 1.35): docs/hardening.md, "Handler restarts".
         "crashLoopBackOff": {"maxContainerRestartPeriod": "1s"},
+        **extra,
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -14,7 +14,7 @@ import structlog
 
 from localkube.config import ClusterConfig
 from localkube.pki import CertSpec, Pki, write_kubeconfig
-from localkube.realnode import multus
+from localkube.realnode import multus, noderes
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.namespaces import (
     NodeNamespaces,
@@ -102,6 +102,7 @@ class Fleet:
             images=self.config.images,
             multus_dir=self.config.multus_dir,
             multus_kubeconfig=paths.kubeconfig(multus.USER),
+            resources=self.config.node_resources,
         )
         return RealNode(ns=ns, inputs=inputs)
 
@@ -130,6 +131,8 @@ class Fleet:
             )
 
     def start_kubelets(self) -> None:
+        """After the host's hugepages are reserved: a kubelet reads its capacity at start."""
+        noderes.reserve_hugepages(self.config.paths.root, self.config.node_resources.hugepages_2mi)
         for name in self.config.nodes:
             self.node(name).start_kubelet()
 
@@ -137,6 +140,7 @@ class Fleet:
         async with asyncio.TaskGroup() as tg:
             for name in self.config.nodes:
                 tg.create_task(self.node(name).stop())
+        noderes.release_hugepages(self.config.paths.root)
         await remove_bridge(self.plan.bridge)
         await remove_bridge(self.plan.secondary_bridge)
         log.info("real_nodes_down", bridge=self.plan.bridge)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -29,7 +29,7 @@ from localkube.procs import (
     spawn_detached,
     stop_process,
 )
-from localkube.realnode import configs, multus
+from localkube.realnode import configs, multus, noderes
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.namespaces import NodeNamespaces
 
@@ -53,6 +53,7 @@ class NodeInputs:
     images: tuple[tuple[str, Path], ...]
     multus_dir: Path | None = None  # scripts/build-multus: multus is the primary CNI plugin
     multus_kubeconfig: Path | None = None
+    resources: noderes.NodeResources = field(default_factory=noderes.NodeResources)
 
 
 class RealNode:
@@ -126,7 +127,11 @@ class RealNode:
             )
         else:
             multus_conf.unlink(missing_ok=True)
-        (cfg / "kubelet.yaml").write_text(configs.kubelet_yaml(node, ca_file=self.inputs.ca_file))
+        resources = self.inputs.resources
+        (cfg / "kubelet.yaml").write_text(
+            configs.kubelet_yaml(node, ca_file=self.inputs.ca_file, resources=resources)
+        )
+        noderes.reset_stale_checkpoint(node.kubelet_dir, policy=resources.cpu_manager_policy)
         (cfg / "kube-proxy.yaml").write_text(
             configs.kube_proxy_yaml(node, kubeconfig=self.inputs.proxy_kubeconfig)
         )

@@ -15,6 +15,7 @@ from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
 from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
+from shared.model.noderes import NUMA, Hugepages, Realtime
 from shared.model.quantity import parse_bytes, parse_millis
 
 
@@ -38,6 +39,11 @@ class CPU(Model):
     # The ceiling of a live sockets change (KubeVirt's CPU hotplug); unset: no hotplug.
     max_sockets: int | None = None
     features: tuple[CPUFeature, ...] = ()
+    # dedicated CPUs, emulator thread, guest NUMA, realtime (shared/model/noderes.py)
+    dedicated_cpu_placement: bool | None = None
+    isolate_emulator_thread: bool | None = None
+    numa: NUMA | None = None
+    realtime: Realtime | None = None
 
     def vcpus(self) -> int:
         """sockets * cores * threads, each defaulting to 1."""
@@ -51,6 +57,7 @@ class Memory(Model):
 
     guest: str | int | None = None
     max_guest: str | int | None = None
+    hugepages: Hugepages | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

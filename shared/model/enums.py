@@ -94,6 +94,8 @@ class ConditionReason(enum.StrEnum):
     DISKS_NOT_MIGRATABLE = "DisksNotLiveMigratable"
     INTERFACE_NOT_MIGRATABLE = "InterfaceNotLiveMigratable"
     HOTPLUG_NOT_MIGRATABLE = "HotplugNotLiveMigratable"
+    # kubevirt-py's: the target's exclusive CPUs are not re-pinned (docs/node-resources.md)
+    DEDICATED_CPUS_NOT_MIGRATABLE = "DedicatedCPUsNotLiveMigratable"
     # Synchronized=False / VM Failure=True (controller sync errors)
     FAILED_CREATE = "FailedCreate"
     FAILED_DELETE = "FailedDelete"

@@ -95,6 +95,7 @@ from shared.model.instancetype import (
     PreferenceSpec,
 )
 from shared.model.migration import MigrationSpec, VirtualMachineInstanceMigration
+from shared.model.noderes import NUMA, Hugepages, NUMAGuestMappingPassthrough, Realtime
 from shared.model.objects import KubeObject
 from shared.model.pool import (
     Autohealing,
@@ -193,14 +194,13 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     VideoDevice: frozenset(),
     DownwardMetricsDevice: frozenset(),
     SoundDevice: frozenset(),
-    CPU: frozenset(
-        {
-            "dedicatedCpuPlacement", "numa",
-            "isolateEmulatorThread", "realtime",
-        }
-    ),
+    CPU: frozenset(),
     CPUFeature: frozenset(),
-    Memory: frozenset({"hugepages"}),
+    Memory: frozenset(),
+    NUMA: frozenset(),
+    NUMAGuestMappingPassthrough: frozenset(),
+    Realtime: frozenset(),
+    Hugepages: frozenset(),
     ResourceRequirements: frozenset(),
     ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
     Devices: frozenset(

@@ -29,6 +29,7 @@ from shared.model._validate_domain import (
 )
 from shared.model._validate_firmware import validate_cpu_model, validate_firmware
 from shared.model._validate_labels import check_label_map
+from shared.model._validate_noderes import validate_node_resources
 from shared.model._validate_pod import validate_pod_fields
 from shared.model._validate_probes import validate_probes
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
@@ -90,6 +91,7 @@ def validate_vmi_spec(
     validate_clock(errs, domain_path, spec.domain.clock)
     validate_features(errs, domain_path, spec.domain.features)
     validate_cpu_features(errs, domain_path, spec.domain)
+    validate_node_resources(errs, domain_path, spec.domain)
     validate_pod_fields(errs, path, spec)
     validate_probes(errs, path, spec)
     validate_access_credentials(errs, path, spec)

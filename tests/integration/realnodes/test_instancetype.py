@@ -16,7 +16,7 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_export import _refusal, _virtctl_py
+from tests.integration.realnodes.test_export import _virtctl_py
 from tests.integration.realnodes.test_platform import _qemu_cmdline
 from tests.integration.realnodes.test_story import REPO, _serial, _wait
 
@@ -115,8 +115,8 @@ def test_common_instancetypes_and_a_vm_made_from_them(
     """KubeVirt's common-instancetypes bundle is applied through the webhooks (all 119
     admitted, a second apply a no-op); `virtctl-py create vm --instancetype u1.small
     --preference alpine` makes a VM whose guest boots with u1.small's 1 vCPU and 2Gi and
-    the preference's virtio disk and rng; a VM naming cx1.medium1gi is refused naming its
-    hugepages; a VM inferring both from a claim's labels gets them named."""
+    the preference's virtio disk and rng; a VM naming cx1.medium1gi gets its dedicated
+    CPUs and hugepages on its launcher pod; a VM inferring both from a claim's labels gets them named."""
     k, ns = real_stack, real_namespace
     applied = _bundle(k)
     assert applied.returncode == 0, applied.stderr
@@ -150,16 +150,39 @@ def test_common_instancetypes_and_a_vm_made_from_them(
         180, "the bundled guest's boot on its console",
         lambda: _serial(real_cluster, running)[-800:],
     )  # fmt: skip
-    refused = _refusal(k, ns, {
+    _hugepaged(k, ns)
+    _inferred(k, ns)
+
+
+def _hugepaged(k: Kubectl, ns: str) -> None:
+    """cx1.medium1gi's dedicated CPUs, isolated emulator thread and 1Gi hugepages land on
+    the launcher pod: 2 whole CPUs (1 vCPU + the emulator thread) and 2Gi of hugepages-1Gi,
+    requests equal to limits (no node here has 1Gi pages: it stays Pending)."""
+    k("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": "hugepaged", "namespace": ns},
-        "spec": {"runStrategy": "Halted", "instancetype": {"name": "cx1.medium1gi"},
+        "spec": {"runStrategy": "Always", "instancetype": {"name": "cx1.medium1gi"},
                  "template": {"spec": {
                      "domain": {"devices": {"disks": [{"name": "root"}]}},
                      "volumes": [{"name": "root", "containerDisk": {"image": TINY_GUEST}}]}}},
-    })  # fmt: skip
-    assert "spec.memory.hugepages sets spec.template.spec.domain.memory.hugepages" in refused
-    _inferred(k, ns)
+    }))  # fmt: skip
+
+    def compute() -> dict[str, Any] | None:
+        out = k("get", "pods", "-n", ns, "-l", "kubevirt.io/vm=hugepaged", "-o", "json")
+        found = json.loads(out)["items"]
+        containers = found[0]["spec"]["containers"] if found else []
+        return next((c for c in containers if c["name"] == "compute"), None)
+
+    def seen() -> Any:
+        vm = json.loads(k("get", "vm", "hugepaged", "-n", ns, "-o", "json"))
+        events = k("get", "events", "-n", ns, "--field-selector", "involvedObject.name=hugepaged")
+        return {"vm": vm.get("status"), "events": events}
+
+    resources = _wait(compute, 120, "hugepaged's launcher pod", seen)["resources"]
+    for kind in ("requests", "limits"):
+        assert resources[kind]["cpu"] == "2", resources
+        assert resources[kind]["hugepages-1Gi"] == str(2 << 30), resources
+    k("delete", "vm", "hugepaged", "-n", ns, "--wait=false")
 
 
 def _inferred(k: Kubectl, ns: str) -> None:

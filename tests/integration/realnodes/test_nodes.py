@@ -20,6 +20,7 @@ from localkube.deploy import Kubectl
 from localkube.procs import pids_mentioning
 from localkube.realnode.namespaces import KUBELET_SYSCTLS, cgroup_hierarchies
 from localkube.realnode.netplan import NetPlan
+from localkube.realnode.noderes import HUGEPAGES_2M
 from localkube.testing import build_control_plane, private_cluster_config
 
 pytestmark = pytest.mark.cluster
@@ -149,14 +150,19 @@ def test_host_keeps_its_sysctls_and_iptables(real_cluster: Cluster) -> None:
 
 def test_down_leaves_nothing(real_cluster: Cluster) -> None:
     """A one-node cluster started, given a pod, and taken down leaves no process, mount,
-    interface, network namespace, cgroup or iptables rule."""
+    interface, network namespace, cgroup or iptables rule; the hugepages it added to the
+    host's pool while up are taken back."""
     config = private_cluster_config(
         build_control_plane(), session=0, kind=NodeKind.KUBELET, images=real_cluster.config.images
     ).replace(nodes=("node01",), containerd_bin=real_cluster.config.containerd_bin, csi_dir=real_cluster.config.csi_dir, state_dir=real_cluster.paths.root.with_name("test-down-kubelet"),
               nodes_dir=Path("/var/lib/kvtdown"))  # fmt: skip
     cluster = Cluster(config)
+    pages = config.node_resources.hugepages_2mi
+    pool = HUGEPAGES_2M / "nr_hugepages"
+    before = int(pool.read_text())
     try:
         asyncio.run(cluster.up())
+        assert pages > 0 and int(pool.read_text()) == before + pages
         k = Kubectl(config.bin_dir / "kubectl", cluster.kubeconfig)
         k(
             "apply",
@@ -176,3 +182,4 @@ def test_down_leaves_nothing(real_cluster: Cluster) -> None:
     assert not Path(f"/run/netns/{plan.netns('node01')}").exists()
     assert not [h for h in cgroup_hierarchies() if (h / f"kvpy{plan.block}-node01").exists()]
     assert not config.nodes_dir.exists() and not config.state_dir.exists()
+    assert int(pool.read_text()) == before

@@ -205,6 +205,15 @@ def test_an_ephemeral_volume_blocks_migration() -> None:
     assert "ephemeral volume (volume base)" in (cond.message or "")
 
 
+def test_dedicated_cpus_are_not_live_migratable() -> None:
+    """Pinned vCPUs: LiveMigratable=False, DedicatedCPUsNotLiveMigratable (a target would
+    need its own exclusive CPUs pinned)."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["cpu"] = {"dedicatedCpuPlacement": True}
+    cond = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "DedicatedCPUsNotLiveMigratable")
+
+
 def _on_claim(access_modes: list[str] | None) -> VirtualMachineInstance:
     raw = vmi_dict()
     raw["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}})

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localkube.realnode import configs, multus
+from localkube.realnode import configs, multus, noderes
 from localkube.realnode.configs import NodeLayout
 from localkube.realnode.netplan import BLOCKS, NetPlan, NetPlanError
+from localkube.realnode.noderes import NodeResources
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 
@@ -147,3 +148,41 @@ def test_multus_is_the_primary_plugin_delegating_to_the_cluster_network(tmp_path
     assert crd["spec"]["group"] == "k8s.cni.cncf.io"
     assert crd["spec"]["names"]["kind"] == "NetworkAttachmentDefinition"
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
+
+
+def test_kubelet_static_cpu_manager_only_when_asked(tmp_path: Path) -> None:
+    """The static CPU manager (with a 100m kube reservation: one whole CPU kept out of
+    exclusive use) is in the kubelet's configuration only when the cluster asks for it."""
+    node = _layout(tmp_path)
+    plain = yaml.safe_load(configs.kubelet_yaml(node, ca_file=Path("/ca.crt")))
+    assert "cpuManagerPolicy" not in plain and "kubeReserved" not in plain
+    static = NodeResources(cpu_manager_static=True)
+    cfg = yaml.safe_load(configs.kubelet_yaml(node, ca_file=Path("/ca.crt"), resources=static))
+    assert cfg["cpuManagerPolicy"] == "static" and cfg["kubeReserved"] == {"cpu": "100m"}
+
+
+def test_cpu_manager_checkpoint_of_another_policy_is_removed(tmp_path: Path) -> None:
+    """A checkpoint written under another policy goes (the kubelet would refuse to start);
+    one of the same policy stays."""
+    state = tmp_path / noderes.CPU_MANAGER_STATE
+    state.write_text(json.dumps({"policyName": "none", "defaultCpuSet": ""}))
+    noderes.reset_stale_checkpoint(tmp_path, policy="none")
+    assert state.exists()
+    noderes.reset_stale_checkpoint(tmp_path, policy="static")
+    assert not state.exists()
+
+
+def test_hugepages_added_once_and_taken_back(tmp_path: Path) -> None:
+    """The cluster adds its pages to what the host already had, once however often it
+    starts, and takes back only its own share on the way down."""
+    pool, state = tmp_path / "pool", tmp_path / "state"
+    pool.mkdir()
+    (pool / "nr_hugepages").write_text("10\n")
+    lock = tmp_path / "lock"
+    assert noderes.reserve_hugepages(state, 64, pool=pool, lock=lock) == 64
+    assert noderes.reserve_hugepages(state, 64, pool=pool, lock=lock) == 64
+    assert (pool / "nr_hugepages").read_text().strip() == "74"
+    (pool / "nr_hugepages").write_text("80\n")  # another cluster added 6 meanwhile
+    assert noderes.release_hugepages(state, pool=pool, lock=lock) == 64
+    assert (pool / "nr_hugepages").read_text().strip() == "16"
+    assert noderes.release_hugepages(state, pool=pool, lock=lock) == 0

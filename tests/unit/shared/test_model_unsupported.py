@@ -97,11 +97,6 @@ REFUSED = [
         id="host-device",
     ),
     pytest.param(
-        {"spec.domain.cpu.dedicatedCpuPlacement": True},
-        "spec.domain.cpu.dedicatedCpuPlacement",
-        id="dedicated-cpu",
-    ),
-    pytest.param(
         {"spec.domain.devices.interfaces[0]": {"name": "default", "sriov": {}}},
         "spec.domain.devices.interfaces[0].sriov",
         id="sriov",

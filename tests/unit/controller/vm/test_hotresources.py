@@ -44,6 +44,15 @@ def test_new_vmis_get_kubevirts_default_ceilings() -> None:
     assert (kept["cpu"]["maxSockets"], kept["memory"]["maxGuest"]) == (2, "2Gi")
 
 
+def test_dedicated_cpus_and_hugepages_get_no_ceilings() -> None:
+    """Dedicated CPUs get no maxSockets (vCPUs are pinned 1:1 to the pod's CPUs) and
+    hugepage-backed memory no maxGuest (KubeVirt's cx1 instancetypes start under LiveUpdate)."""
+    pinned = domain(dedicatedCpuPlacement=True)
+    pinned["memory"]["hugepages"] = {"pageSize": "2Mi"}
+    body = with_ceilings({"spec": {"domain": pinned}}, HotplugLimits())["spec"]["domain"]
+    assert "maxSockets" not in body["cpu"] and "maxGuest" not in body["memory"]
+
+
 def test_sockets_and_memory_go_live_within_the_ceilings() -> None:
     """sockets 1 → 2 and guest 1Gi → 2Gi within maxSockets 4 / maxGuest 4Gi: patched onto
     the VMI, no RestartRequired; with Stage both need the restart."""
