@@ -235,12 +235,12 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     EFI: frozenset({"persistent"}),
     InterfacePort: frozenset(),
     KernelBoot: frozenset(),
-    KernelBootContainer: frozenset({"imagePullSecret"}),
+    KernelBootContainer: frozenset(),
     Machine: frozenset(),
     Volume: frozenset(
         {"downwardMetrics", "ephemeral", "sysprep", "memoryDump"}
     ),
-    ContainerDiskSource: frozenset({"imagePullSecret"}),
+    ContainerDiskSource: frozenset(),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),
     HostDiskSource: frozenset({"shared"}),

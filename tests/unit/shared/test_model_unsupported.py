@@ -133,11 +133,6 @@ REFUSED = [
         id="resource-gpu",
     ),
     pytest.param(
-        {"spec.volumes[0].containerDisk.imagePullSecret": "s"},
-        "spec.volumes[0].containerDisk.imagePullSecret",
-        id="pull-secret",
-    ),
-    pytest.param(
         {"spec.domain.devices.disableHotplug": True},
         "spec.domain.devices.disableHotplug",
         id="disable-hotplug",
