@@ -59,6 +59,8 @@ class ClusterConfig:
     csi_dir: Path | None = None
     # scripts/build-multus' output (the thin plugin); real nodes run multus when set
     multus_dir: Path | None = None
+    # scripts/build-registry's output (registry, htpasswd); real nodes run a registry when set
+    registry_dir: Path | None = None
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -68,6 +70,7 @@ class ClusterConfig:
         image_list = env.get("KUBEVIRT_PY_IMAGE_LIST")
         csi_dir = env.get("KUBEVIRT_PY_CSI_DIR")
         multus_dir = env.get("KUBEVIRT_PY_MULTUS_DIR")
+        registry_dir = env.get("KUBEVIRT_PY_REGISTRY_DIR")
         return cls(
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
@@ -78,6 +81,7 @@ class ClusterConfig:
             images=read_image_list(Path(image_list)) if image_list else (),
             csi_dir=Path(csi_dir) if csi_dir else None,
             multus_dir=Path(multus_dir) if multus_dir else None,
+            registry_dir=Path(registry_dir) if registry_dir else None,
         )
 
     def replace(self, **changes: object) -> ClusterConfig:
