@@ -109,7 +109,7 @@ class RegistryClient:
         try:
             resp: IO[bytes] = urllib.request.urlopen(req, context=self._ctx, timeout=TIMEOUT)
         except urllib.error.HTTPError:
-            raise
+            raise  # an answer (401, 404…): the caller decides (HTTPError is a URLError)
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise PullError(f"cannot reach {self.ref.host}: {reason}") from None
