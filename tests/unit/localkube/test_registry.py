@@ -13,9 +13,11 @@ from pathlib import Path
 import yaml
 
 from localkube import registry
-from localkube.config import ClusterConfig
+from localkube.cluster import Cluster
+from localkube.config import ClusterConfig, NodeKind
 from localkube.pki import Pki
 from localkube.realnode import configs
+from localkube.realnode.fleet import Fleet
 from localkube.realnode.netplan import NetPlan
 from tests.unit.localkube.test_realnode_configs import _layout
 
@@ -81,3 +83,20 @@ def test_the_pull_secret_names_the_registry_host(tmp_path: Path) -> None:
     assert base64.b64decode(entry["auth"]).decode() == f"{ep.username}:{ep.password}"
     assert ep.image() == f"{ep.host}/kubevirt-py/tiny-guest:v1"
     json.dumps(ep.docker_config())  # serialisable as is
+
+
+def test_nodes_of_a_cluster_with_a_registry_trust_it(tmp_path: Path) -> None:
+    """A cluster built with the registry: each node's inputs name the registry's host and
+    its configs include that host's hosts.toml with the cluster CA; without: none."""
+    config = _config(tmp_path).replace(node_kind=NodeKind.KUBELET, registry_dir=tmp_path / "r")
+    (config.paths.root).mkdir(parents=True)
+    (config.paths.root / "net.json").write_text(json.dumps({"block": 4}))
+    node = Fleet(config, marker=("M", "x")).node("node01")
+    want = registry.host(NetPlan(block=4))
+    assert node.inputs.registry_host == want
+    node.write_configs()
+    hosts = tomllib.loads((node.layout.registry_config_dir / want / "hosts.toml").read_text())
+    assert hosts["host"][f"https://{want}"]["ca"] == str(node.inputs.ca_file)
+    bare = Fleet(config.replace(registry_dir=None), marker=("M", "x")).node("node01")
+    assert bare.inputs.registry_host is None
+    assert Cluster(config.replace(registry_dir=None)).registry() is None
