@@ -9,6 +9,8 @@ the manifest is PUT under the tag. Blocking (urllib): callers run it in a thread
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import ssl
 import tarfile
@@ -40,21 +42,33 @@ class PushTarget:
     ca_file: Path
 
 
-def push_archive(archive: Path, target: PushTarget) -> str:
-    """Push the archive's (single) image manifest and its blobs; returns its digest."""
+def push_archive(archive: Path, target: PushTarget, *, label: tuple[str, str]) -> str:
+    """Push the archive's (single) image manifest and its blobs, the image config carrying
+    ``label`` (so the pushed image has an image ID of its own: a kubelet that pulled it
+    with a secret never treats the imported original as pulled with that secret);
+    returns the pushed manifest's digest."""
     ctx = ssl.create_default_context(cafile=str(target.ca_file))
     with tarfile.open(archive) as tar:
         index = json.loads(_member(tar, "index.json").read())
         (descriptor,) = [m for m in index["manifests"] if m.get("mediaType") in MANIFEST_TYPES]
-        digest = str(descriptor["digest"])
-        raw_manifest = _member(tar, _blob_path(digest)).read()
-        manifest = json.loads(raw_manifest)
-        for blob in [manifest["config"], *manifest["layers"]]:
-            _push_blob(tar, target, ctx, digest=str(blob["digest"]), size=int(blob["size"]))
+        manifest = json.loads(_member(tar, _blob_path(str(descriptor["digest"]))).read())
+        config = json.loads(_member(tar, _blob_path(str(manifest["config"]["digest"]))).read())
+        inner = config.get("config") or {}
+        inner["Labels"] = {**(inner.get("Labels") or {}), label[0]: label[1]}
+        config["config"] = inner
+        raw_config = json.dumps(config, separators=(",", ":")).encode()
+        config_digest = f"sha256:{hashlib.sha256(raw_config).hexdigest()}"
+        manifest["config"] = {**manifest["config"], "digest": config_digest,
+                              "size": len(raw_config)}  # fmt: skip
+        _push_blob(io.BytesIO(raw_config), target, ctx, digest=config_digest, size=len(raw_config))
+        for blob in manifest["layers"]:
+            digest, size = str(blob["digest"]), int(blob["size"])
+            _push_blob(_member(tar, _blob_path(digest)), target, ctx, digest=digest, size=size)
+        raw_manifest = json.dumps(manifest, separators=(",", ":")).encode()
         url = _url(target, f"manifests/{target.tag}")
         _call(url, target, ctx, method="PUT", body=raw_manifest,
               headers={"Content-Type": str(descriptor["mediaType"])})  # fmt: skip
-    return digest
+    return f"sha256:{hashlib.sha256(raw_manifest).hexdigest()}"
 
 
 def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
@@ -70,7 +84,7 @@ def _blob_path(digest: str) -> str:
 
 
 def _push_blob(
-    tar: tarfile.TarFile, target: PushTarget, ctx: ssl.SSLContext, *, digest: str, size: int
+    data: IO[bytes], target: PushTarget, ctx: ssl.SSLContext, *, digest: str, size: int
 ) -> None:
     status, _ = _call(_url(target, f"blobs/{digest}"), target, ctx, method="HEAD", ok=(200, 404))
     if status == 200:
@@ -79,7 +93,7 @@ def _push_blob(
     location = urllib.parse.urljoin(f"https://{target.host}/", headers.get("Location", ""))
     sep = "&" if "?" in location else "?"
     put = f"{location}{sep}digest={urllib.parse.quote(digest)}"
-    _call(put, target, ctx, method="PUT", body=_member(tar, _blob_path(digest)),
+    _call(put, target, ctx, method="PUT", body=data,
           headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
           ok=(201,))  # fmt: skip
 

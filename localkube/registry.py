@@ -12,7 +12,10 @@ are pulled the way users pull from a private registry: with a pull secret.
 - **Credentials**: user ``USER`` with a random password, kept in the state dir
   (``registry/credentials.json``, 0600); ``endpoint()`` reads them for tests and docs.
 - **Content**: the test guest (``GUEST_REF``, from scripts/build-images' archive) is pushed
-  as ``<host:port>/kubevirt-py/tiny-guest:v1`` at start (localkube/ocipush.py).
+  as ``<host:port>/kubevirt-py/tiny-guest:v1`` at start (localkube/ocipush.py), its config
+  labelled (``LABEL``) so it is an image of its own: the kubelet (KEP-2535, on in 1.36)
+  records which credentials pulled an image ID and re-pulls an image whose ID was pulled
+  with a secret for pods without it: the imported original must stay apart.
 - **Lifetime**: a detached process carrying the cluster's marker: ``Cluster.down`` stops it
   and reaps it with the rest (a SIGTERMed test session too).
 """
@@ -48,6 +51,9 @@ CERT = "registry"
 GUEST_REF = "registry.local/kubevirt-py/tiny-guest:v1"
 GUEST_REPO = "kubevirt-py/tiny-guest"
 GUEST_TAG = "v1"
+# On the pushed image's config: its own image ID, apart from the imported original's (the
+# kubelet remembers which credentials pulled an image ID and re-verifies others' use of it).
+LABEL = ("io.kubevirt-py.test-bed", "private-registry")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,5 +224,5 @@ class LocalRegistry:
             username=ep.username, password=ep.password, ca_file=ep.ca_file,
         )  # fmt: skip
         async with asyncio.timeout(300):
-            digest = await asyncio.to_thread(push_archive, archives[0], target)
+            digest = await asyncio.to_thread(push_archive, archives[0], target, label=LABEL)
         log.info("registry_image_pushed", image=ep.image(), digest=digest)
