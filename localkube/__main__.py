@@ -1,4 +1,5 @@
-"""CLI of the local cluster: ``python -m localkube up|down|status|kubeconfig|prometheus``.
+"""CLI of the local cluster:
+``python -m localkube up|down|status|kubeconfig|prometheus|registry``.
 
 Normally run through ``scripts/cluster``, which builds the control plane first and
 exports KUBEVIRT_PY_KUBE_BIN.
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 
 import structlog
 
+from localkube import registry
 from localkube.cluster import Cluster
 from localkube.config import ClusterConfig
 from localkube.errors import LocalKubeError
@@ -30,6 +33,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     down.add_argument("--purge", action="store_true", help="also delete etcd data, certs, pods")
     sub.add_parser("status", help="health of each component; exit 1 if any is unhealthy")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    sub.add_parser("registry", help="print the private registry's host, image and credentials")
     prom = sub.add_parser("prometheus", help="start the local Prometheus; print its URL")
     prom.add_argument("--down", action="store_true", help="stop it instead")
     prom.add_argument("--scrape-interval", help="instead of the ServiceMonitor's (e.g. 5s)")
@@ -56,8 +60,22 @@ async def _run(args: argparse.Namespace, cluster: Cluster) -> int:
         return 0 if all(st.healthy for st in statuses) else 1
     elif args.command == "kubeconfig":
         print(cluster.kubeconfig)
+    elif args.command == "registry":
+        return _registry(cluster)
     elif args.command == "prometheus":
         return await _prometheus(cluster, args)
+    return 0
+
+
+def _registry(cluster: Cluster) -> int:
+    """The private registry's endpoint as JSON (real nodes built with a registry only)."""
+    if not cluster.real_nodes or not (cluster.paths.root / "registry").is_dir():
+        print("no private registry in", cluster.paths.root, file=sys.stderr)
+        return 1
+    ep = registry.endpoint(cluster.config, cluster.fleet().plan)
+    shown = {"host": ep.host, "image": ep.image(), "username": ep.username,
+             "password": ep.password, "ca": str(ep.ca_file)}  # fmt: skip
+    print(json.dumps(shown, indent=2))
     return 0
 
 

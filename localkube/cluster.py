@@ -45,6 +45,7 @@ from localkube.realnode import multus
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 from localkube.realnode.storage import LocalStorage
+from localkube.registry import LocalRegistry
 
 log = structlog.get_logger()
 
@@ -136,6 +137,9 @@ class Cluster:
         plan = fleet.plan
         ips = (plan.kubernetes_service_ip, plan.gateway)
         await ensure_pki(self.pki, self.config.nodes, ips=ips, extra=extra_certs())
+        registry = self.registry(fleet)
+        if registry is not None:  # starts while the nodes come up; filled once they are
+            await registry.start()
         self._write_kubeconfigs(ports)
         fleet.write_kubeconfigs(ports.apiserver)
         await self._start_control_plane(ports, apiserver_extra=apiserver_flags(plan, self.pki))
@@ -151,6 +155,8 @@ class Cluster:
             manifest=self.paths.root / "local-storage.json",
         )
         await self.csi(fleet).up()
+        if registry is not None:
+            await registry.serve_guest()
         if self.config.multus_dir is not None:
             await multus.apply(
                 kubectl=self.config.bin_dir / "kubectl",
@@ -163,6 +169,14 @@ class Cluster:
         fleet = fleet or self.fleet()
         enter = {node: fleet.node(node).ns.enter() for node in self.config.nodes}
         return CsiStack(config=self.config, marker=self.marker, node_enter=enter)
+
+    def registry(self, fleet: Fleet | None = None) -> LocalRegistry | None:
+        """The private registry (real nodes with scripts/build-registry's output only)."""
+        if not self.real_nodes or self.config.registry_dir is None:
+            return None
+        return LocalRegistry(
+            config=self.config, plan=(fleet or self.fleet()).plan, marker=self.marker
+        )
 
     def storage(self) -> LocalStorage:
         """The real nodes' local PersistentVolumes and their StorageClass."""
@@ -200,7 +214,7 @@ class Cluster:
     async def down(self, *, purge: bool = False) -> None:
         """Stop the local Prometheus, the nodes (and their pods), then the control plane;
         reap stragglers."""
-        for name in ("prometheus", "prometheus-sd"):  # localkube/prometheus.py's, if started
+        for name in ("prometheus", "prometheus-sd", "registry"):  # prometheus.py's, registry.py's
             await self._stop(name, grace=10)
         if self.real_nodes:
             if self.paths.ports_file.exists() and self.kubeconfig.exists():

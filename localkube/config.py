@@ -63,6 +63,8 @@ class ClusterConfig:
     multus_dir: Path | None = None
     # the kubelets' static CPU manager and the host's hugepages (localkube/realnode/noderes.py)
     node_resources: NodeResources = dataclasses.field(default_factory=NodeResources)
+    # scripts/build-registry's output (registry, htpasswd); real nodes run a registry when set
+    registry_dir: Path | None = None
 
     @classmethod
     def from_env(cls, *, bin_dir: Path | None = None) -> ClusterConfig:
@@ -72,6 +74,7 @@ class ClusterConfig:
         image_list = env.get("KUBEVIRT_PY_IMAGE_LIST")
         csi_dir = env.get("KUBEVIRT_PY_CSI_DIR")
         multus_dir = env.get("KUBEVIRT_PY_MULTUS_DIR")
+        registry_dir = env.get("KUBEVIRT_PY_REGISTRY_DIR")
         return cls(
             state_dir=Path(env.get("KUBEVIRT_PY_CLUSTER_DIR", DEFAULT_CLUSTER_DIR)),
             nodes_dir=Path(env.get("KUBEVIRT_PY_NODES_DIR", DEFAULT_NODES_DIR)),
@@ -86,6 +89,7 @@ class ClusterConfig:
                 cpu_manager_static=env.get("KUBEVIRT_PY_CPU_MANAGER", "none") == "static",
                 hugepages_2mi=int(env.get("KUBEVIRT_PY_HUGEPAGES_2MI", "0")),
             ),
+            registry_dir=Path(registry_dir) if registry_dir else None,
         )
 
     def replace(self, **changes: object) -> ClusterConfig:

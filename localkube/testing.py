@@ -78,6 +78,12 @@ def build_multus(repo: Path = REPO) -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
+def build_registry(repo: Path = REPO) -> Path:
+    """Run scripts/build-registry (the real nodes' private registry); its output dir."""
+    out = _build(repo, "build-registry", "registry build")
+    return Path(out.strip().splitlines()[-1])
+
+
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
     out = _build(repo, "build-images", "image build")
@@ -95,6 +101,7 @@ def private_cluster_config(
     containerd_bin: Path = Path(),
     csi_dir: Path | None = None,
     multus_dir: Path | None = None,
+    registry_dir: Path | None = None,
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
     may run one cluster of each node kind."""
@@ -110,6 +117,7 @@ def private_cluster_config(
         csi_dir=csi_dir,
         multus_dir=multus_dir,
         node_resources=session_node_resources() if real else NodeResources(),
+        registry_dir=registry_dir,
     )
 
 
@@ -153,9 +161,10 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     containerd = build_containerd() if real else Path()
     csi_dir = build_csi_sidecars() if real else None
     multus_dir = build_multus() if real else None
+    registry_dir = build_registry() if real else None
     config = private_cluster_config(
         bin_dir, kind=kind, images=images, containerd_bin=containerd, csi_dir=csi_dir,
-        multus_dir=multus_dir,
+        multus_dir=multus_dir, registry_dir=registry_dir,
     )  # fmt: skip
     cluster = Cluster(config)
     if _running_healthy(cluster):

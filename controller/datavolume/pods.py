@@ -2,9 +2,12 @@
 
 The worker runs the launcher image (it has qemu-img and busybox) as `importer`:
 
-    registry  init: busybox out of the launcher image; the source image itself (pulled as
-              any container image, so `pullMethod: node` and `pod` alike) copies its one
-              disk under /disk/ into the scratch emptyDir; then qemu-img converts it
+    registry  `pullMethod: pod` (or a secretRef/certConfigMap without one): init:
+              virt-importer-py pulls the image itself with the secretRef's credentials
+              and the certConfigMap's CAs (registrypull.py), its one disk under /disk/
+              into the scratch emptyDir; `node` (and no pullMethod): init: busybox out of
+              the launcher image, then the source image itself (pulled by the node's
+              runtime) copies that disk; then qemu-img converts it
     http      busybox wget fetches the URL into scratch; then qemu-img converts it
     pvc       the source claim mounted read-only; qemu-img copies its disk.img (sparse)
     blank     qemu-img creates an empty raw disk of the requested size
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from controller.datavolume import registrypull
 from shared import podlayout
 from shared.model.datavolume import CDI_API_VERSION, DataVolume
 from shared.model.datavolume_spec import BLOCK, SourceKind, Target
@@ -233,7 +237,14 @@ def registry_image(dv: DataVolume) -> str:
 def _registry_init(
     dv: DataVolume, *, image: str, pull_policy: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """busybox out of the launcher image, then the source image copying its disk."""
+    """The importer's own pull (pullMethod pod, controller/datavolume/registrypull.py);
+    else busybox out of the launcher image, then the source image copying its disk."""
+    reg = dv.spec.source.registry if dv.spec.source else None
+    if reg is not None and reg.pulled_by_importer():
+        out = f"{SCRATCH_DIR}/{SCRATCH_SUBDIR}/{podlayout.DISK_FILE}"
+        return registrypull.pull_init(
+            reg, image=image, pull_policy=pull_policy, source=registry_image(dv), out=out
+        )
     binary = {
         "name": podlayout.BINARY_INIT_CONTAINER,
         "image": image,

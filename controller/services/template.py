@@ -205,6 +205,8 @@ class TemplateService:
         dedicated.apply_pod(vmi, pod["spec"])  # hugepages volume, Guaranteed sidecars
         if sources.service_account_name:  # a serviceAccount volume's (KubeVirt's rule)
             pod["spec"]["serviceAccountName"] = sources.service_account_name
+        if sources.pull_secrets:  # containerDisk/kernelBoot imagePullSecret, as KubeVirt
+            pod["spec"]["imagePullSecrets"] = [{"name": s} for s in sources.pull_secrets]
         return pod
 
     def _metadata(

@@ -53,6 +53,11 @@ class NodeLayout:
         return self.containerd_dir / "containerd.sock"
 
     @property
+    def registry_config_dir(self) -> Path:
+        """containerd's ``config_path``: one ``<host:port>/hosts.toml`` per trusted registry."""
+        return self.containerd_dir / "certs.d"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.dir / "cni" / "net.d"
 
@@ -105,6 +110,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   snapshotter = "overlayfs"
   [{images}.pinned_images]
     sandbox = "{PAUSE_IMAGE}"
+  [{images}.registry]
+    config_path = "{node.registry_config_dir}"
 [{runtime}]
   restrict_oom_score_adj = true
   enable_selinux = false
@@ -121,6 +128,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [{runtime}.cni]
     bin_dirs = [{bin_dirs}]
     conf_dir = "{node.cni_conf_dir}"
+"""
+
+
+def registry_hosts_toml(host: str, *, ca_file: Path) -> str:
+    """containerd's hosts.toml for the test bed's registry ``host`` (``address:port``):
+    HTTPS, trusting the cluster CA; pull and resolve only (credentials come from the
+    pod's pull secrets, never from the node)."""
+    return f"""\
+server = "https://{host}"
+
+[host."https://{host}"]
+  capabilities = ["pull", "resolve"]
+  ca = "{ca_file}"
 """
 
 

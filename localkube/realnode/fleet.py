@@ -12,6 +12,7 @@ from pathlib import Path
 
 import structlog
 
+from localkube import registry
 from localkube.config import ClusterConfig
 from localkube.pki import CertSpec, Pki, write_kubeconfig
 from localkube.realnode import multus, noderes
@@ -103,6 +104,7 @@ class Fleet:
             multus_dir=self.config.multus_dir,
             multus_kubeconfig=paths.kubeconfig(multus.USER),
             resources=self.config.node_resources,
+            registry_host=registry.host(plan) if self.config.registry_dir else None,
         )
         return RealNode(ns=ns, inputs=inputs)
 

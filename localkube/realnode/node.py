@@ -54,6 +54,7 @@ class NodeInputs:
     multus_dir: Path | None = None  # scripts/build-multus: multus is the primary CNI plugin
     multus_kubeconfig: Path | None = None
     resources: noderes.NodeResources = field(default_factory=noderes.NodeResources)
+    registry_host: str | None = None  # the test bed's registry (address:port), trusted
 
 
 class RealNode:
@@ -118,6 +119,7 @@ class RealNode:
             configs.containerd_toml(node, shim=shim, cni_bin=cni_bin)
         )
         (node.cni_conf_dir / "10-kubevirt-py.conflist").write_text(configs.cni_conflist(node))
+        self._write_registry_trust()
         if multus_dir is not None and self.inputs.multus_kubeconfig is not None:
             delegate = configs.cluster_network(node)
             multus_conf.write_text(
@@ -136,6 +138,15 @@ class RealNode:
             configs.kube_proxy_yaml(node, kubeconfig=self.inputs.proxy_kubeconfig)
         )
         (cfg / "resolv.conf").write_text("# no cluster DNS; nothing resolves outside\n")
+
+    def _write_registry_trust(self) -> None:
+        host = self.inputs.registry_host
+        if host is None:
+            return
+        hosts_dir = self.layout.registry_config_dir / host
+        hosts_dir.mkdir(parents=True, exist_ok=True)
+        toml = configs.registry_hosts_toml(host, ca_file=self.inputs.ca_file)
+        (hosts_dir / "hosts.toml").write_text(toml)
 
     async def start_runtime(self) -> None:
         """Namespaces, containerd (answering), and the images imported."""

@@ -110,6 +110,12 @@ def check_image(errs: Errors, path: str, value: str | None) -> None:
         errs.add(path, "is not a valid image reference", value)
 
 
+def check_pull_secret(errs: Errors, path: str, value: str | None) -> None:
+    """An optional imagePullSecret: the name of a Secret (a DNS-1123 subdomain)."""
+    if value is not None:
+        check_name(errs, path, value, subdomain=True)
+
+
 def check_quantity(
     errs: Errors, path: str, value: str | int | None, *, required: bool = False
 ) -> int | None:

@@ -10,6 +10,7 @@ from shared.model._validate_common import (
     check_abs_path,
     check_image,
     check_name,
+    check_pull_secret,
     check_quantity,
     check_unique_names,
 )
@@ -210,6 +211,7 @@ def validate_kernel_boot(errs: Errors, path: str, domain: DomainSpec) -> None:
         return
     c_path = f"{kb_path}.container"
     check_image(errs, f"{c_path}.image", container.image)
+    check_pull_secret(errs, f"{c_path}.imagePullSecret", container.image_pull_secret)
     if not container.kernel_path and not container.initrd_path:
         errs.add(c_path, "must set kernelPath, initrdPath or both")
     check_abs_path(errs, f"{c_path}.kernelPath", container.kernel_path, required=False)

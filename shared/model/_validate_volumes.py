@@ -14,6 +14,7 @@ from shared.model._validate_common import (
     check_abs_path,
     check_image,
     check_name,
+    check_pull_secret,
     check_quantity,
     check_unique_names,
 )
@@ -58,6 +59,7 @@ def _validate_source(errs: Errors, path: str, vol: Volume, limits: ValidationLim
         cd = vol.container_disk
         check_image(errs, f"{path}.containerDisk.image", cd.image)
         check_abs_path(errs, f"{path}.containerDisk.path", cd.path, required=False)
+        check_pull_secret(errs, f"{path}.containerDisk.imagePullSecret", cd.image_pull_secret)
     if vol.persistent_volume_claim is not None:
         claim = vol.persistent_volume_claim.claim_name
         check_name(errs, f"{path}.persistentVolumeClaim.claimName", claim, subdomain=True)

@@ -22,6 +22,8 @@ CDI_API_VERSION = f"{CDI_GROUP}/{CDI_VERSION}"
 # CDI's progress before it is known, as CDI shows it.
 PROGRESS_UNKNOWN = "N/A"
 PROGRESS_DONE = "100.0%"
+PULL_POD = "pod"  # source.registry.pullMethod values
+PULL_NODE = "node"
 
 
 class DataVolumePhase(StrEnum):
@@ -63,10 +65,22 @@ class DataVolumeSourceHTTP(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataVolumeSourceRegistry(Model):
-    """source.registry: a containerDisk image (`docker://image`); pullMethod pod or node."""
+    """source.registry: a containerDisk image (`docker://image`); pullMethod pod or node;
+    secretRef (a Secret with `accessKeyId`/`secretKey`) and certConfigMap (CA bundles)
+    for the importer's own pull."""
 
     url: str | None = None
     pull_method: str | None = None
+    secret_ref: str | None = None
+    cert_config_map: str | None = None
+
+    def pulled_by_importer(self) -> bool:
+        """The importer pulls the image itself (registry client, the credentials and CAs
+        above): `pullMethod: pod`, or no pullMethod with a secretRef or certConfigMap.
+        Otherwise the node's runtime pulls it (`node`, and kubevirt-py's default)."""
+        if self.pull_method is not None:
+            return self.pull_method == PULL_POD
+        return bool(self.secret_ref or self.cert_config_map)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

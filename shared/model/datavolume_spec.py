@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from shared.model.datavolume import DataVolume
+from shared.model._validate_common import DNS1123_SUBDOMAIN
+from shared.model.datavolume import PULL_NODE, PULL_POD, DataVolume, DataVolumeSourceRegistry
 from shared.model.errors import FieldError, QuantityError
 from shared.model.quantity import parse_bytes
 
@@ -76,15 +77,35 @@ def _check_source(dv: DataVolume, kind: SourceKind) -> None:
         url = source.http.url if source.http else None
         if not url or not url.startswith(("http://", "https://")):
             raise SpecError(f"spec.source.http.url: an http(s):// URL is required: {url!r}")
-    elif kind is SourceKind.REGISTRY:
-        url = source.registry.url if source.registry else None
-        if not url or not url.startswith("docker://") or len(url) <= len("docker://"):
-            raise SpecError(f"spec.source.registry.url: docker://<image> is required: {url!r}")
+    elif kind is SourceKind.REGISTRY and source.registry is not None:
+        check_registry(source.registry)
     elif kind is SourceKind.CLONE:
         if not (source.pvc and source.pvc.name):
             raise SpecError("spec.source.pvc.name: the claim to clone is required")
         if (source.pvc.namespace or dv.namespace) != dv.namespace:
             raise SpecError("spec.source.pvc.namespace: only clones within the namespace")
+
+
+def check_registry(reg: DataVolumeSourceRegistry) -> None:
+    """The image URL, the pull method, and the importer's credentials and CAs."""
+    where = "spec.source.registry"
+    url = reg.url
+    if not url or not url.startswith("docker://") or len(url) <= len("docker://"):
+        raise SpecError(f"{where}.url: docker://<image> is required: {url!r}")
+    if reg.extra:
+        raise SpecError(f"{where}.{sorted(reg.extra)[0]}: not supported")
+    if reg.pull_method not in (None, PULL_POD, PULL_NODE):
+        raise SpecError(f"{where}.pullMethod: must be pod or node: {reg.pull_method!r}")
+    for field, name in (("secretRef", reg.secret_ref), ("certConfigMap", reg.cert_config_map)):
+        if name is None:
+            continue
+        if reg.pull_method == PULL_NODE:
+            raise SpecError(
+                f"{where}.{field}: not used by pullMethod node (the node's runtime pulls); "
+                "use pullMethod pod"
+            )
+        if len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
+            raise SpecError(f"{where}.{field}: must be a DNS-1123 subdomain: {name!r}")
 
 
 def claim_spec(dv: DataVolume) -> dict[str, Any]:

@@ -260,6 +260,7 @@ class KernelBootContainer(Model):
     kernel_path: str | None = None
     initrd_path: str | None = None
     image_pull_policy: PullPolicy | None = None
+    image_pull_secret: str | None = None  # a Secret the launcher pod pulls the image with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

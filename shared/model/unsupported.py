@@ -239,7 +239,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     EFI: frozenset(),
     InterfacePort: frozenset(),
     KernelBoot: frozenset(),
-    KernelBootContainer: frozenset({"imagePullSecret"}),
+    KernelBootContainer: frozenset(),
     Machine: frozenset(),
     Volume: frozenset(
         {"memoryDump"}
@@ -247,7 +247,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     EphemeralSource: frozenset(),
     SysprepSource: frozenset(),
     DownwardMetricsVolumeSource: frozenset(),
-    ContainerDiskSource: frozenset({"imagePullSecret"}),
+    ContainerDiskSource: frozenset(),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),
     HostDiskSource: frozenset({"shared"}),

@@ -35,6 +35,7 @@ class ContainerDiskSource(Model):
     image: str | None = None
     path: str | None = None
     image_pull_policy: PullPolicy | None = None
+    image_pull_secret: str | None = None  # a Secret the launcher pod pulls the image with
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

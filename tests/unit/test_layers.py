@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DAEMONS = ("launcher", "handler", "controller", "virt_api", "virtctl_py", "exportserver")
+DAEMONS = (
+    "launcher",
+    "handler",
+    "controller",
+    "virt_api",
+    "virtctl_py",
+    "exportserver",
+    "importer",
+)
 # The one place a daemon may import another package of DAEMONS: the controller process
 # serves virt-api.
 ALLOWED = {"controller/main.py": {"virt_api"}}

@@ -11,8 +11,10 @@ from controller.services.volumes.claims import Claim
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodVolumes:
-    """Pod volumes, compute-container mounts, init containers, launcher arguments and the
-    service account the pod runs as (a serviceAccount volume's; None: none)."""
+    """Pod volumes, compute-container mounts, init containers, launcher arguments, the
+    service account the pod runs as (a serviceAccount volume's; None: none) and the
+    Secrets the kubelet pulls the pod's images with (containerDisk/kernelBoot
+    ``imagePullSecret``)."""
 
     volumes: tuple[dict[str, Any], ...] = ()
     mounts: tuple[dict[str, Any], ...] = ()
@@ -20,10 +22,11 @@ class PodVolumes:
     init_containers: tuple[dict[str, Any], ...] = ()
     launcher_args: tuple[str, ...] = ()
     service_account_name: str | None = None
+    pull_secrets: tuple[str, ...] = ()
 
     @staticmethod
     def merged(parts: Iterable[PodVolumes]) -> PodVolumes:
-        """The parts concatenated, in order."""
+        """The parts concatenated, in order (each pull secret once)."""
         parts = list(parts)
         return PodVolumes(
             volumes=tuple(v for p in parts for v in p.volumes),
@@ -34,6 +37,7 @@ class PodVolumes:
             service_account_name=next(
                 (p.service_account_name for p in parts if p.service_account_name), None
             ),
+            pull_secrets=tuple(dict.fromkeys(s for p in parts for s in p.pull_secrets)),
         )
 
 

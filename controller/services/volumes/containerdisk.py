@@ -24,6 +24,7 @@ def render(volume: Volume, source: ContainerDiskSource, ctx: RenderContext) -> P
             image=source.image or "",
             pull_policy=source.image_pull_policy,
             dir_of=name,
+            pull_secret=source.image_pull_secret,
         )
     files = [podlayout.CopyFile(source=source.path or None, name=podlayout.DISK_FILE)]
     copy = copy_container(
@@ -33,7 +34,11 @@ def render(volume: Volume, source: ContainerDiskSource, ctx: RenderContext) -> P
         out_dir=podlayout.volume_dir(name),
         files=files,
     )
-    return PodVolumes(init_containers=(copy,))
+    return PodVolumes(init_containers=(copy,), pull_secrets=_secrets(source.image_pull_secret))
+
+
+def _secrets(name: str | None) -> tuple[str, ...]:
+    return (name,) if name else ()
 
 
 def kernel_boot(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
@@ -49,6 +54,7 @@ def kernel_boot(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
             image=c.image or "",
             pull_policy=c.image_pull_policy,
             dir_of=None,
+            pull_secret=c.image_pull_secret,
         )
     files = [
         podlayout.CopyFile(source=path, name=name)
@@ -65,7 +71,7 @@ def kernel_boot(vmi: VirtualMachineInstance, ctx: RenderContext) -> PodVolumes:
         out_dir=PurePosixPath(podlayout.KERNEL_BOOT_DIR),
         files=files,
     )
-    return PodVolumes(init_containers=(copy,))
+    return PodVolumes(init_containers=(copy,), pull_secrets=_secrets(c.image_pull_secret))
 
 
 def copy_container(

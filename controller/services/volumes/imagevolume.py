@@ -13,10 +13,16 @@ from shared import podlayout
 
 
 def mounted(
-    *, pod_volume: str, image: str, pull_policy: str | None, dir_of: str | None
+    *,
+    pod_volume: str,
+    image: str,
+    pull_policy: str | None,
+    dir_of: str | None,
+    pull_secret: str | None = None,
 ) -> PodVolumes:
     """The image as pod volume ``pod_volume``, mounted read-only at its image-volumes dir
-    (``dir_of``: the containerDisk volume's name; None: kernelBoot's)."""
+    (``dir_of``: the containerDisk volume's name; None: kernelBoot's); ``pull_secret``
+    goes to the pod's imagePullSecrets (the kubelet pulls image volumes with them)."""
     source: dict[str, Any] = {"reference": image}
     if pull_policy:
         source["pullPolicy"] = str(pull_policy)
@@ -24,4 +30,5 @@ def mounted(
     return PodVolumes(
         volumes=({"name": pod_volume, "image": source},),
         mounts=({"name": pod_volume, "mountPath": str(mount_path), "readOnly": True},),
+        pull_secrets=(pull_secret,) if pull_secret else (),
     )

@@ -117,11 +117,6 @@ REFUSED = [
         "spec.domain.resources.limits[nvidia.com/gpu]",
         id="resource-gpu",
     ),
-    pytest.param(
-        {"spec.volumes[0].containerDisk.imagePullSecret": "s"},
-        "spec.volumes[0].containerDisk.imagePullSecret",
-        id="pull-secret",
-    ),
 ]
 
 

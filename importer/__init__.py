@@ -1,0 +1,1 @@
+"""virt-importer-py: the DataVolume importer's registry client (``pullMethod: pod``)."""

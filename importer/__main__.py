@@ -1,0 +1,5 @@
+"""`python -m importer`."""
+
+from importer.main import main
+
+main()
