@@ -9,6 +9,7 @@ RestartRequired naming it."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.errors import LocalKubeError
+from tests.integration.realnodes.test_hotplug import _vmi as hotplug_vmi
 from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh
 from tests.integration.realnodes.test_storage import _apply, _get, _running
 from tests.integration.realnodes.test_story import _serial, _virtctl, _wait
@@ -42,28 +44,8 @@ def _datavolume(name: str) -> dict[str, Any]:
 
 def _vm() -> dict[str, Any]:
     """The tiny guest with an emptyDisk (vda, not hotpluggable) and an empty sata CD-ROM."""
-    disks = [
-        {"name": "scratch", "disk": {"bus": "virtio"}},
-        {"name": "cd", "cdrom": {"bus": "sata"}},
-    ]
-    spec = {
-        "domain": {
-            "devices": {"disks": disks},
-            "firmware": {
-                "kernelBoot": {
-                    "container": {
-                        "image": "registry.local/kubevirt-py/tiny-guest:v1",
-                        "initrdPath": "/boot/initrd.img",
-                        "kernelPath": "/boot/vmlinuz",
-                    },
-                    "kernelArgs": "console=ttyS0 panic=-1 quiet",
-                }
-            },
-            "resources": {"requests": {"memory": "128Mi"}},
-        },
-        "terminationGracePeriodSeconds": 0,
-        "volumes": [{"name": "scratch", "emptyDisk": {"capacity": "16Mi"}}],
-    }
+    spec = copy.deepcopy(hotplug_vmi()["spec"])
+    spec["domain"]["devices"]["disks"].append({"name": "cd", "cdrom": {"bus": "sata"}})
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
