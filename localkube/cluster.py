@@ -131,8 +131,9 @@ class Cluster:
         )
 
     async def _up_real_nodes(self, ports: Ports) -> None:
-        """Kubelet nodes: network, certificates for the gateway address, control plane, then
-        each node's containerd (images imported) and kubelet + kube-proxy."""
+        """Kubelet nodes: network, certificates for the gateway address, the registries (the
+        project's images pushed while the control plane and each node's containerd and
+        kubelet + kube-proxy start), storage, CSI, the guest in the registry, multus."""
         fleet = self.fleet()
         await fleet.prepare_network()
         plan = fleet.plan
@@ -164,7 +165,7 @@ class Cluster:
             )
 
     async def _start_nodes(self, ports: Ports, fleet: Fleet) -> None:
-        """Control plane, each node's containerd (images imported), kubelets Ready."""
+        """Control plane, each node's containerd (its imports done), kubelets Ready."""
         extra = apiserver_flags(fleet.plan, self.pki)
         await self._start_control_plane(ports, apiserver_extra=extra)
         await fleet.start_runtimes()
@@ -181,7 +182,7 @@ class Cluster:
         return CsiStack(config=self.config, marker=self.marker, node_enter=enter)
 
     def registry(self, fleet: Fleet | None = None) -> LocalRegistry | None:
-        """The private registry (real nodes with scripts/build-registry's output only)."""
+        """The registries (real nodes with scripts/build-registry's output only)."""
         if not self.real_nodes or self.config.registry_dir is None:
             return None
         return LocalRegistry(

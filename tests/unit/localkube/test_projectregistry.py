@@ -192,3 +192,38 @@ def test_an_unlabelled_push_keeps_the_archives_digest(tmp_path: Path, fake_regis
     _Registry.uploads.clear()
     push_archive(archive, target, label=None)
     assert _Registry.uploads == []
+
+
+async def test_a_node_untags_only_images_the_registry_serves_at_another_digest(
+    tmp_path: Path,
+) -> None:
+    """After a rebuild (a cluster kept up), a node's older copy of a served image is
+    removed, so the next pod pulls the new one; same digests and other images stay."""
+    config = ClusterConfig(
+        state_dir=tmp_path / "state", nodes_dir=tmp_path / "n", bin_dir=tmp_path,
+        node_kind=NodeKind.KUBELET, registry_dir=tmp_path / "r", images=IMAGES,
+    )  # fmt: skip
+    config.paths.root.mkdir(parents=True)
+    (config.paths.root / "net.json").write_text(json.dumps({"block": 3}))
+    node = Fleet(config, marker=("M", "x")).node("node01")
+    listing = (
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
+        "registry.local/kubevirt-py/virt-handler:dev application/x sha256:old 80.0 MiB linux/amd64 -\n"
+        "registry.local/kubevirt-py/virt-launcher:dev application/x sha256:same 140.0 MiB linux/amd64 -\n"
+        "registry.local/kubevirt-py/tiny-guest:v1 application/x sha256:g 71.0 MiB linux/amd64 -\n"
+    )
+    calls: list[tuple[str, ...]] = []
+
+    async def ctr(*args: str, timeout: float = 0) -> str:
+        calls.append(args)
+        return listing if args == ("images", "ls") else ""
+
+    node._ctr = ctr  # type: ignore[method-assign]
+    await node.forget_stale({
+        "registry.local/kubevirt-py/virt-handler:dev": "sha256:new",
+        "registry.local/kubevirt-py/virt-launcher:dev": "sha256:same",
+    })  # fmt: skip
+    assert calls == [
+        ("images", "ls"),
+        ("images", "rm", "registry.local/kubevirt-py/virt-handler:dev"),
+    ]
