@@ -152,7 +152,8 @@ class ProjectRegistry:
         """Every project image served under its tag; ``{ref: manifest digest}``."""
         images = served(self.config.images)
         await self._wait(NAME, f"https://{host(self.plan)}/v2/", secure=True)
-        found = await asyncio.gather(*(asyncio.to_thread(self._serving, i) for i in images))
+        async with asyncio.timeout(120):
+            found = await asyncio.gather(*(asyncio.to_thread(self._serving, i) for i in images))
         todo = [(image, digest) for image, digest, serving in found if not serving]
         if todo:
             await self._push(todo, marker=marker)
