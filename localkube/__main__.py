@@ -15,7 +15,7 @@ from pathlib import Path
 
 import structlog
 
-from localkube import registry
+from localkube import projectregistry, registry
 from localkube.cluster import Cluster
 from localkube.config import ClusterConfig
 from localkube.errors import LocalKubeError
@@ -72,9 +72,11 @@ def _registry(cluster: Cluster) -> int:
     if not cluster.real_nodes or not (cluster.paths.root / "registry").is_dir():
         print("no private registry in", cluster.paths.root, file=sys.stderr)
         return 1
-    ep = registry.endpoint(cluster.config, cluster.fleet().plan)
+    plan = cluster.fleet().plan
+    ep = registry.endpoint(cluster.config, plan)
     shown = {"host": ep.host, "image": ep.image(), "username": ep.username,
-             "password": ep.password, "ca": str(ep.ca_file)}  # fmt: skip
+             "password": ep.password, "ca": str(ep.ca_file),
+             "project_images": f"{projectregistry.host(plan)} (anonymous, read-only)"}  # fmt: skip
     print(json.dumps(shown, indent=2))
     return 0
 

@@ -49,6 +49,7 @@ from localkube.registry import LocalRegistry
 
 log = structlog.get_logger()
 
+REGISTRIES = ("registry", "registry-public", "registry-writer")
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
@@ -130,8 +131,9 @@ class Cluster:
         )
 
     async def _up_real_nodes(self, ports: Ports) -> None:
-        """Kubelet nodes: network, certificates for the gateway address, control plane, then
-        each node's containerd (images imported) and kubelet + kube-proxy."""
+        """Kubelet nodes: network, certificates for the gateway address, the registries (the
+        project's images pushed while the control plane and each node's containerd and
+        kubelet + kube-proxy start), storage, CSI, the guest in the registry, multus."""
         fleet = self.fleet()
         await fleet.prepare_network()
         plan = fleet.plan
@@ -142,13 +144,11 @@ class Cluster:
             await registry.start()
         self._write_kubeconfigs(ports)
         fleet.write_kubeconfigs(ports.apiserver)
-        await self._start_control_plane(ports, apiserver_extra=apiserver_flags(plan, self.pki))
-        await fleet.start_runtimes()
-        fleet.start_kubelets()
-        since = time.time() - 1
-        async with asyncio.TaskGroup() as tg:
-            for node in self.config.nodes:
-                tg.create_task(self._wait_ready(node, since=since))
+        async with asyncio.TaskGroup() as tg:  # the project's images pushed meanwhile
+            served = tg.create_task(registry.publish()) if registry is not None else None
+            tg.create_task(self._start_nodes(ports, fleet))
+        if served is not None:
+            await fleet.forget_stale(served.result())
         await self.storage().up(
             kubectl=self.config.bin_dir / "kubectl",
             kubeconfig=self.kubeconfig,
@@ -164,6 +164,17 @@ class Cluster:
                 manifest=self.paths.root / "multus.json",
             )
 
+    async def _start_nodes(self, ports: Ports, fleet: Fleet) -> None:
+        """Control plane, each node's containerd (its imports done), kubelets Ready."""
+        extra = apiserver_flags(fleet.plan, self.pki)
+        await self._start_control_plane(ports, apiserver_extra=extra)
+        await fleet.start_runtimes()
+        fleet.start_kubelets()
+        since = time.time() - 1
+        async with asyncio.TaskGroup() as tg:
+            for node in self.config.nodes:
+                tg.create_task(self._wait_ready(node, since=since))
+
     def csi(self, fleet: Fleet | None = None) -> CsiStack:
         """The CSI driver, its sidecars and classes (real nodes only)."""
         fleet = fleet or self.fleet()
@@ -171,7 +182,7 @@ class Cluster:
         return CsiStack(config=self.config, marker=self.marker, node_enter=enter)
 
     def registry(self, fleet: Fleet | None = None) -> LocalRegistry | None:
-        """The private registry (real nodes with scripts/build-registry's output only)."""
+        """The registries (real nodes with scripts/build-registry's output only)."""
         if not self.real_nodes or self.config.registry_dir is None:
             return None
         return LocalRegistry(
@@ -214,7 +225,7 @@ class Cluster:
     async def down(self, *, purge: bool = False) -> None:
         """Stop the local Prometheus, the nodes (and their pods), then the control plane;
         reap stragglers."""
-        for name in ("prometheus", "prometheus-sd", "registry"):  # prometheus.py's, registry.py's
+        for name in ("prometheus", "prometheus-sd", *REGISTRIES):  # prometheus.py's, registry.py's
             await self._stop(name, grace=10)
         if self.real_nodes:
             if self.paths.ports_file.exists() and self.kubeconfig.exists():

@@ -16,6 +16,8 @@ are pulled the way users pull from a private registry: with a pull secret.
   labelled (``LABEL``) so it is an image of its own: the kubelet (KEP-2535, on in 1.36)
   records which credentials pulled an image ID and re-pulls an image whose ID was pulled
   with a secret for pods without it: the imported original must stay apart.
+- **The project's images**: served beside it, anonymously and read-only, by a second
+  process over a store of their own (localkube/projectregistry.py); the nodes pull them.
 - **Lifetime**: a detached process carrying the cluster's marker: ``Cluster.down`` stops it
   and reaps it with the rest (a SIGTERMed test session too).
 """
@@ -40,6 +42,7 @@ from localkube.health import log_tail, probe
 from localkube.ocipush import PushTarget, push_archive
 from localkube.pki import CertSpec, Pki
 from localkube.procs import DaemonSpec, carries_marker, pid_alive, read_pidfile, spawn_detached
+from localkube.projectregistry import ProjectRegistry
 from localkube.realnode.netplan import NetPlan
 
 log = structlog.get_logger()
@@ -135,6 +138,9 @@ class LocalRegistry:
         self.marker = marker
         self.bin_dir = config.registry_dir
         self.pki = Pki(config.paths.pki)
+        self.projects = ProjectRegistry(
+            config=config, plan=plan, registry_dir=config.registry_dir, state=_dir(config)
+        )
 
     @property
     def spec(self) -> DaemonSpec:
@@ -152,9 +158,13 @@ class LocalRegistry:
         return pid is not None and carries_marker(pid, self.marker)
 
     async def start(self) -> None:
-        """Certificate, htpasswd and configuration written; the process started."""
-        if self.running():
-            return
+        """Certificate, htpasswd and configuration written; the process started; then the
+        project's anonymous read-only registry (localkube/projectregistry.py)."""
+        if not self.running():
+            await self._start_private()
+        self.projects.start(marker=self.marker)
+
+    async def _start_private(self) -> None:
         root = _dir(self.config)
         sans = (f"IP:{self.plan.gateway}",)
         await self.pki.ensure_cert(
@@ -173,6 +183,10 @@ class LocalRegistry:
             )
         )
         spawn_detached(self.spec, marker=self.marker)
+
+    async def publish(self) -> dict[str, str]:
+        """The project's images served (pushed where the store lacks them): {ref: digest}."""
+        return await self.projects.publish(marker=self.marker)
 
     async def _htpasswd(self, user: str, password: str) -> str:
         proc = await asyncio.create_subprocess_exec(

@@ -2,10 +2,10 @@
 
 The worker runs the launcher image (it has qemu-img and busybox) as `importer`:
 
-    registry  `pullMethod: pod` (or a secretRef/certConfigMap without one): init:
+    registry  `pullMethod: pod` (CDI's default: also without one): init:
               virt-importer-py pulls the image itself with the secretRef's credentials
               and the certConfigMap's CAs (registrypull.py), its one disk under /disk/
-              into the scratch emptyDir; `node` (and no pullMethod): init: busybox out of
+              into the scratch emptyDir; `node`: init: busybox out of
               the launcher image, then the source image itself (pulled by the node's
               runtime) copies that disk; then qemu-img converts it
     http      busybox wget fetches the URL into scratch; then qemu-img converts it

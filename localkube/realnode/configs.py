@@ -131,12 +131,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 """
 
 
-def registry_hosts_toml(host: str, *, ca_file: Path) -> str:
+def registry_hosts_toml(host: str, *, ca_file: Path, name: str | None = None) -> str:
     """containerd's hosts.toml for the test bed's registry ``host`` (``address:port``):
     HTTPS, trusting the cluster CA; pull and resolve only (credentials come from the
-    pod's pull secrets, never from the node)."""
+    pod's pull secrets, never from the node). With a ``name``, images named
+    ``<name>/...`` are pulled from ``host`` (the project's images: ``registry.local``)."""
     return f"""\
-server = "https://{host}"
+server = "https://{name or host}"
 
 [host."https://{host}"]
   capabilities = ["pull", "resolve"]

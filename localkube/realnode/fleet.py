@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from localkube import registry
+from localkube import projectregistry, registry
 from localkube.config import ClusterConfig
 from localkube.pki import CertSpec, Pki, write_kubeconfig
 from localkube.realnode import multus, noderes
@@ -75,6 +75,7 @@ class Fleet:
     def node(self, name: str) -> RealNode:
         plan, nodes, paths = self.plan, self.config.nodes, self.config.paths
         i = node_index(nodes, name)
+        pulls = self.config.registry_dir is not None  # project images from the registry
         others = tuple(
             (plan.pod_cidr(j), plan.node_ip(j)) for j in range(1, len(nodes) + 1) if j != i
         )
@@ -100,11 +101,12 @@ class Fleet:
             logs=paths.logs,
             run=paths.run,
             marker=self._marker,
-            images=self.config.images,
+            images=projectregistry.imported(self.config.images) if pulls else self.config.images,
             multus_dir=self.config.multus_dir,
             multus_kubeconfig=paths.kubeconfig(multus.USER),
             resources=self.config.node_resources,
-            registry_host=registry.host(plan) if self.config.registry_dir else None,
+            registry_host=registry.host(plan) if pulls else None,
+            project_registry_host=projectregistry.host(plan) if pulls else None,
         )
         return RealNode(ns=ns, inputs=inputs)
 
@@ -131,6 +133,13 @@ class Fleet:
                 host_veth=self.plan.secondary_veth(i),
                 host_bridge=self.plan.secondary_bridge,
             )
+
+    async def forget_stale(self, served: dict[str, str]) -> None:
+        """Each node drops its copy of a served image the registry now serves at another
+        digest (RealNode.forget_stale)."""
+        async with asyncio.TaskGroup() as tg:
+            for name in self.config.nodes:
+                tg.create_task(self.node(name).forget_stale(served))
 
     def start_kubelets(self) -> None:
         """After the host's hugepages are reserved: a kubelet reads its capacity at start."""

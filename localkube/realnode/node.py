@@ -2,9 +2,10 @@
 
 Built from the same pin as the control plane (scripts/build-control-plane builds kubelet and
 kube-proxy too); containerd 2 (containerd, its runc shim, ctr) is built from Go modules by
-scripts/build-containerd; runc and the CNI plugins are Debian's. Images built by
-scripts/build-images are imported into the node's containerd (pods use them without a
-registry, as ``imagePullPolicy: IfNotPresent``/``Never`` do).
+scripts/build-containerd; runc and the CNI plugins are Debian's. The project's images are
+pulled from the test bed's registry (localkube/projectregistry.py); the other images built
+by scripts/build-images (the pause image, the test guest) are imported into the node's
+containerd, or all of them when the cluster has no registry.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import structlog
 
+from localkube import projectregistry
 from localkube.errors import ComponentFailed
 from localkube.health import log_tail
 from localkube.procs import (
@@ -55,6 +57,8 @@ class NodeInputs:
     multus_kubeconfig: Path | None = None
     resources: noderes.NodeResources = field(default_factory=noderes.NodeResources)
     registry_host: str | None = None  # the test bed's registry (address:port), trusted
+    # The project's registry (address:port): serves registry.local/kubevirt-py/virt-*.
+    project_registry_host: str | None = None
 
 
 class RealNode:
@@ -140,13 +144,18 @@ class RealNode:
         (cfg / "resolv.conf").write_text("# no cluster DNS; nothing resolves outside\n")
 
     def _write_registry_trust(self) -> None:
-        host = self.inputs.registry_host
-        if host is None:
-            return
-        hosts_dir = self.layout.registry_config_dir / host
-        hosts_dir.mkdir(parents=True, exist_ok=True)
-        toml = configs.registry_hosts_toml(host, ca_file=self.inputs.ca_file)
-        (hosts_dir / "hosts.toml").write_text(toml)
+        ca = self.inputs.ca_file
+        trusted: list[tuple[str | None, str | None]] = [
+            (self.inputs.registry_host, None),
+            (self.inputs.project_registry_host, projectregistry.MIRRORED),
+        ]
+        for host, name in trusted:
+            if host is None:
+                continue
+            hosts_dir = self.layout.registry_config_dir / (name or host)
+            hosts_dir.mkdir(parents=True, exist_ok=True)
+            toml = configs.registry_hosts_toml(host, ca_file=ca, name=name)
+            (hosts_dir / "hosts.toml").write_text(toml)
 
     async def start_runtime(self) -> None:
         """Namespaces, containerd (answering), and the images imported."""
@@ -201,6 +210,17 @@ class RealNode:
             await self._ctr("images", "import", str(archive), timeout=300)
             stamp.write_text(f"{ref} {archive}\n")
             log.info("image_imported", node=self.name, image=ref)
+
+    async def forget_stale(self, served: dict[str, str]) -> None:
+        """Untag each served ``ref`` the node holds at another digest than the registry's
+        (a cluster kept up across a rebuild): the next pod using it pulls the new one."""
+        if not served:
+            return
+        for line in (await self._ctr("images", "ls", timeout=30)).splitlines()[1:]:
+            ref, _, digest, *_ = [*line.split(), "", "", ""]
+            if ref in served and digest != served[ref]:
+                await self._ctr("images", "rm", ref, timeout=60)
+                log.info("stale_image_untagged", node=self.name, image=ref, digest=digest)
 
     async def stop(self, *, grace: float = 20.0) -> None:
         """kubelet and kube-proxy, then every container (the node's cgroups), then containerd

@@ -65,9 +65,9 @@ class DataVolumeSourceHTTP(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataVolumeSourceRegistry(Model):
-    """source.registry: a containerDisk image (`docker://image`); pullMethod pod or node;
-    secretRef (a Secret with `accessKeyId`/`secretKey`) and certConfigMap (CA bundles)
-    for the importer's own pull."""
+    """source.registry: a containerDisk image (`docker://image`); pullMethod pod (CDI's
+    default) or node; secretRef (a Secret with `accessKeyId`/`secretKey`) and
+    certConfigMap (CA bundles) for the importer's own pull."""
 
     url: str | None = None
     pull_method: str | None = None
@@ -76,11 +76,9 @@ class DataVolumeSourceRegistry(Model):
 
     def pulled_by_importer(self) -> bool:
         """The importer pulls the image itself (registry client, the credentials and CAs
-        above): `pullMethod: pod`, or no pullMethod with a secretRef or certConfigMap.
-        Otherwise the node's runtime pulls it (`node`, and kubevirt-py's default)."""
-        if self.pull_method is not None:
-            return self.pull_method == PULL_POD
-        return bool(self.secret_ref or self.cert_config_map)
+        above): `pullMethod: pod`, CDI's default when none is set. `node`: the node's
+        container runtime pulls it."""
+        return self.pull_method != PULL_NODE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -92,7 +92,7 @@ def _run(
 ) -> str:  # fmt: skip
     """A pod running `code` on `node` with the claim at /data (or /dev/xvda); its logs."""
     container: dict[str, Any] = {
-        "name": "main", "image": IMAGE, "imagePullPolicy": "Never",
+        "name": "main", "image": IMAGE, "imagePullPolicy": "IfNotPresent",
         "command": ["python3", "-c", code, *args], "securityContext": {"runAsUser": 0},
     }  # fmt: skip
     if block:

@@ -230,7 +230,7 @@ def test_bad_inputs_end_in_failed_datavolumes_with_the_reason(
         "not-found": ({"http": {"url": f"{base}/missing.qcow2"}}, "64Mi", "404"),
         "not-a-disk": ({"http": {"url": f"{base}/notes.txt"}}, "64Mi", "not a disk image"),
         "too-small": (
-            {"registry": {"url": f"docker://{GUEST_IMAGE}"}},
+            {"registry": {"url": f"docker://{GUEST_IMAGE}", "pullMethod": "node"}},
             "8Mi",
             f"Virtual image size {GUEST_VIRTUAL_SIZE} is larger than the reported available "
             f"storage {8 * 1024**2}",

@@ -7,7 +7,7 @@ from the registry with a pull secret runs; one with a wrong pull secret (pullPol
 so the node cannot answer from its cache) is held with the kubelet's reason on its
 Synchronized condition; a registry DataVolume with pullMethod pod, a secretRef and a
 certConfigMap is imported by the importer pod itself; one with a wrong password Fails
-saying why."""
+saying why; one without a pullMethod is the importer's pull too (CDI's default)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,9 @@ def test_pull_secrets_and_registry_datavolumes_with_the_private_registry(
     """A pull secret gets the VMI Running from the private registry; a wrong one leaves the
     VMI Scheduling with Synchronized=False, ErrImagePull/ImagePullBackOff, naming
     spec.volumes[0].containerDisk.image and the image; pullMethod pod with secretRef and
-    certConfigMap Succeeds; a wrong secretKey Fails with the registry's 401."""
+    certConfigMap Succeeds; a wrong secretKey Fails with the registry's 401; no pullMethod
+    and no certConfigMap Fails verifying the registry's certificate: the importer pod
+    pulled (CDI's default), not the node, whose containerd trusts the cluster CA."""
     k, ns = real_stack, real_namespace
     ep = registry.endpoint(real_cluster.config, real_cluster.fleet().plan)
     image = ep.image()
@@ -113,6 +115,7 @@ def test_pull_secrets_and_registry_datavolumes_with_the_private_registry(
     source = {"url": f"docker://{image}", "pullMethod": "pod", "certConfigMap": "reg-ca"}
     _apply(k, ns, _dv("regdv", {"registry": {**source, "secretRef": "reg-auth"}}))
     _apply(k, ns, _dv("regdv-bad", {"registry": {**source, "secretRef": "reg-bad"}}))
+    _apply(k, ns, _dv("regdv-default", {"registry": {"url": f"docker://{image}"}}))
 
     running = _running(k, ns, "pulled")
     launcher = json.loads(k("get", "pods", "-n", ns, "-l", "kubevirt.io/created-by="
@@ -130,3 +133,6 @@ def test_pull_secrets_and_registry_datavolumes_with_the_private_registry(
     assert bad["status"]["phase"] == "Failed"
     why = _ready_message(bad)
     assert "the source image cannot be pulled" in why and "HTTP 401" in why, why
+    default = _final(k, ns, "regdv-default")
+    assert default["status"]["phase"] == "Failed"
+    assert "certificate verify failed" in _ready_message(default), _ready_message(default)

@@ -134,9 +134,10 @@ def test_final_datavolume_is_left_alone() -> None:
 
 
 def test_importer_pods() -> None:
-    """registry: busybox and the source image as init containers; http: the URL as the
-    source argument; pvc: the source claim mounted read-only; block: the device."""
-    reg = dv(REGISTRY)
+    """registry with pullMethod node: busybox and the source image as init containers;
+    http: the URL as the source argument; pvc: the source claim mounted read-only; block:
+    the device."""
+    reg = dv({"registry": {**REGISTRY["registry"], "pullMethod": "node"}})
     body = worker_pod(reg, target(reg), image="launcher", pull_policy="IfNotPresent")
     inits = body["spec"]["initContainers"]
     assert inits[1]["image"] == "registry.local/kubevirt-py/tiny-guest:v1"

@@ -1,6 +1,6 @@
-"""A registry DataVolume's pull: by the importer pod itself (pullMethod pod, or a secretRef or
-certConfigMap without a pullMethod) with the Secret's keys as environment variables and the
-ConfigMap mounted at /certs; by the node's runtime otherwise; bad fields refused by name."""
+"""A registry DataVolume's pull: by the importer pod itself (pullMethod pod, CDI's default
+when none is set) with the Secret's keys as environment variables and the ConfigMap mounted
+at /certs; by the node's runtime with pullMethod node; bad fields refused by name."""
 
 from __future__ import annotations
 
@@ -64,13 +64,21 @@ def test_pod_pull_without_credentials_or_cas_sets_neither() -> None:
     assert "env" not in pull and "--cert-dir" not in pull["args"]
 
 
-@pytest.mark.parametrize("registry", [{}, {"pullMethod": "node"}], ids=["default", "node"])
-def test_node_pull_runs_the_source_image(registry: dict[str, Any]) -> None:
-    """pullMethod node (and kubevirt-py's default without credentials): the node's runtime
-    pulls the source image, run as an init container copying its disk."""
-    inits = _inits(_pod(registry))
+def test_node_pull_runs_the_source_image() -> None:
+    """pullMethod node: the node's runtime pulls the source image, run as an init
+    container copying its disk; the importer does not pull."""
+    inits = _inits(_pod({"pullMethod": "node"}))
     assert PULL_CONTAINER not in inits
     assert inits["source-image"]["image"] == IMAGE
+
+
+def test_no_pull_method_is_cdis_default_the_pod() -> None:
+    """No pullMethod, no credentials: CDI's default, the importer pod pulls (anonymously,
+    trusting the system's CAs); the node runs no source-image container."""
+    inits = _inits(_pod({}))
+    assert "source-image" not in inits
+    assert inits[PULL_CONTAINER]["image"] == LAUNCHER
+    assert "env" not in inits[PULL_CONTAINER]
 
 
 @pytest.mark.parametrize(
