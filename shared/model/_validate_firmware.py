@@ -1,5 +1,5 @@
 """Validation of the guest's platform: boot loader (BIOS / EFI, secure boot and SMM),
-SMBIOS identity (firmware.uuid, firmware.serial) and the CPU model.
+SMBIOS identity (firmware.uuid, firmware.serial, chassis) and the CPU model.
 
 KubeVirt's rules: secure boot (the default once efi is set) needs SMM enabled; bios and
 efi exclude each other. Ours on top: secure boot needs a q35 machine (libvirt's rule for
@@ -72,6 +72,10 @@ def validate_firmware(errs: Errors, path: str, domain: DomainSpec) -> None:
             errs.add(f"{fw_path}.uuid", "must be a UUID (8-4-4-4-12 hex digits)", fw.uuid)
     if fw.serial is not None and not _SMBIOS_TEXT.fullmatch(fw.serial):
         errs.add(f"{fw_path}.serial", "must be 1-255 printable ASCII characters", fw.serial)
+    chassis = domain.chassis.entries() if domain.chassis is not None else ()
+    for name, value in chassis:
+        if not _SMBIOS_TEXT.fullmatch(value):
+            errs.add(f"{path}.chassis.{name}", "must be 1-255 printable ASCII characters", value)
     boot = fw.bootloader
     if boot is None:
         return

@@ -14,7 +14,15 @@ from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
-from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
+from shared.model.guestdevices import (
+    Chassis,
+    Clock,
+    Input,
+    PanicDevice,
+    SoundDevice,
+    VideoDevice,
+    Watchdog,
+)
 from shared.model.noderes import NUMA, Hugepages, Realtime
 from shared.model.quantity import parse_bytes, parse_millis
 
@@ -367,6 +375,7 @@ class DomainSpec(Model):
     io_threads_policy: str | None = None  # IOThreadsPolicy
     io_threads: IOThreads | None = None
     clock: Clock | None = None
+    chassis: Chassis | None = None
 
     def guest_memory(self) -> str | int | None:
         """The guest memory quantity: memory.guest, else resources.requests.memory."""

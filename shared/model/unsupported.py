@@ -71,6 +71,7 @@ from shared.model.features import (
     TLBFlush,
 )
 from shared.model.guestdevices import (
+    Chassis,
     Clock,
     ClockOffsetUTC,
     HPETTimer,
@@ -167,7 +168,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "architecture", "resourceClaims",
         }
     ),
-    DomainSpec: frozenset({"chassis", "launchSecurity"}),
+    DomainSpec: frozenset({"launchSecurity"}),
+    Chassis: frozenset(),
     Features: frozenset(),
     FeatureState: frozenset(),
     FeatureAPIC: frozenset(),

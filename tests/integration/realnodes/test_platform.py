@@ -51,6 +51,7 @@ def _vmi() -> dict[str, Any]:
     domain = vmi["spec"]["domain"]
     domain["devices"] = {"rng": {}}
     domain["firmware"].update(uuid=UUID, serial="SN-REAL-0001")
+    domain["chassis"] = {"manufacturer": "Example", "serial": "CH-REAL-0001", "asset": "A7"}
     return vmi
 
 
@@ -73,7 +74,7 @@ def test_secure_boot_guest_boots_with_its_pod_fields(
 ) -> None:
     """kubectl apply of a secure-boot VMI: admission defaults secureBoot, smm and q35; the
     guest boots under the secure-boot OVMF (the kernel says so on the console); the domain
-    has rng and the SMBIOS uuid; the launcher pod has every pod field as written (plus the
+    has rng, the SMBIOS uuid and the chassis (type 3) entries; the launcher pod has every pod field as written (plus the
     tolerations kube-apiserver's DefaultTolerationSeconds adds)."""
     k, ns = real_stack, real_namespace
     k("apply", "-f", "-", stdin=json.dumps({
@@ -113,6 +114,7 @@ def test_secure_boot_guest_boots_with_its_pod_fields(
         assert spec["priority"] == 1000
         cmdline = _qemu_cmdline(f"guest={ns}_vmi-secureboot")
         assert "virtio-rng-pci" in cmdline and f"uuid={UUID}" in cmdline
+        assert "type=3,manufacturer=Example,serial=CH-REAL-0001,asset=A7" in cmdline, cmdline
         assert "OVMF_CODE_4M.secboot.fd" in cmdline and "smm=on" in cmdline
     finally:
         k("delete", "vmi", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False)

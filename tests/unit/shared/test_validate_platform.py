@@ -33,6 +33,18 @@ VALID = [
     pytest.param({"spec.domain.firmware.bootloader": {"bios": {}}}, id="bios"),
     pytest.param({"spec.domain.firmware.uuid": "5d307ca9-b3ef-428c-8861-06e72d69f223"}, id="uuid"),
     pytest.param({"spec.domain.firmware.serial": "SN-0001 rack 4"}, id="serial"),
+    pytest.param(
+        {
+            "spec.domain.chassis": {
+                "manufacturer": "Example",
+                "version": "2",
+                "serial": "C-1",
+                "asset": "A 7",
+                "sku": "rack",
+            }
+        },
+        id="chassis",
+    ),
     pytest.param({"spec.domain.cpu.model": "host-model"}, id="host-model"),
     pytest.param({"spec.domain.cpu.model": "Nehalem"}, id="tcg-model"),
     pytest.param({"spec.domain.devices.rng": {}}, id="rng"),
@@ -94,6 +106,12 @@ REFUSED = [
     ),
     pytest.param(
         {"spec.domain.firmware.serial": "bad\u00e9"}, "spec.domain.firmware.serial", id="serial"
+    ),
+    pytest.param(
+        {"spec.domain.chassis": {"asset": "tab\there"}}, "spec.domain.chassis.asset", id="asset"
+    ),
+    pytest.param(
+        {"spec.domain.chassis": {"sku": "x" * 256}}, "spec.domain.chassis.sku", id="sku-long"
     ),
     pytest.param(
         {"spec.domain.cpu.model": "host-passthrough"}, "spec.domain.cpu.model", id="passthrough"
