@@ -279,6 +279,12 @@ def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
         cidr = net.pod.vm_network_cidr
         if cidr is not None and not _is_ipv4_cidr(cidr):
             errs.add(f"{npath}.pod.vmNetworkCIDR", "is not a valid IPv4 CIDR", cidr)
+        elif cidr is not None and ipaddress.IPv4Network(cidr, strict=False).prefixlen > 30:
+            errs.add(
+                f"{npath}.pod.vmNetworkCIDR",
+                "leaves no room for the gateway and the guest (a prefix of at most /30)",
+                cidr,
+            )
     check_unique_names(errs, nets_path, [n.name for n in spec.networks])
 
 

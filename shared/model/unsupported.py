@@ -317,9 +317,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.
-TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
-    PodNetwork: frozenset({"vmNetworkCIDR"}),
-}
+TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {}
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).
 _TOP_LEVEL_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
