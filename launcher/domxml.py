@@ -147,6 +147,7 @@ class DomainPlan:
     smbios_uuid: str | None = None
     smbios_serial: str | None = None
     smbios_chassis: tuple[tuple[str, str], ...] = ()  # domain.chassis: (entry name, value)
+    acpi_tables: tuple[tuple[str, Path], ...] = ()  # firmware.acpi: (table type, file)
     # CPU hotplug: the topology counts maxSockets sockets, of which this many vCPUs are
     # online (`<vcpu current=…>`); None: all of them.
     vcpus_current: int | None = None
@@ -238,6 +239,7 @@ def _os(dom: ET.Element, plan: DomainPlan) -> None:
         if plan.kernel.initrd is not None:
             _text(os_el, "initrd", str(plan.kernel.initrd))
         _text(os_el, "cmdline", plan.kernel.cmdline)
+    sysinfo.render_acpi(os_el, plan.acpi_tables)
     if plan.has_sysinfo:
         ET.SubElement(os_el, "smbios", mode="sysinfo")
     if plan.bios_serial and fw is None:

@@ -14,6 +14,7 @@ import uuid
 
 from shared.model._validate_common import Errors, ValidationLimits
 from shared.model.domain import DomainSpec
+from shared.model.vmi import VMISpec
 
 # What QEMU 7.2 under TCG reports usable (libvirt domcapabilities, virttype qemu;
 # tests/integration/launcher/test_firmware.py checks this list against the host's).
@@ -98,3 +99,25 @@ def validate_firmware(errs: Errors, path: str, domain: DomainSpec) -> None:
             "EFI secure boot needs a q35 machine type (q35 or pc-q35-*)",
             machine,
         )
+
+
+def validate_acpi(errs: Errors, path: str, spec: VMISpec) -> None:
+    """firmware.acpi: each table names a Secret volume of the VMI that no disk uses (its
+    file is the table); MSDM is refused: the libvirt here (9.0) knows only SLIC."""
+    acpi = spec.domain.firmware.acpi
+    if acpi is None:
+        return
+    acpi_path = f"{path}.domain.firmware.acpi"
+    disks = {d.name for d in spec.domain.devices.disks}
+    volumes = {v.name: v for v in spec.volumes if v.name}
+    for field, name in acpi.refs():
+        where = f"{acpi_path}.{field}"
+        if field == "msdmNameRef":
+            errs.add(where, "the MSDM table needs a newer libvirt than these nodes' 9.0", name)
+        volume = volumes.get(name)
+        if volume is None:
+            errs.add(where, f"no volume named {name!r} in {path}.volumes", name)
+        elif volume.secret is None:
+            errs.add(where, f"volume {name!r} must be a Secret volume", name)
+        elif name in disks:
+            errs.add(where, f"volume {name!r} is an ACPI table and cannot be a disk too", name)

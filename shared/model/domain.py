@@ -310,13 +310,33 @@ class Bootloader(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ACPI(Model):
+    """firmware.acpi: extra ACPI tables from Secret volumes (their key `slic.bin` /
+    `msdm.bin`), Windows' OEM activation; the volume has no disk."""
+
+    slic_name_ref: str | None = None
+    msdm_name_ref: str | None = None
+
+    def refs(self) -> tuple[tuple[str, str], ...]:
+        """(field, volume name) of the tables set."""
+        pairs = (("slicNameRef", self.slic_name_ref), ("msdmNameRef", self.msdm_name_ref))
+        return tuple((f, name) for f, name in pairs if name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Firmware(Model):
-    """domain.firmware: boot loader, direct kernel boot and the SMBIOS identity."""
+    """domain.firmware: boot loader, direct kernel boot, the SMBIOS identity and ACPI
+    tables."""
 
     uuid: str | None = None
     serial: str | None = None
     bootloader: Bootloader | None = None
     kernel_boot: KernelBoot | None = None
+    acpi: ACPI | None = None
+
+    def acpi_volumes(self) -> frozenset[str]:
+        """The volumes firmware.acpi names (diskless: their files are tables)."""
+        return frozenset(name for _, name in self.acpi.refs()) if self.acpi else frozenset()
 
     @property
     def efi(self) -> EFI | None:

@@ -30,6 +30,7 @@ from shared.model.devopts import (
     MatchVolume,
 )
 from shared.model.domain import (
+    ACPI,
     BIOS,
     CPU,
     EFI,
@@ -235,7 +236,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     DHCPOptions: frozenset(),
     DHCPPrivateOption: frozenset(),
     TPM: frozenset(),
-    Firmware: frozenset({"acpi"}),
+    Firmware: frozenset(),
+    ACPI: frozenset(),
     Bootloader: frozenset(),
     BIOS: frozenset(),
     EFI: frozenset(),

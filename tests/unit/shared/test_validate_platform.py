@@ -45,6 +45,13 @@ VALID = [
         },
         id="chassis",
     ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+        },
+        id="acpi-slic",
+    ),
     pytest.param({"spec.domain.cpu.model": "host-model"}, id="host-model"),
     pytest.param({"spec.domain.cpu.model": "Nehalem"}, id="tcg-model"),
     pytest.param({"spec.domain.devices.rng": {}}, id="rng"),
@@ -112,6 +119,36 @@ REFUSED = [
     ),
     pytest.param(
         {"spec.domain.chassis": {"sku": "x" * 256}}, "spec.domain.chassis.sku", id="sku-long"
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"msdmNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+        },
+        "spec.domain.firmware.acpi.msdmNameRef",
+        id="acpi-msdm",
+    ),
+    pytest.param(
+        {"spec.domain.firmware.acpi": {"slicNameRef": "nothing"}},
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-no-volume",
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "configMap": {"name": "oem-tables"}}],
+        },
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-not-a-secret",
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+            "spec.domain.devices.disks": [{"name": "oem", "disk": {}}],
+        },
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-also-a-disk",
     ),
     pytest.param(
         {"spec.domain.cpu.model": "host-passthrough"}, "spec.domain.cpu.model", id="passthrough"
