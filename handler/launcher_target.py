@@ -54,11 +54,14 @@ class LauncherTarget:
         args = ForwardPortArgs(port=port).to_wire()
         forwarded = await self._call(volumes, Method.FORWARD_PORT, args)
         wiring = podnet.read(volumes / PRIVATE_VOLUME / podnet.NETWORK_FILE)
-        if wiring is not None and wiring.interfaces and not wiring.user_mode_reason:
+        masq = next(
+            (w for w in wiring.interfaces if w.binding is podnet.Binding.MASQUERADE), None
+        ) if wiring is not None and not wiring.user_mode_reason else None  # fmt: skip
+        if masq is not None:
             # Wired by this handler: its NAT leads the pod's ports to the guest; a port the
             # interface's `ports` leave out gets a rule of its own for the tunnel.
             launcher = launcher_process(volumes / "sockets" / LAUNCHER_SOCKET)
-            await netwire.open_guest_port(launcher, port)
+            await netwire.open_guest_port(launcher, port, guest=masq.guest_ip)
         return pod_ip, int(forwarded["port"])
 
     async def _call(self, volumes: Path, method: Method, args: dict[str, Any]) -> Any:

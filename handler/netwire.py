@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -37,11 +37,13 @@ class Target:
     mac: str | None = None  # interfaces[].macAddress
     pod_interface: str = podnet.POD_INTERFACE  # eth0, or the multus interface (pod<hash>)
     multi_queue: bool = False  # networkInterfaceMultiqueue: the tap is multi-queue
+    # masquerade's guest range (networks[].pod.vmNetworkCIDR; KubeVirt's 10.0.2.0/24)
+    guest_range: podnet.GuestRange = field(default_factory=podnet.GuestRange)
 
 
 def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
     """The nftables ruleset of masquerade (replacing an earlier one of the same table)."""
-    guest, table = podnet.MASQUERADE_GUEST, podnet.NFT_TABLE
+    guest, table = target.guest_range.guest, podnet.NFT_TABLE
     inbound = []
     for proto, ports in (("tcp", target.tcp_ports), ("udp", target.udp_ports)):
         if not target.listed:
@@ -62,11 +64,12 @@ def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
 
 
 async def open_guest_port(
-    launcher: Launcher, port: int, *, pod_if: str = podnet.POD_INTERFACE
+    launcher: Launcher, port: int, *, guest: str, pod_if: str = podnet.POD_INTERFACE
 ) -> None:
     """A port-forward tunnel to a TCP port masquerade's listed `ports` leave out: one more
-    DNAT rule for it (as the user-mode path forwarded a port on demand; added once)."""
-    guest, table = podnet.MASQUERADE_GUEST, podnet.NFT_TABLE
+    DNAT rule for it to the `guest` address (as the user-mode path forwarded a port on
+    demand; added once)."""
+    table = podnet.NFT_TABLE
     chain = await netns.run(launcher.pid, "nft", "list", "chain", "ip", table, "prerouting")
     if f"tcp dport {port} dnat" in chain:
         return
@@ -116,13 +119,13 @@ def masquerade_commands(
         links, bridge=bridge, tap=podnet.tap_name(target.index), mtu=int(link.get("mtu", 1500)),
         uid=uid, mac=podnet.MASQUERADE_GATEWAY_MAC, multi_queue=target.multi_queue,
     )  # fmt: skip
-    gateway = f"{podnet.MASQUERADE_GATEWAY}/{podnet.MASQUERADE_PREFIX}"
-    return [*cmds, ["addr", "replace", gateway, "dev", bridge]]
+    rng = target.guest_range
+    return [*cmds, ["addr", "replace", f"{rng.gateway}/{rng.prefix}", "dev", bridge]]
 
 
 async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
-    """The guest on MASQUERADE_GUEST behind NAT to the pod's address: one query, then the
-    links, the sysctl and the NAT rules in one batch."""
+    """The guest on its range's address behind NAT to the pod's address: one query, then
+    the links, the sysctl and the NAT rules in one batch."""
     pod_if = podnet.POD_INTERFACE
     links = await _links(launcher.pid, "addr", "show")
     cmds = masquerade_commands(links, uid=launcher.uid, target=target)
@@ -137,10 +140,10 @@ async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
         binding=Binding.MASQUERADE,
         tap=podnet.tap_name(target.index),
         bridge=podnet.bridge_name(pod_if),
-        guest_ip=podnet.MASQUERADE_GUEST,
-        prefix=podnet.MASQUERADE_PREFIX,
-        server_ip=podnet.MASQUERADE_GATEWAY,
-        gateway=podnet.MASQUERADE_GATEWAY,
+        guest_ip=target.guest_range.guest,
+        prefix=target.guest_range.prefix,
+        server_ip=target.guest_range.gateway,
+        gateway=target.guest_range.gateway,
         mac=target.mac,
         mtu=int(links[pod_if].get("mtu", 1500)),
     )

@@ -69,6 +69,7 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
                 listed=bool(ports),
                 mac=mac,
                 multi_queue=_multi_queue(vmi, iface),
+                guest_range=podnet.guest_range(net.pod.vm_network_cidr),
             )
     return None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt, pinning, tpm, transitional
+from launcher import diskxml, guestxml, nicxml, passt, pinning, sysinfo, tpm, transitional
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
@@ -146,6 +146,8 @@ class DomainPlan:
     # SMBIOS system uuid (then also the domain's <uuid>) and serial; None: not set.
     smbios_uuid: str | None = None
     smbios_serial: str | None = None
+    smbios_chassis: tuple[tuple[str, str], ...] = ()  # domain.chassis: (entry name, value)
+    acpi_tables: tuple[tuple[str, Path], ...] = ()  # firmware.acpi: (table type, file)
     # CPU hotplug: the topology counts maxSockets sockets, of which this many vCPUs are
     # online (`<vcpu current=…>`); None: all of them.
     vcpus_current: int | None = None
@@ -164,7 +166,11 @@ class DomainPlan:
 
     @property
     def has_sysinfo(self) -> bool:
-        return self.smbios_uuid is not None or self.smbios_serial is not None
+        return (
+            self.smbios_uuid is not None
+            or self.smbios_serial is not None
+            or bool(self.smbios_chassis)
+        )
 
 
 def build(plan: DomainPlan) -> str:
@@ -186,7 +192,10 @@ def build(plan: DomainPlan) -> str:
         resource = ET.SubElement(dom, "resource")
         _text(resource, "partition", plan.partition)
     _os(dom, plan)
-    _sysinfo(dom, plan)
+    if plan.has_sysinfo:
+        sysinfo.render(
+            dom, uuid=plan.smbios_uuid, serial=plan.smbios_serial, chassis=plan.smbios_chassis
+        )
     _features(dom, plan)
     cpu = _cpu(dom, plan)
     if plan.pinning is not None:
@@ -230,21 +239,11 @@ def _os(dom: ET.Element, plan: DomainPlan) -> None:
         if plan.kernel.initrd is not None:
             _text(os_el, "initrd", str(plan.kernel.initrd))
         _text(os_el, "cmdline", plan.kernel.cmdline)
+    sysinfo.render_acpi(os_el, plan.acpi_tables)
     if plan.has_sysinfo:
         ET.SubElement(os_el, "smbios", mode="sysinfo")
     if plan.bios_serial and fw is None:
         ET.SubElement(os_el, "bios", useserial="yes")
-
-
-def _sysinfo(dom: ET.Element, plan: DomainPlan) -> None:
-    """SMBIOS type 1 (system): uuid and serial, as firmware.uuid / firmware.serial say."""
-    if not plan.has_sysinfo:
-        return
-    system = ET.SubElement(ET.SubElement(dom, "sysinfo", type="smbios"), "system")
-    if plan.smbios_uuid is not None:
-        _text(system, "entry", plan.smbios_uuid, name="uuid")
-    if plan.smbios_serial is not None:
-        _text(system, "entry", plan.smbios_serial, name="serial")
 
 
 def _features(dom: ET.Element, plan: DomainPlan) -> None:

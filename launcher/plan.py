@@ -20,6 +20,7 @@ from launcher import (
     guestplan,
     nicxml,
     pinning,
+    sysinfo,
     tcgthreads,
     vmstate,
     volumes,
@@ -355,6 +356,8 @@ async def plan_domain(
         tpm_persistent=state.tpm_persistent,
         smbios_uuid=domain.firmware.uuid,
         smbios_serial=domain.firmware.serial,
+        smbios_chassis=domain.chassis.entries() if domain.chassis is not None else (),
+        acpi_tables=sysinfo.acpi_tables(vmi, ctx),
         vnc_socket=host.vnc_socket if graphics_attached(vmi) else None,
         extras=guestplan.guest_extras(vmi),
         pinning=pinning.plan_pinning(

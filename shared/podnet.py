@@ -8,9 +8,10 @@ privileges) only opens what was made for it. Here:
    its command socket's peer credentials) and makes, per wired interface, a bridge
    (`bridge_name`) and a tap (`tap_name`) owned by the launcher's user, so QEMU opens it
    without privileges (libvirt's `<interface type='ethernet'>`, `managed='no'`);
-   - masquerade: the bridge holds `MASQUERADE_GATEWAY`, the guest gets `MASQUERADE_GUEST`
-     by DHCP, nftables in the pod's namespace DNAT the pod's TCP/UDP ports (all, or the
-     interface's `ports`) to the guest and masquerade what the guest sends out;
+   - masquerade: the bridge holds the guest range's gateway (`MASQUERADE_GATEWAY`, or the
+     first address of the pod network's `vmNetworkCIDR`), the guest gets the next one
+     (`MASQUERADE_GUEST`) by DHCP, nftables in the pod's namespace DNAT the pod's TCP/UDP
+     ports (all, or the interface's `ports`) to the guest and masquerade what the guest sends out;
    - bridge: the pod interface's address leaves it (recorded here first), the interface
      joins the bridge with a new MAC, and the guest gets the pod's address and MAC by DHCP;
 2. the handler then writes `NETWORK_FILE` in the pod's `private` volume, atomically: the
@@ -22,6 +23,7 @@ privileges) only opens what was made for it. Here:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -34,6 +36,7 @@ NETWORK_FILE = "pod-network.json"  # in the launcher pod's `private` volume
 MASQUERADE_GATEWAY = "10.0.2.1"
 MASQUERADE_GUEST = "10.0.2.2"
 MASQUERADE_PREFIX = 24
+MASQUERADE_CIDR = f"10.0.2.0/{MASQUERADE_PREFIX}"  # KubeVirt's default vmNetworkCIDR
 # The gateway bridge's MAC, the same in every pod: a guest migrated to another pod keeps
 # reaching its gateway through the neighbour entry it has.
 MASQUERADE_GATEWAY_MAC = "02:00:00:6b:76:01"
@@ -41,6 +44,24 @@ MASQUERADE_GATEWAY_MAC = "02:00:00:6b:76:01"
 BRIDGE_DHCP_SERVER = "169.254.75.10"
 POD_INTERFACE = "eth0"  # the pod's primary interface (the CNI's)
 NFT_TABLE = "kubevirt_py_nat"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuestRange:
+    """Masquerade's guest range inside the pod: the gateway (the in-pod bridge) and the
+    guest's address, the first two of the range, as KubeVirt assigns them."""
+
+    gateway: str = MASQUERADE_GATEWAY
+    guest: str = MASQUERADE_GUEST
+    prefix: int = MASQUERADE_PREFIX
+
+
+def guest_range(vm_network_cidr: str | None) -> GuestRange:
+    """The range of networks[].pod.vmNetworkCIDR (admission checked it: IPv4, prefix ≤ 30),
+    KubeVirt's 10.0.2.0/24 when unset."""
+    net = ipaddress.IPv4Network(vm_network_cidr or MASQUERADE_CIDR, strict=False)
+    first = net.network_address
+    return GuestRange(gateway=str(first + 1), guest=str(first + 2), prefix=net.prefixlen)
 
 
 class Binding(StrEnum):

@@ -1,5 +1,5 @@
 """Validation of the guest's platform: boot loader (BIOS / EFI, secure boot and SMM),
-SMBIOS identity (firmware.uuid, firmware.serial) and the CPU model.
+SMBIOS identity (firmware.uuid, firmware.serial, chassis) and the CPU model.
 
 KubeVirt's rules: secure boot (the default once efi is set) needs SMM enabled; bios and
 efi exclude each other. Ours on top: secure boot needs a q35 machine (libvirt's rule for
@@ -14,6 +14,7 @@ import uuid
 
 from shared.model._validate_common import Errors, ValidationLimits
 from shared.model.domain import DomainSpec
+from shared.model.vmi import VMISpec
 
 # What QEMU 7.2 under TCG reports usable (libvirt domcapabilities, virttype qemu;
 # tests/integration/launcher/test_firmware.py checks this list against the host's).
@@ -72,6 +73,10 @@ def validate_firmware(errs: Errors, path: str, domain: DomainSpec) -> None:
             errs.add(f"{fw_path}.uuid", "must be a UUID (8-4-4-4-12 hex digits)", fw.uuid)
     if fw.serial is not None and not _SMBIOS_TEXT.fullmatch(fw.serial):
         errs.add(f"{fw_path}.serial", "must be 1-255 printable ASCII characters", fw.serial)
+    chassis = domain.chassis.entries() if domain.chassis is not None else ()
+    for name, value in chassis:
+        if not _SMBIOS_TEXT.fullmatch(value):
+            errs.add(f"{path}.chassis.{name}", "must be 1-255 printable ASCII characters", value)
     boot = fw.bootloader
     if boot is None:
         return
@@ -94,3 +99,25 @@ def validate_firmware(errs: Errors, path: str, domain: DomainSpec) -> None:
             "EFI secure boot needs a q35 machine type (q35 or pc-q35-*)",
             machine,
         )
+
+
+def validate_acpi(errs: Errors, path: str, spec: VMISpec) -> None:
+    """firmware.acpi: each table names a Secret volume of the VMI that no disk uses (its
+    file is the table); MSDM is refused: the libvirt here (9.0) knows only SLIC."""
+    acpi = spec.domain.firmware.acpi
+    if acpi is None:
+        return
+    acpi_path = f"{path}.domain.firmware.acpi"
+    disks = {d.name for d in spec.domain.devices.disks}
+    volumes = {v.name: v for v in spec.volumes if v.name}
+    for field, name in acpi.refs():
+        where = f"{acpi_path}.{field}"
+        if field == "msdmNameRef":
+            errs.add(where, "the MSDM table needs a newer libvirt than these nodes' 9.0", name)
+        volume = volumes.get(name)
+        if volume is None:
+            errs.add(where, f"no volume named {name!r} in {path}.volumes", name)
+        elif volume.secret is None:
+            errs.add(where, f"volume {name!r} must be a Secret volume", name)
+        elif name in disks:
+            errs.add(where, f"volume {name!r} is an ACPI table and cannot be a disk too", name)

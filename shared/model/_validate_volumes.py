@@ -179,6 +179,7 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
     """Names unique labels, exactly one source each, used by exactly one disk."""
     vols_path = f"{path}.volumes"
     disk_names = [d.name for d in spec.domain.devices.disks]
+    diskless = spec.domain.firmware.acpi_volumes()  # ACPI tables: their own checks
     for i, vol in enumerate(spec.volumes):
         vpath = f"{vols_path}[{i}]"
         check_name(errs, f"{vpath}.name", vol.name)
@@ -205,7 +206,7 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             drive = vol.cloud_init_config_drive
             _validate_cloud_init(errs, f"{vpath}.cloudInitConfigDrive", drive, limits)
         users = disk_names.count(vol.name) if vol.name else 0
-        if vol.name and users == 0:
+        if vol.name and users == 0 and vol.name not in diskless:
             kind = "cloud-init volume" if vol.is_cloud_init else "volume"
             errs.add(f"{vpath}.name", f"{kind} {vol.name!r} is not used by any disk", vol.name)
         elif users > 1:
@@ -279,6 +280,12 @@ def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
         cidr = net.pod.vm_network_cidr
         if cidr is not None and not _is_ipv4_cidr(cidr):
             errs.add(f"{npath}.pod.vmNetworkCIDR", "is not a valid IPv4 CIDR", cidr)
+        elif cidr is not None and ipaddress.IPv4Network(cidr, strict=False).prefixlen > 30:
+            errs.add(
+                f"{npath}.pod.vmNetworkCIDR",
+                "leaves no room for the gateway and the guest (a prefix of at most /30)",
+                cidr,
+            )
     check_unique_names(errs, nets_path, [n.name for n in spec.networks])
 
 

@@ -14,7 +14,15 @@ from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
-from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
+from shared.model.guestdevices import (
+    Chassis,
+    Clock,
+    Input,
+    PanicDevice,
+    SoundDevice,
+    VideoDevice,
+    Watchdog,
+)
 from shared.model.noderes import NUMA, Hugepages, Realtime
 from shared.model.quantity import parse_bytes, parse_millis
 
@@ -302,13 +310,33 @@ class Bootloader(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ACPI(Model):
+    """firmware.acpi: extra ACPI tables from Secret volumes (their key `slic.bin` /
+    `msdm.bin`), Windows' OEM activation; the volume has no disk."""
+
+    slic_name_ref: str | None = None
+    msdm_name_ref: str | None = None
+
+    def refs(self) -> tuple[tuple[str, str], ...]:
+        """(field, volume name) of the tables set."""
+        pairs = (("slicNameRef", self.slic_name_ref), ("msdmNameRef", self.msdm_name_ref))
+        return tuple((f, name) for f, name in pairs if name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Firmware(Model):
-    """domain.firmware: boot loader, direct kernel boot and the SMBIOS identity."""
+    """domain.firmware: boot loader, direct kernel boot, the SMBIOS identity and ACPI
+    tables."""
 
     uuid: str | None = None
     serial: str | None = None
     bootloader: Bootloader | None = None
     kernel_boot: KernelBoot | None = None
+    acpi: ACPI | None = None
+
+    def acpi_volumes(self) -> frozenset[str]:
+        """The volumes firmware.acpi names (diskless: their files are tables)."""
+        return frozenset(name for _, name in self.acpi.refs()) if self.acpi else frozenset()
 
     @property
     def efi(self) -> EFI | None:
@@ -367,6 +395,7 @@ class DomainSpec(Model):
     io_threads_policy: str | None = None  # IOThreadsPolicy
     io_threads: IOThreads | None = None
     clock: Clock | None = None
+    chassis: Chassis | None = None
 
     def guest_memory(self) -> str | int | None:
         """The guest memory quantity: memory.guest, else resources.requests.memory."""

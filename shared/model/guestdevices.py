@@ -1,7 +1,8 @@
 """The guest's emulated devices beside disks and interfaces (domain.devices.inputs, watchdog,
-panicDevices, video, sound) and its clock (domain.clock), as KubeVirt's kubevirt.io/v1 has
-them. Values stay plain strings: validation (shared/model/_validate_devices.py) names a
-bad one with its field path and the values KubeVirt allows.
+panicDevices, video, sound), its clock (domain.clock) and its SMBIOS chassis
+(domain.chassis), as KubeVirt's kubevirt.io/v1 has them. Values stay plain strings:
+validation (shared/model/_validate_devices.py) names a bad one with its field path and the
+values KubeVirt allows.
 """
 
 from __future__ import annotations
@@ -9,6 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.model._codec import Model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chassis(Model):
+    """domain.chassis: SMBIOS type 3 (chassis) strings the guest reads (dmidecode -t 3)."""
+
+    manufacturer: str | None = None
+    version: str | None = None
+    serial: str | None = None
+    asset: str | None = None
+    sku: str | None = None
+
+    def entries(self) -> tuple[tuple[str, str], ...]:
+        """The set ones as (libvirt's entry name, value), in libvirt's order."""
+        pairs = (
+            ("manufacturer", self.manufacturer), ("version", self.version),
+            ("serial", self.serial), ("asset", self.asset), ("sku", self.sku),
+        )  # fmt: skip
+        return tuple((name, value) for name, value in pairs if value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,6 +30,7 @@ from shared.model.devopts import (
     MatchVolume,
 )
 from shared.model.domain import (
+    ACPI,
     BIOS,
     CPU,
     EFI,
@@ -71,6 +72,7 @@ from shared.model.features import (
     TLBFlush,
 )
 from shared.model.guestdevices import (
+    Chassis,
     Clock,
     ClockOffsetUTC,
     HPETTimer,
@@ -167,7 +169,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "architecture", "resourceClaims",
         }
     ),
-    DomainSpec: frozenset({"chassis", "launchSecurity"}),
+    DomainSpec: frozenset({"launchSecurity"}),
+    Chassis: frozenset(),
     Features: frozenset(),
     FeatureState: frozenset(),
     FeatureAPIC: frozenset(),
@@ -233,7 +236,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     DHCPOptions: frozenset(),
     DHCPPrivateOption: frozenset(),
     TPM: frozenset(),
-    Firmware: frozenset({"acpi"}),
+    Firmware: frozenset(),
+    ACPI: frozenset(),
     Bootloader: frozenset(),
     BIOS: frozenset(),
     EFI: frozenset(),
@@ -315,9 +319,7 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.
-TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
-    PodNetwork: frozenset({"vmNetworkCIDR"}),
-}
+TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {}
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).
 _TOP_LEVEL_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})

@@ -27,7 +27,7 @@ from shared.model._validate_domain import (
     validate_machine,
     validate_memory,
 )
-from shared.model._validate_firmware import validate_cpu_model, validate_firmware
+from shared.model._validate_firmware import validate_acpi, validate_cpu_model, validate_firmware
 from shared.model._validate_labels import check_label_map
 from shared.model._validate_noderes import validate_node_resources
 from shared.model._validate_pod import validate_pod_fields
@@ -86,6 +86,7 @@ def validate_vmi_spec(
     validate_kernel_boot(errs, domain_path, spec.domain)
     validate_machine(errs, domain_path, spec.domain)
     validate_firmware(errs, domain_path, spec.domain)
+    validate_acpi(errs, path, spec)
     validate_cpu_model(errs, domain_path, spec.domain, limits)
     validate_devices(errs, domain_path, spec.domain)
     validate_clock(errs, domain_path, spec.domain.clock)

@@ -70,6 +70,7 @@ def _default_disks(spec: dict[str, Any], devices: dict[str, Any], *, buses: bool
     if disks is None:
         return
     named = {d.get("name") for d in disks if isinstance(d, dict)}
+    named |= _acpi_volumes(spec)  # tables, not disks
     for vol in volumes if isinstance(volumes, list) else ():
         name = vol.get("name") if isinstance(vol, dict) else None
         if isinstance(name, str) and name and name not in named:
@@ -88,6 +89,16 @@ def _default_disks(spec: dict[str, Any], devices: dict[str, Any], *, buses: bool
                 target["bus"] = bus
     if not disks:
         del devices["disks"]
+
+
+def _acpi_volumes(spec: dict[str, Any]) -> set[Any]:
+    """The volumes domain.firmware.acpi names (no disk is added for them)."""
+    acpi: Any = spec
+    for key in ("domain", "firmware", "acpi"):  # read only: nothing is created here
+        acpi = acpi.get(key) if isinstance(acpi, dict) else None
+    if not isinstance(acpi, dict):
+        return set()
+    return {acpi.get(k) for k in ("slicNameRef", "msdmNameRef")} - {None}
 
 
 def _default_network(spec: dict[str, Any], devices: dict[str, Any]) -> None:

@@ -56,9 +56,11 @@ async def wait_vmi(
     )
 
 
-async def running_vmi(kube: KubeClient, ns: str, name: str) -> tuple[VirtualMachineInstance, str]:
+async def running_vmi(
+    kube: KubeClient, ns: str, name: str, *, grace: int = 30
+) -> tuple[VirtualMachineInstance, str]:
     """Create the VMI and wait until Running; returns it and its launcher pod's UID."""
-    await kube.create(VMIS, vmi_body(name), namespace=ns)
+    await kube.create(VMIS, vmi_body(name, grace=grace), namespace=ns)
     vmi = await wait_vmi(kube, ns, name, lambda v: v.status.phase is VMIPhase.RUNNING, "Running")
     (pod_uid,) = vmi.status.active_pods
     return vmi, pod_uid
@@ -132,7 +134,8 @@ async def test_handler_sigkill_and_restart_loses_no_guest_and_reconverges(
     The restarted handler finds both: the other guest is the same QEMU, still ticking,
     untouched; the paused one's status now says Paused."""
     _, keep_pod = await running_vmi(kube, ns, "keep")
-    _, pause_pod = await running_vmi(kube, ns, "pause")
+    # paused at the end, it cannot power off by ACPI: a short grace for the teardown
+    _, pause_pod = await running_vmi(kube, ns, "pause", grace=2)
     for name in ("keep", "pause"):
         await wait_vmi(kube, ns, name, lambda v: v.status.guest_os_info is not None, "guestOSInfo")
     qemu = qemu_pid(cluster_node, keep_pod)

@@ -152,19 +152,23 @@ def _assert_served(logs: str, host: str) -> None:
 def test_masquerade_guest_behind_nat_in_the_pod(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
-    """A masquerade guest listing no ports gets 10.0.2.2 by the launcher's DHCP, pings a pod
-    on another node (ICMP out through the pod's NAT), and a pod on the other node reaches it
-    on the launcher pod's IP over TCP 7, HTTP 80 and UDP 7 (every port DNATed)."""
+    """A masquerade guest listing no ports, its pod network's vmNetworkCIDR 10.11.12.0/24,
+    gets 10.11.12.2 by the launcher's DHCP (gateway 10.11.12.1), pings a pod on another
+    node (ICMP out through the pod's NAT), and a pod on the other node reaches it on the
+    launcher pod's IP over TCP 7, HTTP 80 and UDP 7 (every port DNATed). (KubeVirt's
+    default range, 10.0.2.0/24, is the migration test's.)"""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged", IDLE))
-    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(
-        _vmi_manifest("masq", binding="masquerade", kernel_args=f"kvpy.ping={target['podIP']}")
-    ))  # fmt: skip
+    manifest = _vmi_manifest(
+        "masq", binding="masquerade", kernel_args=f"kvpy.ping={target['podIP']}"
+    )
+    manifest["spec"]["networks"][0]["pod"] = {"vmNetworkCIDR": "10.11.12.0/24"}
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(manifest))
     vmi = _running_vmi(k, ns, "masq")
     serial = _guest_says(
         real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP", "KUBEVIRT-PY-PING-"
     )
-    assert "KUBEVIRT-PY-DHCP eth0 10.0.2.2/24 router=10.0.2.1" in serial, serial[-1500:]
+    assert "KUBEVIRT-PY-DHCP eth0 10.11.12.2/24 router=10.11.12.1" in serial, serial[-1500:]
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
     node, _ = _pod_uid(vmi)
     pod_ip = _launcher_ip(k, ns, vmi)

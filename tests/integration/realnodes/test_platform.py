@@ -1,10 +1,13 @@
 """The guest platform and the launcher pod fields on real nodes: a secure-boot EFI guest
-(OVMF from the launcher image, SMM, q35 chosen by admission) with virtio-rng and an SMBIOS
-identity boots, and its launcher pod carries the VMI's scheduling and DNS fields."""
+(OVMF from the launcher image, SMM, q35 chosen by admission) with virtio-rng, an SMBIOS
+identity and chassis, and an ACPI SLIC table from a Secret boots, and its launcher pod
+carries the VMI's scheduling and DNS fields."""
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,22 @@ POD_FIELDS: dict[str, Any] = {
 }
 
 
+def _slic_table() -> bytes:
+    """An ACPI table with a valid header (signature SLIC, length, checksum) and a body."""
+    body = b"KUBEVIRT-PY-SLIC-BODY"
+    header = struct.pack("<4sIBB6s8sI4sI", b"SLIC", 36 + len(body), 1, 0, b"KVPYOE",
+                         b"KVPYSLIC", 1, b"KVPY", 1)  # fmt: skip
+    table = bytearray(header + body)
+    table[9] = (-sum(table)) & 0xFF
+    return bytes(table)
+
+
+def _oem_secret() -> dict[str, Any]:
+    data = {"slic.bin": base64.b64encode(_slic_table()).decode()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "oem-tables"},
+            "data": data}  # fmt: skip
+
+
 def _vmi() -> dict[str, Any]:
     vmi: dict[str, Any] = yaml.safe_load(
         (REPO / "examples" / "conformance" / "vmi-secureboot.yaml").read_text()
@@ -51,6 +70,9 @@ def _vmi() -> dict[str, Any]:
     domain = vmi["spec"]["domain"]
     domain["devices"] = {"rng": {}}
     domain["firmware"].update(uuid=UUID, serial="SN-REAL-0001")
+    domain["chassis"] = {"manufacturer": "Example", "serial": "CH-REAL-0001", "asset": "A7"}
+    domain["firmware"]["acpi"] = {"slicNameRef": "oem"}
+    vmi["spec"]["volumes"].append({"name": "oem", "secret": {"secretName": "oem-tables"}})
     return vmi
 
 
@@ -73,7 +95,8 @@ def test_secure_boot_guest_boots_with_its_pod_fields(
 ) -> None:
     """kubectl apply of a secure-boot VMI: admission defaults secureBoot, smm and q35; the
     guest boots under the secure-boot OVMF (the kernel says so on the console); the domain
-    has rng and the SMBIOS uuid; the launcher pod has every pod field as written (plus the
+    has rng, the SMBIOS uuid and the chassis (type 3) entries, and the SLIC table from its
+    Secret (QEMU's -acpitable; the guest kernel lists it); the launcher pod has every pod field as written (plus the
     tolerations kube-apiserver's DefaultTolerationSeconds adds)."""
     k, ns = real_stack, real_namespace
     k("apply", "-f", "-", stdin=json.dumps({
@@ -81,6 +104,7 @@ def test_secure_boot_guest_boots_with_its_pod_fields(
         "metadata": {"name": PRIORITY_CLASS}, "value": 1000,
     }))  # fmt: skip
     try:
+        k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_oem_secret()))
         k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi()))
 
         def vmi() -> dict[str, Any]:
@@ -113,6 +137,9 @@ def test_secure_boot_guest_boots_with_its_pod_fields(
         assert spec["priority"] == 1000
         cmdline = _qemu_cmdline(f"guest={ns}_vmi-secureboot")
         assert "virtio-rng-pci" in cmdline and f"uuid={UUID}" in cmdline
+        assert "type=3,manufacturer=Example,serial=CH-REAL-0001,asset=A7" in cmdline, cmdline
+        assert "-acpitable sig=SLIC,file=" in cmdline and "/slic.bin" in cmdline, cmdline
+        assert "ACPI: SLIC" in serial, serial[-3000:]
         assert "OVMF_CODE_4M.secboot.fd" in cmdline and "smm=on" in cmdline
     finally:
         k("delete", "vmi", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False)

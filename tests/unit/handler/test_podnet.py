@@ -11,7 +11,7 @@ import pytest
 
 from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, launcher_process
-from handler.netwire import Target, guest_routes, nat_rules
+from handler.netwire import Target, guest_routes, masquerade_commands, nat_rules
 from handler.podnet import PodNetworks, contract_path, pod_target
 from shared import podnet
 from shared.model import VirtualMachineInstance
@@ -54,6 +54,28 @@ def test_nat_rules_lead_every_port_or_only_the_listed_ones() -> None:
     )
     assert 'iifname "eth0" tcp dport { 80, 443 } dnat to 10.0.2.2' in listed
     assert "udp" not in listed and "l4proto" not in listed
+
+
+def test_vm_network_cidr_moves_the_guest_range() -> None:
+    """networks[].pod.vmNetworkCIDR: the gateway is the range's first address, the guest
+    its second (KubeVirt's), in the bridge's address and the NAT rules; unset: 10.0.2.0/24."""
+    vmi = _vmi([{"name": "p", "masquerade": {}}])
+    raw = vmi.to_dict()
+    raw["spec"]["networks"][0]["pod"] = {"vmNetworkCIDR": "10.11.12.0/28"}
+    target = pod_target(VirtualMachineInstance.from_dict(raw))
+    assert target is not None
+    assert target.guest_range == podnet.GuestRange(gateway="10.11.12.1", guest="10.11.12.2",
+                                                   prefix=28)  # fmt: skip
+    rules = nat_rules(target)
+    assert "dnat to 10.11.12.2" in rules and "ip saddr 10.11.12.2 " in rules
+    assert "10.0.2" not in rules
+    links = {"eth0": {"mtu": 1400}}
+    cmds = masquerade_commands(links, uid=107, target=target)
+    assert cmds[-1] == ["addr", "replace", "10.11.12.1/28", "dev", "k6t-eth0"]
+    default = pod_target(vmi)
+    assert default is not None and default.guest_range == podnet.guest_range(None)
+    assert podnet.guest_range(None) == podnet.GuestRange(gateway="10.0.2.1", guest="10.0.2.2",
+                                                          prefix=24)  # fmt: skip
 
 
 def test_guest_routes_from_the_pods_table() -> None:

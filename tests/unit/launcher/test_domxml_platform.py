@@ -1,5 +1,6 @@
 """The domain XML of the guest platform: UEFI (OVMF, secure boot with SMM), CPU models,
-virtio-rng and the SMBIOS identity; golden output and libvirt's schema for each."""
+virtio-rng and the SMBIOS identity (system and chassis); golden output and libvirt's
+schema for each."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from launcher.domxml import DomainPlan, FirmwarePlan, build
+from shared.model.guestdevices import Chassis
 from tests.unit.launcher.test_domxml import PLAN
 
 GOLDEN = Path(__file__).parent / "golden" / "platform-domain.xml"
@@ -32,6 +34,7 @@ PLATFORM = dataclasses.replace(
     rng=True,
     smbios_uuid="5d307ca9-b3ef-428c-8861-06e72d69f223",
     smbios_serial="SN-0001",
+    smbios_chassis=(("manufacturer", "Example Corp"), ("serial", "CH-0001"), ("sku", "rack-1")),
 )
 
 
@@ -65,6 +68,10 @@ VARIANTS = [
     ),
     pytest.param(dataclasses.replace(PLAN, smbios_serial="only a serial"), id="serial-only"),
     pytest.param(dataclasses.replace(PLAN, smm=True, rng=True), id="smm-rng-bios"),
+    pytest.param(
+        dataclasses.replace(PLAN, smbios_chassis=(("asset", "A-1"), ("version", "2"))),
+        id="chassis-only",
+    ),
 ]
 
 
@@ -130,3 +137,16 @@ def test_secure_boot_has_smm_and_a_secure_loader() -> None:
     assert root.find("features/smm").get("state") == "on"  # type: ignore[union-attr]
     rng = root.find("devices/rng")
     assert rng is not None and rng.findtext("backend") == "/dev/urandom"
+
+
+def test_chassis_entries_follow_the_spec() -> None:
+    """domain.chassis becomes SMBIOS type 3 entries, only the fields set, in libvirt's order;
+    no chassis and no firmware identity: no <sysinfo> at all."""
+    chassis = Chassis.from_dict({"sku": "s", "manufacturer": "m", "asset": ""})
+    assert chassis.entries() == (("manufacturer", "m"), ("sku", "s"))
+    root = ET.fromstring(build(dataclasses.replace(PLAN, smbios_chassis=chassis.entries())))
+    entries = [(e.get("name"), e.text) for e in root.iterfind("sysinfo/chassis/entry")]
+    assert entries == [("manufacturer", "m"), ("sku", "s")]
+    assert root.find("sysinfo/system") is None
+    assert root.find("os/smbios").get("mode") == "sysinfo"  # type: ignore[union-attr]
+    assert ET.fromstring(build(PLAN)).find("sysinfo") is None

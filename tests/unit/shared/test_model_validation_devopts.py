@@ -11,7 +11,6 @@ import pytest
 from shared.model import VirtualMachineInstance
 from shared.model.unsupported import NOT_SUPPORTED, unsupported_fields
 from tests.unit.shared._validation_support import (
-    DELETE,
     DISKS,
     IFACES,
     edit,
@@ -50,8 +49,7 @@ GOOD: dict[str, Any] = {
 
 
 def _fixture(changes: dict[str, Any]) -> dict[str, Any]:
-    # The fixture carries vmNetworkCIDR, which nothing here honours yet.
-    return edit(load("vmi-running.yaml"), {"spec.networks[0].pod.vmNetworkCIDR": DELETE, **changes})
+    return edit(load("vmi-running.yaml"), changes)
 
 
 def test_every_option_set_well_is_valid_and_honoured() -> None:

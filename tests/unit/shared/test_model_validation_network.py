@@ -192,6 +192,12 @@ RULES = [
         "IPv4",
         id="ipv6-cidr",
     ),
+    pytest.param(
+        {"spec.networks[0].pod.vmNetworkCIDR": "10.9.0.0/31"},
+        "spec.networks[0].pod.vmNetworkCIDR",
+        "no room for the gateway and the guest",
+        id="cidr-too-small",
+    ),
     # misc
     pytest.param(
         {"spec.terminationGracePeriodSeconds": -1},

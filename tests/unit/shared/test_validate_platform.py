@@ -33,6 +33,25 @@ VALID = [
     pytest.param({"spec.domain.firmware.bootloader": {"bios": {}}}, id="bios"),
     pytest.param({"spec.domain.firmware.uuid": "5d307ca9-b3ef-428c-8861-06e72d69f223"}, id="uuid"),
     pytest.param({"spec.domain.firmware.serial": "SN-0001 rack 4"}, id="serial"),
+    pytest.param(
+        {
+            "spec.domain.chassis": {
+                "manufacturer": "Example",
+                "version": "2",
+                "serial": "C-1",
+                "asset": "A 7",
+                "sku": "rack",
+            }
+        },
+        id="chassis",
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+        },
+        id="acpi-slic",
+    ),
     pytest.param({"spec.domain.cpu.model": "host-model"}, id="host-model"),
     pytest.param({"spec.domain.cpu.model": "Nehalem"}, id="tcg-model"),
     pytest.param({"spec.domain.devices.rng": {}}, id="rng"),
@@ -94,6 +113,42 @@ REFUSED = [
     ),
     pytest.param(
         {"spec.domain.firmware.serial": "bad\u00e9"}, "spec.domain.firmware.serial", id="serial"
+    ),
+    pytest.param(
+        {"spec.domain.chassis": {"asset": "tab\there"}}, "spec.domain.chassis.asset", id="asset"
+    ),
+    pytest.param(
+        {"spec.domain.chassis": {"sku": "x" * 256}}, "spec.domain.chassis.sku", id="sku-long"
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"msdmNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+        },
+        "spec.domain.firmware.acpi.msdmNameRef",
+        id="acpi-msdm",
+    ),
+    pytest.param(
+        {"spec.domain.firmware.acpi": {"slicNameRef": "nothing"}},
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-no-volume",
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "configMap": {"name": "oem-tables"}}],
+        },
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-not-a-secret",
+    ),
+    pytest.param(
+        {
+            "spec.domain.firmware.acpi": {"slicNameRef": "oem"},
+            "spec.volumes": [{"name": "oem", "secret": {"secretName": "oem-tables"}}],
+            "spec.domain.devices.disks": [{"name": "oem", "disk": {}}],
+        },
+        "spec.domain.firmware.acpi.slicNameRef",
+        id="acpi-also-a-disk",
     ),
     pytest.param(
         {"spec.domain.cpu.model": "host-passthrough"}, "spec.domain.cpu.model", id="passthrough"

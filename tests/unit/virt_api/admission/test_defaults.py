@@ -58,6 +58,19 @@ def test_a_volume_without_a_disk_gets_one() -> None:
     assert validate_vmi(vmi) == []
 
 
+def test_an_acpi_table_volume_gets_no_disk() -> None:
+    """The Secret volume firmware.acpi.slicNameRef names is a table, not a disk: no disk is
+    added for it (the other volumes still get theirs), and the result is valid."""
+    vmi = demo_vmi()
+    vmi["spec"]["domain"]["firmware"]["acpi"] = {"slicNameRef": "slic"}
+    vmi["spec"]["volumes"].append({"name": "slic", "secret": {"secretName": "oem"}})
+    spec = default_vmi_spec(vmi["spec"], DEFAULTS)
+    assert [d["name"] for d in spec["domain"]["devices"]["disks"]] == ["containerdisk"]
+    assert validate_vmi(VirtualMachineInstance.from_dict({**vmi, "spec": spec})) == []
+    plain = default_vmi_spec(demo_vmi()["spec"], DEFAULTS)
+    assert "acpi" not in plain["domain"]["firmware"]  # nothing created by the lookup
+
+
 def test_pod_network_and_masquerade_when_none() -> None:
     """No interfaces and no networks: the pod network with a masquerade interface."""
     spec = default_vmi_spec(demo_vmi()["spec"], DEFAULTS)
