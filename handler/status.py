@@ -186,12 +186,8 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
         why := _claim_not_shared(vmi, volume=state, claim=state)
     ):
         return _false(VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why)
-    if vmi.spec.domain.cpu.dedicated_cpu_placement:
-        return _false(
-            VMIConditionType.LIVE_MIGRATABLE,
-            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
-            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
-        )
+    if (blocked := _node_bound(vmi)) is not None:
+        return blocked
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(
@@ -207,6 +203,24 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
                 VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why
             )
     return VMICondition(type=VMIConditionType.LIVE_MIGRATABLE, status=ConditionStatus.TRUE)
+
+
+def _node_bound(vmi: VirtualMachineInstance) -> VMICondition | None:
+    """LiveMigratable False for what stays bound to this node's pod: pinned vCPUs and
+    virtiofsd processes (KubeVirt's reasons), else None."""
+    if vmi.spec.domain.cpu.dedicated_cpu_placement:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
+            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
+        )
+    if vmi.spec.domain.devices.filesystems:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.VIRTIOFS_NOT_MIGRATABLE,
+            "a virtiofs filesystem's virtiofsd is not carried to a target",
+        )
+    return None
 
 
 def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None:

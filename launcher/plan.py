@@ -21,6 +21,7 @@ from launcher import (
     nicxml,
     pinning,
     tcgthreads,
+    virtiofs,
     vmstate,
     volumes,
 )
@@ -259,12 +260,12 @@ def _nic_options(vmi: VirtualMachineInstance, iface: Interface, *, tap: bool) ->
 def root_ports(plan: DomainPlan) -> int:
     """q35's pcie-root-port count: one per PCIe device the domain starts with (virtio
     disks, NICs not placed by pciAddress, the scsi, virtio-serial and USB controllers, the
-    balloon, rng and virtio-mem) and KubeVirt's spares; none on other machines."""
+    balloon, rng, virtio-mem and virtiofs) and KubeVirt's spares; none on other machines."""
     if "q35" not in plan.machine:
         return 0
     cold = sum(1 for d in plan.disks if d.bus == "virtio")
     cold += sum(1 for i in plan.interfaces if not i.options.pci_address)
-    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None)
+    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None) + len(plan.filesystems)
     if not plan.extras.hotplug:  # disableHotplug: no spares
         return cold
     return nicxml.root_ports(cold_devices=cold, memory_kib=plan.memory_kib)
@@ -360,6 +361,7 @@ async def plan_domain(
         pinning=pinning.plan_pinning(
             vmi, view=host.host_view, vcpus=topology(vmi).vcpus, node=host.node_name
         ),
+        filesystems=await virtiofs.prepare(vmi),
     )
     return replace(plan, pcie_root_ports=root_ports(plan))
 

@@ -14,6 +14,7 @@ from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
+from shared.model.filesystems import Filesystem
 from shared.model.guestdevices import Clock, Input, PanicDevice, SoundDevice, VideoDevice, Watchdog
 from shared.model.noderes import NUMA, Hugepages, Realtime
 from shared.model.quantity import parse_bytes, parse_millis
@@ -242,6 +243,7 @@ class Devices(Model):
     # a virtio-vsock device (handler/vsock.py: its CID)
     autoattach_vsock: bool | None = field(default=None, metadata=json_name("autoattachVSOCK"))
     downward_metrics: DownwardMetricsDevice | None = None  # the vhostmd channel
+    filesystems: tuple[Filesystem, ...] = ()  # virtiofs shares (shared/model/filesystems.py)
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

@@ -70,6 +70,7 @@ from shared.model.features import (
     SyNICTimer,
     TLBFlush,
 )
+from shared.model.filesystems import Filesystem, FilesystemVirtiofs
 from shared.model.guestdevices import (
     Clock,
     ClockOffsetUTC,
@@ -193,6 +194,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     PanicDevice: frozenset(),
     VideoDevice: frozenset(),
     DownwardMetricsDevice: frozenset(),
+    Filesystem: frozenset(),
+    FilesystemVirtiofs: frozenset(),
     SoundDevice: frozenset(),
     CPU: frozenset(),
     CPUFeature: frozenset(),
@@ -207,7 +210,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {
             "autoattachPodInterface", "autoattachGraphicsDevice",
             "gpus",
-            "filesystems", "hostDevices", "clientPassthrough",
+            "hostDevices", "clientPassthrough",
         }
     ),
     Disk: frozenset(

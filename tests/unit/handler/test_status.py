@@ -214,6 +214,15 @@ def test_dedicated_cpus_are_not_live_migratable() -> None:
     assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "DedicatedCPUsNotLiveMigratable")
 
 
+def test_virtiofs_filesystems_are_not_live_migratable() -> None:
+    """A virtiofs share: LiveMigratable=False, VirtIOFSNotLiveMigratable (KubeVirt's: its
+    virtiofsd and what it serves are not carried to a target)."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["filesystems"] = [{"name": "cfg", "virtiofs": {}}]
+    cond = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "VirtIOFSNotLiveMigratable")
+
+
 def _on_claim(access_modes: list[str] | None) -> VirtualMachineInstance:
     raw = vmi_dict()
     raw["spec"]["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}})
