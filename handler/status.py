@@ -228,12 +228,14 @@ def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None
 
     A claim is shared when its bound volume is ReadWriteMany (status.volumeStatus, filled
     by the controller from the claim's status.accessModes): both launchers open the same
-    disk.img and the migration copies nothing of it. Any other claim, and a hostDisk, is
-    on one node only, and so is an ephemeral volume's overlay. Disks the launcher makes
+    disk.img and the migration copies nothing of it; so is a hostDisk marked `shared`. Any
+    other claim, and any other hostDisk, is on one node only, and so is an ephemeral
+    volume's overlay. Disks the launcher makes
     (containerDisk overlay, emptyDisk, cloud-init and config ISOs) are local and travel
     or are made again on the target."""
-    if vol.host_disk is not None:
-        return f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
+    if vol.host_disk is not None:  # shared: a path every node sees
+        why = f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
+        return None if vol.host_disk.shared else why
     if vol.ephemeral is not None:  # its overlay's backing claim is not carried over
         return f"cannot migrate VMI with an ephemeral volume (volume {vol.name})"
     claim = vol.claim
