@@ -25,6 +25,7 @@ KUBEVIRT_NS = "http://kubevirt.io"
 class DiskDevice(StrEnum):
     DISK = "disk"
     CDROM = "cdrom"
+    LUN = "lun"  # SCSI passthrough (launcher/lun.py)
 
 
 class NetBackend(StrEnum):

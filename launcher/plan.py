@@ -18,6 +18,7 @@ from launcher import (
     diskxml,
     firmware,
     guestplan,
+    lun,
     nicxml,
     pinning,
     tcgthreads,
@@ -26,7 +27,6 @@ from launcher import (
     volumes,
 )
 from launcher.domxml import (
-    DiskDevice,
     DiskPlan,
     DomainPlan,
     InterfacePlan,
@@ -183,19 +183,18 @@ def _disk_plan(
     _check_shareable(disk, resolved, index=index)
     bus = disk.effective_bus
     cdrom_ro = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
-    disk_ro = disk.disk is not None and disk.disk.readonly is True
     options = diskxml.options_of(
         disk, source=resolved.path, block=resolved.block, vcpus=vmi.spec.domain.vcpus(),
         multi_queue=vmi.spec.domain.devices.block_multi_queue is True,
     )  # fmt: skip
     return DiskPlan(
         alias=disk.name or "",
-        device=DiskDevice.CDROM if disk.is_cdrom else DiskDevice.DISK,
+        device=lun.device(disk),
         bus=bus,
         target=_target(bus, counters),
         source=resolved.path,
         format=resolved.format,
-        readonly=cdrom_ro or disk_ro or resolved.readonly,
+        readonly=cdrom_ro or lun.readonly(disk) or resolved.readonly,
         boot_order=disk.boot_order,
         serial=disk.serial,
         shared=resolved.shared,
@@ -325,6 +324,7 @@ async def plan_domain(
     state = vmstate.prepare(vmi, state_dir=host.vm_state, swtpm=host.swtpm_storage, ctx=ctx)
     uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=state.nvram)  # before disks
     planned = await _disks(vmi, ctx)
+    lun.check(vmi, planned, node=host.node_name)
     plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
         uuid=vmi.metadata.uid or "",

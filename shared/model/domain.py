@@ -107,12 +107,23 @@ class CDRomTarget(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LunTarget(Model):
+    """disks[].lun: SCSI passthrough of a Block claim's device (launcher/lun.py); the bus
+    is scsi (KubeVirt's `reservation` is refused)."""
+
+    bus: str | None = None
+    readonly: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Disk(Model):
     """domain.devices.disks[]: paired by name with spec.volumes[]."""
 
     name: str | None = None
     disk: DiskTarget | None = None
     cdrom: CDRomTarget | None = None
+    lun: LunTarget | None = None
+    tag: str | None = None  # in the config drive's device metadata (launcher/devtags.py)
     boot_order: int | None = None
     serial: str | None = None
     # Options (launcher/diskxml.py): cache, io, errorPolicy as libvirt's driver attributes.
@@ -126,7 +137,7 @@ class Disk(Model):
     @property
     def bus(self) -> str | None:
         """The bus of whichever target is set."""
-        target = self.disk or self.cdrom
+        target = self.disk or self.cdrom or self.lun
         return target.bus if target is not None else None
 
     @property
@@ -136,8 +147,10 @@ class Disk(Model):
 
     @property
     def effective_bus(self) -> str:
-        """The bus, or the default when unset (sata for a cdrom, virtio otherwise)."""
-        return self.bus or ("sata" if self.is_cdrom else "virtio")
+        """The bus, or the default when unset (sata for a cdrom, scsi for a lun, virtio
+        otherwise)."""
+        default = "sata" if self.is_cdrom else "scsi" if self.lun is not None else "virtio"
+        return self.bus or default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,6 +198,7 @@ class Interface(Model):
     boot_order: int | None = None
     state: str | None = None  # up or down (LinkState); changed live on a running VM
     dhcp_options: DHCPOptions | None = None
+    tag: str | None = None  # in the config drive's device metadata (launcher/devtags.py)
 
     def bindings(self) -> tuple[str, ...]:
         """Wire names of every binding method set on this interface."""

@@ -51,6 +51,7 @@ from shared.model.domain import (
     InterfacePort,
     KernelBoot,
     KernelBootContainer,
+    LunTarget,
     Machine,
     Memory,
     ResourceList,
@@ -213,16 +214,13 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
             "hostDevices", "clientPassthrough",
         }
     ),
-    Disk: frozenset(
-        {
-            "lun", "tag",
-        }
-    ),
+    Disk: frozenset(),
+    LunTarget: frozenset({"reservation"}),  # persistent reservations (a pr-helper)
     DiskTarget: frozenset(),
     CDRomTarget: frozenset(),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "tag",
+            "slirp", "sriov", "macvtap", "passt", "binding",
         }
     ),
     InterfaceMasquerade: frozenset(),
@@ -253,7 +251,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ContainerDiskSource: frozenset(),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),
-    HostDiskSource: frozenset({"shared"}),
+    HostDiskSource: frozenset(),
     EmptyDiskSource: frozenset(),
     CloudInitNoCloudSource: frozenset(),
     CloudInitConfigDriveSource: frozenset(),

@@ -4,7 +4,8 @@ none of them), the launcher makes ISOs of them, and the guest mounts each ISO an
 file of it on the console (kvpy.cat=), with the ISO's label. The same VMI shares the
 ConfigMap and a claim through virtiofs (devices.filesystems): each served by an
 unprivileged virtiofsd in its own container; the guest mounts both tags (kvpy.fs=), reads
-the ConfigMap's key, and writes a file on the claim and reads it back."""
+the ConfigMap's key, and writes a file on the claim and reads it back. Its config drive
+carries the tagged NIC and disk in meta_data.json's "devices" (device role tagging)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ from tests.integration.realnodes.test_story import _serial, _wait
 
 pytestmark = pytest.mark.cluster
 GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
-CATS = "vda:/greeting,vdb:/password,vdc:/namespace"
+META = "vdd:/openstack/latest/meta_data.json"  # the config drive's
+CATS = f"vda:/greeting,vdb:/password,vdc:/namespace,{META}"
 SHARES = "cfgfs,datafs"  # devices.filesystems' tags
 
 
 def _vmi() -> dict[str, Any]:
-    disks = [{"name": n, "disk": {"bus": "virtio"}} for n in ("cfg", "creds", "sa")]
+    disks = [{"name": n, "disk": {"bus": "virtio"}} for n in ("cfg", "creds", "sa", "drive")]
+    disks[0]["tag"] = "app-config"  # device tags: in the config drive's meta_data.json
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
@@ -37,6 +40,7 @@ def _vmi() -> dict[str, Any]:
             "domain": {
                 "devices": {
                     "disks": disks,
+                    "interfaces": [{"name": "default", "masquerade": {}, "tag": "frontend"}],
                     "filesystems": [{"name": n, "virtiofs": {}} for n in SHARES.split(",")],
                 },
                 "firmware": {
@@ -51,11 +55,13 @@ def _vmi() -> dict[str, Any]:
                 },
                 "resources": {"requests": {"memory": "128Mi"}},
             },
+            "networks": [{"name": "default", "pod": {}}],
             "terminationGracePeriodSeconds": 0,
             "volumes": [
                 {"name": "cfg", "configMap": {"name": "app-config"}},
                 {"name": "creds", "secret": {"secretName": "app-secret", "volumeLabel": "creds"}},
                 {"name": "sa", "serviceAccount": {"serviceAccountName": "default"}},
+                {"name": "drive", "cloudInitConfigDrive": {"userData": "#cloud-config\n"}},
                 {"name": "cfgfs", "configMap": {"name": "app-config"}},
                 {"name": "datafs", "persistentVolumeClaim": {"claimName": "config-fs-data"}},
             ],
@@ -112,6 +118,22 @@ def test_a_guest_reads_config_map_secret_and_service_account_isos(
     pods = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
     assert [p["spec"]["serviceAccountName"] for p in pods] == ["default"]
     _check_virtiofs_shares(real_cluster, vmi, pods[0])
+    _check_device_tags(real_cluster, vmi)
+
+
+def _check_device_tags(cluster: Cluster, vmi: dict[str, Any]) -> None:
+    """The config drive's meta_data.json lists the tagged NIC (PCI address, MAC) and the
+    tagged disk (PCI address), as libvirt placed them; untagged disks are not listed."""
+    label, text = _cat(cluster, vmi, META)
+    assert label == "config-2"
+    devices = json.loads(text)["devices"]
+    assert [(d["type"], d["tags"]) for d in devices] == [
+        ("nic", ["frontend"]),
+        ("disk", ["app-config"]),
+    ], devices
+    pci = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+    assert all(d["bus"] == "pci" and pci.fullmatch(d["address"]) for d in devices), devices
+    assert re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", devices[0]["mac"]), devices
 
 
 def _fs_lines(cluster: Cluster, vmi: dict[str, Any]) -> list[str]:
