@@ -186,12 +186,8 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
         why := _claim_not_shared(vmi, volume=state, claim=state)
     ):
         return _false(VMIConditionType.LIVE_MIGRATABLE, ConditionReason.DISKS_NOT_MIGRATABLE, why)
-    if vmi.spec.domain.cpu.dedicated_cpu_placement:
-        return _false(
-            VMIConditionType.LIVE_MIGRATABLE,
-            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
-            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
-        )
+    if (blocked := _node_bound(vmi)) is not None:
+        return blocked
     hotplugged = next((v for v in vmi.spec.volumes if v.is_hotplug), None)
     if hotplugged is not None:
         return _false(
@@ -209,17 +205,37 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
     return VMICondition(type=VMIConditionType.LIVE_MIGRATABLE, status=ConditionStatus.TRUE)
 
 
+def _node_bound(vmi: VirtualMachineInstance) -> VMICondition | None:
+    """LiveMigratable False for what stays bound to this node's pod: pinned vCPUs and
+    virtiofsd processes (KubeVirt's reasons), else None."""
+    if vmi.spec.domain.cpu.dedicated_cpu_placement:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.DEDICATED_CPUS_NOT_MIGRATABLE,
+            "vCPUs pinned to this node's exclusive CPUs are not re-pinned on a target",
+        )
+    if vmi.spec.domain.devices.filesystems:
+        return _false(
+            VMIConditionType.LIVE_MIGRATABLE,
+            ConditionReason.VIRTIOFS_NOT_MIGRATABLE,
+            "a virtiofs filesystem's virtiofsd is not carried to a target",
+        )
+    return None
+
+
 def _disk_not_migratable(vmi: VirtualMachineInstance, vol: Volume) -> str | None:
     """Why this volume keeps the VMI where it is (KubeVirt's rule and wording), or None.
 
     A claim is shared when its bound volume is ReadWriteMany (status.volumeStatus, filled
     by the controller from the claim's status.accessModes): both launchers open the same
-    disk.img and the migration copies nothing of it. Any other claim, and a hostDisk, is
-    on one node only, and so is an ephemeral volume's overlay. Disks the launcher makes
+    disk.img and the migration copies nothing of it; so is a hostDisk marked `shared`. Any
+    other claim, and any other hostDisk, is on one node only, and so is an ephemeral
+    volume's overlay. Disks the launcher makes
     (containerDisk overlay, emptyDisk, cloud-init and config ISOs) are local and travel
     or are made again on the target."""
-    if vol.host_disk is not None:
-        return f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
+    if vol.host_disk is not None:  # shared: a path every node sees
+        why = f"cannot migrate VMI with non-shared HostDisk (volume {vol.name})"
+        return None if vol.host_disk.shared else why
     if vol.ephemeral is not None:  # its overlay's backing claim is not carried over
         return f"cannot migrate VMI with an ephemeral volume (volume {vol.name})"
     claim = vol.claim

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from launcher import diskxml, guestxml, nicxml, passt, pinning, sysinfo, tpm, transitional
+from launcher import (
+    diskxml,
+    guestxml,
+    nicxml,
+    passt,
+    pinning,
+    sysinfo,
+    tpm,
+    transitional,
+    virtiofs,
+)
 from launcher.diskxml import DiskOptions
 from launcher.guestxml import GuestExtras
 from launcher.nicxml import NicOptions
@@ -25,6 +35,7 @@ KUBEVIRT_NS = "http://kubevirt.io"
 class DiskDevice(StrEnum):
     DISK = "disk"
     CDROM = "cdrom"
+    LUN = "lun"  # SCSI passthrough (launcher/lun.py)
 
 
 class NetBackend(StrEnum):
@@ -158,6 +169,7 @@ class DomainPlan:
     extras: GuestExtras = field(default_factory=GuestExtras)
     # dedicated CPUs, hugepages, guest NUMA (launcher/pinning.py); None: none asked
     pinning: pinning.PinningPlan | None = None
+    filesystems: tuple[virtiofs.FilesystemPlan, ...] = ()  # launcher/virtiofs.py
 
     @property
     def domain_uuid(self) -> str:
@@ -200,6 +212,7 @@ def build(plan: DomainPlan) -> str:
     cpu = _cpu(dom, plan)
     if plan.pinning is not None:
         pinning.render(dom, cpu, plan.pinning, memory_kib=plan.memory_kib)
+    virtiofs.render_backing(dom, plan.filesystems)
     guestxml.clock(dom, plan.extras.clock)
     _text(dom, "on_poweroff", "destroy")
     _text(dom, "on_reboot", "restart")
@@ -311,6 +324,7 @@ def _devices(dom: ET.Element, plan: DomainPlan) -> None:
         tpm.add_device(devices, persistent=plan.tpm_persistent)
     if plan.memory_hotplug is not None:
         _virtio_mem(devices, plan.memory_hotplug, boot_kib=plan.memory_kib)
+    virtiofs.render_devices(devices, plan.filesystems)
     if plan.extras.virtio_transitional:
         transitional.apply(devices)
 

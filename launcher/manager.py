@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from launcher import domxml, vmstate
+from launcher import devtags, domxml, vmstate
 from launcher.credsync import CredentialSync, SyncSources
 from launcher.devstats import DeviceNames, GuestInterface, device_names, guest_interfaces, named
 from launcher.disks import DiskContext
@@ -165,6 +165,9 @@ class DomainManager:
         await self._passt.start(plan.passt)  # listening before QEMU connects
         await self._virt.define(self.xml)
         self._flags.defined = True
+        if devtags.wanted(vmi):  # libvirt's addresses, in the config drive
+            xml = await self._virt.domain_xml(self._id.domain)
+            await devtags.publish(vmi, domain_xml=xml, work_dir=self._disks.work_dir)
         paused = vmi.spec.start_strategy == StartStrategy.PAUSED
         try:
             await self._virt.start(self._id.domain, paused=paused)

@@ -18,15 +18,16 @@ from launcher import (
     diskxml,
     firmware,
     guestplan,
+    lun,
     nicxml,
     pinning,
     sysinfo,
     tcgthreads,
+    virtiofs,
     vmstate,
     volumes,
 )
 from launcher.domxml import (
-    DiskDevice,
     DiskPlan,
     DomainPlan,
     InterfacePlan,
@@ -183,19 +184,18 @@ def _disk_plan(
     _check_shareable(disk, resolved, index=index)
     bus = disk.effective_bus
     cdrom_ro = disk.is_cdrom and (disk.cdrom is None or disk.cdrom.readonly is not False)
-    disk_ro = disk.disk is not None and disk.disk.readonly is True
     options = diskxml.options_of(
         disk, source=resolved.path, block=resolved.block, vcpus=vmi.spec.domain.vcpus(),
         multi_queue=vmi.spec.domain.devices.block_multi_queue is True,
     )  # fmt: skip
     return DiskPlan(
         alias=disk.name or "",
-        device=DiskDevice.CDROM if disk.is_cdrom else DiskDevice.DISK,
+        device=lun.device(disk),
         bus=bus,
         target=_target(bus, counters),
         source=resolved.path,
         format=resolved.format,
-        readonly=cdrom_ro or disk_ro or resolved.readonly,
+        readonly=cdrom_ro or lun.readonly(disk) or resolved.readonly,
         boot_order=disk.boot_order,
         serial=disk.serial,
         shared=resolved.shared,
@@ -260,12 +260,12 @@ def _nic_options(vmi: VirtualMachineInstance, iface: Interface, *, tap: bool) ->
 def root_ports(plan: DomainPlan) -> int:
     """q35's pcie-root-port count: one per PCIe device the domain starts with (virtio
     disks, NICs not placed by pciAddress, the scsi, virtio-serial and USB controllers, the
-    balloon, rng and virtio-mem) and KubeVirt's spares; none on other machines."""
+    balloon, rng, virtio-mem and virtiofs) and KubeVirt's spares; none on other machines."""
     if "q35" not in plan.machine:
         return 0
     cold = sum(1 for d in plan.disks if d.bus == "virtio")
     cold += sum(1 for i in plan.interfaces if not i.options.pci_address)
-    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None)
+    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None) + len(plan.filesystems)
     if not plan.extras.hotplug:  # disableHotplug: no spares
         return cold
     return nicxml.root_ports(cold_devices=cold, memory_kib=plan.memory_kib)
@@ -325,6 +325,7 @@ async def plan_domain(
     state = vmstate.prepare(vmi, state_dir=host.vm_state, swtpm=host.swtpm_storage, ctx=ctx)
     uefi = firmware.firmware_plan(vmi, work_dir=ctx.work_dir, nvram=state.nvram)  # before disks
     planned = await _disks(vmi, ctx)
+    lun.check(vmi, planned, node=host.node_name)
     plan = DomainPlan(
         name=f"{vmi.metadata.namespace}_{vmi.metadata.name}",
         uuid=vmi.metadata.uid or "",
@@ -363,6 +364,7 @@ async def plan_domain(
         pinning=pinning.plan_pinning(
             vmi, view=host.host_view, vcpus=topology(vmi).vcpus, node=host.node_name
         ),
+        filesystems=await virtiofs.prepare(vmi),
     )
     return replace(plan, pcie_root_ports=root_ports(plan))
 

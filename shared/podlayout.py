@@ -156,6 +156,7 @@ POD_OWN_VOLUMES = frozenset(
         BINARY_VOLUME,
         HOTPLUG_DISKS_VOLUME,
         KERNEL_BOOT_VOLUME,
+        "virtiofs-containers",  # VIRTIOFS_VOLUME
     }
 )
 
@@ -307,3 +308,7 @@ def attachment_pod_name(vmi_uid: str, volume: str) -> str:
 # launcher's libvirt backs guest memory with files there (launcher/pinning.py).
 HUGEPAGES_VOLUME = "hugepages"
 HUGEPAGES_DIR = "/dev/hugepages"
+# devices.filesystems: the emptyDir where each virtiofs-<name> container's virtiofsd makes
+# its socket (shared/virtiofs.py), mounted in the compute container too (KubeVirt's path).
+VIRTIOFS_VOLUME = "virtiofs-containers"
+VIRTIOFS_DIR = "/var/run/kubevirt/virtiofs-containers"

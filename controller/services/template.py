@@ -33,7 +33,7 @@ from typing import Any
 
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
-from controller.services import consolelog, dedicated, tpm, vmstate, volumes
+from controller.services import consolelog, dedicated, tpm, virtiofs, vmstate, volumes
 from controller.services.cpuselect import apply_cpu_placement
 from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
@@ -189,6 +189,7 @@ class TemplateService:
                     *sources.volumes,
                     *tpm.volumes(vmi),
                     *vmstate.volumes(vmi),
+                    *virtiofs.volumes(vmi),
                 ],
             },
         }
@@ -200,6 +201,10 @@ class TemplateService:
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
         if consolelog.wanted(vmi, cluster_disabled=self.config.serial_console_log_disabled):
             pod["spec"]["containers"].append(self._console_log_container(vmi))
+        pod["spec"]["containers"] += virtiofs.containers(
+            vmi, mounts=sources.mounts, image=self.config.launcher_image,
+            pull_policy=self.config.image_pull_policy, security_context=self._sidecar_sc(vmi),
+        )  # fmt: skip
         if passt(vmi):
             allow_passt(pod["spec"])
         dedicated.apply_pod(vmi, pod["spec"])  # hugepages volume, Guaranteed sidecars
@@ -315,6 +320,7 @@ class TemplateService:
                 *sources.mounts,
                 *tpm.mounts(vmi),
                 *vmstate.mounts(vmi),
+                *virtiofs.compute_mounts(vmi),
             ],
         }
         if not self.config.launcher_as_root:
@@ -327,12 +333,17 @@ class TemplateService:
 
     def _console_log_container(self, vmi: VirtualMachineInstance) -> dict[str, Any]:
         """guest-console-log, as the compute container's user (controller/services/consolelog)."""
-        root = self.config.launcher_as_root
         return consolelog.container(
             image=self.config.launcher_image,
             pull_policy=self.config.image_pull_policy,
-            security_context=None if root else compute_security_context(seccomp=self._seccomp(vmi)),
+            security_context=self._sidecar_sc(vmi),
         )
+
+    def _sidecar_sc(self, vmi: VirtualMachineInstance) -> dict[str, Any] | None:
+        """A sidecar's securityContext: the compute container's user (none: root)."""
+        if self.config.launcher_as_root:
+            return None
+        return compute_security_context(seccomp=self._seccomp(vmi))
 
     def _seccomp(self, vmi: VirtualMachineInstance) -> dict[str, str]:
         """The launcher's seccompProfile: passt's for passt VMIs, else the KubeVirt CR's

@@ -21,6 +21,8 @@ KV_APT_PACKAGES=(
   nftables passt
   # devices.tpm: libvirt starts swtpm (and swtpm_setup) for the launcher's TPM
   swtpm swtpm-tools
+  # scripts/build-virtiofsd: the Rust virtiofsd links libseccomp and libcap-ng
+  libseccomp-dev libcap-ng-dev
   # scripts/build-images: images without docker, and containerd + runc to run them
   buildah umoci skopeo mmdebstrap containerd runc
   # real nodes: pod networking (CNI plugins), kube-proxy's iptables mode

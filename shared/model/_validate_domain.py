@@ -129,9 +129,8 @@ def validate_memory(
 
 def _validate_disk(errs: Errors, path: str, disk: Disk, spec: VMISpec) -> None:
     check_name(errs, f"{path}.name", disk.name)
-    targets = [k for k, v in (("disk", disk.disk), ("cdrom", disk.cdrom)) if v is not None]
-    if disk.extra.get("lun") is not None:
-        targets.append("lun")
+    kinds = (("disk", disk.disk), ("cdrom", disk.cdrom), ("lun", disk.lun))
+    targets = [k for k, v in kinds if v is not None]
     if len(targets) > 1:
         errs.add(path, f"must set at most one of disk, cdrom, lun (found {', '.join(targets)})")
     for kind, target in (("disk", disk.disk), ("cdrom", disk.cdrom)):

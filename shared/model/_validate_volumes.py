@@ -179,7 +179,9 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
     """Names unique labels, exactly one source each, used by exactly one disk."""
     vols_path = f"{path}.volumes"
     disk_names = [d.name for d in spec.domain.devices.disks]
-    diskless = spec.domain.firmware.acpi_volumes()  # ACPI tables: their own checks
+    # virtiofs' volumes and ACPI tables have no disk (their own checks)
+    shared_names = {f.name for f in spec.domain.devices.filesystems}
+    shared_names |= spec.domain.firmware.acpi_volumes()
     for i, vol in enumerate(spec.volumes):
         vpath = f"{vols_path}[{i}]"
         check_name(errs, f"{vpath}.name", vol.name)
@@ -206,9 +208,10 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             drive = vol.cloud_init_config_drive
             _validate_cloud_init(errs, f"{vpath}.cloudInitConfigDrive", drive, limits)
         users = disk_names.count(vol.name) if vol.name else 0
-        if vol.name and users == 0 and vol.name not in diskless:
+        if vol.name and users == 0 and vol.name not in shared_names:
             kind = "cloud-init volume" if vol.is_cloud_init else "volume"
-            errs.add(f"{vpath}.name", f"{kind} {vol.name!r} is not used by any disk", vol.name)
+            message = f"{kind} {vol.name!r} is not used by any disk or filesystem"
+            errs.add(f"{vpath}.name", message, vol.name)
         elif users > 1:
             errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])

@@ -14,6 +14,7 @@ from shared.model.devopts import BlockSize, DHCPOptions, IOThreads
 from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import PullPolicy
 from shared.model.features import FeatureAPIC, FeatureHyperv, FeatureKVM, HyperVPassthrough
+from shared.model.filesystems import Filesystem
 from shared.model.guestdevices import (
     Chassis,
     Clock,
@@ -114,12 +115,23 @@ class CDRomTarget(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LunTarget(Model):
+    """disks[].lun: SCSI passthrough of a Block claim's device (launcher/lun.py); the bus
+    is scsi (KubeVirt's `reservation` is refused)."""
+
+    bus: str | None = None
+    readonly: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Disk(Model):
     """domain.devices.disks[]: paired by name with spec.volumes[]."""
 
     name: str | None = None
     disk: DiskTarget | None = None
     cdrom: CDRomTarget | None = None
+    lun: LunTarget | None = None
+    tag: str | None = None  # in the config drive's device metadata (launcher/devtags.py)
     boot_order: int | None = None
     serial: str | None = None
     # Options (launcher/diskxml.py): cache, io, errorPolicy as libvirt's driver attributes.
@@ -133,7 +145,7 @@ class Disk(Model):
     @property
     def bus(self) -> str | None:
         """The bus of whichever target is set."""
-        target = self.disk or self.cdrom
+        target = self.disk or self.cdrom or self.lun
         return target.bus if target is not None else None
 
     @property
@@ -143,8 +155,10 @@ class Disk(Model):
 
     @property
     def effective_bus(self) -> str:
-        """The bus, or the default when unset (sata for a cdrom, virtio otherwise)."""
-        return self.bus or ("sata" if self.is_cdrom else "virtio")
+        """The bus, or the default when unset (sata for a cdrom, scsi for a lun, virtio
+        otherwise)."""
+        default = "sata" if self.is_cdrom else "scsi" if self.lun is not None else "virtio"
+        return self.bus or default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +206,7 @@ class Interface(Model):
     boot_order: int | None = None
     state: str | None = None  # up or down (LinkState); changed live on a running VM
     dhcp_options: DHCPOptions | None = None
+    tag: str | None = None  # in the config drive's device metadata (launcher/devtags.py)
 
     def bindings(self) -> tuple[str, ...]:
         """Wire names of every binding method set on this interface."""
@@ -250,6 +265,7 @@ class Devices(Model):
     # a virtio-vsock device (handler/vsock.py: its CID)
     autoattach_vsock: bool | None = field(default=None, metadata=json_name("autoattachVSOCK"))
     downward_metrics: DownwardMetricsDevice | None = None  # the vhostmd channel
+    filesystems: tuple[Filesystem, ...] = ()  # virtiofs shares (shared/model/filesystems.py)
 
     def disk(self, name: str) -> Disk | None:
         """The disk with this name, if any."""

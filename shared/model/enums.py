@@ -96,6 +96,7 @@ class ConditionReason(enum.StrEnum):
     HOTPLUG_NOT_MIGRATABLE = "HotplugNotLiveMigratable"
     # kubevirt-py's: the target's exclusive CPUs are not re-pinned (docs/node-resources.md)
     DEDICATED_CPUS_NOT_MIGRATABLE = "DedicatedCPUsNotLiveMigratable"
+    VIRTIOFS_NOT_MIGRATABLE = "VirtIOFSNotLiveMigratable"
     # Synchronized=False / VM Failure=True (controller sync errors)
     FAILED_CREATE = "FailedCreate"
     FAILED_DELETE = "FailedDelete"

@@ -52,6 +52,7 @@ from shared.model.domain import (
     InterfacePort,
     KernelBoot,
     KernelBootContainer,
+    LunTarget,
     Machine,
     Memory,
     ResourceList,
@@ -71,6 +72,7 @@ from shared.model.features import (
     SyNICTimer,
     TLBFlush,
 )
+from shared.model.filesystems import Filesystem, FilesystemVirtiofs
 from shared.model.guestdevices import (
     Chassis,
     Clock,
@@ -196,6 +198,8 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     PanicDevice: frozenset(),
     VideoDevice: frozenset(),
     DownwardMetricsDevice: frozenset(),
+    Filesystem: frozenset(),
+    FilesystemVirtiofs: frozenset(),
     SoundDevice: frozenset(),
     CPU: frozenset(),
     CPUFeature: frozenset(),
@@ -210,19 +214,16 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
         {
             "autoattachPodInterface", "autoattachGraphicsDevice",
             "gpus",
-            "filesystems", "hostDevices", "clientPassthrough",
+            "hostDevices", "clientPassthrough",
         }
     ),
-    Disk: frozenset(
-        {
-            "lun", "tag",
-        }
-    ),
+    Disk: frozenset(),
+    LunTarget: frozenset({"reservation"}),  # persistent reservations (a pr-helper)
     DiskTarget: frozenset(),
     CDRomTarget: frozenset(),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding", "tag",
+            "slirp", "sriov", "macvtap", "passt", "binding",
         }
     ),
     InterfaceMasquerade: frozenset(),
@@ -254,7 +255,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ContainerDiskSource: frozenset(),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),
-    HostDiskSource: frozenset({"shared"}),
+    HostDiskSource: frozenset(),
     EmptyDiskSource: frozenset(),
     CloudInitNoCloudSource: frozenset(),
     CloudInitConfigDriveSource: frozenset(),

@@ -18,6 +18,7 @@ from shared.model._validate_cpufeatures import validate_cpu_features
 from shared.model._validate_credentials import validate_access_credentials
 from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_devopts import validate_device_options
+from shared.model._validate_devtags import validate_luns_and_tags
 from shared.model._validate_domain import (
     DISK_BUS_LIMITS,
     DISK_BUSES,
@@ -27,6 +28,7 @@ from shared.model._validate_domain import (
     validate_machine,
     validate_memory,
 )
+from shared.model._validate_filesystems import validate_filesystems
 from shared.model._validate_firmware import validate_acpi, validate_cpu_model, validate_firmware
 from shared.model._validate_labels import check_label_map
 from shared.model._validate_noderes import validate_node_resources
@@ -80,6 +82,8 @@ def validate_vmi_spec(
     validate_cpu(errs, domain_path, spec.domain, limits)
     validate_memory(errs, domain_path, spec.domain, limits, required=memory_required)
     validate_disks(errs, path, spec)
+    validate_filesystems(errs, path, spec)
+    validate_luns_and_tags(errs, path, spec)
     validate_volumes(errs, path, spec, limits)
     validate_networks(errs, path, spec)
     validate_device_options(errs, path, spec)

@@ -63,6 +63,9 @@ class HostDiskSource(Model):
     path: str | None = None
     type: HostDiskType | None = None
     capacity: str | int | None = None
+    # The path is on storage every node sees: the disk stays in place across a live
+    # migration (LiveMigratable), as a ReadWriteMany claim's does.
+    shared: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

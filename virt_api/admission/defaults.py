@@ -29,6 +29,8 @@ from shared.model._codec import copy_json
 DEFAULT_NETWORK = "default"
 DEFAULT_DISK_BUS = "virtio"
 DEFAULT_CDROM_BUS = "sata"
+# A lun is SCSI passthrough: scsi (KubeVirt's amd64 default, sata, has no lun in libvirt).
+DEFAULT_BUSES = (("disk", DEFAULT_DISK_BUS), ("cdrom", DEFAULT_CDROM_BUS), ("lun", "scsi"))
 DEFAULT_GRACE_PERIOD_SECONDS = 30
 SECURE_BOOT_MACHINE_TYPE = "q35"
 
@@ -71,6 +73,8 @@ def _default_disks(spec: dict[str, Any], devices: dict[str, Any], *, buses: bool
         return
     named = {d.get("name") for d in disks if isinstance(d, dict)}
     named |= _acpi_volumes(spec)  # tables, not disks
+    shares = devices.get("filesystems")  # a virtiofs share's volume is no disk
+    named |= {f.get("name") for f in shares or () if isinstance(f, dict)}
     for vol in volumes if isinstance(volumes, list) else ():
         name = vol.get("name") if isinstance(vol, dict) else None
         if isinstance(name, str) and name and name not in named:
@@ -83,7 +87,7 @@ def _default_disks(spec: dict[str, Any], devices: dict[str, Any], *, buses: bool
             disk["disk"] = {}
         if not buses:
             continue
-        for kind, bus in (("disk", DEFAULT_DISK_BUS), ("cdrom", DEFAULT_CDROM_BUS)):
+        for kind, bus in DEFAULT_BUSES:
             target = disk.get(kind)
             if isinstance(target, dict) and target.get("bus") is None:
                 target["bus"] = bus

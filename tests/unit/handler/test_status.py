@@ -195,6 +195,15 @@ def test_live_migratable_explains_what_blocks_it() -> None:
     assert "data" in (disk.message or "")
 
 
+def test_a_shared_host_disk_is_live_migratable() -> None:
+    """hostDisk.shared: true (a path every node sees) no longer blocks migration."""
+    raw = vmi_dict()
+    source = {"path": "/d.img", "type": "Disk", "shared": True}
+    raw["spec"]["volumes"].append({"name": "data", "hostDisk": source})
+    cond = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert cond.status == ConditionStatus.TRUE
+
+
 def test_an_ephemeral_volume_blocks_migration() -> None:
     """An ephemeral volume's overlay is local to the pod: DisksNotLiveMigratable naming it."""
     raw = vmi_dict()
@@ -212,6 +221,15 @@ def test_dedicated_cpus_are_not_live_migratable() -> None:
     raw["spec"]["domain"]["cpu"] = {"dedicatedCpuPlacement": True}
     cond = live_migratable(VirtualMachineInstance.from_dict(raw))
     assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "DedicatedCPUsNotLiveMigratable")
+
+
+def test_virtiofs_filesystems_are_not_live_migratable() -> None:
+    """A virtiofs share: LiveMigratable=False, VirtIOFSNotLiveMigratable (KubeVirt's: its
+    virtiofsd and what it serves are not carried to a target)."""
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["filesystems"] = [{"name": "cfg", "virtiofs": {}}]
+    cond = live_migratable(VirtualMachineInstance.from_dict(raw))
+    assert (cond.status, cond.reason) == (ConditionStatus.FALSE, "VirtIOFSNotLiveMigratable")
 
 
 def _on_claim(access_modes: list[str] | None) -> VirtualMachineInstance:

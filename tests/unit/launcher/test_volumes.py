@@ -287,3 +287,20 @@ async def test_a_volume_migration_target_makes_the_destination_disk_not_shared(
     first = dataclasses.replace(ctx, incoming=False)
     req = volumes.VolumeRequest(vmi=migrating, name="data", ctx=first, field="spec.volumes[0]")
     assert (await volumes.resolve(req, migrating.spec.volumes[0].source())).shared
+
+
+async def test_a_shared_host_disk_is_shared_and_never_made_on_a_target(tmp_path: Path) -> None:
+    """hostDisk.shared: true → a shared disk (left in place by a migration) opened
+    cache=none or writethrough as a claim's; on a migration target an absent file is
+    refused naming hostDisk.shared and nothing is made. Unshared: neither."""
+    ctx = _ctx(tmp_path)
+    mount = _mount(ctx, "host")
+    resolved = await _resolve(ctx, _host("DiskOrCreate", capacity="1Mi", shared=True))
+    assert resolved.shared and resolved.cache in ("none", "writethrough")
+    plain = await _resolve(ctx, _host("DiskOrCreate", capacity="1Mi"))
+    assert not plain.shared and plain.cache is None
+    (mount / "disk.img").unlink()
+    target = dataclasses.replace(ctx, incoming=True)
+    with pytest.raises(DiskFailure, match=r"spec\.volumes\[0\]\.hostDisk\.shared: .* not shared"):
+        await _resolve(target, _host("DiskOrCreate", capacity="1Mi", shared=True))
+    assert list(mount.iterdir()) == []

@@ -100,9 +100,9 @@ REFUSED = [
         id="sriov",
     ),
     pytest.param(
-        {"spec.domain.devices.interfaces[0].tag": "nic"},
-        "spec.domain.devices.interfaces[0].tag",
-        id="interface-tag",
+        {"spec.domain.devices.disks[0]": {"name": "d", "lun": {"reservation": True}}},
+        "spec.domain.devices.disks[0].lun.reservation",
+        id="lun-reservation",
     ),
     pytest.param(
         {"spec.domain.devices.watchdog": {"name": "w", "diag288": {}}},

@@ -205,3 +205,23 @@ def test_efi_without_secure_boot_keeps_the_default_machine() -> None:
     spec = default_vmi_spec(raw, DEFAULTS)
     assert spec["domain"]["machine"] == {"type": "pc"}
     assert spec["domain"]["firmware"]["bootloader"] == {"efi": {"secureBoot": False}}
+
+
+def test_a_shared_volume_gets_no_disk_and_a_lun_gets_scsi() -> None:
+    """A volume a virtiofs filesystem shares gets no disk of its own; a lun without a bus
+    gets scsi (SCSI passthrough); the result is valid."""
+    raw = demo_vmi()
+    raw["spec"]["domain"]["devices"] = {
+        "filesystems": [{"name": "cfg", "virtiofs": {}}],
+        "disks": [{"name": "san", "lun": {}}],
+    }
+    raw["spec"]["volumes"] += [
+        {"name": "cfg", "configMap": {"name": "app"}},
+        {"name": "san", "persistentVolumeClaim": {"claimName": "san"}},
+    ]
+    spec = default_vmi_spec(raw["spec"], DEFAULTS)
+    disks = spec["domain"]["devices"]["disks"]
+    assert [d["name"] for d in disks] == ["san", "containerdisk"]
+    assert disks[0]["lun"] == {"bus": "scsi"}
+    vmi = VirtualMachineInstance.from_dict({**raw, "spec": spec})
+    assert validate_vmi(vmi) == []
