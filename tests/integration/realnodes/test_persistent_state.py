@@ -2,19 +2,17 @@
 `shared-storage` class as vmStateStorageClass; the VM's claim persistent-state-for-<vm>
 is made (RWX) and mounted by the launcher pod.
 
-- EFI: the tiny guest cannot boot under OVMF (its kernel is an ELF vmlinux booted through
-  PVH), so what is checked is the NVRAM file: OVMF writes its variables into the file in
-  the claim (it leaves the template's content), libvirt's live XML points at it, after a
-  stop/start libvirt reuses the very same file (same inode, not copied again from the
-  template, not deleted at undefine), and after a live migration the target's domain
-  names the same file.
-- TPM: with EFI off the guest boots (SeaBIOS, tpm_tis.force=1 as in vmi-tpm.yaml), defines
-  an NV index in its TPM and writes a marker into it (raw TPM2 commands on /dev/tpm0 from
-  busybox); after a stop/start, a new launcher's swtpm reads the state from the claim and
-  the guest reads the marker back; after a live migration to the other node the guest
-  reads it again, writes a second marker, and after one more stop/start reads that one
-  (the target's state dir became the claim's current one).
-- The RWX claim makes the VM LiveMigratable=True; deleting the VM deletes the claim.
+The guest boots under OVMF (the tiny guest's EFI-stub kernel through kernelBoot, secure
+boot off) with a persistent TPM, which it finds through ACPI (OVMF's tables). It writes a
+marker into an EFI variable (efivarfs) and into an NV index it defines in its TPM (raw
+TPM2 commands on /dev/tpm0 from busybox); OVMF's write lands in the claim's NVRAM file,
+which libvirt's live XML names. After a stop/start (a new launcher: the same NVRAM file,
+same inode; swtpm reads its state from the claim) the guest reads both markers back;
+after a live migration to the other node it reads them again and writes a second marker
+into a second variable and into the index (the target's write lands in the same file),
+and after one more stop/start reads those (the target's swtpm state dir became the
+claim's current one). The RWX claim makes the VM LiveMigratable=True; deleting the VM
+deletes the claim.
 """
 
 from __future__ import annotations
@@ -36,14 +34,15 @@ from tests.integration.realnodes.test_shared_storage import (
     _libvirt,
     _moved,
 )
-from tests.integration.realnodes.test_storage import _apply, _get, _running
+from tests.integration.realnodes.test_storage import _get, _running
 from tests.integration.realnodes.test_story import _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
 VM = "persist"
 CLAIM = f"persistent-state-for-{VM}"
-OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+NVRAM = ">/var/run/kubevirt-private/vm-state/nvram/efi-vars.fd</nvram>"
+EFI_GUID = "0c6f6f9e-1bd7-4c45-9a61-1d3e0c9d3a55"  # the test's own vendor GUID
 NV_INDEX = 0x01500000
 PASSWORD_SESSION = bytes.fromhex("400000090000000000")  # TPM_RS_PW, empty nonce and hmac
 TPM_RETRY = "80010000000a00000922"
@@ -83,27 +82,39 @@ TPM_SH = f"""tpm() {{
   echo "$r"
 }}
 """
+# efiset NAME MARKER: a new non-volatile variable NAME-EFI_GUID (efivarfs: the attributes,
+# NV|BS|RT, then the data, in one write); efiget NAME: its attributes and data, as hex.
+# A variable found at mount is immutable there (no chattr in busybox): a new marker goes
+# into a new variable.
+EFI_SH = f"""efiset() {{
+  printf "\\x07\\x00\\x00\\x00$2" > /tmp/efivar
+  dd if=/tmp/efivar of=/sys/firmware/efi/efivars/$1-{EFI_GUID} bs=4096 2>/dev/null \\
+    && echo set || echo set-failed
+}}
+efiget() {{
+  r=$(od -An -tx1 -v /sys/firmware/efi/efivars/$1-{EFI_GUID} 2>/dev/null | tr -d ' \\n')
+  echo "${{r:-missing}}"
+}}
+"""
 
 
-def _vm(*, efi: bool) -> dict[str, Any]:
-    firmware: dict[str, Any] = {
+def _vm() -> dict[str, Any]:
+    firmware = {
+        "bootloader": {"efi": {"persistent": True, "secureBoot": False}},
         "kernelBoot": {
-            "kernelArgs": "console=ttyS0 panic=-1 quiet tpm_tis.force=1",
+            "kernelArgs": "console=ttyS0 panic=-1 quiet",
             "container": {
                 "image": IMAGE,
-                "kernelPath": "/boot/vmlinuz",
+                "kernelPath": "/boot/vmlinuz.efi",  # OVMF starts its EFI stub
                 "initrdPath": "/boot/initrd.img",
             },
-        }
+        },
     }
-    if efi:
-        firmware["bootloader"] = {"efi": {"persistent": True, "secureBoot": False}}
     spec = {
         "terminationGracePeriodSeconds": 0,
         "domain": {
-            "machine": {"type": "pc"},  # as vmi-tpm.yaml: the forced TIS probe
             "firmware": firmware,
-            "resources": {"requests": {"memory": "160Mi"}},
+            "resources": {"requests": {"memory": "256Mi"}},
             "devices": {"tpm": {"persistent": True}},
         },
     }
@@ -149,25 +160,6 @@ def _live_xml(cluster: Cluster, vmi: dict[str, Any], domain: str) -> str:
     return done.stdout
 
 
-def _check_efi(k: Kubectl, ns: str, cluster: Cluster, running: dict[str, Any]) -> None:
-    """OVMF's variables land in the claim's NVRAM file; a restart reuses that file."""
-    domain = f"{ns}_{VM}"
-    nvram = _claim_dir(k, ns) / "nvram" / "efi-vars.fd"
-    template = OVMF_VARS.read_bytes()
-    _wait(lambda: nvram.is_file() and nvram.read_bytes() != template, 120,
-          "OVMF wrote its variables into the claim's NVRAM file")  # fmt: skip
-    live = _live_xml(cluster, running, domain)
-    assert ">/var/run/kubevirt-private/vm-state/nvram/efi-vars.fd</nvram>" in live, live
-    inode = nvram.stat().st_ino
-    again = _restart(k, ns, running)
-    assert nvram.stat().st_ino == inode  # kept at undefine, reused (not copied anew)
-    assert nvram.read_bytes() != template
-    assert "/vm-state/nvram/efi-vars.fd</nvram>" in _live_xml(cluster, again, domain)
-    moved = _migrate(k, ns, cluster, again)
-    assert "/vm-state/nvram/efi-vars.fd</nvram>" in _live_xml(cluster, moved, domain)
-    assert nvram.stat().st_ino == inode
-
-
 def _migrate(k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any]) -> dict[str, Any]:
     """Live-migrate the VM (LiveMigratable=True first: its state claim is RWX); the VMI
     on the other node."""
@@ -185,10 +177,24 @@ def _migrate(k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any]) -> dict
     return moved
 
 
-def _tpm(cluster: Cluster, vmi: dict[str, Any], *commands: str) -> list[str]:
-    """Each TPM command's response (hex), run in the guest in one go."""
-    script = TPM_SH + "; ".join(f"tpm '{c}'" for c in commands)
-    return _guest_sh(cluster, vmi, script).split()
+def _guest(cluster: Cluster, vmi: dict[str, Any], *commands: str) -> list[str]:
+    """Each command's one-word answer (tpm, efiset, efiget), run in the guest in one go."""
+    return _guest_sh(cluster, vmi, TPM_SH + EFI_SH + "; ".join(commands)).split()
+
+
+def _tpm(command: str) -> str:
+    return f"tpm '{command}'"
+
+
+def _efi(marker: bytes) -> str:
+    """What efiget answers for a variable holding `marker`."""
+    return "07000000" + marker.hex()
+
+
+def _nvram_in_claim(cluster: Cluster, vmi: dict[str, Any], nvram: Path, marker: bytes) -> None:
+    """libvirt's live XML names the claim's NVRAM file, where the guest's variable landed."""
+    assert NVRAM in _live_xml(cluster, vmi, f"{vmi['metadata']['namespace']}_{VM}")
+    _wait(lambda: marker in nvram.read_bytes(), 30, "the guest's EFI variable in the claim")
 
 
 def _marker(response: str) -> bytes:
@@ -199,21 +205,19 @@ def _marker(response: str) -> bytes:
 def test_persistent_tpm_and_efi_state_survive_restarts(
     real_cluster: Cluster, real_stack: Kubectl, real_namespace: str
 ) -> None:
-    """EFI: the NVRAM file in the claim is written by OVMF, pointed at by libvirt, reused
-    after a restart and a live migration; TPM: a marker the guest writes into an NV index
-    of its TPM is read back after a restart and after a live migration, and one written on
-    the target after the next restart; the claim goes with the VM."""
+    """An EFI guest with a persistent TPM: markers it writes into an EFI variable and a
+    TPM NV index are read back after a stop/start and after a live migration, and the
+    ones written on the target after the next stop/start; the NVRAM file is the claim's
+    throughout; the claim goes with the VM."""
     k, ns = real_stack, real_namespace
     _set_state_class(k, "shared-storage")
     try:
-        _apply_when_admitted(k, ns, _vm(efi=True))
+        _apply_when_admitted(k, ns, _vm())
         first = _running(k, ns, VM)
         claim = _get(k, ns, "pvc", CLAIM)
         assert claim["spec"]["accessModes"] == ["ReadWriteMany"], claim
         assert claim["spec"]["storageClassName"] == "shared-storage"
-        _check_efi(k, ns, real_cluster, first)
-        _apply(k, ns, _vm(efi=False))  # the guest boots under SeaBIOS
-        _check_tpm(k, ns, real_cluster, _restart(k, ns, _get(k, ns, "vmi", VM)))
+        _check_state(k, ns, real_cluster, first)
         k("delete", "vm", VM, "-n", ns, "--wait=true", "--timeout=120s")
         _wait(lambda: not _get(k, ns, "pvc", CLAIM), 120, f"{CLAIM} deleted with the VM")
     finally:
@@ -221,28 +225,40 @@ def test_persistent_tpm_and_efi_state_survive_restarts(
         _set_state_class(k, None)
 
 
-def _check_tpm(k: Kubectl, ns: str, cluster: Cluster, booted: dict[str, Any]) -> None:
-    """A marker in an NV index survives a restart and a migration; one written on the
-    migration target survives the next restart."""
+def _check_state(k: Kubectl, ns: str, cluster: Cluster, booted: dict[str, Any]) -> None:
+    """Markers in an EFI variable and an NV index survive a restart and a migration;
+    ones written on the migration target survive the next restart."""
+    nvram = _claim_dir(k, ns) / "nvram" / "efi-vars.fd"
     _agent_connected(k, ns, VM)
-    marker = uuid.uuid4().hex[:16].encode()
-    define, write, read = _tpm(cluster, booted, DEFINE, _write(marker), READ)
+    one = uuid.uuid4().hex[:16].encode()
+    answers = _guest(cluster, booted, _tpm(DEFINE), _tpm(_write(one)), _tpm(READ),
+                     f"efiset KvpyMarker1 {one.decode()}", "efiget KvpyMarker1")  # fmt: skip
+    define, write, read, efiset, efiget = answers
     assert define.startswith("80020000001300000000"), define  # TPM_RC_SUCCESS
     assert write.startswith("80020000001300000000"), write
-    assert _marker(read) == marker, read
+    assert (_marker(read), efiset, efiget) == (one, "set", _efi(one)), answers
     assert (_claim_dir(k, ns) / "swtpm" / "tpm2" / "tpm2-00.permall").is_file()
+    _nvram_in_claim(cluster, booted, nvram, one)
+    inode = nvram.stat().st_ino
 
     again = _restart(k, ns, booted)
     _agent_connected(k, ns, VM)
-    (read,) = _tpm(cluster, again, READ)
-    assert _marker(read) == marker, read
+    read, efiget = _guest(cluster, again, _tpm(READ), "efiget KvpyMarker1")
+    assert (_marker(read), efiget) == (one, _efi(one)), (read, efiget)
+    assert nvram.stat().st_ino == inode  # kept at undefine, reused (not copied anew)
 
     moved = _migrate(k, ns, cluster, again)
-    second = uuid.uuid4().hex[:16].encode()
-    read, write = _tpm(cluster, moved, READ, _write(second))
-    assert _marker(read) == marker, read
+    two = uuid.uuid4().hex[:16].encode()
+    answers = _guest(cluster, moved, _tpm(READ), "efiget KvpyMarker1", _tpm(_write(two)),
+                     f"efiset KvpyMarker2 {two.decode()}")  # fmt: skip
+    read, efiget, write, efiset = answers
+    assert (_marker(read), efiget, efiset) == (one, _efi(one), "set"), answers
     assert write.startswith("80020000001300000000"), write
+    _nvram_in_claim(cluster, moved, nvram, two)  # the target writes the same file
+
     last = _restart(k, ns, moved)
     _agent_connected(k, ns, VM)
-    (read,) = _tpm(cluster, last, READ)
-    assert _marker(read) == second, read
+    read, efi_one, efi_two = _guest(cluster, last, _tpm(READ), "efiget KvpyMarker1",
+                                    "efiget KvpyMarker2")  # fmt: skip
+    assert (_marker(read), efi_one, efi_two) == (two, _efi(one), _efi(two)), read
+    assert nvram.stat().st_ino == inode
