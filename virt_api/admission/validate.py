@@ -34,6 +34,7 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
+from shared.model.backup import VirtualMachineBackup, VirtualMachineBackupTracker
 from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
@@ -51,6 +52,7 @@ from shared.model.validation import (
     validate_vm,
     validate_vmi,
 )
+from virt_api.admission.backups import validate_backup, validate_tracker
 from virt_api.admission.snapshots import validate_clone, validate_restore, validate_snapshot
 
 _DEFAULT_LIMITS = ValidationLimits()
@@ -146,6 +148,8 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     VirtualMachineSnapshot.KIND: (VirtualMachineSnapshot, validate_snapshot),
     VirtualMachineRestore.KIND: (VirtualMachineRestore, validate_restore),
     VirtualMachineClone.KIND: (VirtualMachineClone, validate_clone),
+    VirtualMachineBackup.KIND: (VirtualMachineBackup, validate_backup),
+    VirtualMachineBackupTracker.KIND: (VirtualMachineBackupTracker, validate_tracker),
 }
 
 
