@@ -74,22 +74,22 @@ def _known(args: Mapping[str, Any], keys: set[str]) -> None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackupRequest:
     """The controller's body: the backup's name (its directory on the claim), the new
-    checkpoint, the base checkpoint of an incremental one, and the target claim's pod
-    (whose volume on the VMI's node the handler mounts)."""
+    checkpoint, the base checkpoint of an incremental one, and the target claim's pod (in
+    the VMI's namespace, on its node: the handler mounts its volume)."""
 
     cmd: BackupCmd = BackupCmd.START
     backup_name: str
     checkpoint: str | None = None
     incremental: str | None = None
     skip_quiesce: bool = False
-    target_pod_uid: str | None = None
+    target_pod: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"cmd": str(self.cmd), "backupName": self.backup_name}
         for key, value in (
             ("checkpoint", self.checkpoint),
             ("incremental", self.incremental),
-            ("targetPodUID", self.target_pod_uid),
+            ("targetPod", self.target_pod),
         ):
             if value:
                 wire[key] = value
@@ -99,7 +99,7 @@ class BackupRequest:
 
     @classmethod
     def from_wire(cls, args: Mapping[str, Any]) -> Self:
-        keys = {"cmd", "backupName", "checkpoint", "incremental", "skipQuiesce", "targetPodUID"}
+        keys = {"cmd", "backupName", "checkpoint", "incremental", "skipQuiesce", "targetPod"}
         _known(args, keys)
         try:
             cmd = BackupCmd(args.get("cmd") or BackupCmd.START)
@@ -112,7 +112,7 @@ class BackupRequest:
             checkpoint=_text(args, "checkpoint", required=start),
             incremental=_text(args, "incremental", required=False),
             skip_quiesce=_flag(args, "skipQuiesce"),
-            target_pod_uid=_text(args, "targetPodUID", required=start),
+            target_pod=_text(args, "targetPod", required=start),
         )
 
 

@@ -178,7 +178,7 @@ async def test_status_follows_the_job_and_deletes_the_base_once(tmp_path: Path) 
 
 def test_wire_contract_round_trips_and_refuses_bad_arguments() -> None:
     """Request, launcher args and reply survive the wire; bad names and keys are refused."""
-    req = BackupRequest(backup_name="b1", checkpoint="t-2", incremental="t-1", target_pod_uid="u")
+    req = BackupRequest(backup_name="b1", checkpoint="t-2", incremental="t-1", target_pod="u")
     assert BackupRequest.from_wire(req.to_wire()) == req
     status = BackupRequest.from_wire({"cmd": "Status", "backupName": "b1"})
     assert status.cmd is BackupCmd.STATUS
@@ -187,9 +187,9 @@ def test_wire_contract_round_trips_and_refuses_bad_arguments() -> None:
     reply = BackupReply(state=JobState.COMPLETED, checkpoint="c", bytes_total=3, full_reason="x")
     assert BackupReply.from_wire(reply.to_wire()) == reply
     for bad in (
-        {"backupName": "../x", "checkpoint": "c", "targetPodUID": "u"},
-        {"backupName": "b", "targetPodUID": "u"},
-        {"backupName": "b", "checkpoint": "c", "targetPodUID": "u", "typo": 1},
+        {"backupName": "../x", "checkpoint": "c", "targetPod": "u"},
+        {"backupName": "b", "targetPod": "u"},
+        {"backupName": "b", "checkpoint": "c", "targetPod": "u", "typo": 1},
         {"cmd": "Abort", "backupName": "b"},
     ):
         with pytest.raises(InvalidArgument):
