@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shared.backupcbt import cbt_selector_errors
 from shared.clusterconfig import validate_kubevirt
 from shared.expansion import instancetype_conflicts, matcher_errors
 from shared.migrationpolicy import validate_policy
@@ -110,7 +111,7 @@ def _validate_migration(
 
 
 def _validate_kubevirt(kv: KubeVirt, _: ValidationLimits) -> list[FieldError]:
-    return validate_kubevirt(kv)
+    return [*validate_kubevirt(kv), *cbt_selector_errors(kv)]
 
 
 def _validate_policy(policy: MigrationPolicy, _: ValidationLimits) -> list[FieldError]:
