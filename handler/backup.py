@@ -5,7 +5,7 @@ the target claim reaches the launcher as a directory, the launcher backs up into
             node with the claim mounted) → its claim's directory under the kubelet's pods
             dir → bind-mounted into the launcher pod's hotplug-disks volume as
             `backup-<name>/` (owned by the launchers' user: QEMU writes there)
-            → launcher backup_begin
+            → launcher backup_begin into `<name>/` on the claim (a claim holds a chain)
     Status: launcher backup_status; once the job is final, the directory is unmounted
 
 `BackupTarget` wraps the launchers' `ActionTarget` and answers every other action through
@@ -91,7 +91,7 @@ class BackupTarget:
         self._mounts.bind_dir(claim, mount)
         in_pod = PurePosixPath(podlayout.HOTPLUG_DISKS_DIR) / backup_dir(request.backup_name)
         begin = BackupBeginArgs(
-            target_dir=str(in_pod),
+            target_dir=str(in_pod / request.backup_name),
             checkpoint=str(request.checkpoint),
             incremental=request.incremental,
             skip_quiesce=request.skip_quiesce,

@@ -75,8 +75,13 @@ class Backups:
         disks = list(backup_disks(await self._virt.domain_xml(name)))
         if not disks:
             raise DiskFailure("the VM has no writable disk to back up")
-        if not Path(args.target_dir).is_dir():
-            raise DiskFailure(f"the target claim is not mounted at {args.target_dir}")
+        target = Path(args.target_dir)
+        if not target.parent.is_dir():
+            raise DiskFailure(f"the target claim is not mounted at {target.parent}")
+        try:
+            target.mkdir(exist_ok=True)  # one directory per backup: a claim holds a chain
+        except OSError as e:
+            raise DiskFailure(f"cannot make {target} on the target claim: {e}") from e
         base, full_reason = await self._base(name, args.incremental, disks)
         tracked = any(d.tracked for d in disks)
         checkpoint = args.checkpoint if tracked else None

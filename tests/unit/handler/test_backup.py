@@ -102,7 +102,7 @@ async def test_start_mounts_the_claim_and_begins_in_the_launcher(tmp_path: Path)
     ((method, args),) = launchers.calls
     assert method is Method.BACKUP_BEGIN
     assert args == {
-        "targetDir": "/var/run/kubevirt/hotplug-disks/backup-b1",
+        "targetDir": "/var/run/kubevirt/hotplug-disks/backup-b1/b1",
         "checkpoint": "t-2",
         "incremental": "t-1",
         "skipQuiesce": False,

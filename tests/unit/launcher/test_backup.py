@@ -72,7 +72,8 @@ def backups(virt: FakeVirt) -> Backups:
 
 
 def args(tmp_path: Path, **more: object) -> BackupBeginArgs:
-    return BackupBeginArgs(target_dir=str(tmp_path), checkpoint="t-2", **more)  # type: ignore[arg-type]
+    target = str(tmp_path / "b1")
+    return BackupBeginArgs(target_dir=target, checkpoint="t-2", **more)  # type: ignore[arg-type]
 
 
 async def test_full_backup_freezes_only_around_begin(tmp_path: Path) -> None:
@@ -153,6 +154,7 @@ async def test_refusals_before_anything_is_frozen(tmp_path: Path) -> None:
     virt = FakeVirt(QCOW2)
     with pytest.raises(DiskFailure, match="not mounted"):
         await backups(virt).begin(args(tmp_path / "missing"))
+    assert not (tmp_path / "missing").exists()
     assert virt.calls == []
 
 
