@@ -16,6 +16,7 @@ backup falls back to full and says why (`full_reason`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class BackupVirt(Protocol):
 class _Started:
     """The backup this launcher started last."""
 
+    target_dir: str
     checkpoint: str | None
     base: str | None
     volumes: tuple[BackupVolume, ...]
@@ -70,7 +72,11 @@ class Backups:
         self._started: _Started | None = None
 
     async def begin(self, args: BackupBeginArgs) -> BackupReply:
-        """Start the backup job; answers Running with the disks and the checkpoint made."""
+        """Start the backup job; answers Running with the disks and the checkpoint made.
+        The same backup asked again (a controller that did not see its first answer) is
+        answered with its state, not started twice."""
+        if self._started is not None and self._started.target_dir == args.target_dir:
+            return await self.status()
         name = self._domain()
         disks = list(backup_disks(await self._virt.domain_xml(name)))
         if not disks:
@@ -98,7 +104,11 @@ class Backups:
             for d in disks
         )
         self._started = _Started(
-            checkpoint=checkpoint, base=base, volumes=volumes, full_reason=full_reason
+            target_dir=args.target_dir,
+            checkpoint=checkpoint,
+            base=base,
+            volumes=volumes,
+            full_reason=full_reason,
         )
         log.info("backup_started", checkpoint=checkpoint, base=base, frozen_s=frozen_for)
         return self._reply(JobState.RUNNING, frozen_seconds=frozen_for)
@@ -120,12 +130,7 @@ class Backups:
                 await self._virt.delete_checkpoint(name, started.base)
             except CommandError as e:  # the new checkpoint is the base from now on anyway
                 log.warning("base_checkpoint_not_deleted", base=started.base, error=str(e))
-            self._started = _Started(
-                checkpoint=started.checkpoint,
-                base=None,
-                volumes=started.volumes,
-                full_reason=started.full_reason,
-            )
+            self._started = dataclasses.replace(started, base=None)
         return self._reply(JobState.COMPLETED, total=job.data_total)
 
     async def _base(

@@ -198,3 +198,14 @@ def test_wire_contract_round_trips_and_refuses_bad_arguments() -> None:
             BackupRequest.from_wire(bad)
     with pytest.raises(InvalidArgument):
         BackupBeginArgs.from_wire({"targetDir": "relative", "checkpoint": "c"})
+
+
+async def test_the_same_backup_asked_twice_is_started_once(tmp_path: Path) -> None:
+    """A repeated begin for the same target (the controller missed the first answer)
+    answers the job's state and starts nothing."""
+    virt = FakeVirt(QCOW2)
+    b = backups(virt)
+    first = await b.begin(args(tmp_path))
+    again = await b.begin(args(tmp_path))
+    assert virt.calls == ["freeze", "begin", "thaw"]
+    assert again.state is JobState.RUNNING and again.checkpoint == first.checkpoint
