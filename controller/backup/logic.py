@@ -32,6 +32,7 @@ from shared.wire.backup import BackupReply, JobState
 TARGET_APP = "backup-target"
 TARGET_MOUNT = "/target"
 SLEEP_FOREVER = "2147483647"
+FALLBACK = "full backup instead of incremental"
 
 
 class Reason(enum.StrEnum):
@@ -179,9 +180,10 @@ def with_condition(
 def done(status: BackupStatus, *, reason: Reason, message: str, now: datetime) -> BackupStatus:
     """Final: Done=True with the reason; Progressing and Initializing False."""
     for kind in (BackupConditionType.INITIALIZING, BackupConditionType.PROGRESSING):
-        if status.condition(kind) is not None:
+        old = status.condition(kind)
+        if old is not None:
             status = with_condition(
-                status, kind, true=False, reason=str(reason), message="", now=now
+                status, kind, true=False, reason=str(reason), message=old.message or "", now=now
             )
     return with_condition(
         status, BackupConditionType.DONE, true=True, reason=str(reason), message=message, now=now
@@ -199,7 +201,7 @@ def started(
     )
     message = "the launcher's backup job runs"
     if incremental_asked and not incremental:
-        message = f"full backup instead of incremental: {reply.full_reason or 'no base'}"
+        message = f"{FALLBACK}: {reply.full_reason or 'no base'}"
     status = dataclasses.replace(
         status,
         type=BackupType.INCREMENTAL if incremental else BackupType.FULL,
@@ -231,6 +233,9 @@ def finished(status: BackupStatus, reply: BackupReply, *, now: datetime) -> Back
     if reply.state is JobState.COMPLETED:
         kind = status.type or BackupType.FULL
         message = f"{kind} backup of {len(status.included_volumes)} volume(s) completed"
+        progress = status.condition(BackupConditionType.PROGRESSING)
+        if progress is not None and (progress.message or "").startswith(FALLBACK):
+            message = f"{message}; {progress.message}"
         return done(status, reason=Reason.COMPLETED, message=message, now=now)
     message = f"the backup job failed: {reply.message}"
     return done(status, reason=Reason.FAILED, message=message, now=now)

@@ -250,6 +250,12 @@ async def test_fallback_to_full_and_forced_full_say_why() -> None:
     cond = backup.status.condition("Progressing")  # type: ignore[arg-type]
     assert backup.status.type == "Full"
     assert cond is not None and "unknown to the VM's libvirt" in (cond.message or "")
+    api.replies = [reply("Completed")]
+    await ctl.sync("ns/b")
+    final = current().status.condition("Done")  # type: ignore[arg-type]
+    assert final is not None and "Full backup of 1 volume(s) completed; full backup instead" in (
+        final.message or ""
+    )
     api, ctl, current = rig(source=TRACKER_REF, tracker=latest, force_full=True)
     await ctl.sync("ns/b")
     api.stored(PODS, f"ns/{POD}")["status"] = {"phase": "Running"}
