@@ -24,6 +24,7 @@ import structlog
 
 from handler.actions import ActionTarget, NotOnThisNode
 from handler.dirmounts import DirMountPort
+from handler.hotplug.mounts import MountFailed
 from handler.hotplug.pvc import NOT_CLAIMS
 from shared import podlayout
 from shared.kube import NotFound as KubeNotFound
@@ -88,7 +89,10 @@ class BackupTarget:
         if request.cmd is BackupCmd.STATUS:
             return await self._status(namespace, name, mount)
         claim = await self._claim_dir(namespace, request)
-        self._mounts.bind_dir(claim, mount)
+        try:
+            self._mounts.bind_dir(claim, mount)
+        except (MountFailed, OSError) as e:
+            raise InvalidArgument("targetPod", f"cannot mount the target claim: {e}") from e
         in_pod = PurePosixPath(podlayout.HOTPLUG_DISKS_DIR) / backup_dir(request.backup_name)
         begin = BackupBeginArgs(
             target_dir=str(in_pod / request.backup_name),
