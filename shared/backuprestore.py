@@ -9,8 +9,11 @@ rebase (only the header changes: the data is already relative to that base), the
 through the chain into a raw file, which is a claim's `disk.img` as KubeVirt lays it out:
 
     cp full/v.qcow2 0.qcow2; cp inc1/v.qcow2 1.qcow2; …          (the backups stay as they are)
-    qemu-img rebase -u -F qcow2 -b 0.qcow2 1.qcow2; …
+    qemu-img rebase -u -F qcow2 -b 0.qcow2 1.qcow2; …      (only files that have a backing file)
     qemu-img convert -O raw <last>.qcow2 disk.img
+
+A file without a backing file is a full copy of its disk (a full backup's, or a raw disk's,
+which every backup copies whole): the chain restarts there, nothing is rebased under it.
 
 `restore_script` writes exactly that as a POSIX shell script (busybox sh runs it, in any
 pod with qemu-img, such as one of the launcher image mounting the claim).
@@ -24,17 +27,26 @@ from pathlib import PurePosixPath
 
 
 def restore_script(backups: Sequence[str], *, volume: str, work_dir: str, output: str) -> str:
-    """The shell script restoring `volume` from backup directories, full one first."""
+    """The shell script restoring `volume` from backup directories, oldest (a full one)
+    first. A file without a backing file is a full copy (every disk of a full backup, and
+    raw disks in every backup): the chain restarts at it. An incremental file is rebased
+    onto the file before it."""
     if not backups:
         raise ValueError("at least the full backup is needed")
-    work = PurePosixPath(work_dir)
-    links = [str(work / f"{i}.qcow2") for i in range(len(backups))]
-    lines = ["set -eu", f"mkdir -p {shlex.quote(work_dir)}"]
-    for backup, link in zip(backups, links, strict=True):
-        source = str(PurePosixPath(backup) / f"{volume}.qcow2")
-        lines.append(f"cp {shlex.quote(source)} {shlex.quote(link)}")
-    for i in range(1, len(links)):
-        base = f"{i - 1}.qcow2"  # relative: resolved beside the image
-        lines.append(f"qemu-img rebase -u -F qcow2 -b {base} {shlex.quote(links[i])}")
-    lines.append(f"qemu-img convert -O raw {shlex.quote(links[-1])} {shlex.quote(output)}")
-    return "\n".join(lines) + "\n"
+    sources = " ".join(shlex.quote(str(PurePosixPath(b) / f"{volume}.qcow2")) for b in backups)
+    work, out = shlex.quote(work_dir), shlex.quote(output)
+    return f"""set -eu
+mkdir -p {work}
+n=0
+prev=
+for src in {sources}; do
+  cp "$src" {work}/$n.qcow2
+  if qemu-img info {work}/$n.qcow2 | grep -q '^backing file:'; then
+    [ -n "$prev" ] || {{ echo "$src is incremental: the full backup must come first" >&2; exit 1; }}
+    qemu-img rebase -u -F qcow2 -b "$prev" {work}/$n.qcow2
+  fi
+  prev=$n.qcow2
+  n=$((n + 1))
+done
+qemu-img convert -O raw {work}/$((n - 1)).qcow2 {out}
+"""

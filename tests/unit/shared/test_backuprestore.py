@@ -69,3 +69,36 @@ def test_a_restore_needs_the_full_backup() -> None:
     """No backup directory at all is refused."""
     with pytest.raises(ValueError, match="full backup"):
         restore_script([], volume="v", work_dir="/w", output="/o")
+
+
+def test_a_full_copy_inside_a_chain_restarts_it(tmp_path: Path) -> None:
+    """A raw disk is copied whole by every backup (no backing file): the restore takes the
+    last copy alone, so a region zeroed since the first copy stays zero."""
+    live = tmp_path / "live.img"
+    run("qemu-img", "create", "-q", "-f", "raw", str(live), str(16 * MIB))
+    write(live, "raw", 0x55, 0, 4 * MIB)
+    for name in ("full", "inc1"):
+        (tmp_path / name).mkdir()
+    run("qemu-img", "convert", "-O", "qcow2", str(live), str(tmp_path / "full" / "data.qcow2"))
+    run("qemu-io", "-f", "raw", "-c", f"write -z 0 {2 * MIB}", str(live))
+    run("qemu-img", "convert", "-O", "qcow2", str(live), str(tmp_path / "inc1" / "data.qcow2"))
+    script = restore_script(
+        [str(tmp_path / "full"), str(tmp_path / "inc1")],
+        volume="data",
+        work_dir=str(tmp_path / "work"),
+        output=str(tmp_path / "disk.img"),
+    )
+    subprocess.run(["sh", "-c", script], check=True, capture_output=True, timeout=120)
+    assert digest(tmp_path / "disk.img") == digest(live)
+
+
+def test_an_incremental_first_is_refused(tmp_path: Path) -> None:
+    """A chain that starts with an incremental file fails, saying the full one comes first."""
+    live = tmp_path / "live.img"
+    run("qemu-img", "create", "-q", "-f", "raw", str(live), str(MIB))
+    (tmp_path / "inc").mkdir()
+    incremental(live, tmp_path / "inc" / "v.qcow2", [(0x11, 0, 4096)])
+    script = restore_script([str(tmp_path / "inc")], volume="v", work_dir=str(tmp_path / "w"),
+                            output=str(tmp_path / "o.img"))  # fmt: skip
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "full backup must come first" in done.stderr
