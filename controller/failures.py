@@ -18,7 +18,7 @@ from shared.kube import (
     VMSNAPSHOTS,
     Resource,
 )
-from shared.kube.resources import VMEXPORTS
+from shared.kube.resources import VMBACKUPS, VMEXPORTS
 from shared.kube.syncfailure import FailureTarget
 
 # informer name → its resource
@@ -34,6 +34,7 @@ RESOURCES: dict[str, Resource] = {
     "restores": VMRESTORES,
     "clones": VMCLONES,
     "kubevirts": KUBEVIRTS,
+    "backups": VMBACKUPS,
 }
 # Kinds whose own logic sets Synchronized: only the condition this writer made is cleared.
 OWN_SYNCHRONIZED = frozenset({"vmis"})

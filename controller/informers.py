@@ -45,7 +45,7 @@ from shared.kube import (
     Store,
     object_key,
 )
-from shared.kube.resources import VMEXPORTS
+from shared.kube.resources import VMBACKUPS, VMEXPORTS
 from shared.kube.store import IndexFunc, by_namespace, by_owner_uid
 from shared.labels import APP_LABEL, CREATED_BY_LABEL, LAUNCHER_APP
 from shared.launcherpod import LauncherPod, decode_pod, node_of, vmi_uid_of
@@ -56,6 +56,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.backup import VirtualMachineBackup
 from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.export import VirtualMachineExport
@@ -203,6 +204,8 @@ class Informers:
     snapshots: Informer[VirtualMachineSnapshot]
     restores: Informer[VirtualMachineRestore]
     clones: Informer[VirtualMachineClone]
+    # backup.kubevirt.io VirtualMachineBackups (controller/backup/).
+    backups: Informer[VirtualMachineBackup]
     # PersistentVolumeClaims: a grown claim's capacity reaches its VMIs' volumeStatus.
     claims: Informer[Claim]
 
@@ -225,6 +228,7 @@ class Informers:
             self.snapshots,
             self.restores,
             self.clones,
+            self.backups,
             self.claims,
         )
 
@@ -329,6 +333,7 @@ def build_informers(
         snapshots=m.scoped("vmsnapshots", VMSNAPSHOTS, _plain(VirtualMachineSnapshot.from_dict)),
         restores=m.scoped("vmrestores", VMRESTORES, _plain(VirtualMachineRestore.from_dict)),
         clones=m.scoped("vmclones", VMCLONES, _plain(VirtualMachineClone.from_dict)),
+        backups=m.scoped("vmbackups", VMBACKUPS, _plain(VirtualMachineBackup.from_dict)),
         claims=m.scoped("claims", PVCS, Claim.from_dict),
     )
 

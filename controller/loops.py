@@ -1,7 +1,7 @@
 """The controller's loops: one Reconciler per family, each with its queue and its handlers.
 
     run path: vmi, vm, migration, node, budgets, evacuation, kubevirt, workload
-    families: replicaset, pool, datavolume, export, snapshot, restore, clone
+    families: replicaset, pool, datavolume, export, snapshot, restore, clone, backup
 
 Built once by `build_loops`; `Loops.register` wires each loop's handlers to the informers it
 watches, and `Loops.workers` says how many workers each queue runs while leading.
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from controller.backup.controller import BackupController, TargetImage
 from controller.config import Config, MigrationConfig, WorkerCounts
 from controller.datavolume.controller import DataVolumeController, WorkerImage
 from controller.deps import Deps
@@ -56,13 +57,14 @@ from shared.kube import (
     StatusWriterConfig,
     WorkQueue,
 )
-from shared.kube.resources import VMEXPORTS
+from shared.kube.resources import VMBACKUPS, VMEXPORTS
 from shared.model import (
     VirtualMachine,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
     VirtualMachineInstanceReplicaSet,
 )
+from shared.model.backup import VirtualMachineBackup
 from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.export import VirtualMachineExport
@@ -144,6 +146,7 @@ class Families:
     snapshot: SnapshotController
     restore: RestoreController
     clone: CloneController
+    backup: BackupController
 
     def workers(self, counts: WorkerCounts) -> tuple[tuple[Reconciler, int], ...]:
         return (
@@ -155,6 +158,7 @@ class Families:
             (self.snapshot, SNAPSHOT_WORKERS),
             (self.restore, SNAPSHOT_WORKERS),
             (self.clone, SNAPSHOT_WORKERS),
+            (self.backup, SNAPSHOT_WORKERS),
         )
 
     def register(self, inf: Informers) -> None:
@@ -171,6 +175,7 @@ class Families:
         inf.snapshots.add_handlers(self.snapshot.handlers())
         inf.restores.add_handlers(self.restore.handlers())
         inf.clones.add_handlers(self.clone.handlers())
+        inf.backups.add_handlers(self.backup.handlers())
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +198,8 @@ class Loops:
 def build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> Loops:
     """Every loop, reading the KubeVirt CR's live configuration over the flags."""
     return Loops(
-        run=_run_path(config, deps, registry, live), families=_families(config, deps, registry)
+        run=_run_path(config, deps, registry, live),
+        families=_families(config, deps, registry, live),
     )
 
 
@@ -248,7 +254,7 @@ def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
     )
 
 
-def _families(config: Config, deps: Deps, registry: Registry) -> Families:
+def _families(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> Families:
     writer = partial(StatusWriter, deps.client, registry=registry)
     image = config.template.launcher_image
     pull = config.template.image_pull_policy
@@ -298,6 +304,13 @@ def _families(config: Config, deps: Deps, registry: Registry) -> Families:
             deps,
             queue=_queue("vmclone", registry),
             writer=writer(VMCLONES, model=VirtualMachineClone),
+        ),
+        backup=BackupController(
+            deps,
+            queue=_queue("vmbackup", registry),
+            writer=writer(VMBACKUPS, model=VirtualMachineBackup),
+            target=TargetImage(image=image, pull_policy=pull),
+            cluster=live.current,
         ),
     )
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from shared.kube import (
     KUBEVIRTS,
     NODES,
+    PODS,
     VMIMS,
     VMIS,
     KubeClient,
@@ -37,6 +38,8 @@ class HandlerApi(Patches, Protocol):
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance: ...
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None: ...
+
+    async def get_pod(self, namespace: str, name: str) -> Mapping[str, Any]: ...
 
     async def node_allocatable(self, name: str) -> dict[str, str]: ...
 
@@ -68,6 +71,10 @@ class KubeApi:
         return VirtualMachineInstance.from_dict(
             await self._client.get(VMIS, name, namespace=namespace)
         )
+
+    async def get_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
+        """A pod (a backup's target pod: handler/backup.py)."""
+        return await self._client.get(PODS, name, namespace=namespace)
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
         await self._client.patch(NODES, name, patch)

@@ -26,10 +26,12 @@ import structlog
 
 from handler.actions import ActionsServer, node_publisher
 from handler.api import HandlerApi
+from handler.backup import BackupTarget
 from handler.cgroups import LeftoverPartitions
 from handler.config import Config
 from handler.deviceplugin import DevicePlugins
 from handler.devices import check_devices, devices_ready
+from handler.dirmounts import DirMounts
 from handler.domains import DomainCache
 from handler.downwardmetrics import DownwardMetrics
 from handler.expand import EXPAND_DISKS_GATE, DiskExpansion
@@ -285,8 +287,15 @@ class Handler:
         if config is None:
             log.info("actions_endpoint_disabled", why="no certificates mounted")
             return None
-        target = LauncherTarget(
+        launchers = LauncherTarget(
             self._cached_vmi, node=self.config.node_name, pods_dir=self.config.pods_dir
+        )
+        target = BackupTarget(
+            launchers,
+            get_pod=api.get_pod,
+            node=self.config.node_name,
+            pods_dir=self.config.pods_dir,
+            mounts=DirMounts(),
         )
         publish = node_publisher(api.patch_node, self.config.node_name)
         return ActionsServer(config, target, publish=publish)

@@ -76,6 +76,10 @@ class LauncherTarget:
     async def vnc_socket(self, namespace: str, name: str) -> Path:
         return (await self._volumes(namespace, name)) / VNC_SOCKET
 
+    async def emptydirs(self, namespace: str, name: str) -> Path:
+        """The emptyDir root of the VMI's launcher pod on this node (as the node sees it)."""
+        return await self._volumes(namespace, name)
+
     async def _volumes(self, namespace: str, name: str) -> Path:
         """The emptyDir root of the VMI's launcher pod on this node."""
         return self._launcher_volumes(await self._vmi(namespace, name))

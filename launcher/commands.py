@@ -7,6 +7,7 @@ from typing import Any
 
 import structlog
 
+from launcher.backup import Backups
 from launcher.errors import CommandError
 from launcher.expand import DiskExpander
 from launcher.guest import filesystems, guest_exec, guest_info, interfaces, users
@@ -16,6 +17,7 @@ from launcher.manager import DomainManager
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
 from launcher.resources import Resources
+from shared.wire.backup import BackupBeginArgs
 from shared.wire.domain import DomainStatus
 from shared.wire.expand import ExpandDisksArgs
 from shared.wire.launcher_api import (
@@ -151,6 +153,7 @@ def register(
     expander: DiskExpander | None = None,
     resources: Resources | None = None,
     links: LinkStates | None = None,
+    backups: Backups | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
@@ -184,6 +187,20 @@ def register(
         _register_resources(server, resources)
     if links is not None:
         _register_links(server, links)
+    if backups is not None:
+        _register_backups(server, backups)
+
+
+def _register_backups(server: RpcServer, backups: Backups) -> None:
+    async def begin(args: Mapping[str, Any]) -> Any:
+        return (await backups.begin(BackupBeginArgs.from_wire(args))).to_wire()
+
+    async def status(args: Mapping[str, Any]) -> Any:
+        NoArgs.from_wire(args)
+        return (await backups.status()).to_wire()
+
+    server.register(str(Method.BACKUP_BEGIN), begin)
+    server.register(str(Method.BACKUP_STATUS), status)
 
 
 def _register_links(server: RpcServer, links: LinkStates) -> None:

@@ -19,6 +19,7 @@ import structlog
 
 from launcher import commands
 from launcher import podnet as launcher_podnet
+from launcher.backup import Backups
 from launcher.config import Config, VirtType
 from launcher.daemonpaths import DaemonPaths
 from launcher.disks import DiskContext
@@ -127,9 +128,10 @@ async def _serve(
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
     resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
     links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
+    backups = Backups(virt=virt, domain=lambda: manager.identity.domain)
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links,
+        resources=resources, links=links, backups=backups,
     )  # fmt: skip
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()

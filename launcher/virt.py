@@ -19,7 +19,7 @@ import structlog
 
 from launcher.domstats import parse_stats
 from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
-from launcher.virttypes import JobStats, LifecycleEvent, MigrationRequest
+from launcher.virttypes import BackupJob, JobStats, LifecycleEvent, MigrationRequest
 from shared.wire.domain import DomainState
 from shared.wire.stats import DomainStats
 
@@ -36,6 +36,7 @@ _STATES = {
     libvirt.VIR_DOMAIN_CRASHED: DomainState.CRASHED,
     libvirt.VIR_DOMAIN_PMSUSPENDED: DomainState.PM_SUSPENDED,
 }
+_ACTIVE_JOBS = (libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
 _AGENT_ERRORS = {
     libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
     libvirt.VIR_ERR_AGENT_UNSYNCED,
@@ -267,6 +268,38 @@ class Virt:
             memory_dirty_rate=_opt(raw, "memory_dirty_rate"),
             memory_bps=_opt(raw, "memory_bps"),
         )
+
+    async def backup_begin(self, name: str, backup_xml: str, checkpoint_xml: str) -> None:
+        """Start a push-mode backup job with its checkpoint (virDomainBackupBegin)."""
+        await self._on(name, "backupBegin", backup_xml, checkpoint_xml or None, 0)
+
+    async def checkpoints(self, name: str) -> list[str]:
+        """The names of the domain's checkpoints libvirt knows (this libvirtd's)."""
+        found = await self._on(name, "listAllCheckpoints", 0)
+        return [str(c.getName()) for c in found]
+
+    async def delete_checkpoint(self, name: str, checkpoint: str) -> None:
+        """Delete a checkpoint and its bitmaps (merged into its parent's, if any)."""
+        cp = await self._on(name, "checkpointLookupByName", checkpoint, 0)
+        await self._call(cp.delete, 0)
+
+    async def backup_job(self, name: str) -> BackupJob:
+        """The running backup job's progress, or how the last backup job ended."""
+        dom = await self._domain(name)
+        raw: dict[str, Any] = await self._call(dom.jobStats, 0)
+        backup = raw.get("operation") == libvirt.VIR_DOMAIN_JOB_OPERATION_BACKUP
+        if backup and raw.get("type") in _ACTIVE_JOBS:
+            total, done = _opt(raw, "disk_total"), _opt(raw, "disk_processed")
+            return BackupJob(running=True, data_total=total, data_processed=done)
+        keep = libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED | libvirt.VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED
+        last: dict[str, Any] = await self._call(dom.jobStats, keep)
+        if last.get("operation") != libvirt.VIR_DOMAIN_JOB_OPERATION_BACKUP:
+            return BackupJob()
+        ok = last.get("type") == libvirt.VIR_DOMAIN_JOB_COMPLETED
+        return BackupJob(
+            completed=ok, error="" if ok else str(last.get("errmsg") or "the backup job failed"),
+            data_total=_opt(last, "disk_total"), data_processed=_opt(last, "disk_processed"),
+        )  # fmt: skip
 
     async def fs_freeze(self, name: str) -> int:
         """Freeze the guest's filesystems through its agent; how many were frozen."""

@@ -53,3 +53,15 @@ WATCHDOG_ACTIONS = {0: "none", 1: "pause", 2: "reset", 3: "poweroff", 4: "shutdo
 def watchdog_action(code: int) -> str:
     """libvirt's watchdog event action as a word."""
     return WATCHDOG_ACTIONS.get(code, f"action{code}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackupJob:
+    """A domain's backup job: running (with its progress), or how the last one ended
+    (`completed` False with `error` when it failed; None when there has been none)."""
+
+    running: bool = False
+    completed: bool | None = None
+    error: str = ""
+    data_total: int | None = None
+    data_processed: int | None = None

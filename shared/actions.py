@@ -46,6 +46,7 @@ class Action(StrEnum):
     FREEZE = "freeze"
     UNFREEZE = "unfreeze"
     RESET = "reset"
+    BACKUP = "backup"  # the backup controller's: shared/wire/backup.py
 
 
 class VMAction(StrEnum):
@@ -114,6 +115,8 @@ ACTIONS: Mapping[Action, ActionSpec] = {
     Action.FREEZE: ActionSpec(action=Action.FREEZE, method="PUT", launcher=Method.FREEZE),
     Action.UNFREEZE: ActionSpec(action=Action.UNFREEZE, method="PUT", launcher=Method.UNFREEZE),
     Action.RESET: ActionSpec(action=Action.RESET, method="PUT", launcher=Method.RESET),
+    # The handler serves it (handler/backup.py): Start → backup_begin, Status → backup_status.
+    Action.BACKUP: ActionSpec(action=Action.BACKUP, method="PUT", launcher=Method.BACKUP_BEGIN),
 }
 
 VM_ACTIONS: Mapping[VMAction, ActionSpec] = {

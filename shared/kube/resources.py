@@ -111,6 +111,16 @@ VMRESTORES = Resource(
     "snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores", "VirtualMachineRestore"
 )
 VMCLONES = Resource("clone.kubevirt.io", "v1beta1", "virtualmachineclones", "VirtualMachineClone")
+# backup.kubevirt.io (controller/backup/).
+VMBACKUPS = Resource(
+    "backup.kubevirt.io", "v1alpha1", "virtualmachinebackups", "VirtualMachineBackup"
+)
+VMBACKUPTRACKERS = Resource(
+    "backup.kubevirt.io",
+    "v1alpha1",
+    "virtualmachinebackuptrackers",
+    "VirtualMachineBackupTracker",
+)
 VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
 VOLUMESNAPSHOTCLASSES = Resource(
     "snapshot.storage.k8s.io",

@@ -21,6 +21,12 @@ from typing import Any
 import yaml
 
 from shared.apigroup import GROUP, VERSION
+from shared.model.backup import (
+    BACKUP_GROUP,
+    BACKUP_VERSION,
+    VirtualMachineBackup,
+    VirtualMachineBackupTracker,
+)
 from shared.model.clone import CLONE_GROUP, CLONE_VERSION, VirtualMachineClone
 from shared.model.export import EXPORT_GROUP, EXPORT_VERSION, VirtualMachineExport
 from shared.model.instancetype import (
@@ -221,6 +227,36 @@ EXPORT_KINDS: tuple[CRDInfo, ...] = (
 )
 
 
+# backup.kubevirt.io/v1alpha1 (controller/backup/).
+BACKUP_KINDS: tuple[CRDInfo, ...] = (
+    CRDInfo(
+        cls=VirtualMachineBackup,
+        singular="virtualmachinebackup",
+        short_names=("vmbackup", "vmbackups"),
+        columns=(
+            _col("SourceKind", ".spec.source.kind"),
+            _col("SourceName", ".spec.source.name"),
+            _col("Type", ".status.type"),
+            _col("Done", ".status.conditions[?(@.type=='Done')].status"),
+            _col("Reason", ".status.conditions[?(@.type=='Done')].reason"),
+        ),
+        group=BACKUP_GROUP,
+        version=BACKUP_VERSION,
+    ),
+    CRDInfo(
+        cls=VirtualMachineBackupTracker,
+        singular="virtualmachinebackuptracker",
+        short_names=("vmbackuptracker", "vmbackuptrackers"),
+        columns=(
+            _col("SourceName", ".spec.source.name"),
+            _col("Checkpoint", ".status.latestCheckpoint.name"),
+        ),
+        group=BACKUP_GROUP,
+        version=BACKUP_VERSION,
+    ),
+)
+
+
 def kind_schema(cls: type[Any], **parts: dict[str, Any]) -> dict[str, Any]:
     """A kind's openAPIV3Schema: its docstring's first line, apiVersion, kind, metadata and
     `parts` (spec, status …)."""
@@ -352,7 +388,7 @@ def render_instancetype(cls: type[InstancetypeObject]) -> str:
 def write_all(directory: Path) -> list[Path]:
     """Write every CRD into `directory`; returns the paths written."""
     written = []
-    for info in (*KINDS, *POOL_KINDS, *EXPORT_KINDS, *SNAPSHOT_KINDS, *CLONE_KINDS):
+    for info in (*KINDS, *POOL_KINDS, *EXPORT_KINDS, *SNAPSHOT_KINDS, *CLONE_KINDS, *BACKUP_KINDS):
         path = directory / info.filename
         path.write_text(render(info))
         written.append(path)

@@ -15,6 +15,7 @@ from typing import ClassVar
 from shared.model._codec import Model, json_name
 from shared.model.meta import VMCondition
 from shared.model.objects import KubeObject
+from shared.model.selector import LabelSelector
 
 KUBEVIRT_NAME = "kubevirt"
 
@@ -90,6 +91,16 @@ class VirtualMachineOptions(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ChangedBlockTrackingSelectors(Model):
+    """spec.configuration.changedBlockTrackingLabelSelectors: the VMs with changed block
+    tracking (incremental backups: controller/backup/), by their labels or their
+    namespace's."""
+
+    namespace_label_selector: LabelSelector | None = None
+    virtual_machine_label_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KubeVirtConfiguration(Model):
     """spec.configuration."""
 
@@ -106,6 +117,7 @@ class KubeVirtConfiguration(Model):
     obsolete_cpu_models: Mapping[str, bool] = field(
         default_factory=dict, metadata=json_name("obsoleteCPUModels")
     )
+    changed_block_tracking_label_selectors: ChangedBlockTrackingSelectors | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -47,6 +47,8 @@ class Method(StrEnum):
     EXPAND_DISKS = "expand_disks"
     HOTPLUG_RESOURCES = "hotplug_resources"  # shared/wire/resources.py
     SET_LINK_STATES = "set_link_states"  # shared/wire/links.py
+    BACKUP_BEGIN = "backup_begin"  # shared/wire/backup.py
+    BACKUP_STATUS = "backup_status"
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -78,6 +80,8 @@ TIERS: Mapping[Method, Tier] = {
     Method.EXPAND_DISKS: Tier.MEDIUM,
     Method.HOTPLUG_RESOURCES: Tier.MEDIUM,
     Method.SET_LINK_STATES: Tier.MEDIUM,
+    Method.BACKUP_BEGIN: Tier.MEDIUM,
+    Method.BACKUP_STATUS: Tier.SHORT,
 }
 
 

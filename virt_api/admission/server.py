@@ -34,6 +34,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
 )
 from shared.model.validation import ValidationLimits
+from virt_api.admission.backups import backup_spec_changed
 from virt_api.admission.config import AdmissionConfig
 from virt_api.admission.defaults import Defaults, default_vm_spec, mutate, spec_patch
 from virt_api.admission.eviction import EvictionAdmitter
@@ -152,9 +153,9 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
         errors += await migration_target_errors(
             review.obj, namespace=review.namespace, lookup=deps.lookup
         )
-    errors += spec_changed(
-        review.kind, review.obj, review.old if review.operation == "UPDATE" else None
-    )
+    old = review.old if review.operation == "UPDATE" else None
+    errors += spec_changed(review.kind, review.obj, old)
+    errors += backup_spec_changed(review.kind, review.obj, old)
     if review.kind == VirtualMachine.KIND and deps.objects and not errors:
         errors += await _vm_instancetype_errors(deps, review)
     if review.operation == "CREATE" and review.kind in SNAPSHOT_KINDS and deps.objects:

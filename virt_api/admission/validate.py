@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from shared.backupcbt import cbt_selector_errors
 from shared.clusterconfig import validate_kubevirt
 from shared.expansion import instancetype_conflicts, matcher_errors
 from shared.migrationpolicy import validate_policy
@@ -34,6 +35,7 @@ from shared.model import (
 )
 from shared.model._validate_instancetype import validate_instancetype_object
 from shared.model._validate_replicaset import validate_pool, validate_replicaset
+from shared.model.backup import VirtualMachineBackup, VirtualMachineBackupTracker
 from shared.model.clone import VirtualMachineClone
 from shared.model.datavolume import DataVolume
 from shared.model.datavolume_spec import datavolume_errors
@@ -51,6 +53,7 @@ from shared.model.validation import (
     validate_vm,
     validate_vmi,
 )
+from virt_api.admission.backups import validate_backup, validate_tracker
 from virt_api.admission.snapshots import validate_clone, validate_restore, validate_snapshot
 
 _DEFAULT_LIMITS = ValidationLimits()
@@ -108,7 +111,7 @@ def _validate_migration(
 
 
 def _validate_kubevirt(kv: KubeVirt, _: ValidationLimits) -> list[FieldError]:
-    return validate_kubevirt(kv)
+    return [*validate_kubevirt(kv), *cbt_selector_errors(kv)]
 
 
 def _validate_policy(policy: MigrationPolicy, _: ValidationLimits) -> list[FieldError]:
@@ -146,6 +149,8 @@ KINDS: Mapping[str, tuple[type[KubeObject] | type[InstancetypeObject], _Validato
     VirtualMachineSnapshot.KIND: (VirtualMachineSnapshot, validate_snapshot),
     VirtualMachineRestore.KIND: (VirtualMachineRestore, validate_restore),
     VirtualMachineClone.KIND: (VirtualMachineClone, validate_clone),
+    VirtualMachineBackup.KIND: (VirtualMachineBackup, validate_backup),
+    VirtualMachineBackupTracker.KIND: (VirtualMachineBackupTracker, validate_tracker),
 }
 
 

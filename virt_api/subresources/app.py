@@ -240,8 +240,8 @@ class _Actions:
             args = await action_args(request, spec, vmi)
             body = await self._deps.forwarder.call(target, spec, args=args)
             log.info("subresource_forwarded", node=target.node)
-            if spec.method == "PUT":
-                return web.Response(status=200)
+            if spec.method == "PUT" and spec.action is not Action.BACKUP:
+                return web.Response(status=200)  # the backup controller reads its job's state
             return web.Response(body=body, content_type="application/json")
 
     async def port_forward(self, spec: ActionSpec, request: web.Request) -> web.StreamResponse:

@@ -23,8 +23,10 @@ import pytest
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.errors import LocalKubeError
+from tests.integration.realnodes.backup_story import backup_story, scratch_disk
 from tests.integration.realnodes.test_datavolumes import _guest_spec
 from tests.integration.realnodes.test_fleet import leader_pod
+from tests.integration.realnodes.test_live_change import kv_restored
 from tests.integration.realnodes.test_remote_access import ssh_key, virtctl_py
 from tests.integration.realnodes.test_storage import _apply, _get, _running
 from tests.integration.realnodes.test_storage import _claim as _storage_claim
@@ -38,7 +40,7 @@ from tests.integration.realnodes.test_story import (
 )
 
 pytestmark = pytest.mark.cluster
-__all__ = ["ssh_key"]
+__all__ = ["kv_restored", "ssh_key"]
 SNAP_API = "snapshot.kubevirt.io/v1beta1"
 VM_REF = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine"}
 MAC_SRC = "02:5e:00:00:00:01"
@@ -51,6 +53,9 @@ def _vm(name: str, claim: str, public_key: str) -> dict[str, Any]:
     spec["domain"]["devices"]["disks"].append({"name": "cloudinit", "disk": {"bus": "virtio"}})
     user_data = f"#cloud-config\nssh_authorized_keys:\n  - {public_key}\n"
     spec["volumes"].append({"name": "cloudinit", "cloudInitNoCloud": {"userData": user_data}})
+    disk, volume = scratch_disk()  # vdc: the backups' qcow2 disk (backup_story.py)
+    spec["domain"]["devices"]["disks"].append(disk)
+    spec["volumes"].append(volume)
     spec["domain"]["devices"]["interfaces"] = [
         {"name": "default", "masquerade": {}, "macAddress": MAC_SRC}
     ]
@@ -233,7 +238,7 @@ def _restart_midway(k: Kubectl, ns: str) -> None:
 
 
 def test_snapshot_restore_and_clone_story(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, ssh_key: tuple[Path, str]
+    kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str, ssh_key: tuple[Path, str]
 ) -> None:
     """A running VM on a CSI claim (counter 1 = A) snapshotted online: the guest frozen
     through its agent and thawed, Succeeded, readyToUse, indications Online+GuestAgent, its
@@ -242,8 +247,10 @@ def test_snapshot_restore_and_clone_story(
     makes it on a new claim from the VolumeSnapshot, owned by it. A clone boots with the
     new MAC on its own claim; its temporary snapshot and restore are gone. Bad input is
     refused at admission naming the field: a snapshot of a missing VM, a restore of a
-    missing snapshot, a restore onto the running VM without a policy."""
-    k, ns, cluster = real_stack, real_namespace, real_cluster
+    missing snapshot, a restore onto the running VM without a policy. Backups ride on the
+    running VM before its restart (backup_story.py): refused without changed block
+    tracking, then full + incremental through a tracker, restored byte for byte."""
+    k, ns, cluster = kv_restored, real_namespace, real_cluster
     _apply(k, ns, _claim("src-data"))
     _apply(k, ns, _vm("src", "src-data", ssh_key[1]))
     vmi, line = _boot(k, cluster, ns, "src")
@@ -253,6 +260,7 @@ def test_snapshot_restore_and_clone_story(
 
     backup = _online_snapshot(k, ns, "snap-a")
     _freeze_unanswered(k, cluster, ns, ssh_key[0])
+    backup_story(k, ns, lambda command: _in_guest(cluster.kubeconfig, ns, ssh_key[0], command))
 
     # B: the next boot bumps the counter; then stopped.
     assert _virtctl(cluster.kubeconfig, ns, "restart", "src").returncode == 0

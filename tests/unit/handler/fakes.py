@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from handler.launchers import LauncherState
-from shared.kube import VMIS, Conflict, ListResult, WatchEvent
+from shared.kube import PODS, VMIS, Conflict, ListResult, WatchEvent
 from shared.kube.api_types import WatchEventType
 from shared.kube.mergepatch import merge_apply
 from shared.kube.resources import object_key
@@ -312,6 +312,9 @@ class FakeApi(ObjectApi):
 
     async def get_vmi(self, namespace: str, name: str) -> VirtualMachineInstance:
         return VirtualMachineInstance.from_dict(await self.get(VMIS, name, namespace=namespace))
+
+    async def get_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
+        return await self.get(PODS, name, namespace=namespace)
 
     async def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
         self.node_patches.append(copy.deepcopy(dict(patch)))

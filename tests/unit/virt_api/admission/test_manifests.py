@@ -48,7 +48,7 @@ def test_every_webhook_fails_closed_on_the_admission_port() -> None:
 
 def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
     """VMIs, VMs, VMIMs, the KubeVirt CR, MigrationPolicies, replica sets, pools, the four
-    instancetype kinds, DataVolumes, snapshots, restores and clones are validated; the base adds the
+    instancetype kinds, DataVolumes, snapshots, restores, clones, backups and trackers are validated; the base adds the
     admission port to virt-api."""
     (validator,) = [c for c in configurations() if c["kind"] == "ValidatingWebhookConfiguration"]
     resources = {r for h in validator["webhooks"] for rule in h["rules"] for r in rule["resources"]}
@@ -66,6 +66,8 @@ def test_validation_covers_every_kind_and_the_service_has_the_port() -> None:
         "virtualmachinesnapshots",
         "virtualmachinerestores",
         "virtualmachineclones",
+        "virtualmachinebackups",
+        "virtualmachinebackuptrackers",
     }
     assert len(KINDS) == len(resources)
     kustomization = (BASE / "kustomization.yaml").read_text()

@@ -28,6 +28,7 @@ def test_resource_list_names_every_action_with_its_verb() -> None:
         "virtualmachineinstances/freeze": ["update"],
         "virtualmachineinstances/unfreeze": ["update"],
         "virtualmachineinstances/reset": ["update"],
+        "virtualmachineinstances/backup": ["update"],
         "virtualmachineinstances/sev/fetchcertchain": ["get"],
         "virtualmachineinstances/sev/querylaunchmeasurement": ["get"],
         "virtualmachineinstances/sev/setupsession": ["update"],

@@ -249,3 +249,33 @@ async def test_expand_vm_spec_refuses_what_is_not_a_vm_of_the_namespace(
         resp = await client.put(f"{BASE}/expand-vm-spec", data=body, headers=proxied())
         assert resp.status == 400
         assert what in (await resp.json())["message"]
+
+
+async def test_backup_forwards_the_request_and_answers_the_jobs_state() -> None:
+    """PUT backup {Start …}: checked, forwarded as it is, and the handler's answer (the
+    launcher's job state) returned to the backup controller."""
+    body = {"backupName": "b1", "checkpoint": "t-1", "targetPod": "backup-target-x"}
+    forwarder = FakeForwarder(body=b'{"state": "Running"}')
+    async with _client(_running(forwarder=forwarder)) as client:
+        resp = await client.put(f"{VMI_PATH}/backup", json=body, headers=proxied())
+        assert (resp.status, await resp.json()) == (200, {"state": "Running"})
+    assert forwarder.calls[0][1].action is Action.BACKUP
+    assert forwarder.args == [{"cmd": "Start", **body}]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(None, id="no-body"),
+        pytest.param({"backupName": "b1", "targetPod": "p"}, id="no-checkpoint"),
+        pytest.param({"backupName": "../b", "checkpoint": "c", "targetPod": "p"}, id="bad-name"),
+    ],
+)
+async def test_a_bad_backup_request_is_a_400(body: Any) -> None:
+    """Refused naming the field, before the handler is called."""
+    forwarder = FakeForwarder()
+    async with _client(_running(forwarder=forwarder)) as client:
+        resp = await client.put(f"{VMI_PATH}/backup", json=body, headers=proxied())
+        assert resp.status == 400
+        assert "backup:" in (await resp.json())["message"]
+    assert forwarder.calls == []

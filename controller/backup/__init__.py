@@ -1,0 +1,1 @@
+"""backup.kubevirt.io: VirtualMachineBackup (and the trackers it updates)."""
