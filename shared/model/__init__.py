@@ -13,14 +13,11 @@ from shared.model.domain import (
     Disk,
     DiskTarget,
     DomainSpec,
-    Firmware,
     Interface,
     InterfaceBridge,
     InterfaceMasquerade,
     InterfacePasstBinding,
     InterfacePort,
-    KernelBoot,
-    KernelBootContainer,
     Machine,
     Memory,
     ResourceList,
@@ -54,6 +51,11 @@ from shared.model.errors import (
     ModelError,
     ParseError,
     QuantityError,
+)
+from shared.model.firmware import (
+    Firmware,
+    KernelBoot,
+    KernelBootContainer,
 )
 from shared.model.kubevirt import KubeVirt
 from shared.model.meta import (

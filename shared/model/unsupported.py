@@ -30,12 +30,8 @@ from shared.model.devopts import (
     MatchVolume,
 )
 from shared.model.domain import (
-    ACPI,
-    BIOS,
     CPU,
-    EFI,
     TPM,
-    Bootloader,
     CDRomTarget,
     CPUFeature,
     Devices,
@@ -44,14 +40,11 @@ from shared.model.domain import (
     DomainSpec,
     Features,
     FeatureState,
-    Firmware,
     Interface,
     InterfaceBridge,
     InterfaceMasquerade,
     InterfacePasstBinding,
     InterfacePort,
-    KernelBoot,
-    KernelBootContainer,
     LunTarget,
     Machine,
     Memory,
@@ -73,6 +66,15 @@ from shared.model.features import (
     TLBFlush,
 )
 from shared.model.filesystems import Filesystem, FilesystemVirtiofs
+from shared.model.firmware import (
+    ACPI,
+    BIOS,
+    EFI,
+    Bootloader,
+    Firmware,
+    KernelBoot,
+    KernelBootContainer,
+)
 from shared.model.guestdevices import (
     Chassis,
     Clock,
