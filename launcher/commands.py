@@ -13,6 +13,7 @@ from launcher.guest import filesystems, guest_exec, guest_info, interfaces, user
 from launcher.hotplug import Hotplug
 from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
+from launcher.memorydump import MemoryDumps
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
 from launcher.resources import Resources
@@ -29,6 +30,7 @@ from shared.wire.launcher_api import (
     SyncArgs,
 )
 from shared.wire.links import LinkStatesArgs
+from shared.wire.memorydump import MemoryDumpArgs
 from shared.wire.migration import MigrateArgs
 from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
@@ -151,11 +153,13 @@ def register(
     expander: DiskExpander | None = None,
     resources: Resources | None = None,
     links: LinkStates | None = None,
+    dumps: MemoryDumps | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
     forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug); with ``links``, SetLinkStates (live interface links)."""
+    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``dumps``,
+    MemoryDump."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -184,6 +188,15 @@ def register(
         _register_resources(server, resources)
     if links is not None:
         _register_links(server, links)
+    if dumps is not None:
+        _register_dumps(server, dumps)
+
+
+def _register_dumps(server: RpcServer, dumps: MemoryDumps) -> None:
+    async def memory_dump(args: Mapping[str, Any]) -> Any:
+        return dumps.request(MemoryDumpArgs.from_wire(args)).to_wire()
+
+    server.register(str(Method.MEMORY_DUMP), memory_dump)
 
 
 def _register_links(server: RpcServer, links: LinkStates) -> None:
