@@ -11,6 +11,7 @@ PUT …/removememorydump         → Dissociating (remove) → the request dropp
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from shared.model._codec import Model
@@ -20,7 +21,8 @@ PVC_MEMORY_DUMP_ANNOTATION = "kubevirt.io/memory-dump"
 FAILED_ANNOTATION = "Memory dump failed"
 # What a dump needs beside the guest's memory (KubeVirt's CalcExpectedMemoryDumpSize), and
 # the filesystem overhead a claim's size must allow (CDI's default 5.5%).
-MEMORY_DUMP_OVERHEAD = 100 * 1024 * 1024
+MIB = 1024 * 1024
+MEMORY_DUMP_OVERHEAD = 100 * MIB
 FILESYSTEM_OVERHEAD = 0.055
 
 
@@ -55,5 +57,6 @@ class MemoryDumpRequest(Model):
 
 def needed_bytes(memory_bytes: int) -> int:
     """The smallest claim a dump of a guest with `memory_bytes` fits on (KubeVirt's rule:
-    memory + 100 MiB, grown by the filesystem overhead)."""
-    return int((memory_bytes + MEMORY_DUMP_OVERHEAD) / (1 - FILESYSTEM_OVERHEAD))
+    memory + 100 MiB, times 1 + the filesystem overhead, aligned up to 1 MiB)."""
+    total = (1 + FILESYSTEM_OVERHEAD) * (memory_bytes + MEMORY_DUMP_OVERHEAD)
+    return math.ceil(total / MIB) * MIB

@@ -112,7 +112,7 @@ def check_claim(pvc: Mapping[str, Any], vmi: VirtualMachineInstance, ref: VmiRef
         raise conflict(
             ref,
             f"pvc [{name}]: pvc size [{format_bytes(size)}] should be bigger "
-            f"then [{needed}] (memory + overhead)",
+            f"then [{format_bytes(needed)}] (memory + overhead)",
         )
 
 

@@ -45,16 +45,15 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 async def test_get_with_create_claim_makes_the_claim_then_asks_for_the_dump() -> None:
-    """--create-claim: a ReadWriteOnce claim of (128Mi + 100Mi) / 0.945, then PUT
+    """--create-claim: a ReadWriteOnce claim of (128Mi + 100Mi) x 1.055 (1 MiB aligned), PUT
     memorydump {claimName}; remove PUTs removememorydump."""
     kube, target = FakeKube(), _target()
     out = await memory_dump(kube, target, _args("get", "vm", "--claim-name=d", "--create-claim"))  # type: ignore[arg-type]
     assert "Successfully submitted memory dump request of VM vm" in out
     (claim,) = kube.created
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
-    assert claim["spec"]["resources"]["requests"]["storage"] == str(
-        int((128 + 100) * 1024 * 1024 / 0.945)
-    )
+    # KubeVirt's virtctl: (128Mi + 100Mi) x 1.055, aligned up to 1 MiB = 241Mi
+    assert claim["spec"]["resources"]["requests"]["storage"] == str(241 * 1024 * 1024)
     assert kube.calls == [("PUT", "memorydump", {"claimName": "d"})]
     await memory_dump(kube, target, _args("remove", "vm"))  # type: ignore[arg-type]
     assert kube.calls[-1] == ("PUT", "removememorydump", None)

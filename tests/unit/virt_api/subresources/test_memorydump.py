@@ -61,6 +61,7 @@ class FakeApi:
 async def test_a_dump_request_lands_as_associating() -> None:
     """A running VMI and a big enough claim: status.memoryDumpRequest {dump, Associating}."""
     api = FakeApi()
+    api.objects[("persistentvolumeclaims", "dump")] = _claim("241Mi")  # just enough
     await MemoryDumpApi(api).dump(REF, b'{"claimName": "dump"}')
     (ops,) = api.patches
     assert ops == [{"op": "add", "path": "/status/memoryDumpRequest",
@@ -106,13 +107,14 @@ async def test_bad_requests_are_refused_naming_why(
 @pytest.mark.parametrize(
     ("claim", "words"),
     [
-        pytest.param(_claim("64Mi"), "pvc size [64Mi] should be bigger then", id="small"),
+        pytest.param(_claim("240Mi"), "pvc size [240Mi] should be bigger then [241Mi]", id="small"),
         pytest.param(_claim(volumeMode="Block"), "pvc should be filesystem pvc", id="block"),
         pytest.param(_claim(accessModes=["ReadOnlyMany"]), "can't be read only", id="ro"),
     ],
 )
 async def test_unfit_claims_are_refused(claim: dict[str, Any], words: str) -> None:
-    """A claim smaller than memory + 100Mi + 5.5%, a Block claim, a read-only one: 409."""
+    """A claim smaller than (memory + 100Mi) x 1.055 (241Mi for 128Mi), a Block claim, a
+    read-only one: 409."""
     api = FakeApi()
     api.objects[("persistentvolumeclaims", "dump")] = claim
     with pytest.raises(Conflict, match=words.replace("[", r"\[").replace("]", r"\]")):
