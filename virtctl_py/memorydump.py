@@ -6,7 +6,7 @@
     virtctl-py memory-dump remove VM
 
 `get` PUTs the VM's memorydump subresource (with --create-claim it first makes the claim,
-sized as KubeVirt sizes it: the guest's memory + 100 MiB, grown by 5.5% filesystem
+sized as KubeVirt sizes it: (the guest's memory + 100 MiB) x 1.055 (5.5% filesystem
 overhead); with --output it then downloads, as `download` does: wait for
 status.memoryDumpRequest Completed, export the claim (a VirtualMachineExport named
 `export-<vm>-<claim>`, deleted afterwards) and fetch its tar.gz of the dump's file.

@@ -8,9 +8,9 @@
 
 Refused as KubeVirt's virt-api refuses, naming the reason: no claim name and no earlier
 request (400); another claim still associated, a dump underway, the VMI not running, the
-claim missing (404), a Block claim, a read-only claim, a claim smaller than the guest's
-memory + 100 MiB + 5.5% filesystem overhead, a claim another volume of the VMI uses (409).
-The status patch tests the request it replaces, so two requests cannot both win.
+claim missing (404), a Block claim, a read-only claim, a claim smaller than (the guest's
+memory + 100 MiB) x 1.055 (filesystem overhead) aligned to 1 MiB, a claim another volume of
+the VMI uses (409). The status patch tests the request it replaces, so two requests cannot both win.
 """
 
 from __future__ import annotations
