@@ -3,6 +3,8 @@
     GET /exportready                     200 (the pod's readiness probe; no token)
     GET /volumes/<claim>/disk.img        the raw disk (Content-Length set)
     GET /volumes/<claim>/disk.img.gz     the same bytes, gzip-compressed as they stream
+    GET /volumes/<claim>/disk.tar.gz     a Filesystem claim's files, a tar.gz (a memory
+                                         dump's claim: KubeVirt's archive format)
 
 Every /volumes request carries the token in the `x-kubevirt-export-token` header or query
 parameter (KubeVirt's); a missing or wrong one is answered 401. Claims are mounted read-only
@@ -17,6 +19,7 @@ import hmac
 import os
 import re
 import stat
+import tarfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +29,14 @@ from typing import BinaryIO
 import structlog
 from aiohttp import web
 
-from shared.model.export import GZIP_FILE, RAW_FILE, READY_PATH, TOKEN_HEADER, VOLUMES_PATH
+from shared.model.export import (
+    ARCHIVE_FILE,
+    GZIP_FILE,
+    RAW_FILE,
+    READY_PATH,
+    TOKEN_HEADER,
+    VOLUMES_PATH,
+)
 
 log = structlog.get_logger("exportserver")
 
@@ -86,7 +96,48 @@ def build_app(config: ServerConfig) -> web.Application:
     app.router.add_get(READY_PATH, ready)
     app.router.add_get(f"{VOLUMES_PATH}/{{volume}}/{RAW_FILE}", raw, allow_head=False)
     app.router.add_get(f"{VOLUMES_PATH}/{{volume}}/{GZIP_FILE}", gz, allow_head=False)
+
+    async def archive(request: web.Request) -> web.StreamResponse:
+        return await _serve_archive(request, config)
+
+    app.router.add_get(f"{VOLUMES_PATH}/{{volume}}/{ARCHIVE_FILE}", archive, allow_head=False)
     return app
+
+
+async def _serve_archive(request: web.Request, config: ServerConfig) -> web.StreamResponse:
+    """The claim's files as a gzip-compressed tar, made in a thread into a pipe as it is
+    sent (a client that leaves breaks the pipe, which ends the thread)."""
+    volume = request.match_info["volume"]
+    if not authorized(request, config.token):
+        raise web.HTTPUnauthorized(text="a valid x-kubevirt-export-token is required\n")
+    folder = config.volumes_dir / volume
+    if not _VOLUME.match(volume) or not folder.is_dir():
+        raise web.HTTPNotFound(text=f"no Filesystem volume {volume!r} is exported here\n")
+    response = web.StreamResponse()
+    response.content_type = "application/gzip"
+    await response.prepare(request)
+    read_fd, write_fd = os.pipe()
+    reader = os.fdopen(read_fd, "rb")
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(asyncio.to_thread(_write_archive, folder, write_fd))
+        try:
+            sent = await _stream(response, reader, lambda: reader.read(config.chunk) or None)
+        finally:
+            await asyncio.to_thread(reader.close)
+    log.info("export_archive_served", volume=volume, sent_bytes=sent)
+    await response.write_eof()
+    return response
+
+
+def _write_archive(folder: Path, fd: int) -> None:
+    """tar.gz of the files of `folder` (not the directory itself) into the pipe `fd`."""
+    try:
+        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w|gz") as tar:
+            for entry in sorted(folder.iterdir()):
+                if not entry.name.startswith("."):
+                    tar.add(entry, arcname=entry.name)
+    except BrokenPipeError:
+        log.info("export_archive_abandoned", folder=str(folder))
 
 
 async def _serve(request: web.Request, config: ServerConfig, *, gzip: bool) -> web.StreamResponse:

@@ -30,6 +30,7 @@ from shared.wire.launcher_api import (
     SyncArgs,
     VolumeReply,
 )
+from shared.wire.memorydump import MemoryDumpArgs, MemoryDumpReply
 from shared.wire.stats import DomainStats
 
 _REASONS: Mapping[str, SyncReason] = {
@@ -103,6 +104,12 @@ async def detach_volume(launcher: LauncherPort, volume: str) -> VolumeReply:
     """Ask the guest to release a hotplugged disk; whether the domain still holds it."""
     args = DetachVolumeArgs(volume=volume).to_wire()
     return VolumeReply.from_wire(await _call(launcher, Method.DETACH_VOLUME, args))
+
+
+async def memory_dump(launcher: LauncherPort, args: MemoryDumpArgs) -> MemoryDumpReply:
+    """Start (or follow) a memory dump into the volume's file; its state."""
+    reply = await _call(launcher, Method.MEMORY_DUMP, args.to_wire())
+    return MemoryDumpReply.from_wire(reply)
 
 
 async def expand_disks(launcher: LauncherPort, capacities: Mapping[str, int]) -> ExpandDisksReply:

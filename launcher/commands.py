@@ -14,6 +14,7 @@ from launcher.guest import filesystems, guest_exec, guest_info, interfaces, user
 from launcher.hotplug import Hotplug
 from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
+from launcher.memorydump import MemoryDumps
 from launcher.migration import Migrations
 from launcher.portforward import PortForwards
 from launcher.resources import Resources
@@ -31,6 +32,7 @@ from shared.wire.launcher_api import (
     SyncArgs,
 )
 from shared.wire.links import LinkStatesArgs
+from shared.wire.memorydump import MemoryDumpArgs
 from shared.wire.migration import MigrateArgs
 from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
@@ -154,11 +156,13 @@ def register(
     resources: Resources | None = None,
     links: LinkStates | None = None,
     backups: Backups | None = None,
+    dumps: MemoryDumps | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
     forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug); with ``links``, SetLinkStates (live interface links)."""
+    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``dumps``,
+    MemoryDump."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -189,6 +193,8 @@ def register(
         _register_links(server, links)
     if backups is not None:
         _register_backups(server, backups)
+    if dumps is not None:
+        _register_dumps(server, dumps)
 
 
 def _register_backups(server: RpcServer, backups: Backups) -> None:
@@ -201,6 +207,13 @@ def _register_backups(server: RpcServer, backups: Backups) -> None:
 
     server.register(str(Method.BACKUP_BEGIN), begin)
     server.register(str(Method.BACKUP_STATUS), status)
+
+
+def _register_dumps(server: RpcServer, dumps: MemoryDumps) -> None:
+    async def memory_dump(args: Mapping[str, Any]) -> Any:
+        return dumps.request(MemoryDumpArgs.from_wire(args)).to_wire()
+
+    server.register(str(Method.MEMORY_DUMP), memory_dump)
 
 
 def _register_links(server: RpcServer, links: LinkStates) -> None:

@@ -29,6 +29,7 @@ from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import LibvirtDaemon
 from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager, Identity
+from launcher.memorydump import MemoryDumpConfig, MemoryDumps
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.migration_endpoint import LINK_ROOT
 from launcher.notifier import Notifier
@@ -129,9 +130,12 @@ async def _serve(
     resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
     links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
     backups = Backups(virt=virt, domain=lambda: manager.identity.domain)
+    dumps = MemoryDumps(
+        virt=virt, domain=lambda: manager.identity.domain, config=MemoryDumpConfig()
+    )
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links, backups=backups,
+        resources=resources, links=links, backups=backups, dumps=dumps,
     )  # fmt: skip
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()
@@ -145,6 +149,7 @@ async def _serve(
             tg.create_task(migrations.source.run(), name="migrations")
             tg.create_task(manager.freezer.run(), name="auto-thaw")
             tg.create_task(manager.credentials.run(), name="access-credentials")
+            tg.create_task(dumps.run(), name="memory-dumps")
             extras = launcher_podnet.vmi_extras(lambda: manager.vmi)
             dhcp = launcher_podnet.serve(network_file, hostname=config.name, extras=extras)
             tg.create_task(dhcp, name="dhcp")

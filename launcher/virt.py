@@ -187,6 +187,13 @@ class Virt:
         may take longer, or ignore it: the caller checks the live XML)."""
         await self._on(name, "detachDeviceFlags", xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
+    async def core_dump(self, name: str, path: str, *, timeout: float) -> None:
+        """A memory-only dump of the domain into the file `path` (raw format: an ELF core
+        of the guest's memory, KubeVirt's), the guest paused while it is written."""
+        dom = await self._domain(name)
+        fmt, flags = libvirt.VIR_DOMAIN_CORE_DUMP_FORMAT_RAW, libvirt.VIR_DUMP_MEMORY_ONLY
+        await self._call(dom.coreDumpWithFormat, path, fmt, flags, timeout=timeout)
+
     async def block_capacity(self, name: str, target: str) -> int:
         """The size of disk `target` (vda …) as the guest sees it, in bytes."""
         dom = await self._domain(name)

@@ -98,6 +98,9 @@ def build() -> argparse.ArgumentParser:
     _create(verb("create", "emit a manifest"), common)
     _expose(verb("expose", "create a Service for a VM or VMI"))
     _vmexport(verb("vmexport", "export a VM's or a claim's disks (create, delete, download)"))
+    _memory_dump(
+        verb("memory-dump", "dump a running VM's memory into a claim (get, download, remove)")
+    )
     _image_upload(verb("image-upload", "upload a disk image into a new DataVolume or claim"))
     credentials_cli.add(verb("credentials", "SSH keys and passwords of a VM's guest"), _common)
     verb("version", "client and server versions")
@@ -266,6 +269,23 @@ def _vmexport(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-vme", action="store_true", help="keep an export download created")
     p.add_argument("--delete-vme", action="store_true", help="delete the export after download")
     p.add_argument("--readiness-timeout", type=float, default=300, help="seconds to wait for Ready")
+
+
+def _memory_dump(p: argparse.ArgumentParser) -> None:
+    """KubeVirt's virtctl memory-dump flags (virtctl_py/memorydump.py)."""
+    p.add_argument("action", choices=["get", "download", "remove"])
+    p.add_argument("name", help="the VM")
+    p.add_argument("--claim-name", help="the claim the dump goes to")
+    p.add_argument("--create-claim", action="store_true", help="create the claim first")
+    p.add_argument("--storage-class", help="--create-claim: the claim's StorageClass")
+    p.add_argument("--access-mode", help="--create-claim: ReadWriteOnce (default) or ReadWriteMany")
+    p.add_argument("--output", help="download the dump (a tar.gz of the claim) into this file")
+    p.add_argument("--format", choices=["gzip", "raw"], default="gzip", help="download format")
+    p.add_argument(
+        "--port-forward", action="store_true",
+        help="accepted for KubeVirt's virtctl; downloads always go through a port-forward",
+    )  # fmt: skip
+    p.add_argument("--local-port", type=int, default=0, help="local port (0: any free one)")
 
 
 def _image_upload(p: argparse.ArgumentParser) -> None:

@@ -52,6 +52,7 @@ QUICK_VERBS: Mapping[str, str] = {
 VERBS: Mapping[str, str] = {
     "expose": "objects:expose",
     "vmexport": "vmexport:vmexport",
+    "memory-dump": "memorydump:memory_dump",
     "image-upload": "imageupload:image_upload",
 }
 

@@ -140,8 +140,11 @@ async def _wait_ready(
     return found[0]
 
 
-def _link(vme: VirtualMachineExport, volume: str | None, fmt: ExportFormat) -> tuple[str, str]:
-    """(URL, CA certificate) of the volume's download in `fmt`."""
+def _link(
+    vme: VirtualMachineExport, volume: str | None, fmt: ExportFormat
+) -> tuple[str, str, ExportFormat]:
+    """(URL, CA certificate, format) of the volume's download in `fmt`; a claim of files (a
+    memory dump's) has only its tar.gz archive, which is what comes then."""
     link = vme.status.links.internal if vme.status.links else None
     if link is None or not link.volumes:
         raise CliError(f"VirtualMachineExport {vme.name} has no internal links")
@@ -150,10 +153,12 @@ def _link(vme: VirtualMachineExport, volume: str | None, fmt: ExportFormat) -> t
         names = ", ".join(v.name or "" for v in link.volumes)
         hint = "select one with --volume" if volume is None else f"no volume {volume!r}"
         raise CliError(f"{hint} (the export has: {names})", code=Exit.USAGE)
+    if chosen.url(fmt) is None and chosen.url(ExportFormat.TAR_GZ) is not None:
+        fmt = ExportFormat.TAR_GZ
     url = chosen.url(fmt)
     if url is None:
         raise CliError(f"volume {chosen.name} has no {fmt} download")
-    return url, link.cert or ""
+    return url, link.cert or "", fmt
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +175,7 @@ async def _fetch(
     kube: KubeClient, target: Target, vme: VirtualMachineExport, args: argparse.Namespace
 ) -> int:
     fmt = ExportFormat.RAW if args.format == "raw" else ExportFormat.GZIP
-    url, cert = _link(vme, args.volume, fmt)
+    url, cert, fmt = _link(vme, args.volume, fmt)
     token = await _token(kube, vme)
     pod, port = await _exporter(kube, vme)
     tls: ssl.SSLContext | bool = False if args.insecure else ssl.create_default_context(cadata=cert)
@@ -182,7 +187,8 @@ async def _fetch(
             tls=tls,
             server_name=parts.hostname or "",
         )
-        return await _save(request, output=Path(args.output), gzip=fmt is ExportFormat.GZIP)
+        gzip = fmt in (ExportFormat.GZIP, ExportFormat.TAR_GZ)
+        return await _save(request, output=Path(args.output), gzip=gzip)
 
 
 async def _token(kube: KubeClient, vme: VirtualMachineExport) -> str:

@@ -42,10 +42,12 @@ TOKEN_LENGTH = 20
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """A claim to export and its volume mode."""
+    """A claim to export and its volume mode; `memory_dump`: it holds a memory dump (its
+    kubevirt.io/memory-dump annotation), served as an archive of its files."""
 
     name: str
     block: bool = False
+    memory_dump: bool = False
 
 
 def owner_ref(vme: VirtualMachineExport) -> dict[str, Any]:

@@ -98,6 +98,7 @@ class ExportController(Reconciler):
         certs_raw = await self._owned(SECRETS, bodies.cert_secret_name(vme), vme)
         world = World(
             claims=tuple(c.name for c in source.claims),
+            archives=frozenset(c.name for c in source.claims if c.memory_dump),
             blocked=source.blocked or blocked,
             vm_name=source.vm_name,
             token_secret=token_name,

@@ -61,6 +61,8 @@ class World:
     """What the controller read: the claims to export or why not, the pod, the names."""
 
     claims: tuple[str, ...] = ()
+    # Claims holding files rather than a disk (a memory dump's): served as a tar.gz.
+    archives: frozenset[str] = frozenset()
     blocked: Blocked | None = None
     vm_name: str | None = None
     token_secret: str
@@ -87,13 +89,18 @@ def expiry(vme: VirtualMachineExport) -> datetime | None:
 
 
 def links(world: World) -> ExportLinks:
-    """links.internal: the CA and, per claim, its raw and gzip URLs."""
+    """links.internal: the CA and, per claim, its raw and gzip URLs (a memory dump's claim:
+    its files as a tar.gz, KubeVirt's archive format for claims without a disk)."""
     volumes = tuple(
         ExportVolume(
             name=claim,
             formats=tuple(
                 ExportVolumeFormat(format=f, url=f"https://{world.host}{volume_path(claim, f)}")
-                for f in (ExportFormat.RAW, ExportFormat.GZIP)
+                for f in (
+                    (ExportFormat.TAR_GZ,)
+                    if claim in world.archives
+                    else (ExportFormat.RAW, ExportFormat.GZIP)
+                )
             ),
         )
         for claim in world.claims

@@ -27,6 +27,7 @@ from controller.informers import Informers
 from shared.kube import PVCS, KubeClient, NotFound
 from shared.model import VirtualMachineInstance
 from shared.model.export import VM_KIND, VirtualMachineExport, export_errors
+from shared.model.memorydump import PVC_MEMORY_DUMP_ANNOTATION
 
 IO_TIMEOUT = 10.0
 
@@ -39,9 +40,11 @@ class Source:
 
 
 def vmi_claims(vmi: VirtualMachineInstance) -> set[str]:
-    """Every claim a VMI's volumes name (persistentVolumeClaim and dataVolume)."""
+    """Every claim a VMI's volumes name (persistentVolumeClaim, dataVolume, memoryDump)."""
     return {
-        v.claim.claim_name for v in vmi.spec.volumes if v.claim is not None and v.claim.claim_name
+        v.hotplug_claim
+        for v in vmi.spec.volumes
+        if v.hotplug_claim and (v.claim is not None or v.memory_dump is not None)
     }
 
 
@@ -110,4 +113,6 @@ async def _claim(
         )
         return Blocked(reason=IN_USE, message=message)
     mode = (raw.get("spec") or {}).get("volumeMode")
-    return Claim(name=name, block=mode == BLOCK)
+    notes = (raw.get("metadata") or {}).get("annotations") or {}
+    dump = PVC_MEMORY_DUMP_ANNOTATION in notes
+    return Claim(name=name, block=mode == BLOCK, memory_dump=dump)

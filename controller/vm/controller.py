@@ -19,7 +19,7 @@ from controller.errors import SyncError
 from controller.owned import owner_handlers
 from controller.recent import Recent
 from controller.reconcile import Reconciler, refresher
-from controller.vm import volmig_io
+from controller.vm import memorydump, volmig_io
 from controller.vm.datavolumes import (
     Gate,
     gate,
@@ -35,6 +35,7 @@ from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
 from shared.clusterconfig import RolloutStrategy
 from shared.kube import (
     DATAVOLUMES,
+    PVCS,
     VMIS,
     VMS,
     AlreadyExists,
@@ -47,12 +48,14 @@ from shared.kube import (
     Invalid,
     NotFound,
     PatchType,
+    Resource,
     StatusWriter,
     TransportError,
     WorkQueue,
 )
 from shared.model import ConditionReason, VirtualMachine, VirtualMachineInstance
 from shared.model.datavolume import DataVolume
+from shared.model.memorydump import PVC_MEMORY_DUMP_ANNOTATION
 from shared.revisions import Expansion, expansion
 
 log = structlog.get_logger("controller.vm")
@@ -143,9 +146,12 @@ class VMController(Reconciler):
         if owned is not None:
             await self._follow_template(vm, owned)
             await volmig_io.apply(self._client, owned, volumes, now=self._clock())
+        await self._memory_dump(vm, owned)
         status = with_restart_required(
             plan.status, vm, owned, strategy=self._rollout(), now=self._clock()
         )
+        dump = memorydump.next_request(vm, owned)
+        status = dataclasses.replace(status, memory_dump_request=dump)
         status = volmig_io.with_verdicts(status, vm, volumes, now=self._clock())
         if volumes.requeue_after is not None and plan.requeue_after is None:
             plan = dataclasses.replace(plan, requeue_after=volumes.requeue_after)
@@ -178,6 +184,32 @@ class VMController(Reconciler):
         except (ApiError, TransportError) as e:
             raise SyncError(ConditionReason.FAILED_UPDATE, f"VMI {vmi.key}: {e}") from e
         log.info("vmi_hotplug_followed_template")
+
+    async def _memory_dump(self, vm: VirtualMachine, vmi: VirtualMachineInstance | None) -> None:
+        """The memory dump request's volume on the VMI and note on the claim
+        (controller/vm/memorydump.py)."""
+        request = vm.status.memory_dump_request
+        if request is None or not request.claim_name:
+            return
+        note = memorydump.claim_annotation(vm)
+        claim = self._informers.claims.store.get(f"{vm.namespace}/{request.claim_name}")
+        if note is not None and claim is not None and claim.memory_dump != note:
+            body = {"metadata": {"annotations": {PVC_MEMORY_DUMP_ANNOTATION: note}}}
+            await self._patch(PVCS, request.claim_name, body, vm=vm, kind=PatchType.MERGE)
+        ops = memorydump.vmi_ops(vm, vmi)
+        if ops and vmi is not None:
+            await self._patch(VMIS, vmi.name, ops, vm=vm, kind=PatchType.JSON)
+            log.info("vmi_memory_dump_volume_changed", claim=request.claim_name)
+
+    async def _patch(
+        self, resource: Resource, name: str, body: Any, *, vm: VirtualMachine, kind: PatchType
+    ) -> None:
+        try:
+            await self._client.patch(resource, name, body, namespace=vm.namespace, patch_type=kind)
+        except (Invalid, Conflict, NotFound) as e:  # changed meanwhile: its event comes back
+            log.info("memory_dump_patch_retry", error=str(e))
+        except (ApiError, TransportError) as e:
+            raise SyncError(ConditionReason.FAILED_UPDATE, f"{name}: {e}") from e
 
     def datavolume_handlers(self) -> Handlers[DataVolume]:
         """A DataVolume's changes re-sync the VMs that make or name it."""

@@ -36,8 +36,10 @@ from shared.kube import PODS, PVCS, AlreadyExists, DeleteOptions, KubeClient, No
 from shared.labels import APP_LABEL, CREATED_BY_LABEL
 from shared.launcherpod import LauncherPod, PodPhase
 from shared.model import VirtualMachineInstance, Volume
-from shared.model.volumes import PersistentVolumeClaimSource
+from shared.model.volumes import MemoryDumpVolumeSource, PersistentVolumeClaimSource
 from shared.model.volumestatus import (
+    MEMORY_DUMP_PHASES,
+    DomainMemoryDumpInfo,
     HotplugVolumeStatus,
     PersistentVolumeClaimInfo,
     VolumePhase,
@@ -50,7 +52,13 @@ log = structlog.get_logger("controller.vmi.hotplug")
 RETRY = 2.0
 CALL_TIMEOUT = 10.0
 SLEEP_FOREVER = "2147483647"
-HANDLER_PHASES = frozenset({VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING})
+HANDLER_PHASES = frozenset(
+    {VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING, *MEMORY_DUMP_PHASES}
+)
+# Phases in which a volume needs nothing more of this controller.
+SETTLED = frozenset(
+    {VolumePhase.READY, VolumePhase.MEMORY_DUMP_COMPLETED, VolumePhase.MEMORY_DUMP_FAILED}
+)
 
 
 def _claim_volume(source: PersistentVolumeClaimSource) -> dict[str, Any]:
@@ -60,9 +68,14 @@ def _claim_volume(source: PersistentVolumeClaimSource) -> dict[str, Any]:
     return {"persistentVolumeClaim": ref}
 
 
+def _dump_volume(source: MemoryDumpVolumeSource) -> dict[str, Any]:
+    return {"persistentVolumeClaim": {"claimName": source.claim_name or ""}}
+
+
 # The attachment pod's volume per hotpluggable source (keyed by the model's typed source).
 POD_VOLUMES: Mapping[type[Any], Callable[[Any], dict[str, Any]]] = {
     PersistentVolumeClaimSource: _claim_volume,
+    MemoryDumpVolumeSource: _dump_volume,
 }
 
 
@@ -197,7 +210,7 @@ def plan_volume_status(
         ):
             out.append(old)
             continue
-        claim_name = volume.claim.claim_name if volume.claim else ""
+        claim_name = volume.hotplug_claim or ""
         why = (waiting or {}).get(name)
         if why is not None and pod is None:
             out.append(VolumeStatus(
@@ -205,7 +218,11 @@ def plan_volume_status(
                 message=why,
             ))  # fmt: skip
             continue
-        out.append(_entry(vmi, name, claim_name or "", claims.get(claim_name or ""), pod))
+        entry = _entry(vmi, name, claim_name, claims.get(claim_name), pod)
+        if volume.memory_dump is not None:
+            info = DomainMemoryDumpInfo(claim_name=claim_name)
+            entry = dataclasses.replace(entry, memory_dump_volume=info)
+        out.append(entry)
     return tuple(out)
 
 
@@ -311,9 +328,7 @@ class HotplugAttachments:
             self._holding.discard(vmi.uid)
         wanted = hotplugged(vmi)
         settled = not stale and all(
-            e.phase is VolumePhase.READY
-            for e in status
-            if e.hotplug_volume is not None or e.name in wanted
+            e.phase in SETTLED for e in status if e.hotplug_volume is not None or e.name in wanted
         )
         return status, None if settled else RETRY
 
@@ -362,5 +377,4 @@ class HotplugAttachments:
 
 
 def _claim_of(volume: Volume) -> str:
-    pvc = volume.claim
-    return (pvc.claim_name or "") if pvc is not None else ""
+    return volume.hotplug_claim or ""

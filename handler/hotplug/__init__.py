@@ -22,6 +22,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,13 @@ import structlog
 
 from handler import commands
 from handler.errors import HandlerError, SyncError
-from handler.hotplug import block, pvc
+from handler.hotplug import block, memdump, pvc
 from handler.hotplug.mounts import BindMounts, MountPort
 from handler.launchers import LauncherPort, launcher_socket
 from handler.netns import Launcher, launcher_process
 from shared import podlayout
 from shared.model import VirtualMachineInstance
+from shared.model.meta import utc_now
 from shared.model.volumes import DEFAULT_HOTPLUG_BUS, PersistentVolumeClaimSource
 from shared.model.volumestatus import VolumePhase, VolumeReason, VolumeStatus
 from shared.wire.launcher_api import AttachVolumeArgs
@@ -89,6 +91,7 @@ class HotplugVolumes:
         clock: Callable[[], float] = time.monotonic,
         give_device: GiveDevice = _give_device,
         launcher_of: Callable[[Path], Launcher] = launcher_process,
+        wall: Callable[[], datetime] = utc_now,
     ) -> None:
         self._pods_dir = pods_dir
         self._give_device = give_device
@@ -96,6 +99,7 @@ class HotplugVolumes:
         self._mounts = mounts if mounts is not None else BindMounts()
         self._o = options or HotplugOptions()
         self._clock = clock
+        self._wall = wall
         self._detaching: dict[tuple[str, str], float] = {}
 
     def wanted(self, vmi: VirtualMachineInstance) -> bool:
@@ -145,8 +149,8 @@ class HotplugVolumes:
         target = target / podlayout.hotplug_disk_file(name)
         if volume is None or not volume.is_hotplug or entry.phase is VolumePhase.DETACHING:
             return await self._detach(vmi, entry, launcher, target=target, out=out)
-        if entry.phase not in ATTACHING:
-            return entry
+        if volume.memory_dump is not None or entry.phase not in ATTACHING:
+            return await self._dump(vmi, entry, launcher, target=target, out=out)
         try:
             self._mount(vmi, entry, target, pod_uid=pod_uid)
         except (HandlerError, OSError) as exc:
@@ -172,6 +176,27 @@ class HotplugVolumes:
             ),
             target=reply.target,
         )
+
+    async def _dump(
+        self,
+        vmi: VirtualMachineInstance,
+        entry: VolumeStatus,
+        launcher: LauncherPort,
+        *,
+        target: Path,
+        out: Outcome,
+    ) -> VolumeStatus:
+        """A memory dump volume's next step (memdump.py); any other entry as it is."""
+        volume = vmi.spec.volume(entry.name or "")
+        if volume is None or volume.memory_dump is None:
+            return entry
+        ctx = memdump.DumpContext(
+            pods_dir=self._pods_dir, mounts=self._mounts, target=target, now=self._wall()
+        )
+        new, again = await memdump.sync_entry(vmi, entry, launcher, ctx)
+        if again:
+            out.revisit = self._o.retry
+        return new
 
     def _mount(
         self, vmi: VirtualMachineInstance, entry: VolumeStatus, target: Path, *, pod_uid: str
@@ -202,6 +227,10 @@ class HotplugVolumes:
         holds = entry.phase is not None and entry.phase.mounted
         if not holds and not self._mounts.is_mounted(target):
             return entry  # never reached the pod: the controller drops it with its pod
+        if entry.memory_dump_volume is not None:  # the guest never had it: only unmount
+            self._mounts.unmount(target)
+            log.info("memory_dump_volume_removed", volume=name)
+            return None
         key = (vmi.uid, name)
         started = self._detaching.setdefault(key, self._clock())
         try:

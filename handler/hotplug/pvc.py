@@ -43,6 +43,18 @@ def disk_source(
 ) -> Path:
     """The claim's disk file on this node, made when absent."""
     claim = source.claim_name or ""
+    disk = claim_root(claim, entry, pods_dir=pods_dir) / podlayout.PVC_DISK_FILE
+    if not disk.exists():
+        _make_sparse(disk, _capacity(entry, claim))
+    if not disk.is_file():
+        raise ClaimNotMounted(f"claim {claim!r}: {podlayout.PVC_DISK_FILE} is no file")
+    hand_over(disk)
+    return disk
+
+
+def claim_root(claim: str, entry: VolumeStatus, *, pods_dir: Path) -> Path:
+    """The directory of the claim's filesystem, as the attachment pod's kubelet mount holds
+    it on this node."""
     pod_uid = entry.attach_pod_uid or ""
     volumes = pods_dir / pod_uid / podlayout.POD_VOLUMES
     found = [
@@ -57,17 +69,10 @@ def disk_source(
             f"claim {claim!r} is not mounted for attachment pod {pod_uid} on this node "
             f"({len(found)} volume dirs under {volumes})"
         )
-    root = found[0] / "mount" if (found[0] / "mount").is_dir() else found[0]
-    disk = root / podlayout.PVC_DISK_FILE
-    if not disk.exists():
-        _make_sparse(disk, _capacity(entry, claim))
-    if not disk.is_file():
-        raise ClaimNotMounted(f"claim {claim!r}: {podlayout.PVC_DISK_FILE} is no file")
-    _hand_over(disk)
-    return disk
+    return found[0] / "mount" if (found[0] / "mount").is_dir() else found[0]
 
 
-def _hand_over(disk: Path) -> None:
+def hand_over(disk: Path) -> None:
     """The disk file owned by the launchers' user, read-writable by it (KubeVirt's handler
     does the same): a non-root QEMU opens it through the hotplug bind mount."""
     if os.geteuid() != 0:

@@ -12,7 +12,7 @@ mkdir -p "$KV_CACHE"
 kv_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 KV_APT_PACKAGES=(
-  libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils ovmf
+  libvirt-daemon-system libvirt-clients libvirt-dev qemu-system-x86 qemu-utils qemu-block-extra ovmf
   qemu-guest-agent busybox-static tini pkg-config genisoimage cpio libxml2-utils
   # the test guest's sshd (scripts/build-guest), and ssh/scp for virtctl-py ssh/scp
   dropbear-bin openssh-sftp-server openssh-client

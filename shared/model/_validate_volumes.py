@@ -31,9 +31,7 @@ from shared.model.vmi import VMISpec
 from shared.model.volumes import CloudInitNoCloudSource, Volume
 
 # Volume sources KubeVirt knows that kubevirt-py does not run (yet), with why.
-UNSUPPORTED_SOURCES: dict[str, str] = {
-    "memoryDump": "is not supported yet",
-}
+UNSUPPORTED_SOURCES: dict[str, str] = {}
 # A hostDisk's directory is mounted into the launcher pod: never the node's root or a
 # system tree.
 HOST_DISK_FORBIDDEN_DIRS = (
@@ -208,20 +206,48 @@ def validate_volumes(errs: Errors, path: str, spec: VMISpec, limits: ValidationL
             drive = vol.cloud_init_config_drive
             _validate_cloud_init(errs, f"{vpath}.cloudInitConfigDrive", drive, limits)
         users = disk_names.count(vol.name) if vol.name else 0
-        if vol.name and users == 0 and vol.name not in shared_names:
-            kind = "cloud-init volume" if vol.is_cloud_init else "volume"
-            message = f"{kind} {vol.name!r} is not used by any disk or filesystem"
-            errs.add(f"{vpath}.name", message, vol.name)
-        elif users > 1:
-            errs.add(f"{vpath}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
+        _check_users(errs, vpath, vol, users=users, diskless=vol.name in shared_names)
     check_unique_names(errs, vols_path, [v.name for v in spec.volumes])
     validate_service_accounts(errs, vols_path, spec.volumes)
+    dumps = [i for i, v in enumerate(spec.volumes) if v.memory_dump is not None]
+    for i in dumps[1:]:  # one memory dump volume at a time (KubeVirt's rule)
+        errs.add(f"{vols_path}[{i}].memoryDump", "must have max one memory dump volume set")
     metrics = [i for i, v in enumerate(spec.volumes) if v.downward_metrics is not None]
     for i in metrics[1:]:  # one vhostmd disk per VMI (KubeVirt's rule)
         errs.add(
             f"{vols_path}[{i}].downwardMetrics",
             f"only one downwardMetrics volume is allowed (also {vols_path}[{metrics[0]}])",
         )
+
+
+def _check_users(errs: Errors, path: str, vol: Volume, *, users: int, diskless: bool) -> None:
+    """Every volume is one disk's (a memory dump volume none's; a virtiofs share's or an
+    ACPI table's, `diskless`, none's either)."""
+    if vol.memory_dump is not None:
+        _check_memory_dump(errs, path, vol, users=users)
+    elif vol.name and users == 0 and not diskless:
+        kind = "cloud-init volume" if vol.is_cloud_init else "volume"
+        message = f"{kind} {vol.name!r} is not used by any disk or filesystem"
+        errs.add(f"{path}.name", message, vol.name)
+    elif users > 1:
+        errs.add(f"{path}.name", f"volume {vol.name!r} is used by {users} disks", vol.name)
+
+
+def _check_memory_dump(errs: Errors, path: str, vol: Volume, *, users: int) -> None:
+    """A memory dump volume: the claim it names is the volume's name, hot-plugged into
+    the launcher for writing, and no disk of the guest's."""
+    dump = vol.memory_dump
+    if dump is None:
+        return
+    check_name(errs, f"{path}.memoryDump.claimName", dump.claim_name, subdomain=True)
+    if dump.claim_name and vol.name != dump.claim_name:
+        errs.add(f"{path}.name", "a memoryDump volume is named after its claim", vol.name)
+    if not dump.hotpluggable:
+        errs.add(f"{path}.memoryDump.hotpluggable", "must be true (it is hot-plugged)", False)
+    if dump.read_only:
+        errs.add(f"{path}.memoryDump.readOnly", "a memory dump is written: not read-only", True)
+    if users:
+        errs.add(f"{path}.name", f"memoryDump volume {vol.name!r} is no disk's volume", vol.name)
 
 
 def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -> None:

@@ -38,6 +38,7 @@ READY_PATH = "/exportready"
 VOLUMES_PATH = "/volumes"
 RAW_FILE = "disk.img"
 GZIP_FILE = "disk.img.gz"
+ARCHIVE_FILE = "disk.tar.gz"  # a claim's files (no disk: a memory dump's), tar.gz
 APP = "virt-exporter"
 SERVICE_LABEL = "kubevirt.io.virt-export-service"
 PVC_KIND = "PersistentVolumeClaim"
@@ -201,8 +202,8 @@ def default_token_secret(name: str) -> str:
 
 def volume_path(volume: str, fmt: ExportFormat) -> str:
     """The server path of a volume's download."""
-    file = GZIP_FILE if fmt is ExportFormat.GZIP else RAW_FILE
-    return f"{VOLUMES_PATH}/{volume}/{file}"
+    files = {ExportFormat.GZIP: GZIP_FILE, ExportFormat.TAR_GZ: ARCHIVE_FILE}
+    return f"{VOLUMES_PATH}/{volume}/{files.get(fmt, RAW_FILE)}"
 
 
 def export_errors(vme: VirtualMachineExport) -> list[FieldError]:

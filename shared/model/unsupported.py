@@ -147,6 +147,7 @@ from shared.model.volumes import (
     EphemeralSource,
     HostDiskSource,
     LocalObjectReference,
+    MemoryDumpVolumeSource,
     MultusNetwork,
     Network,
     ObjectFieldSelector,
@@ -248,12 +249,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     KernelBoot: frozenset(),
     KernelBootContainer: frozenset(),
     Machine: frozenset(),
-    Volume: frozenset(
-        {"memoryDump"}
-    ),
+    Volume: frozenset(),
     EphemeralSource: frozenset(),
     SysprepSource: frozenset(),
     DownwardMetricsVolumeSource: frozenset(),
+    MemoryDumpVolumeSource: frozenset(),
     ContainerDiskSource: frozenset(),
     PersistentVolumeClaimSource: frozenset(),
     DataVolumeVolumeSource: frozenset(),

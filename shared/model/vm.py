@@ -9,6 +9,7 @@ from typing import ClassVar
 from shared.model._codec import Model, json_name
 from shared.model.enums import PrintableStatus, RunStrategy, StateChangeAction
 from shared.model.instancetype import InstancetypeMatcher
+from shared.model.memorydump import MemoryDumpRequest
 from shared.model.meta import ConditionsMixin, ObjectMeta, VMCondition
 from shared.model.objects import KubeObject
 from shared.model.vmi import VMISpec
@@ -80,6 +81,7 @@ class VMStatus(ConditionsMixin[VMCondition], Model):
     desired_generation: int | None = None
     run_strategy: RunStrategy | None = None
     volume_update_state: VolumeUpdateState | None = None
+    memory_dump_request: MemoryDumpRequest | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

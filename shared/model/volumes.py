@@ -20,7 +20,7 @@ from shared.model._codec import Model, json_name
 from shared.model.enums import HostDiskType, PullPolicy
 
 # Volume sources KubeVirt knows that the model keeps untyped in `extra`.
-UNTYPED_VOLUME_SOURCES = ("memoryDump",)
+UNTYPED_VOLUME_SOURCES: tuple[str, ...] = ()
 # Buses a disk may be hotplugged on (KubeVirt's rule), and virtctl's default.
 HOTPLUG_BUSES = ("scsi", "virtio")
 DEFAULT_HOTPLUG_BUS = "scsi"
@@ -53,6 +53,17 @@ class DataVolumeVolumeSource(Model):
     KubeVirt); every daemon handles it as that persistentVolumeClaim (`Volume.claim`)."""
 
     name: str | None = None
+    hotpluggable: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryDumpVolumeSource(Model):
+    """volumes[].memoryDump: a claim the VM controller hot-plugs into the launcher (no
+    disk) for a memory dump (KubeVirt's memory-dump subresource; the volume is the
+    claim's name); the guest never sees it."""
+
+    claim_name: str | None = None
+    read_only: bool | None = None
     hotpluggable: bool | None = None
 
 
@@ -197,6 +208,7 @@ VolumeSource: TypeAlias = (
     | EphemeralSource
     | SysprepSource
     | DownwardMetricsVolumeSource
+    | MemoryDumpVolumeSource
 )
 
 
@@ -219,6 +231,7 @@ class Volume(Model):
     ephemeral: EphemeralSource | None = None
     sysprep: SysprepSource | None = None
     downward_metrics: DownwardMetricsVolumeSource | None = None
+    memory_dump: MemoryDumpVolumeSource | None = None
 
     def source(self) -> VolumeSource | None:
         """The typed source set on this volume (the first one, should there be several:
@@ -243,6 +256,7 @@ class Volume(Model):
             ("ephemeral", self.ephemeral),
             ("sysprep", self.sysprep),
             ("downwardMetrics", self.downward_metrics),
+            ("memoryDump", self.memory_dump),
         )
 
     @property
@@ -273,9 +287,19 @@ class Volume(Model):
 
     @property
     def is_hotplug(self) -> bool:
-        """A hotpluggable claim: attached to the running guest, not part of its pod."""
+        """A hotpluggable claim: attached to the running guest (or, a memory dump's, to
+        its launcher), not part of its pod."""
         pvc = self.claim
+        if self.memory_dump is not None:
+            return bool(self.memory_dump.hotpluggable)
         return pvc is not None and bool(pvc.hotpluggable)
+
+    @property
+    def hotplug_claim(self) -> str | None:
+        """The claim a hotplugged volume's attachment pod mounts (a memory dump's too)."""
+        if self.memory_dump is not None:
+            return self.memory_dump.claim_name
+        return self.claim.claim_name if self.claim is not None else None
 
     @property
     def is_cloud_init(self) -> bool:

@@ -25,11 +25,29 @@ class VolumePhase(enum.StrEnum):
     MOUNTED_TO_POD = "MountedToPod"
     READY = "Ready"
     DETACHING = "Detaching"
+    MEMORY_DUMP_IN_PROGRESS = "MemoryDumpInProgress"
+    MEMORY_DUMP_COMPLETED = "MemoryDumpCompleted"
+    MEMORY_DUMP_FAILED = "MemoryDumpFailed"
 
     @property
     def mounted(self) -> bool:
         """The handler may hold a mount (or a guest device) for a volume in this phase."""
-        return self in (VolumePhase.MOUNTED_TO_POD, VolumePhase.READY, VolumePhase.DETACHING)
+        return self in (
+            VolumePhase.MOUNTED_TO_POD,
+            VolumePhase.READY,
+            VolumePhase.DETACHING,
+            *MEMORY_DUMP_PHASES,
+        )
+
+
+# A memory dump volume's handler phases (its claim is mounted into the launcher).
+MEMORY_DUMP_PHASES = frozenset(
+    {
+        VolumePhase.MEMORY_DUMP_IN_PROGRESS,
+        VolumePhase.MEMORY_DUMP_COMPLETED,
+        VolumePhase.MEMORY_DUMP_FAILED,
+    }
+)
 
 
 class VolumeReason(enum.StrEnum):
@@ -76,6 +94,16 @@ class PersistentVolumeClaimInfo(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DomainMemoryDumpInfo(Model):
+    """volumeStatus[].memoryDumpVolume: the dump's file on the claim and its times."""
+
+    start_timestamp: str | None = None
+    end_timestamp: str | None = None
+    claim_name: str | None = None
+    target_file_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VolumeStatus(Model):
     """One entry of status.volumeStatus."""
 
@@ -86,6 +114,7 @@ class VolumeStatus(Model):
     message: str | None = None
     hotplug_volume: HotplugVolumeStatus | None = None
     persistent_volume_claim_info: PersistentVolumeClaimInfo | None = None
+    memory_dump_volume: DomainMemoryDumpInfo | None = None
 
     @property
     def attach_pod_uid(self) -> str | None:

@@ -49,6 +49,7 @@ class Method(StrEnum):
     SET_LINK_STATES = "set_link_states"  # shared/wire/links.py
     BACKUP_BEGIN = "backup_begin"  # shared/wire/backup.py
     BACKUP_STATUS = "backup_status"
+    MEMORY_DUMP = "memory_dump"  # shared/wire/memorydump.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -82,6 +83,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.SET_LINK_STATES: Tier.MEDIUM,
     Method.BACKUP_BEGIN: Tier.MEDIUM,
     Method.BACKUP_STATUS: Tier.SHORT,
+    Method.MEMORY_DUMP: Tier.SHORT,
 }
 
 

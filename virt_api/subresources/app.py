@@ -64,6 +64,7 @@ from virt_api.subresources.extras import add_routes as add_extra_routes
 from virt_api.subresources.freeze import action_args
 from virt_api.subresources.frontproxy import FrontProxy
 from virt_api.subresources.locate import ClusterReader, Target, locate
+from virt_api.subresources.memorydump import MemoryDumpApi
 from virt_api.subresources.vmhttp import VmActions, VmStore
 from virt_api.subresources.volhttp import VolumeActions
 from virt_api.upload.routes import PROXY_PATHS, Uploads, api_group
@@ -125,7 +126,8 @@ def build_app(deps: AppDeps) -> web.Application:
     app.router.add_get(f"/apis/{GROUP_VERSION}", _json(discovery.api_resource_list))
     app.router.add_get(f"/apis/{GROUP_VERSION}/version", _json(discovery.version_info))
     app.router.add_get(f"/apis/{GROUP_VERSION}/healthz", _text("ok"))
-    extras = Extras(authorizer=deps.authorizer, expander=deps.expander)
+    dumps = MemoryDumpApi(deps.volumes) if deps.volumes is not None else None
+    extras = Extras(authorizer=deps.authorizer, expander=deps.expander, dumps=dumps)
     add_extra_routes(app, extras, lambda request: request[USER_KEY])
     if deps.volumes is not None:  # before the generic action routes, which would match too
         volume_actions = VolumeActions(authorizer=deps.authorizer, client=deps.volumes)

@@ -3,8 +3,8 @@
     GET  …/virtualmachines/<name>/expand-spec      the VM with its instancetype and
                                                    preference applied to spec.template
     PUT  …/namespaces/<ns>/expand-vm-spec          the same for the VM in the body
-    PUT  …/virtualmachines/<name>/memorydump       400: not supported by kubevirt-py
-    PUT  …/virtualmachines/<name>/removememorydump 400: not supported
+    PUT  …/virtualmachines/<name>/memorydump       a memory dump into a claim (memorydump.py)
+    PUT  …/virtualmachines/<name>/removememorydump the claim's association removed
     GET|PUT …/virtualmachineinstances/<name>/sev/<op>  400: not supported
 
 Each is reviewed (SubjectAccessReview) first, as every action is, so a caller without the
@@ -47,6 +47,7 @@ from virt_api.subresources.errors import (
     SubresourceError,
     VmiRef,
 )
+from virt_api.subresources.memorydump import MemoryDumpApi
 from virt_api.subresources.vmactions import vm_not_found, vm_ref
 
 log = structlog.get_logger("virt_api.subresources.extras")
@@ -58,7 +59,6 @@ MAX_BODY = 1024 * 1024
 VM_EXTRA_PATH = f"{_NS}/{VM_RESOURCE}/{{name}}/{{action:expand-spec|memorydump|removememorydump}}"
 NOT_SUPPORTED = {
     "sev": "SEV (AMD Secure Encrypted Virtualization) is not supported by kubevirt-py",
-    "memorydump": "memory dumps are not supported by kubevirt-py (nor are memoryDump volumes)",
 }
 
 
@@ -106,9 +106,16 @@ async def expanded(client: GetsCreatesPatches, raw: Mapping[str, Any]) -> dict[s
 class Extras:
     """The route handlers; the caller's identity comes from the authentication middleware."""
 
-    def __init__(self, *, authorizer: Authorizer, expander: Expander | None) -> None:
+    def __init__(
+        self,
+        *,
+        authorizer: Authorizer,
+        expander: Expander | None,
+        dumps: MemoryDumpApi | None = None,
+    ) -> None:
         self._authorizer = authorizer
         self._expander = expander
+        self._dumps = dumps
 
     async def sev(self, request: web.Request, user: UserInfo) -> web.StreamResponse:
         ref = VmiRef(namespace=request.match_info["namespace"], name=request.match_info["name"])
@@ -121,7 +128,7 @@ class Extras:
         spec = _spec(request, request.match_info["action"], ref)
         await require(self._authorizer, user, ResourceAttributes.of(spec, ref))
         if spec.action is not ExtraAction.EXPAND_SPEC:
-            raise BadRequest(NOT_SUPPORTED["memorydump"], vmi=ref)
+            return await self._memory_dump(request, spec, ref, user)
         if self._expander is None:
             raise SubresourceError("expand-spec is not configured", vmi=ref)
         try:
@@ -134,6 +141,22 @@ class Extras:
             raise SubresourceError(f"cannot read the VM: {e}", vmi=ref) from e
         log.info("vm_spec_expanded", vm=f"{ref.namespace}/{ref.name}", user=user.name)
         return web.json_response(body)
+
+    async def _memory_dump(
+        self, request: web.Request, spec: ActionSpec, ref: VmiRef, user: UserInfo
+    ) -> web.StreamResponse:
+        if self._dumps is None:
+            raise SubresourceError("memory dumps are not configured", vmi=ref)
+        if spec.action is ExtraAction.REMOVE_MEMORY_DUMP:
+            await self._dumps.remove(ref)
+        else:
+            body = await request.content.read(MAX_BODY + 1)
+            if len(body) > MAX_BODY:
+                raise BadRequest(f"the request body is larger than {MAX_BODY} bytes", vmi=ref)
+            await self._dumps.dump(ref, body)
+        log.info("vm_memory_dump_requested", vm=f"{ref.namespace}/{ref.name}",
+                 action=str(spec.action), user=user.name)  # fmt: skip
+        return web.Response(status=202)
 
     async def expand_vm_spec(self, request: web.Request, user: UserInfo) -> web.StreamResponse:
         """PUT …/namespaces/<ns>/expand-vm-spec: the VM in the body, expanded."""

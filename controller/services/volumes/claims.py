@@ -27,6 +27,7 @@ from shared.model import (
 )
 from shared.model.datavolume import DataVolume, DataVolumePhase
 from shared.model.errors import QuantityError
+from shared.model.memorydump import PVC_MEMORY_DUMP_ANNOTATION
 from shared.model.quantity import parse_bytes
 from shared.upload import UPLOAD_TARGET_ANNOTATION
 
@@ -61,6 +62,8 @@ class Claim:
     # CDI's upload target annotation on a claim no DataVolume controls (image-upload pvc:
     # controller/uploadclaim/).
     upload_target: bool = False
+    # KubeVirt's kubevirt.io/memory-dump annotation: the dump's file name on the claim.
+    memory_dump: str | None = None
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Claim:
@@ -80,6 +83,7 @@ class Claim:
             requests=_strings((spec.get("resources") or {}).get("requests")),
             capacity=_strings(status.get("capacity")),
             upload_target=_upload_target(meta),
+            memory_dump=(meta.get("annotations") or {}).get(PVC_MEMORY_DUMP_ANNOTATION),
         )
 
     def info(self) -> PersistentVolumeClaimInfo:

@@ -11,6 +11,7 @@ import os
 import re
 import select
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_remote_access import _stop
 from tests.integration.realnodes.test_storage import _apply, _claim, _get, _running
-from tests.integration.realnodes.test_story import REPO, _condition, _serial, _wait
+from tests.integration.realnodes.test_story import REPO, _condition, _serial, _virtctl, _wait
 from tests.integration.subresources.test_upstream_virtctl import upstream_virtctl
 
 pytestmark = pytest.mark.cluster
@@ -106,8 +107,57 @@ def _volume_phase(k: Kubectl, ns: str, volume: str) -> str | None:
     return next((str(v.get("phase")) for v in found if v["name"] == volume), None)
 
 
+def _refused(binary: Path, kubeconfig: Path, ns: str, *args: str) -> str:
+    """Run KubeVirt's virtctl, which must fail; what it printed on stderr."""
+    argv = [str(binary), "--kubeconfig", str(kubeconfig), "-n", ns, *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    assert done.returncode != 0, f"virtctl {' '.join(args)} succeeded: {done.stdout}"
+    return done.stderr
+
+
+def _dump_request(k: Kubectl, ns: str) -> dict[str, Any]:
+    return dict(_get(k, ns, "vm", NAME).get("status", {}).get("memoryDumpRequest") or {})
+
+
+def _memory_dump(k: Kubectl, ns: str, virtctl: Any, refused: Any, tmp: Path) -> None:
+    """A claim too small is refused naming the sizes; `memory-dump get --create-claim
+    --output --port-forward` makes the claim, dumps, exports the claim and downloads its
+    tar.gz: one `<vm>-<claim>-<time>.memory.dump`, an ELF core (ET_CORE) at least the
+    guest's 128 MiB; the request Completed naming that file, the claim annotated with it,
+    the volume gone from the VMI; `virtctl-py memory-dump remove` drops the request."""
+    small = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "tiny"},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "16Mi"}}}}  # fmt: skip
+    _apply(k, ns, small)
+    why = refused("memory-dump", "get", NAME, "--claim-name=tiny")
+    assert "pvc size [16Mi] should be bigger then" in why, why
+    out = tmp / "dump.tar.gz"
+    virtctl("memory-dump", "get", NAME, "--claim-name=dump", "--create-claim",
+            f"--output={out}", "--port-forward")  # fmt: skip
+    with tarfile.open(out, "r:gz") as tar:
+        (member,) = tar.getmembers()
+        head = tar.extractfile(member).read(18)  # type: ignore[union-attr]
+    assert re.fullmatch(rf"{NAME}-dump-\d{{8}}-\d{{6}}\.memory\.dump", member.name), member.name
+    assert head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4, head  # ET_CORE
+    assert member.size >= 128 * 1024 * 1024, member.size
+    request = _dump_request(k, ns)
+    assert (request["phase"], request["fileName"]) == ("Completed", member.name), request
+    assert request["startTimestamp"] and request["endTimestamp"], request
+    notes = _get(k, ns, "pvc", "dump")["metadata"]["annotations"]
+    assert notes["kubevirt.io/memory-dump"] == member.name, notes
+    assert _volume_phase(k, ns, "dump") is None
+    done = _virtctl(k.kubeconfig, ns, "memory-dump", "remove", NAME)
+    assert done.returncode == 0, done.stderr
+    _wait(lambda: not _dump_request(k, ns), 60, "the memory dump request removed",
+          lambda: _dump_request(k, ns))  # fmt: skip
+
+
 def test_kubevirt_virtctl_drives_a_guest_on_real_nodes(
-    real_stack: Kubectl, real_cluster: Cluster, real_namespace: str, upstream_virtctl: Path
+    real_stack: Kubectl,
+    real_cluster: Cluster,
+    real_namespace: str,
+    upstream_virtctl: Path,
+    tmp_path: Path,
 ) -> None:
     """With KubeVirt's virtctl alone, each verb exiting 0: `start` runs the Halted demo VM;
     `pause vm`/`unpause vm` make the VMI's Paused condition appear and go; `guestosinfo`
@@ -115,7 +165,7 @@ def test_kubevirt_virtctl_drives_a_guest_on_real_nodes(
     guest's serial output; `migrate` makes a VMIM that Succeeds with the VMI Running on the
     other node; `addvolume` of a hotpluggable claim makes it Ready and the guest sees the
     disk, `removevolume` makes it go from the VMI and the guest; `restart` gives a new VMI
-    Running; `stop` leaves no VMI."""
+    Running; `stop` leaves no VMI. Between them, a memory dump (_memory_dump)."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
 
     def virtctl(*args: str) -> str:
@@ -155,6 +205,11 @@ def test_kubevirt_virtctl_drives_a_guest_on_real_nodes(
     virtctl("removevolume", NAME, "--volume-name=hp-disk")
     _wait(lambda: _volume_phase(k, ns, "hp-disk") is None, 180, "hp-disk gone from the VMI")
     _console_has(real_cluster, vmi, rf"^KUBEVIRT-PY-HOTPLUG-REMOVED {disk}$")
+
+    def refused(*args: str) -> str:
+        return _refused(upstream_virtctl, kubeconfig, ns, *args)
+
+    _memory_dump(k, ns, virtctl, refused, tmp_path)
 
     virtctl("restart", NAME)
     again = _running(k, ns, NAME, not_uid=vmi["metadata"]["uid"])

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import ssl
+import tarfile
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -95,3 +97,19 @@ def test_missing_token_file_is_a_config_error(tmp_path: Path) -> None:
         parse([f"--token-file={tmp_path / 'none'}"])
     (tmp_path / "t").write_text("tok\n")
     assert parse([f"--token-file={tmp_path / 't'}"]).server.token == "tok"
+
+
+async def test_a_claim_of_files_comes_as_a_tar_gz(tmp_path: Path) -> None:
+    """disk.tar.gz (a memory dump's claim): the claim's files, named as on the claim, in a
+    gzip-compressed tar; the token is needed as for the disk."""
+    async with serving(tmp_path) as (base, tls):
+        (tmp_path / "vol" / "disk" / "vm-dump-20261129-140506.memory.dump").write_bytes(DISK)
+        path = "/volumes/disk/disk.tar.gz"
+        assert (await fetch(base, tls, path))[0] == 401
+        status, body = await fetch(base, tls, path, **{"x-kubevirt-export-token": TOKEN})
+    assert status == 200
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        names = sorted(tar.getnames())
+        dump = tar.extractfile("vm-dump-20261129-140506.memory.dump")
+        assert dump is not None and dump.read() == DISK
+    assert names == ["disk.img", "vm-dump-20261129-140506.memory.dump"]

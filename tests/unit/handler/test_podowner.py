@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from handler.hotplug.pvc import _hand_over
+from handler.hotplug.pvc import hand_over as _hand_over
 from handler.netns import Launcher
 from handler.podowner import hand_over, host_disk_files, resolve_in_root
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID

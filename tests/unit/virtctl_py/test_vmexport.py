@@ -61,7 +61,7 @@ def _vol(name: str) -> dict[str, Any]:
 def test_link_picks_the_volume_and_format() -> None:
     """One volume needs no --volume; several need it (naming them); the CA comes along."""
     assert _link(_export([_vol("a")]), None, ExportFormat.GZIP) == (
-        "https://h/volumes/a/disk.img.gz", "CA"
+        "https://h/volumes/a/disk.img.gz", "CA", ExportFormat.GZIP
     )  # fmt: skip
     two = _export([_vol("a"), _vol("b")])
     assert _link(two, "b", ExportFormat.RAW)[0] == "https://h/volumes/b/disk.img"

@@ -140,3 +140,15 @@ def test_bodies_are_owned_and_wired_as_kubevirts() -> None:
     ]
     assert all(c["readOnly"] for c in claims)
     assert len(secret["data"]["token"]) > 20
+
+
+def test_a_memory_dump_claim_is_linked_as_a_tar_gz_only() -> None:
+    """A claim holding a memory dump (no disk): its one format is KubeVirt's archive
+    (tar.gz of its files), so KubeVirt's virtctl memory-dump download picks it."""
+    plan = plan_export(vme(), world(pod_ready=True, archives=frozenset({"disk"})), now=CREATED)
+    link = plan.status.links.internal if plan.status.links else None
+    volume = link.volume("disk") if link else None
+    assert volume is not None
+    assert [(f.format, f.url) for f in volume.formats] == [
+        ("tar.gz", "https://virt-export-exp.ns.svc/volumes/disk/disk.tar.gz")
+    ]

@@ -56,12 +56,14 @@ def test_the_shared_layout_is_kubevirts() -> None:
 
 def test_every_source_that_needs_the_pod_has_a_renderer() -> None:
     """Renderers are keyed by the model's typed sources; only emptyDisk and
-    downwardMetrics (disks the launcher makes in its scratch) need nothing from the pod
-    (cloud-init may name Secrets)."""
+    downwardMetrics (disks the launcher makes in its scratch) and memoryDump (hot-plugged
+    through an attachment pod) need nothing from the pod (cloud-init may name Secrets)."""
     typed = set(typing.get_args(VolumeSource))
     assert set(volumes.RENDERERS) <= typed
     unrendered = {t.__name__ for t in typed - set(volumes.RENDERERS)}
-    assert unrendered == {"EmptyDiskSource", "DownwardMetricsVolumeSource"}
+    assert unrendered == {
+        "EmptyDiskSource", "DownwardMetricsVolumeSource", "MemoryDumpVolumeSource"
+    }  # fmt: skip
 
 
 def test_a_pvc_is_a_pod_volume_mounted_where_the_launcher_looks() -> None:

@@ -267,3 +267,32 @@ def test_a_failed_datavolume_is_said_in_the_volume_status() -> None:
     pod = AttachPod(name="p", uid="pu", volume="dv", phase="Running", node="n1", deleting=False)
     (entry,) = plan_volume_status(vmi, {"dv": pod}, {"dv1": CLAIM}, {"dv": "late"})
     assert entry.phase == "AttachedToNode"
+
+
+def _dump_vmi(entries: tuple[dict[str, Any], ...] = ()) -> VirtualMachineInstance:
+    volume = {"name": "c", "memoryDump": {"claimName": "c", "hotpluggable": True}}
+    return VirtualMachineInstance.from_dict({
+        "metadata": {"name": "vm", "namespace": "ns", "uid": "vmi-uid"},
+        "spec": {"volumes": [volume]},
+        "status": {"phase": "Running", "nodeName": "n1", "volumeStatus": list(entries)},
+    })  # fmt: skip
+
+
+def test_a_memory_dump_volume_is_attached_like_a_claim() -> None:
+    """A memoryDump volume: its attachment pod mounts the claim; its entry carries
+    memoryDumpVolume.claimName; the handler's MemoryDumpCompleted is kept for its pod."""
+    owner = LauncherPod(namespace="ns", name="virt-launcher-vm-abcde", uid="lp")
+    vmi = _dump_vmi()
+    pod = attachment_pod(vmi, vmi.spec.volumes[0], owner=owner, config=TemplateConfig())
+    assert pod["spec"]["volumes"] == [
+        {"name": "hotplug-disk", "persistentVolumeClaim": {"claimName": "c"}}
+    ]
+    c_pod = AttachPod(name="hp", uid="pu", volume="c", phase="Running", node="n1", deleting=False)
+    (attached,) = plan_volume_status(vmi, {"c": c_pod}, {"c": CLAIM})
+    assert attached.phase == "AttachedToNode"
+    assert attached.memory_dump_volume is not None
+    assert attached.memory_dump_volume.claim_name == "c"
+    done = {"name": "c", "phase": "MemoryDumpCompleted",
+            "hotplugVolume": {"attachPodName": "hp", "attachPodUID": "pu"}}  # fmt: skip
+    (kept,) = plan_volume_status(_dump_vmi((done,)), {"c": c_pod}, {"c": CLAIM})
+    assert kept.phase == "MemoryDumpCompleted"

@@ -1,5 +1,6 @@
 """freeze/unfreeze/reset forwarding, and the subresources answered by the API itself:
-expand-spec, memorydump and SEV (virt_api.subresources.extras, .freeze)."""
+expand-spec, memorydump (its routing; the rest in test_memorydump.py) and SEV
+(virt_api.subresources.extras, .freeze)."""
 
 from __future__ import annotations
 
@@ -178,8 +179,6 @@ async def test_expand_spec_of_a_missing_vm_is_a_404() -> None:
 @pytest.mark.parametrize(
     ("method", "path", "what"),
     [
-        ("PUT", f"{VM_PATH}/memorydump", "memory dumps"),
-        ("PUT", f"{VM_PATH}/removememorydump", "memory dumps"),
         ("GET", f"{VMI_PATH}/sev/fetchcertchain", "SEV"),
         ("GET", f"{VMI_PATH}/sev/querylaunchmeasurement", "SEV"),
         ("PUT", f"{VMI_PATH}/sev/setupsession", "SEV"),
@@ -189,7 +188,7 @@ async def test_expand_spec_of_a_missing_vm_is_a_404() -> None:
 async def test_unsupported_subresources_say_so_after_review(
     method: str, path: str, what: str
 ) -> None:
-    """Memory dumps and SEV answer 400 "not supported by kubevirt-py" to an allowed caller;
+    """SEV answers 400 "not supported by kubevirt-py" to an allowed caller;
     a caller without the right gets 403 and learns nothing more."""
     async with _client(deps()) as client:
         resp = await client.request(method, path, headers=proxied())
