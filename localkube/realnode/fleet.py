@@ -118,6 +118,7 @@ class Fleet:
         await ensure_bridge(bridge=self.plan.bridge, gateway=self.plan.gateway)
         if self.config.multus_dir is not None:
             await multus.ensure_host_bridge(self.plan.secondary_bridge)
+            await multus.ensure_host_bridge(self.plan.migration_bridge)
 
     async def start_runtimes(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -130,6 +131,13 @@ class Fleet:
                 netns=self.plan.netns(name),
                 host_veth=self.plan.secondary_veth(i),
                 host_bridge=self.plan.secondary_bridge,
+            )
+            await multus.ensure_link(
+                netns=self.plan.netns(name),
+                host_veth=self.plan.migration_veth(i),
+                host_bridge=self.plan.migration_bridge,
+                node_link=multus.MIGRATION_LINK,
+                node_bridge=multus.MIGRATION_BRIDGE,
             )
 
     def start_kubelets(self) -> None:
@@ -145,6 +153,7 @@ class Fleet:
         noderes.release_hugepages(self.config.paths.root)
         await remove_bridge(self.plan.bridge)
         await remove_bridge(self.plan.secondary_bridge)
+        await remove_bridge(self.plan.migration_bridge)
         log.info("real_nodes_down", bridge=self.plan.bridge)
 
     def kubelet_log(self, node: str) -> Path:

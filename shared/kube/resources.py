@@ -112,6 +112,10 @@ VMRESTORES = Resource(
 )
 VMCLONES = Resource("clone.kubevirt.io", "v1beta1", "virtualmachineclones", "VirtualMachineClone")
 VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")
+NADS = Resource(
+    "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition"
+)
 VOLUMESNAPSHOTCLASSES = Resource(
     "snapshot.storage.k8s.io",
     "v1",
