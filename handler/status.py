@@ -173,7 +173,7 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
     """LiveMigratable: True, or False with KubeVirt's reason and what blocks it."""
     for iface in vmi.spec.domain.devices.interfaces:
         net = vmi.spec.network(iface.name or "")
-        on_pod = net is not None and net.pod is not None
+        on_pod = net is not None and net.primary
         # passt migrates (KubeVirt 1.8): the target launcher starts its own passt keeping
         # the guest's address (launcher/passt.py); a bridge on the pod network does not.
         if on_pod and iface.bridge is not None:

@@ -142,6 +142,7 @@ def test_demo_vm_live_migrates_between_real_nodes(
     mig_sent, eth_sent = (a - b for a, b in zip(sent_after, sent_before, strict=True))
     assert qemu_sent > 1024 * 1024 and mig_sent >= qemu_sent, (mig_sent, eth_sent, qemu_sent)
     assert eth_sent < qemu_sent // 4, (mig_sent, eth_sent, qemu_sent)
+    print(f"migration network: migration0 sent {mig_sent}, eth0 {eth_sent}, QEMU {qemu_sent}")
     _wait(
         lambda: _last_tick(real_cluster, target, target_pod) > before,
         120,
