@@ -44,7 +44,7 @@ from localkube.procs import (
 from localkube.realnode import multus
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
-from localkube.realnode.storage import SHARED_SUBDIR, LocalStorage
+from localkube.realnode.storage import LocalStorage
 from localkube.registry import LocalRegistry
 
 log = structlog.get_logger()
@@ -164,14 +164,9 @@ class Cluster:
                 manifest=self.paths.root / "multus.json",
                 extra=multus.migration_network(
                     cidr=fleet.plan.migration_cidr,
-                    ipam_dir=self._migration_ipam,
+                    ipam_dir=multus.migration_ipam(self.config.nodes_dir),
                 ),
             )
-
-    @property
-    def _migration_ipam(self) -> Path:
-        """host-local's leases of the migration network, seen by every node alike."""
-        return self.config.nodes_dir / SHARED_SUBDIR / "migration-ipam"
 
     def csi(self, fleet: Fleet | None = None) -> CsiStack:
         """The CSI driver, its sidecars and classes (real nodes only)."""
@@ -235,7 +230,7 @@ class Cluster:
                 await csi.stop()
                 await self.fleet().down()
                 await csi.release_loops()
-            shutil.rmtree(self._migration_ipam, ignore_errors=True)  # leases of gone pods
+            shutil.rmtree(multus.migration_ipam(self.config.nodes_dir), ignore_errors=True)
         else:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:

@@ -29,6 +29,7 @@ from typing import Any
 
 from localkube.procs import run_cmd
 from localkube.realnode.configs import CNI_BIN_DIR
+from localkube.realnode.storage import SHARED_SUBDIR
 
 CONF_NAME = "00-multus.conf"
 USER = "multus"  # the client certificate's name; CN system:multus
@@ -125,6 +126,12 @@ def rbac() -> list[dict[str, Any]]:
             "subjects": [{"apiGroup": api, "kind": "User", "name": f"system:{USER}"}],
         },
     ]
+
+
+def migration_ipam(nodes_dir: Path) -> Path:
+    """host-local's leases of the migration network: a directory every node sees alike
+    (removed at `down`, with the leases of pods that are gone)."""
+    return nodes_dir / SHARED_SUBDIR / "migration-ipam"
 
 
 def migration_network(*, cidr: str, ipam_dir: Path) -> list[dict[str, Any]]:
