@@ -118,7 +118,9 @@ class Fleet:
         await ensure_bridge(bridge=self.plan.bridge, gateway=self.plan.gateway)
         if self.config.multus_dir is not None:
             await multus.ensure_host_bridge(self.plan.secondary_bridge)
-            await multus.ensure_host_bridge(self.plan.migration_bridge)
+            # The host on the migration link (.13.1, as .0.1 on the node network): tests
+            # reach the proxies' ports there as any peer on that network could.
+            await ensure_bridge(bridge=self.plan.migration_bridge, gateway=self.plan.migration_host)
 
     async def start_runtimes(self) -> None:
         async with asyncio.TaskGroup() as tg:

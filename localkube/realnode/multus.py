@@ -14,7 +14,8 @@
   node's bridge ``kvsec0``. A NAD using the ``bridge`` plugin on ``kvsec0`` with addresses
   from the block's ``.14.0/24`` joins pods on different nodes.
 - **A migration network**: the same again on its own bridges (``mig0`` → ``kvmig0`` in each
-  node, ``kvmb<block>`` on the host), and the NAD ``kubevirt/migration-network`` on it, which
+  node, ``kvmb<block>`` on the host, which holds ``.13.1`` so that tests reach the proxies
+  there as any peer on that network could), and the NAD ``kubevirt/migration-network``, which
   the KubeVirt CR's ``migrations.network`` names (localkube/deploy.py): the handler pods'
   ``migration0`` get addresses from the block's ``.13.0/24`` by ``host-local``, whose lease
   directory is one that every node sees (``<nodes dir>/_shared/migration-ipam``), so leases

@@ -9,8 +9,8 @@ bench-network's namespaces live there. Inside a block:
 - ``.0.0/24``   the node network: the host's bridge is ``.0.1`` (kube-apiserver listens
   there), node *i* is ``.0.(10+i)``;
 - ``.i.0/24``   node *i*'s pod range (i = 1..12), its CNI bridge gateway ``.i.1``;
-- ``.13.0/24``  the migration network: a third host bridge joins every node's ``mig0``
-  link, layer 2 only; the handler pods' ``migration0`` (the KubeVirt CR's
+- ``.13.0/24``  the migration network: a third host bridge (the host ``.13.1``) joins every
+  node's ``mig0`` link; the handler pods' ``migration0`` (the KubeVirt CR's
   ``migrations.network``) take addresses from it (localkube/realnode/multus.py);
 - ``.14.0/24``  the secondary (multus) network: a second host bridge joins every node's
   ``sec0`` link, layer 2 only (localkube/realnode/multus.py);
@@ -97,6 +97,11 @@ class NetPlan:
     @property
     def migration_cidr(self) -> str:
         return f"{self._addr(MIGRATION_THIRD, 0)}/24"
+
+    @property
+    def migration_host(self) -> str:
+        """The host's address on the migration network (host-local never hands out .1)."""
+        return self._addr(MIGRATION_THIRD, 1)
 
     def migration_veth(self, index: int) -> str:
         """The host end of node *i*'s migration link (the node end is ``mig0``)."""
