@@ -97,4 +97,5 @@ class KubeVirtController(Reconciler):
         if network_problem is not None:  # no NAD informer: look again for it
             self.queue.add_after(key, NAD_RETRY)
         if status.conditions != kv.status.conditions:
-            log.info("kubevirt_status_written", degraded=error is not None)
+            degraded = error is not None or network_problem is not None
+            log.info("kubevirt_status_written", degraded=degraded)
