@@ -19,6 +19,7 @@ from typing import Self
 from handler.actions import ActionsConfig
 from handler.deviceplugin import DevicePluginsConfig
 from handler.errors import StartupError
+from handler.mignet import interface_address
 from handler.migration_tls import ProxyConfig
 from handler.nodelabeller import LabellerConfig
 from shared import podlayout
@@ -111,7 +112,7 @@ class Config:
             log_format=ns.log_format,
             timing=timing,
             actions=ActionsConfig.from_env(env),
-            migration_proxy=ProxyConfig.from_env(env),
+            migration_proxy=ProxyConfig.from_env(env, migration_network=interface_address),
             device_plugins=_device_plugins(ns),
             kubevirt_namespace=ns.kubevirt_namespace,
             seccomp_dir=Path(ns.seccomp_dir) if ns.seccomp_dir else None,

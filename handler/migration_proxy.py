@@ -299,7 +299,10 @@ class SourceProxy:
         cfg = self._config
         async with asyncio.timeout(cfg.connect_timeout + cfg.handshake_timeout):
             reader, writer = await asyncio.open_connection(
-                self._host, self._ports[stream], ssl=cfg.client_context()
+                self._host,
+                self._ports[stream],
+                ssl=cfg.client_context(),
+                local_addr=cfg.local_address(self._host),
             )
         if (cn := peer_cn(writer)) != cfg.peer_cn:
             writer.close()

@@ -171,6 +171,7 @@ async def run_source_step(launcher: LauncherPort, step: SourceStep) -> None:
             elapsed_ms=out.elapsed_ms,
             downtime_ms=out.downtime_ms,
             data_total=out.data_total,
+            data_processed=out.data_processed,
             failure=out.failure_reason,
         )
     if step.call is None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Interface, ip_address
 from pathlib import Path
 from typing import Self
 
@@ -29,11 +30,21 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     handshake_timeout: float = 10.0
 
+    # The migration network's address (the handler pod's `migration0`, handler/mignet.py):
+    # the proxy listens there, advertises it and dials from it. None: the pod network.
+    network: IPv4Interface | None = None
+
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Self | None:
+    def from_env(
+        cls,
+        environ: Mapping[str, str],
+        *,
+        migration_network: Callable[[], IPv4Interface | None] = lambda: None,
+    ) -> Self | None:
         """VIRT_HANDLER_MIGRATION_{CERT_DIR,HOST,ADVERTISE_HOST,BANDWIDTH_MIB}: the cert dir
-        defaults to the actions endpoint's, the advertised host to POD_IP. None (no proxy:
-        both launchers must share one host) without certificates."""
+        defaults to the actions endpoint's; the listening and advertised host to the
+        migration network's address when `migration_network` finds one, else 0.0.0.0 and
+        POD_IP. None (no proxy: both launchers must share one host) without certificates."""
 
         def env(name: str, default: str) -> str:
             return environ.get(ENV_PREFIX + name) or default
@@ -42,12 +53,26 @@ class ProxyConfig:
         cert_dir = Path(env("CERT_DIR", actions_dir))
         if not all((cert_dir / f).is_file() for f in ("tls.crt", "tls.key", "ca.crt")):
             return None
+        network = migration_network()
+        mine = str(network.ip) if network is not None else None
         return cls(
             cert_dir=cert_dir,
-            host=env("HOST", "0.0.0.0"),
-            advertise_host=env("ADVERTISE_HOST", environ.get("POD_IP") or "127.0.0.1"),
+            host=env("HOST", mine or "0.0.0.0"),
+            advertise_host=env("ADVERTISE_HOST", mine or environ.get("POD_IP") or "127.0.0.1"),
             bandwidth_mib=int(env("BANDWIDTH_MIB", "0")),
+            network=network,
         )
+
+    def local_address(self, target: str) -> tuple[str, int] | None:
+        """Where to dial `target` from: the migration network's address when the target is
+        on that network (its traffic then leaves by `migration0`), else the system's pick."""
+        if self.network is None:
+            return None
+        try:
+            on_network = ip_address(target) in self.network.network
+        except ValueError:  # a host name: not ours to place
+            return None
+        return (str(self.network.ip), 0) if on_network else None
 
     def _context(self, purpose: int) -> ssl.SSLContext:
         ctx = ssl.SSLContext(purpose)

@@ -48,7 +48,7 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
         )  # fmt: skip
     for index, iface in enumerate(interfaces):
         net = vmi.spec.network(iface.name or "")
-        if net is None or net.pod is None:
+        if net is None or not net.primary:
             continue
         name, mac = iface.name or "", iface.mac_address
         if iface.bridge is not None:
@@ -69,7 +69,7 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
                 listed=bool(ports),
                 mac=mac,
                 multi_queue=_multi_queue(vmi, iface),
-                guest_range=podnet.guest_range(net.pod.vm_network_cidr),
+                guest_range=podnet.guest_range(net.pod.vm_network_cidr if net.pod else None),
             )
     return None
 
@@ -80,7 +80,8 @@ def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
     found = []
     for index, iface in enumerate(vmi.spec.domain.devices.interfaces):
         net = vmi.spec.network(iface.name or "")
-        if net is None or net.multus is None or iface.bridge is None or not net.name:
+        secondary = net is not None and net.multus is not None and not net.primary
+        if net is None or not secondary or iface.bridge is None or not net.name:
             continue
         found.append(
             Target(

@@ -173,10 +173,10 @@ def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
     """LiveMigratable: True, or False with KubeVirt's reason and what blocks it."""
     for iface in vmi.spec.domain.devices.interfaces:
         net = vmi.spec.network(iface.name or "")
-        on_pod = net is not None and net.pod is not None
-        # passt: the launcher's own passt process and QEMU arguments (launcher/passt.py)
-        # are not carried to a target.
-        if on_pod and (iface.bridge is not None or iface.passt_binding is not None):
+        on_pod = net is not None and net.primary
+        # passt migrates (KubeVirt 1.8): the target launcher starts its own passt keeping
+        # the guest's address (launcher/passt.py); a bridge on the pod network does not.
+        if on_pod and iface.bridge is not None:
             return _false(
                 VMIConditionType.LIVE_MIGRATABLE,
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,

@@ -131,6 +131,7 @@ class DomainManager:
             incoming = dataclasses.replace(self._disks, incoming=True)
             plan = await plan_domain(vmi, ctx=incoming, host=self._host, virt_type=self._virt_type)
             self._built(plan)
+            await self._passt.start(plan.passt)  # listening before the incoming QEMU connects
             self._flags.started = True
             prepared = MigrationInfo(role=MigrationRole.TARGET, phase=MigrationPhase.PREPARED)
             self.set_migration(prepared)

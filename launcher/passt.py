@@ -7,7 +7,14 @@ guest. libvirt 9.0 (Debian 12, the launcher's) has no `<backend type='passt'/>`,
 launcher starts passt in its own network namespace (the pod's; no privileges needed beyond
 binding the forwarded ports) and hands QEMU 7.2 the socket as `-netdev stream` with a
 `virtio-net-pci` device, through libvirt's `qemu:commandline` (the domain is "tainted:
-custom-argv" in libvirt's log; it is not live-migratable).
+custom-argv" in libvirt's log).
+
+Live migration (KubeVirt 1.8's semantics): the target launcher starts its own passt when it
+is prepared, before the incoming QEMU connects, told to give the guest the address it
+already holds (`--address`, the first pod's IP from the VMI's status), so the guest keeps
+its address and stays reachable on the target pod's IP. Open TCP connections do not
+survive: carrying them needs passt's own migration (TCP_REPAIR through passt-repair, passt
+2025_02 and later, over vhost-user), which Debian 12's passt (2023_03) does not have.
 """
 
 from __future__ import annotations
@@ -43,6 +50,12 @@ class PasstInterface:
     mac: str
     # ("tcp"|"udp", ports); an empty tuple of ports: every port
     forwards: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # The guest's IPv4 address when it is not this pod's (a migration target keeps the
+    # address the guest took from the first pod); None: passt takes the pod's own.
+    guest_address: str | None = None
+    # passt's own MAC (the guest's gateway): the same on every pod the VMI runs in, so the
+    # guest's ARP entry for it stays right after a migration; None: the pod interface's.
+    own_mac: str | None = None
 
     @property
     def netdev(self) -> str:
@@ -63,6 +76,10 @@ def argv(iface: PasstInterface) -> list[str]:
     flags = {"tcp": "--tcp-ports", "udp": "--udp-ports"}
     for proto, ports in iface.forwards:  # passt forwards nothing it is not told to
         args += [flags[proto], ",".join(str(p) for p in sorted(set(ports))) if ports else "all"]
+    if iface.guest_address:  # inbound to the pod's own address still reaches the guest
+        args += ["--address", iface.guest_address]
+    if iface.own_mac:
+        args += ["--mac-addr", iface.own_mac]
     return args
 
 

@@ -272,15 +272,21 @@ def root_ports(plan: DomainPlan) -> int:
 
 
 def passt_interfaces(
-    vmi: VirtualMachineInstance, *, socket_dir: Path
+    vmi: VirtualMachineInstance, *, socket_dir: Path, keep_addresses: bool = False
 ) -> tuple[PasstInterface, ...]:
-    """The passt-bound interfaces: a socket each in `socket_dir` (QEMU's own directory)."""
+    """The passt-bound interfaces: a socket each in `socket_dir` (QEMU's own directory).
+    `keep_addresses` (a migration target): each passt gives the guest the address it
+    already holds, the VMI's status.interfaces address (the first pod's IP), not this
+    pod's (KubeVirt 1.8's passt: the guest's address is kept across migrations)."""
+    kept = {i.name: i.ip_address for i in vmi.status.interfaces if keep_addresses and i.name}
     return tuple(
         PasstInterface(
             alias=i.name or "",
             socket=socket_dir / f"passt-{i.name}.sock",
             mac=i.mac_address or guest_mac(vmi.metadata.uid or "", i.name or ""),
             forwards=_passt_forwards(i),
+            guest_address=kept.get(i.name or ""),
+            own_mac=guest_mac(vmi.metadata.uid or "", f"{i.name}/passt"),
         )
         for i in vmi.spec.domain.devices.interfaces
         if i.passt_binding is not None
@@ -342,7 +348,9 @@ async def plan_domain(
         disks=planned,
         iothreads=iothread_count(vmi, planned),
         interfaces=_interfaces(vmi, _wiring(host)),
-        passt=passt_interfaces(vmi, socket_dir=host.console_socket.parent),
+        passt=passt_interfaces(
+            vmi, socket_dir=host.console_socket.parent, keep_addresses=ctx.incoming
+        ),
         serial_log=host.serial_log,
         console_socket=host.console_socket,
         agent_socket=host.agent_socket,

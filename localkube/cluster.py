@@ -162,6 +162,10 @@ class Cluster:
                 kubectl=self.config.bin_dir / "kubectl",
                 kubeconfig=self.kubeconfig,
                 manifest=self.paths.root / "multus.json",
+                extra=multus.migration_network(
+                    cidr=fleet.plan.migration_cidr,
+                    ipam_dir=multus.migration_ipam(self.config.nodes_dir),
+                ),
             )
 
     async def _start_nodes(self, ports: Ports, fleet: Fleet) -> None:
@@ -237,6 +241,7 @@ class Cluster:
                 await csi.stop()
                 await self.fleet().down()
                 await csi.release_loops()
+            shutil.rmtree(multus.migration_ipam(self.config.nodes_dir), ignore_errors=True)
         else:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:

@@ -27,6 +27,9 @@ from pathlib import Path
 
 from localkube import hostaddr
 from localkube.errors import LocalKubeError
+from localkube.realnode.multus import MIGRATION_NAD
+from shared.mignet import handler_networks
+from shared.multus import NETWORKS_ANNOTATION
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "kubevirt"
@@ -169,8 +172,9 @@ def deploy(
     done = subprocess.run(gen, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise LocalKubeError(f"scripts/gen-certs failed: {done.stderr.strip()}")
+    network = _migration_network(kubectl) if real_nodes else None
     if real_nodes:
-        kubectl("apply", "-k", str(REAL_NODES_OVERLAY))
+        _apply_real_nodes(kubectl, network)
     else:
         _apply_overlay(kubectl, place)
         slice_ = endpoint_slice(host, place.api_port, admission_port=place.webhook_port)
@@ -182,7 +186,7 @@ def deploy(
         kubectl("patch", "apiservice", apiservice, "--type=merge", "-p", patch)
     patch_webhooks(kubectl, bundle)
     wait_ready(kubectl, timeout=timeout)
-    apply_kubevirt_cr(kubectl)
+    apply_kubevirt_cr(kubectl, migration_network=network)
 
 
 # The aggregated APIs virt-api serves (manifests/base/subresources/apiservice*.yaml).
@@ -190,10 +194,45 @@ APISERVICES = ("v1.subresources.kubevirt.io", "v1beta1.upload.cdi.kubevirt.io")
 KUBEVIRT_CR = REPO / "manifests" / "kubevirt-cr.yaml"
 
 
-def apply_kubevirt_cr(kubectl: Kubectl) -> None:
-    """The cluster's KubeVirt CR, once its CRD is established and admission serves."""
+def apply_kubevirt_cr(kubectl: Kubectl, *, migration_network: str | None = None) -> None:
+    """The cluster's KubeVirt CR, once its CRD is established and admission serves; with
+    the test bed's migration network when it has one."""
     kubectl("wait", "crd/kubevirts.kubevirt.io", "--for=condition=Established", "--timeout=60s")
     kubectl("apply", "-f", str(KUBEVIRT_CR))
+    if migration_network is not None:
+        patch = {"spec": {"configuration": {"migrations": {"network": migration_network}}}}
+        kubectl("patch", "kv", "kubevirt", "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+
+
+def _migration_network(kubectl: Kubectl) -> str | None:
+    """The test bed's migration network (localkube/realnode/multus.py), when it has one."""
+    found = kubectl(
+        "get", "-n", NAMESPACE, f"network-attachment-definitions.k8s.cni.cncf.io/{MIGRATION_NAD}",
+        "-o", "name", check=False,
+    )  # fmt: skip
+    return MIGRATION_NAD if found.strip() else None
+
+
+def _apply_real_nodes(kubectl: Kubectl, network: str | None) -> None:
+    """The real-node overlay; with a migration network, the handler DaemonSet's pods
+    carry it from the start (as virt-operator renders it for a CR that names one, so the
+    controller finds nothing to roll)."""
+    if network is None:
+        kubectl("apply", "-k", str(REAL_NODES_OVERLAY))
+        return
+    annotations = {NETWORKS_ANNOTATION: handler_networks(network, namespace=NAMESPACE)}
+    op = {"op": "add", "path": "/spec/template/metadata/annotations", "value": annotations}
+    with tempfile.TemporaryDirectory(prefix="kvpy-overlay-") as tmp:
+        overlay = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [os.path.relpath(REAL_NODES_OVERLAY, tmp)],
+            "patches": [
+                {"target": {"kind": "DaemonSet", "name": "virt-handler"}, "patch": json.dumps([op])}
+            ],
+        }
+        Path(tmp, "kustomization.yaml").write_text(json.dumps(overlay))
+        kubectl("apply", "-k", tmp)
 
 
 WEBHOOK_CONFIGURATIONS = (

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import structlog
 
+from shared import mignet
 from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
@@ -90,6 +91,9 @@ class ClusterConfig:
     # vmStateStorageClass: the class of persistent-state claims (None: persistent TPM / EFI
     # refused at admission).
     vm_state_storage_class: str | None = None
+    # migrations.network: the NetworkAttachmentDefinition of the migration network (None: the
+    # pod network carries migrations; shared/mignet.py).
+    migration_network: str | None = None
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -226,6 +230,8 @@ def _configuration(
         if live.max_hotplug_ratio is not None:
             changes["max_hotplug_ratio"] = live.max_hotplug_ratio
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
+    network = c.migrations.network if c.migrations is not None else None
+    changes["migration_network"] = mignet.check_network(errors, network or "")
     if (options := c.virtual_machine_options) is not None:
         changes["serial_console_log_disabled"] = options.disable_serial_console_log is not None
     if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default

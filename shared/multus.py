@@ -17,6 +17,7 @@ from shared.model import VirtualMachineInstance
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
+DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
 
 
 def pod_interface(network: str) -> str:
@@ -46,6 +47,8 @@ def attachments(vmi: VirtualMachineInstance) -> tuple[Attachment, ...]:
     for net in vmi.spec.networks:
         if net.multus is None or not net.name or not net.multus.network_name:
             continue
+        if net.multus.default:  # the pod's eth0 (default_network_annotation)
+            continue
         ns, name = split_network_name(
             net.multus.network_name, namespace=vmi.metadata.namespace or "default"
         )
@@ -58,6 +61,19 @@ def attachments(vmi: VirtualMachineInstance) -> tuple[Attachment, ...]:
             )
         )
     return tuple(found)
+
+
+def default_network_annotation(vmi: VirtualMachineInstance) -> str | None:
+    """The launcher pod's `v1.multus-cni.io/default-network` value (`namespace/name`) when a
+    multus network is the pod's default (`multus.default`): multus makes the pod's eth0 from
+    that NAD instead of the cluster network, and it is bound as the pod network is."""
+    for net in vmi.spec.networks:
+        if net.multus is not None and net.multus.default and net.multus.network_name:
+            ns, name = split_network_name(
+                net.multus.network_name, namespace=vmi.metadata.namespace or "default"
+            )
+            return f"{ns}/{name}"
+    return None
 
 
 def networks_annotation(vmi: VirtualMachineInstance) -> str | None:

@@ -14,6 +14,7 @@ import structlog
 
 from controller.deps import Deps
 from controller.kubevirt.logic import plan_status
+from controller.kubevirt.mignet import sync_handler_networks
 from controller.reconcile import Reconciler, refresher
 from shared.clusterconfig import LiveConfig, effective
 from shared.kube import KUBEVIRTS, Handlers, NotFound, StatusWriter, WorkQueue
@@ -21,6 +22,7 @@ from shared.model import now_rfc3339
 from shared.model.kubevirt import KubeVirt
 
 log = structlog.get_logger("controller.kubevirt")
+NAD_RETRY = 10.0  # seconds between looks for a missing migration network's NAD
 
 
 def version() -> str:
@@ -70,8 +72,21 @@ class KubeVirtController(Reconciler):
         if kv is None or kv.metadata.is_deleting:
             return
         in_force = effective(self._informers.kubevirts.store.list())
-        error = self._live.error if in_force is not None and in_force.key == key else None
-        status = plan_status(kv, error=error, version=self._version, now=now_rfc3339(self._clock))
+        ours = in_force is not None and in_force.key == key
+        error = self._live.error if ours else None
+        network_problem = None
+        if ours:
+            network = self._live.current().migration_network
+            network_problem = await sync_handler_networks(
+                self._client, network, namespace=kv.namespace
+            )
+        status = plan_status(
+            kv,
+            error=error,
+            version=self._version,
+            now=now_rfc3339(self._clock),
+            network_problem=network_problem,
+        )
         new = dataclasses.replace(kv, status=status)
         try:
             await self._writer.write_status(
@@ -79,5 +94,8 @@ class KubeVirtController(Reconciler):
             )
         except NotFound:
             return
+        if network_problem is not None:  # no NAD informer: look again for it
+            self.queue.add_after(key, NAD_RETRY)
         if status.conditions != kv.status.conditions:
-            log.info("kubevirt_status_written", degraded=error is not None)
+            degraded = error is not None or network_problem is not None
+            log.info("kubevirt_status_written", degraded=degraded)

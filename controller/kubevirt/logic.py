@@ -4,7 +4,9 @@ guide writes it.
 
 Available: the daemons run (this controller is leading) with the configuration in force.
 Degraded: the CR's latest configuration did not validate; the last good one stays in force
-and the condition names the fields. Progressing: never (nothing is rolled out here).
+and the condition names the fields. Also when its migration network's NAD is not there
+(mignet.py), naming `spec.configuration.migrations.network`. Progressing: never (nothing
+is rolled out here).
 """
 
 from __future__ import annotations
@@ -40,17 +42,26 @@ def _condition(
 
 
 def plan_status(
-    kv: KubeVirt, *, error: InvalidKubeVirt | None, version: str, now: str
+    kv: KubeVirt,
+    *,
+    error: InvalidKubeVirt | None,
+    version: str,
+    now: str,
+    network_problem: str | None = None,
 ) -> KubeVirtStatus:
-    """The status `kv` should carry; `error`: its configuration was refused."""
+    """The status `kv` should carry; `error`: its configuration was refused;
+    `network_problem`: its migration network cannot be given to the handlers."""
     old = kv.status.conditions
-    if error is None:
-        degraded = _condition(DEGRADED, False, "AllComponentsReady", "", old=old, now=now)
-    else:
+    if error is not None:
         message = "configuration not applied, the last good one stays in force: " + "; ".join(
             str(e) for e in error.errors
         )
         degraded = _condition(DEGRADED, True, "InvalidConfiguration", message, old=old, now=now)
+    elif network_problem is not None:
+        reason = "MigrationNetworkNotFound"
+        degraded = _condition(DEGRADED, True, reason, network_problem, old=old, now=now)
+    else:
+        degraded = _condition(DEGRADED, False, "AllComponentsReady", "", old=old, now=now)
     conditions = (
         _condition(
             AVAILABLE, True, "AllComponentsReady", "All components are ready.", old=old, now=now

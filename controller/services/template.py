@@ -199,6 +199,8 @@ class TemplateService:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
         if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
+        if default := multus.default_network_annotation(vmi):  # multus makes eth0 from it
+            pod["metadata"]["annotations"][multus.DEFAULT_NETWORK_ANNOTATION] = default
         if consolelog.wanted(vmi, cluster_disabled=self.config.serial_console_log_disabled):
             pod["spec"]["containers"].append(self._console_log_container(vmi))
         pod["spec"]["containers"] += virtiofs.containers(

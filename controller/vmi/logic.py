@@ -365,11 +365,19 @@ def _plan_post_handoff(
 
 
 def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod) -> VMIStatus:
-    """status.interfaces carrying the launcher pod's IP, once it has one."""
+    """status.interfaces carrying the launcher pod's IP, once it has one. A passt
+    interface keeps the address it has: the guest keeps the first pod's IP across
+    migrations (the target's passt gives it that one, launcher/passt.py)."""
     if pod.ip is None:
         return status
-    wanted = vmi.interface_statuses(pod_ip=pod.ip)
     current = {i.name: i for i in status.interfaces}
+    passt = {i.name for i in vmi.spec.domain.devices.interfaces if i.passt_binding is not None}
+    wanted = tuple(
+        current[w.name]
+        if w.name in passt and w.name in current and current[w.name].ip_address
+        else w
+        for w in vmi.interface_statuses(pod_ip=pod.ip)
+    )
     if all(w.name in current and current[w.name].ip_address == w.ip_address for w in wanted):
         return status
     return dataclasses.replace(status, interfaces=wanted)

@@ -120,6 +120,9 @@ class Fleet:
         await ensure_bridge(bridge=self.plan.bridge, gateway=self.plan.gateway)
         if self.config.multus_dir is not None:
             await multus.ensure_host_bridge(self.plan.secondary_bridge)
+            # The host on the migration link (.13.1, as .0.1 on the node network): tests
+            # reach the proxies' ports there as any peer on that network could.
+            await ensure_bridge(bridge=self.plan.migration_bridge, gateway=self.plan.migration_host)
 
     async def start_runtimes(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -132,6 +135,13 @@ class Fleet:
                 netns=self.plan.netns(name),
                 host_veth=self.plan.secondary_veth(i),
                 host_bridge=self.plan.secondary_bridge,
+            )
+            await multus.ensure_link(
+                netns=self.plan.netns(name),
+                host_veth=self.plan.migration_veth(i),
+                host_bridge=self.plan.migration_bridge,
+                node_link=multus.MIGRATION_LINK,
+                node_bridge=multus.MIGRATION_BRIDGE,
             )
 
     async def forget_stale(self, served: dict[str, str]) -> None:
@@ -154,6 +164,7 @@ class Fleet:
         noderes.release_hugepages(self.config.paths.root)
         await remove_bridge(self.plan.bridge)
         await remove_bridge(self.plan.secondary_bridge)
+        await remove_bridge(self.plan.migration_bridge)
         log.info("real_nodes_down", bridge=self.plan.bridge)
 
     def kubelet_log(self, node: str) -> Path:

@@ -13,6 +13,13 @@
   host bridge ``kvsb<block>`` (no address: layer 2 only, nothing routed), enslaved to the
   node's bridge ``kvsec0``. A NAD using the ``bridge`` plugin on ``kvsec0`` with addresses
   from the block's ``.14.0/24`` joins pods on different nodes.
+- **A migration network**: the same again on its own bridges (``mig0`` → ``kvmig0`` in each
+  node, ``kvmb<block>`` on the host, which holds ``.13.1`` so that tests reach the proxies
+  there as any peer on that network could), and the NAD ``kubevirt/migration-network``, which
+  the KubeVirt CR's ``migrations.network`` names (localkube/deploy.py): the handler pods'
+  ``migration0`` get addresses from the block's ``.13.0/24`` by ``host-local``, whose lease
+  directory is one that every node sees (``<nodes dir>/_shared/migration-ipam``), so leases
+  are unique across nodes (a production cluster would use whereabouts or DHCP).
 """
 
 from __future__ import annotations
@@ -23,11 +30,16 @@ from typing import Any
 
 from localkube.procs import run_cmd
 from localkube.realnode.configs import CNI_BIN_DIR
+from localkube.realnode.storage import SHARED_SUBDIR
 
 CONF_NAME = "00-multus.conf"
 USER = "multus"  # the client certificate's name; CN system:multus
 NODE_BRIDGE = "kvsec0"  # in each node's namespace: NADs attach pods here
 NODE_LINK = "sec0"  # the node end of the secondary veth
+MIGRATION_BRIDGE = "kvmig0"  # in each node's namespace: the migration network's bridge
+MIGRATION_LINK = "mig0"  # the node end of the migration network's veth
+MIGRATION_NAD = "migration-network"  # in the install namespace (kubevirt)
+INSTALL_NAMESPACE = "kubevirt"
 GROUP = "k8s.cni.cncf.io"
 
 
@@ -117,8 +129,38 @@ def rbac() -> list[dict[str, Any]]:
     ]
 
 
-async def apply(*, kubectl: Path, kubeconfig: Path, manifest: Path) -> None:
-    """The CRD (established) and the plugin's RBAC in the cluster."""
+def migration_ipam(nodes_dir: Path) -> Path:
+    """host-local's leases of the migration network: a directory every node sees alike
+    (removed at `down`, with the leases of pods that are gone)."""
+    return nodes_dir / SHARED_SUBDIR / "migration-ipam"
+
+
+def migration_network(*, cidr: str, ipam_dir: Path) -> list[dict[str, Any]]:
+    """The install namespace and the migration network's NAD (bridge on kvmig0)."""
+    config = {
+        "cniVersion": "0.4.0",
+        "name": MIGRATION_NAD,
+        "type": "bridge",
+        "bridge": MIGRATION_BRIDGE,
+        "ipMasq": False,
+        "isGateway": False,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": cidr}]], "dataDir": str(ipam_dir)},
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NAMESPACE}},
+        {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": "NetworkAttachmentDefinition",
+            "metadata": {"name": MIGRATION_NAD, "namespace": INSTALL_NAMESPACE},
+            "spec": {"config": json.dumps(config)},
+        },
+    ]
+
+
+async def apply(
+    *, kubectl: Path, kubeconfig: Path, manifest: Path, extra: list[dict[str, Any]] | None = None
+) -> None:
+    """The CRD (established) and the plugin's RBAC in the cluster; then `extra` (NADs)."""
     items = [crd(), *rbac()]
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     base = [str(kubectl), "--kubeconfig", str(kubeconfig)]
@@ -128,6 +170,9 @@ async def apply(*, kubectl: Path, kubeconfig: Path, manifest: Path) -> None:
          f"crd/network-attachment-definitions.{GROUP}"],
         timeout=90,
     )  # fmt: skip
+    if extra:
+        manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": extra}))
+        await run_cmd([*base, "apply", "-f", str(manifest)], timeout=60)
 
 
 async def ensure_host_bridge(bridge: str) -> None:
@@ -137,17 +182,25 @@ async def ensure_host_bridge(bridge: str) -> None:
     await run_cmd(["ip", "link", "set", bridge, "up"])
 
 
-async def ensure_link(*, netns: str, host_veth: str, host_bridge: str) -> None:
-    """The node's ``sec0`` (a veth to the host bridge) enslaved to its ``kvsec0``."""
+async def ensure_link(
+    *,
+    netns: str,
+    host_veth: str,
+    host_bridge: str,
+    node_link: str = NODE_LINK,
+    node_bridge: str = NODE_BRIDGE,
+) -> None:
+    """The node's ``sec0`` (a veth to the host bridge) enslaved to its ``kvsec0`` (or the
+    migration network's ``mig0`` and ``kvmig0``)."""
     inside = ["ip", "netns", "exec", netns]
     if not Path(f"/sys/class/net/{host_veth}").exists():
         await run_cmd(
             ["ip", "link", "add", host_veth, "type", "veth",
-             "peer", "name", NODE_LINK, "netns", netns]
+             "peer", "name", node_link, "netns", netns]
         )  # fmt: skip
     await run_cmd(["ip", "link", "set", host_veth, "master", host_bridge, "up"])
     links = await run_cmd([*inside, "ip", "-o", "link", "show"])
-    if f" {NODE_BRIDGE}:" not in links:
-        await run_cmd([*inside, "ip", "link", "add", NODE_BRIDGE, "type", "bridge"])
-    await run_cmd([*inside, "ip", "link", "set", NODE_BRIDGE, "up"])
-    await run_cmd([*inside, "ip", "link", "set", NODE_LINK, "master", NODE_BRIDGE, "up"])
+    if f" {node_bridge}:" not in links:
+        await run_cmd([*inside, "ip", "link", "add", node_bridge, "type", "bridge"])
+    await run_cmd([*inside, "ip", "link", "set", node_bridge, "up"])
+    await run_cmd([*inside, "ip", "link", "set", node_link, "master", node_bridge, "up"])

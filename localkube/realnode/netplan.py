@@ -8,7 +8,10 @@ bench-network's namespaces live there. Inside a block:
 
 - ``.0.0/24``   the node network: the host's bridge is ``.0.1`` (kube-apiserver listens
   there), node *i* is ``.0.(10+i)``;
-- ``.i.0/24``   node *i*'s pod range (i = 1..13), its CNI bridge gateway ``.i.1``;
+- ``.i.0/24``   node *i*'s pod range (i = 1..12), its CNI bridge gateway ``.i.1``;
+- ``.13.0/24``  the migration network: a third host bridge (the host ``.13.1``) joins every
+  node's ``mig0`` link; the handler pods' ``migration0`` (the KubeVirt CR's
+  ``migrations.network``) take addresses from it (localkube/realnode/multus.py);
 - ``.14.0/24``  the secondary (multus) network: a second host bridge joins every node's
   ``sec0`` link, layer 2 only (localkube/realnode/multus.py);
 - ``.15.0/24``  the Service range; ``.15.1`` is the ``kubernetes`` Service.
@@ -26,7 +29,8 @@ from pathlib import Path
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 BLOCKS = 31  # of the /15's 32: the last is the process-mode clusters' and benches' (above)
-MAX_NODES = 13
+MAX_NODES = 12
+MIGRATION_THIRD = 13  # the migration network's /24 inside the block
 SECONDARY_THIRD = 14  # the secondary network's /24 inside the block
 
 
@@ -84,6 +88,24 @@ class NetPlan:
     def secondary_veth(self, index: int) -> str:
         """The host end of node *i*'s secondary link (the node end is ``sec0``)."""
         return f"kv{self.block}s{self._check(index)}"
+
+    @property
+    def migration_bridge(self) -> str:
+        """The host bridge of the migration network (no address: layer 2 between nodes)."""
+        return f"kvmb{self.block}"
+
+    @property
+    def migration_cidr(self) -> str:
+        return f"{self._addr(MIGRATION_THIRD, 0)}/24"
+
+    @property
+    def migration_host(self) -> str:
+        """The host's address on the migration network (host-local never hands out .1)."""
+        return self._addr(MIGRATION_THIRD, 1)
+
+    def migration_veth(self, index: int) -> str:
+        """The host end of node *i*'s migration link (the node end is ``mig0``)."""
+        return f"kv{self.block}m{self._check(index)}"
 
     def node_ip(self, index: int) -> str:
         return self._addr(0, 10 + self._check(index))

@@ -122,6 +122,10 @@ VMBACKUPTRACKERS = Resource(
     "VirtualMachineBackupTracker",
 )
 VOLUMESNAPSHOTS = Resource("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")
+NADS = Resource(
+    "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition"
+)
 VOLUMESNAPSHOTCLASSES = Resource(
     "snapshot.storage.k8s.io",
     "v1",

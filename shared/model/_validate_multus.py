@@ -12,8 +12,8 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 def validate_multus(errs: Errors, path: str, net: Network) -> None:
-    """`networkName` is a NAD's `name` or `namespace/name`; a default multus network (which
-    replaces the pod network) is not built."""
+    """`networkName` is a NAD's `name` or `namespace/name` (a default one replaces the pod
+    network: validate_networks allows one primary network)."""
     if net.multus is None:
         return
     mpath = f"{path}.multus"
@@ -28,10 +28,3 @@ def validate_multus(errs: Errors, path: str, net: Network) -> None:
                 "must be a NetworkAttachmentDefinition name or namespace/name",
                 name,
             )
-    if net.multus.default:
-        errs.add(
-            f"{mpath}.default",
-            "a multus default network (replacing the pod network) is not supported by "
-            "kubevirt-py; attach it as a secondary network",
-            True,
-        )

@@ -266,10 +266,16 @@ def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -
     network = spec.network(iface.name) if iface.name else None
     if iface.name and network is None:
         errs.add(f"{path}.name", f"no network named {iface.name!r} in spec.networks", iface.name)
-    if iface.masquerade is not None and network is not None and network.pod is None:
-        errs.add(f"{path}.masquerade", "masquerade is only allowed on the pod network")
-    if iface.passt_binding is not None and network is not None and network.pod is None:
-        errs.add(f"{path}.passtBinding", "passtBinding is only allowed on the pod network")
+    if iface.masquerade is not None and network is not None and not network.primary:
+        errs.add(
+            f"{path}.masquerade",
+            "masquerade is only allowed on the pod network or a multus default network",
+        )
+    if iface.passt_binding is not None and network is not None and not network.primary:
+        errs.add(
+            f"{path}.passtBinding",
+            "passtBinding is only allowed on the pod network or a multus default network",
+        )
     _validate_ports(errs, path, iface)
 
 
@@ -301,11 +307,17 @@ def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
         if net.name and spec.domain.devices.interface(net.name) is None:
             errs.add(f"{npath}.name", f"network {net.name!r} has no interface", net.name)
         validate_multus(errs, npath, net)
-        if net.pod is None:
+        if not net.primary:
             continue
         if pod_at is not None:
-            errs.add(f"{npath}.pod", f"the pod network is already used by {nets_path}[{pod_at}]")
+            field = "pod" if net.pod is not None else "multus.default"
+            errs.add(
+                f"{npath}.{field}",
+                f"the pod's primary network is already {nets_path}[{pod_at}]",
+            )
         pod_at = i if pod_at is None else pod_at
+        if net.pod is None:
+            continue
         cidr = net.pod.vm_network_cidr
         if cidr is not None and not _is_ipv4_cidr(cidr):
             errs.add(f"{npath}.pod.vmNetworkCIDR", "is not a valid IPv4 CIDR", cidr)

@@ -43,6 +43,9 @@ class MigrationConfiguration(Model):
     progress_timeout: int | None = None
     allow_auto_converge: bool | None = None
     allow_post_copy: bool | None = None
+    # A NetworkAttachmentDefinition in the KubeVirt CR's namespace: the handlers' migration
+    # proxies use its interface (`migration0`) instead of the pod network (shared/mignet.py).
+    network: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -186,7 +186,7 @@ class VirtualMachineInstance(KubeObject):
         """status.interfaces from the spec: name, the MAC when the spec pins one, and for
         interfaces on the pod network the pod's IP (masquerade NATs the guest behind it,
         KubeVirt reports it the same way)."""
-        on_pod = {n.name for n in self.spec.networks if n.pod is not None}
+        on_pod = {n.name for n in self.spec.networks if n.primary}
         out = []
         for iface in self.spec.domain.devices.interfaces:
             ip = pod_ip if iface.name in on_pod else None

@@ -331,6 +331,12 @@ class Network(Model):
     pod: PodNetwork | None = None
     multus: MultusNetwork | None = None
 
+    @property
+    def primary(self) -> bool:
+        """The pod's primary network: the pod network, or a multus network made the pod's
+        default (`multus.default`, KubeVirt's `v1.multus-cni.io/default-network`)."""
+        return self.pod is not None or (self.multus is not None and bool(self.multus.default))
+
     def sources(self) -> tuple[str, ...]:
         """Wire names of every network source set (typed or not)."""
         found = ["pod"] if self.pod is not None else []

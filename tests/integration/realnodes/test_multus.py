@@ -109,7 +109,9 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
     DHCP on eth1, one pings the other across the nodes, and status.interfaces reports the
     secondary address. KubeVirt's vmi-multus-ptp and vmi-multus-multiple-net examples (a
     `ptp` network) run, and status.interfaces lists their secondary interfaces with an
-    address of the ptp range."""
+    address of the ptp range. A third VM's only network is a multus default network
+    (`multus.default`, masquerade): its launcher pod's IP is that NAD's address, not the
+    cluster network's, and its guest pings the first VM's secondary address through it."""
     k, ns, plan = real_stack, real_namespace, real_cluster.fleet().plan
     a_ip, b_ip = plan.secondary_addr(10), plan.secondary_addr(11)
     ptp_subnet = f"{plan.secondary_addr(128)}/25"
@@ -119,9 +121,15 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         yaml.safe_load((EXAMPLES / f"{n}.yaml").read_text())
         for n in ("vmi-multus-ptp", "vmi-multus-multiple-net")
     ]
+    d_ip = plan.secondary_addr(12)
+    primary = _vmi_manifest("prim-d", binding="masquerade", kernel_args=f"kvpy.ping={a_ip}")
+    primary["spec"]["networks"] = [
+        {"name": "default", "multus": {"networkName": "prim-d", "default": True}}
+    ]
+    _apply(k, ns, _bridge_nad("prim-d", f"{d_ip}/25"))
     _apply(k, ns,
            _secondary_vmi("sec-a", "sec-a", node="node01", kernel_args=f"kvpy.ping={b_ip}"),
-           _secondary_vmi("sec-b", "sec-b", node="node02"), *examples)  # fmt: skip
+           _secondary_vmi("sec-b", "sec-b", node="node02"), primary, *examples)  # fmt: skip
     a, b = _running_vmi(k, ns, "sec-a"), _running_vmi(k, ns, "sec-b")
     assert (_pod_uid(a)[0], _pod_uid(b)[0]) == ("node01", "node02")
     for vmi in (a, b):
@@ -130,6 +138,12 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
     assert f"KUBEVIRT-PY-DHCP eth1 {a_ip}/25" in serial, serial[-1500:]
     assert f"KUBEVIRT-PY-PING-OK {b_ip}" in serial, serial[-1500:]
     assert _interface_ip(k, ns, "sec-b", "sec", f"{b_ip}/25") == b_ip
+    d = _running_vmi(k, ns, "prim-d")
+    d_pod = _launcher_pod(k, ns, d)
+    assert d_pod["metadata"]["annotations"][multus.DEFAULT_NETWORK_ANNOTATION] == f"{ns}/prim-d"
+    assert d_pod["status"]["podIP"] == d_ip, d_pod["status"]
+    d_serial = _guest_says(real_cluster, d, "KUBEVIRT-PY-PING-")
+    assert f"KUBEVIRT-PY-PING-OK {a_ip}" in d_serial, d_serial[-1500:]
     for example in ("vmi-multus-ptp", "vmi-multus-multiple-net"):
         vmi = _running_vmi(k, ns, example)
         assert "ptp-conf" in _attached(k, ns, vmi, "ptp")["name"]

@@ -182,9 +182,12 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
     side by side, each take their launcher pod's IP by DHCP (the launcher's responder for
     bridge, passt's own for passt); the passt guest pings another pod (passt's ping
     sockets); a pod on the bridge guest's other node reaches both guests at their pod IPs
-    over TCP 7, HTTP 80 and UDP 7; neither VMI is live-migratable
-    (InterfaceNotLiveMigratable). passt runs under its seccomp profile (KubeVirt's plus its
-    sandbox calls, `kubevirt/passt.json`, named by the pod; assert_passt_confined)."""
+    over TCP 7, HTTP 80 and UDP 7; the bridge VMI is not live-migratable
+    (InterfaceNotLiveMigratable), the passt one is. passt runs under its seccomp profile
+    (KubeVirt's plus its sandbox calls, `kubevirt/passt.json`, named by the pod;
+    assert_passt_confined). Then the passt VMI live-migrates: the guest keeps its address
+    (status.interfaces, from the guest agent too) and a pod reaches it on the target pod's
+    IP over TCP 7, HTTP 80 and UDP 7 (KubeVirt 1.8's passt migration)."""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged-passt", IDLE))
     passt = _vmi_manifest(
@@ -205,14 +208,59 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
         assert f"KUBEVIRT-PY-DHCP eth0 {pod_ip}/" in serial, serial[-1500:]
         conditions = {c["type"]: c for c in vmi["status"].get("conditions", [])}
         migratable = conditions["LiveMigratable"]
-        assert migratable["status"] == "False", migratable
-        assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
+        if name == "bridged":
+            assert migratable["status"] == "False", migratable
+            assert migratable["reason"] == "InterfaceNotLiveMigratable", migratable
+        else:
+            assert migratable["status"] == "True", migratable
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
     assert_passt_confined(k, real_cluster, ns, vmi)
     node, _ = _pod_uid(_running_vmi(k, ns, "bridged"))
     logs = _probe(k, ns, "probe-bridge", ips["bridged"], ips["passt"], node=_other(node))
     for pod_ip in ips.values():
         _assert_served(logs, pod_ip)
+    _passt_migrates_keeping_its_address(k, ns, ips["passt"])
+
+
+def _named_vmi(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    out = k("get", "vmi", name, "-n", ns, "-o", "json", check=False)
+    return json.loads(out) if out else {}
+
+
+def _passt_migrates_keeping_its_address(k: Kubectl, ns: str, address: str) -> None:
+    source, _ = _pod_uid(_running_vmi(k, ns, "passt"))
+    vmim = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": "passt-moves"},
+        "spec": {"vmiName": "passt"},
+    }
+    k("create", "-n", ns, "-f", "-", stdin=json.dumps(vmim))
+
+    def phase() -> str | None:
+        out = json.loads(k("get", "vmim", "passt-moves", "-n", ns, "-o", "json"))
+        return out.get("status", {}).get("phase")  # type: ignore[no-any-return]
+
+    _wait(lambda: phase() in ("Succeeded", "Failed"), 240, "the passt VMIM final", phase)
+    assert phase() == "Succeeded", k("get", "vmim", "passt-moves", "-n", ns, "-o", "yaml")
+
+    def node() -> str | None:
+        return _named_vmi(k, ns, "passt").get("status", {}).get("nodeName")  # type: ignore[no-any-return]
+
+    _wait(lambda: node() not in (None, source), 120, "the passt VMI on the other node", node)
+    new_ip = _launcher_ip(k, ns, _named_vmi(k, ns, "passt"))
+    assert new_ip != address
+
+    def reported() -> dict[str, Any]:
+        (iface,) = _named_vmi(k, ns, "passt")["status"]["interfaces"]
+        return iface  # type: ignore[no-any-return]
+
+    agent = _wait(
+        lambda: "guest-agent" in ((i := reported()).get("infoSource") or "") and i,
+        120, "the guest agent's interface report", reported,
+    )  # fmt: skip
+    assert agent["ipAddress"] == address, agent  # the guest kept its address
+    _assert_served(_probe(k, ns, "probe-passt-moved", new_ip, node=source), new_ip)
 
 
 def test_masquerade_vm_serves_after_live_migration(

@@ -1,6 +1,6 @@
 """The passt binding: the launcher's passt processes (started before QEMU, listening on
 their sockets, stopped with the domain), the plan's passt interfaces, the launcher pod's
-sysctls and the VMI's LiveMigratable condition."""
+sysctls, the VMI's LiveMigratable condition and the address a migration target keeps."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from controller.config import TemplateConfig
 from controller.services.template import TemplateService
 from handler.status import live_migratable
 from launcher.errors import LibvirtFailure
-from launcher.passt import Passt, PasstInterface, guest_mac, pci_slot
+from launcher.passt import Passt, PasstInterface, argv, guest_mac, pci_slot
 from launcher.plan import passt_interfaces
 from shared.model import VirtualMachineInstance
 from tests.unit.controller.builders import make_vmi, vmi_dict
@@ -90,13 +90,16 @@ async def test_a_passt_gone_after_listening_says_how_it_ended(
 
 
 def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
-    """The plan gives each passt interface a socket beside QEMU's and a stable MAC; the
-    launcher pod may bind low ports and open ping sockets; the VMI is not live-migratable."""
+    """The plan gives each passt interface a socket beside QEMU's, a stable MAC for the
+    guest and one for passt; the launcher pod may bind low ports and open ping sockets; the
+    VMI is live-migratable (KubeVirt 1.8)."""
     vmi = VirtualMachineInstance.from_dict(_passt_vmi())
     (iface,) = passt_interfaces(vmi, socket_dir=tmp_path)
     assert iface.socket == tmp_path / "passt-default.sock"
     assert iface.mac == guest_mac(vmi.metadata.uid or "", "default")
+    assert iface.own_mac == guest_mac(vmi.metadata.uid or "", "default/passt") != iface.mac
     assert iface.forwards == (("tcp", (7,)),)
+    assert iface.guest_address is None
     pod = TemplateService(TemplateConfig(launcher_image=IMAGE)).launcher_pod(
         make_vmi(raw=_passt_vmi())
     )
@@ -105,7 +108,23 @@ def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
         "net.ipv4.ping_group_range": "0 2147483647",
         "net.ipv4.ip_unprivileged_port_start": "0",
     }
-    assert live_migratable(vmi).status == "False"
+    assert live_migratable(vmi).status == "True"
+
+
+def test_a_migration_target_keeps_the_guests_address(tmp_path: Path) -> None:
+    """On a migration target each passt is told the address the VMI's status holds (the
+    first pod's IP, which the guest keeps) and passt's own stable MAC; a first start
+    leaves both to passt's defaults but the MAC."""
+    raw = _passt_vmi()
+    raw["status"] = {"interfaces": [{"name": "default", "ipAddress": "198.18.1.7"}]}
+    vmi = VirtualMachineInstance.from_dict(raw)
+    (target,) = passt_interfaces(vmi, socket_dir=tmp_path, keep_addresses=True)
+    assert target.guest_address == "198.18.1.7"
+    args = argv(target)
+    assert args[args.index("--address") + 1] == "198.18.1.7"
+    assert args[args.index("--mac-addr") + 1] == target.own_mac
+    (first,) = passt_interfaces(vmi, socket_dir=tmp_path)
+    assert "--address" not in argv(first) and "--mac-addr" in argv(first)
 
 
 def test_passt_devices_sit_on_slots_libvirt_leaves_free() -> None:

@@ -38,8 +38,9 @@ def test_every_address_is_inside_the_benchmark_range(block: int) -> None:
     ranges of one block do not overlap."""
     plan = NetPlan(block=block)
     nets = [ipaddress.ip_network(plan.node_cidr), ipaddress.ip_network(plan.service_cidr)]
-    nets += [ipaddress.ip_network(plan.pod_cidr(i)) for i in (1, 2, 13)]
+    nets += [ipaddress.ip_network(plan.pod_cidr(i)) for i in (1, 2, 12)]
     nets.append(ipaddress.ip_network(f"{plan.secondary_addr(0)}/24"))
+    nets.append(ipaddress.ip_network(plan.migration_cidr))
     for net in nets:
         assert net.subnet_of(SUPERNET)  # type: ignore[arg-type]
     for a in nets:
@@ -55,15 +56,16 @@ def test_blocks_are_disjoint_and_names_fit_interfaces() -> None:
     a, b = NetPlan(block=0), NetPlan(block=1)
     assert not ipaddress.ip_network(a.cluster_cidr).overlaps(ipaddress.ip_network(b.cluster_cidr))
     last = NetPlan(block=BLOCKS - 1)
-    assert len(last.bridge) <= 15 and len(last.host_veth(13)) <= 15
-    assert len(last.secondary_bridge) <= 15 and len(last.secondary_veth(13)) <= 15
+    assert len(last.bridge) <= 15 and len(last.host_veth(12)) <= 15
+    assert len(last.secondary_bridge) <= 15 and len(last.secondary_veth(12)) <= 15
+    assert len(last.migration_bridge) <= 15 and len(last.migration_veth(12)) <= 15
 
 
 def test_node_index_out_of_range_is_refused() -> None:
-    """A 14th node has no pod range (.14.0/24 is the secondary network's): a clear error,
+    """A 13th node has no pod range (.13.0/24 is the migration network's): a clear error,
     not an overlapping range."""
-    with pytest.raises(NetPlanError, match="node index 14"):
-        NetPlan(block=0).pod_cidr(14)
+    with pytest.raises(NetPlanError, match="node index 13"):
+        NetPlan(block=0).pod_cidr(13)
 
 
 def test_pick_skips_blocks_in_use_and_keeps_its_choice(tmp_path: Path) -> None:

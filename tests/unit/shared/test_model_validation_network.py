@@ -129,7 +129,7 @@ RULES = [
             "spec.networks[1]": {"name": "second", "pod": {}},
         },
         "spec.networks[1].pod",
-        "pod network is already used by spec.networks[0]",
+        "primary network is already spec.networks[0]",
         id="pod-network-twice",
     ),
     pytest.param(
@@ -177,8 +177,17 @@ RULES = [
             "spec.networks[1]": {"name": "second", "multus": {"networkName": "x", "default": True}},
         },
         "spec.networks[1].multus.default",
-        "multus default network",
-        id="multus-default-refused",
+        "primary network is already spec.networks[0]",
+        id="multus-default-beside-the-pod-network",
+    ),
+    pytest.param(
+        {
+            f"{IFACES}[1]": {"name": "second", "passtBinding": {}},
+            "spec.networks[1]": {"name": "second", "multus": {"networkName": "x"}},
+        },
+        f"{IFACES}[1].passtBinding",
+        "pod network or a multus default network",
+        id="passt-off-the-primary-network",
     ),
     pytest.param(
         {"spec.networks[0].pod.vmNetworkCIDR": "10.0.2.0/33"},

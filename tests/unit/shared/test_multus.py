@@ -70,3 +70,32 @@ def test_secondary_interfaces_are_wired_as_bridges_on_their_pod_interfaces() -> 
         Target(index=2, name="other", binding=Binding.BRIDGE,
                pod_interface=multus.pod_interface("other")),
     )  # fmt: skip
+
+
+def _default_spec(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = _spec(raw)
+    raw["spec"]["networks"][0] = {
+        "name": "default",
+        "multus": {"networkName": "infra/primary-net", "default": True},
+    }
+    return raw
+
+
+def test_a_multus_default_network_is_the_pods_eth0() -> None:
+    """`multus.default`: the launcher pod names the NAD in `v1.multus-cni.io/default-network`
+    (not among the secondary networks); it validates with masquerade and is wired, reported
+    and judged migratable as the pod network is (eth0)."""
+    service = TemplateService(TemplateConfig(launcher_image=IMAGE))
+    vmi = make_vmi(raw=_default_spec(vmi_dict()))
+    annotations = service.launcher_pod(vmi)["metadata"]["annotations"]
+    assert annotations[multus.DEFAULT_NETWORK_ANNOTATION] == "infra/primary-net"
+    names = [e["name"] for e in json.loads(annotations[multus.NETWORKS_ANNOTATION])]
+    assert names == ["sec-net", "shared-net"]
+    plain = service.launcher_pod(make_vmi(raw=vmi_dict()))
+    assert multus.DEFAULT_NETWORK_ANNOTATION not in plain["metadata"]["annotations"]
+    model = VirtualMachineInstance.from_dict(_default_spec(vmi_dict()))
+    assert validate_vmi(model) == []
+    assert pod_target(model) == Target(index=0, name="default", binding=Binding.MASQUERADE)
+    assert [t.name for t in secondary_targets(model)] == ["sec", "other"]
+    (default, *_) = model.interface_statuses(pod_ip="10.1.2.3")
+    assert default.ip_address == "10.1.2.3"
