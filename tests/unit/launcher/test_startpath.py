@@ -21,3 +21,13 @@ def test_the_start_path_imports_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert "HEAVY []" in out, out
+
+
+def test_the_launcher_loads_yaml_only_for_cloud_init_keys() -> None:
+    """launcher.serve (everything a Sync needs) does not import PyYAML: only a VMI whose
+    access credentials go into cloud-init user data loads it."""
+    code = "import sys\nimport launcher.serve\nprint('YAML', 'yaml' in sys.modules)\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "YAML False" in out, out
