@@ -57,10 +57,11 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             derive=lambda cache: tcgthreads.seed_capabilities(cache, wrapper),
         )
         await daemon.spawn()
-        from launcher.cmdsocket import command_socket  # noqa: PLC0415 (the wire server only)
+        from launcher.cmdsocket import command_socket, import_off_loop  # noqa: PLC0415
 
         async with command_socket(config.sockets_dir) as commands:
-            from launcher import serve  # noqa: PLC0415 (while libvirtd starts: see the docstring)
+            await import_off_loop("launcher.serve")  # while libvirtd starts: see the docstring
+            from launcher import serve  # noqa: PLC0415 (loaded by now)
 
             log.info("launcher_imported", cpu_s=round(time.process_time(), 3))
             await daemon.ready()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,12 @@ async def _announce_ready(init_sock: Path, final: Path) -> None:
         await client.call("info", {}, tier=Tier.SHORT)
     init_sock.rename(final)
     log.info("launcher_ready", socket=str(final))
+
+
+async def import_off_loop(module: str) -> None:
+    """Import ``module`` in a thread: the event loop keeps answering on the command socket
+    (the handler's handshake) during the seconds a loaded host takes to import it."""
+    await asyncio.to_thread(importlib.import_module, module)
 
 
 async def watch(serving: asyncio.Task[None]) -> None:
