@@ -41,7 +41,7 @@ from shared.model import (
     VMIPhase,
     format_time,
 )
-from shared.wire.domain import DomainStatus
+from shared.wire.domain import DomainState, DomainStatus
 from shared.wire.launcher_api import Method
 
 log = structlog.get_logger("handler.reconcile")
@@ -232,6 +232,9 @@ class Reconciler:
         if record is None or record.is_off or not record.status.agent_connected:
             local.guest = None  # asked again when the agent comes back
             return
+        if record.status.state is DomainState.PAUSED:
+            step.guest = local.guest  # its agent cannot answer: the facts from before stand
+            return  # (and the Paused write waits on no launcher call; Resumed asks again)
         local.guest = local.guest or GuestFacts()
         step.revisit.append(
             await local.guest.refresh(

@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from shared.model.credentials import AccessCredential, Propagation
 
 CLOUD_CONFIG = "#cloud-config"
@@ -125,6 +123,8 @@ def with_authorized_keys(user_data: bytes, keys: tuple[str, ...]) -> bytes:
         text = CLOUD_CONFIG + "\n"
     if not text.lstrip().startswith(CLOUD_CONFIG):
         return user_data
+    import yaml  # noqa: PLC0415 (only a VMI with keys for cloud-init pays its import)
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -1,6 +1,7 @@
-"""The launcher's start: a private libvirtd first, then the rest of the launcher
-(launcher.serve: the libvirt connection, the command server, domain events) imported while
-the daemon starts in its own process.
+"""The launcher's start: a private libvirtd first, then its command socket (launcher.cmdsocket:
+the handler connects and wires the pod meanwhile), then the rest of the launcher
+(launcher.serve: the libvirt connection, the commands, domain events) imported while the
+daemon starts in its own process.
 
 This module imports only what starting libvirtd needs (the config, the daemon's paths, its
 cgroup partition, the TCG wrapper): the model, the domain XML builder, libvirt-python and
@@ -56,17 +57,22 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             derive=lambda cache: tcgthreads.seed_capabilities(cache, wrapper),
         )
         await daemon.spawn()
-        from launcher import serve  # noqa: PLC0415 (while libvirtd starts: see the docstring)
+        from launcher.cmdsocket import command_socket, import_off_loop  # noqa: PLC0415
 
-        log.info("launcher_imported", cpu_s=round(time.process_time(), 3))
-        await daemon.ready()
-        await serve.serve(
-            config,
-            daemon=daemon,
-            partition=partition.xml_path if cgroups else None,
-            wrapper=wrapper,
-            stop=stop,
-        )
+        async with command_socket(config.sockets_dir) as commands:
+            await import_off_loop("launcher.serve")  # while libvirtd starts: see the docstring
+            from launcher import serve  # noqa: PLC0415 (loaded by now)
+
+            log.info("launcher_imported", cpu_s=round(time.process_time(), 3))
+            await daemon.ready()
+            await serve.serve(
+                config,
+                daemon=daemon,
+                commands=commands,
+                partition=partition.xml_path if cgroups else None,
+                wrapper=wrapper,
+                stop=stop,
+            )
     finally:
         await daemon.stop()
         partition.remove()

@@ -1,7 +1,7 @@
 """The launcher's object graph once its libvirtd is starting: the libvirt connection, the
-command server on ``launcher-init-sock`` (renamed to ``launcher-sock`` once it answers: the
-readiness signal), domain events pushed to the handler, and on SIGTERM the guest shut down
-(ACPI, then destroy after the grace period) before the group ends.
+commands on the command socket launcher.app already serves (launcher.cmdsocket), domain
+events pushed to the handler, and on SIGTERM the guest shut down (ACPI, then destroy after
+the grace period) before the group ends.
 
 launcher.app imports this module only after it has started libvirtd, so these imports (the
 model, the domain XML builder, libvirt-python, the wire) cost no time before the daemon runs.
@@ -17,9 +17,11 @@ from pathlib import Path
 
 import structlog
 
-from launcher import commands
+from launcher import cmdsocket
+from launcher import commands as launcher_commands
 from launcher import podnet as launcher_podnet
 from launcher.backup import Backups
+from launcher.cmdsocket import CommandSocket
 from launcher.config import Config, VirtType
 from launcher.daemonpaths import DaemonPaths
 from launcher.disks import DiskContext
@@ -39,9 +41,6 @@ from launcher.resources import Resources
 from launcher.virt import Virt
 from shared import podlayout, podnet
 from shared.daemon import Shutdown
-from shared.podlayout import LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET
-from shared.wire.client import RpcClient, Tier
-from shared.wire.server import RpcServer, ServerInfo
 
 log = structlog.get_logger("launcher")
 
@@ -64,6 +63,7 @@ async def serve(
     config: Config,
     *,
     daemon: LibvirtDaemon,
+    commands: CommandSocket,
     partition: str | None,
     wrapper: Path | None,
     stop: asyncio.Event,
@@ -80,7 +80,7 @@ async def serve(
         tcg_single_emulator=wrapper,
     )
     try:
-        await _serve(config, daemon=daemon, virt=virt, host=host, stop=stop)
+        await _serve(config, daemon=daemon, commands=commands, virt=virt, host=host, stop=stop)
     finally:
         await virt.close()
 
@@ -112,12 +112,18 @@ def _endpoint_config(config: Config, paths: DaemonPaths) -> EndpointConfig:
 
 
 async def _serve(
-    config: Config, *, daemon: LibvirtDaemon, virt: Virt, host: HostPaths, stop: asyncio.Event
+    config: Config,
+    *,
+    daemon: LibvirtDaemon,
+    commands: CommandSocket,
+    virt: Virt,
+    host: HostPaths,
+    stop: asyncio.Event,
 ) -> None:
     notifier = Notifier(config.notify_socket)
     manager = _manager(config, virt=virt, host=host, notifier=notifier)
     migrations = _migrations(config, daemon=daemon, virt=virt, manager=manager)
-    server = RpcServer(info=ServerInfo(server="virt-launcher-py"))
+    server = commands.server
     hotplug = Hotplug(virt=virt, domain=lambda: manager.identity.domain, config=HotplugConfig())
     network_file = config.private_dir / podnet.NETWORK_FILE
     forwards = PortForwards(
@@ -133,15 +139,13 @@ async def _serve(
     dumps = MemoryDumps(
         virt=virt, domain=lambda: manager.identity.domain, config=MemoryDumpConfig()
     )
-    commands.register(
+    launcher_commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
         resources=resources, links=links, backups=backups, dumps=dumps,
     )  # fmt: skip
-    init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
-    started = asyncio.Event()
     try:
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(server.serve(init_sock, started=started), name="command-server")
+            tg.create_task(cmdsocket.watch(commands.serving), name="command-server")
             tg.create_task(manager.watch_events(), name="domain-events")
             tg.create_task(notifier.run(), name="notifier")
             tg.create_task(_watch_daemon(daemon), name="libvirtd-watch")
@@ -153,8 +157,7 @@ async def _serve(
             extras = launcher_podnet.vmi_extras(lambda: manager.vmi)
             dhcp = launcher_podnet.serve(network_file, hostname=config.name, extras=extras)
             tg.create_task(dhcp, name="dhcp")
-            await started.wait()
-            await _announce_ready(init_sock, config.sockets_dir / LAUNCHER_SOCKET)
+            commands.open_commands()
             await _until_stopped(manager, stop=stop, grace=config.grace_period_seconds)
     except* Shutdown:
         pass
@@ -196,14 +199,6 @@ def _migrations(
         ),
         endpoint=_endpoint_config(config, daemon.paths),
     )
-
-
-async def _announce_ready(init_sock: Path, final: Path) -> None:
-    """Rename the socket only once it answers a ping: the rename is the readiness signal."""
-    async with RpcClient.connect(init_sock) as client:
-        await client.call("ping", {}, tier=Tier.SHORT)
-    init_sock.rename(final)
-    log.info("launcher_ready", socket=str(final))
 
 
 async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:

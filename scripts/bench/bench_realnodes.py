@@ -69,7 +69,14 @@ from handler_common import (
 )
 from pod_timeline import epoch, print_timeline
 from proc_sampler import Sampler
-from start_phases import PAUSE_MARKS, START_MARKS, pause_marks, print_phases, start_marks
+from start_phases import (
+    PAUSE_MARKS,
+    START_MARKS,
+    pause_marks,
+    print_event_to_status,
+    print_phases,
+    start_marks,
+)
 
 from localkube.cluster import Cluster
 from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
@@ -340,4 +347,6 @@ def print_breakdown(
         marks.setdefault(name, {})["seen"] = at + to_wall
     print_phases("create -> Running, phase by phase", marks, START_MARKS)
     walled = {n: (s + to_wall, w + to_wall) for n, (s, w) in sent.items()}
-    print_phases("pause -> Paused in the VMI's status", pause_marks(files, walled), PAUSE_MARKS)
+    paused = pause_marks(files, walled)
+    print_phases("pause -> Paused in the VMI's status", paused, PAUSE_MARKS)
+    print_event_to_status(paused)

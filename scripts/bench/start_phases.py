@@ -7,11 +7,13 @@ kubelet keeps each pod's log on its node. Per VMI, the first time each mark was 
   process     the launcher's process started (the kernel's record, logged by the launcher)
   first_log   the launcher's first line: interpreter and the start path's imports done
   spawned     libvirtd's process started (before the rest of the launcher is imported)
+  ready       the launcher's command socket answers and is renamed (launcher-sock), before
+              the rest of the launcher is imported
+  noticed     the handler connected to it
+  wired       the handler wired the pod's network (its Sync follows, and waits for commands)
   imported    the rest of the launcher imported (launcher.serve)
   libvirtd    libvirtd accepts connections
-  ready       the launcher's socket answers and is renamed (launcher-sock)
-  noticed     the handler connected to it
-  wired       the handler wired the pod's network (its Sync follows)
+  commands    the launcher's commands registered (a waiting Sync is served from here)
   defined     libvirt defined the domain (the launcher saw the event)
   started     the domain runs (the launcher's Sync is done)
   written     the handler wrote phase Running
@@ -33,8 +35,8 @@ from typing import Any
 from pod_timeline import epoch
 
 START_MARKS = (
-    "created", "process", "first_log", "spawned", "imported", "libvirtd", "ready",
-    "noticed", "wired", "defined", "started", "written", "seen",
+    "created", "process", "first_log", "spawned", "ready", "noticed", "wired", "imported",
+    "libvirtd", "commands", "defined", "started", "written", "seen",
 )  # fmt: skip
 PAUSE_MARKS = ("requested", "suspended", "written", "seen")
 Marks = dict[str, dict[str, float]]  # VMI name -> mark -> epoch seconds
@@ -59,6 +61,7 @@ def _mark_of(entry: Mapping[str, Any]) -> tuple[str, float] | None:
         "libvirtd_spawned": "spawned", "launcher_imported": "imported",
         "libvirtd_started": "libvirtd", "launcher_ready": "ready",
         "pod_network_wired": "wired", "domain_started": "started",
+        "launcher_commands_registered": "commands",
     }  # fmt: skip
     if event in simple:
         return simple[event], at
@@ -129,3 +132,18 @@ def print_phases(title: str, marks: Marks, order: tuple[str, ...]) -> None:
             f"{_pct(steps, 0.95) * 1e3:6.0f}"
         )
         before = mark
+
+
+def print_event_to_status(marks: Marks) -> None:
+    """Issue 39's (b) proper: from the launcher's domain event (its log line) until the
+    bench's watch saw the status, without the pause request before it."""
+    spans = [m["seen"] - m["suspended"] for m in marks.values() if "seen" in m and "suspended" in m]
+    if not spans:
+        print("    domain event -> VMI status seen: no samples with both marks")
+        return
+    p50, p95 = statistics.median(spans) * 1e3, _pct(spans, 0.95) * 1e3
+    verdict = "ok" if p95 <= 200 else "MISSED"
+    print(
+        f"    domain event (launcher's Suspended) -> VMI status seen: P50 {p50:.0f} ms  "
+        f"P95 {p95:.0f} ms  ({len(spans)} samples; target P95 <= 200 ms): {verdict}"
+    )

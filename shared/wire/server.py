@@ -70,9 +70,21 @@ class RpcServer:
     """Serves registered methods on a Unix socket until cancelled."""
 
     def __init__(
-        self, *, info: ServerInfo, limits: Limits = DEFAULT_LIMITS, write_timeout: float = 10.0
+        self,
+        *,
+        info: ServerInfo,
+        limits: Limits = DEFAULT_LIMITS,
+        write_timeout: float = 10.0,
+        registered: asyncio.Event | None = None,
+        registered_wait: float = 60.0,
     ) -> None:
+        """With ``registered``, the server may listen before its methods are registered: a
+        request for a method not registered yet waits (at most ``registered_wait`` s) until
+        that event is set, then is routed (the launcher serves its socket before it has
+        loaded its commands)."""
         self._info = info
+        self._registered = registered
+        self._registered_wait = registered_wait
         self._limits = limits
         self._write_timeout = write_timeout
         self._methods: dict[str, Handler] = {}
@@ -247,6 +259,7 @@ class RpcServer:
         request_id = message.get("id")
         try:
             try:
+                await self._until_registered(message.get("method"))
                 handler, args = self._route(message)
                 result = await handler(args)
             except RemoteError as exc:
@@ -278,6 +291,16 @@ class RpcServer:
             return True
         conn.receiver.abort()
         return False
+
+    async def _until_registered(self, method: Any) -> None:
+        """A method not registered yet, while the methods are still being registered."""
+        event = self._registered
+        if event is None or event.is_set() or method in self._methods:
+            return
+        try:
+            await asyncio.wait_for(event.wait(), self._registered_wait)
+        except TimeoutError:
+            _reraise_if_cancelling()  # still unregistered: _route answers UNKNOWN_METHOD
 
     def _route(self, message: Mapping[str, Any]) -> tuple[Handler, Mapping[str, Any]]:
         request_id, method, args = message.get("id"), message.get("method"), message.get("args", {})

@@ -305,6 +305,33 @@ async def test_paused_domain_is_reflected_and_cleared() -> None:
     assert vmi.status.phase is VMIPhase.RUNNING
 
 
+async def test_paused_guest_is_written_without_asking_its_agent() -> None:
+    """A Paused event's reconcile asks the launcher nothing about the guest (its agent
+    cannot answer while paused, even when its interfaces are not settled yet) and keeps
+    the guest facts from before; once resumed, the agent is asked again."""
+    rig = Rig()
+    key = await running(rig)
+    launcher = rig.launcher(key)
+    assert launcher.domain is not None
+    unsettled = copy.deepcopy(dict(GUEST_INTERFACES))
+    unsettled["items"][0]["ipAddresses"] = []
+    launcher.interfaces = unsettled
+    rig.push(dataclasses.replace(launcher.domain, agent_connected=True), "AgentConnected")
+    await rig.process(key)
+    rig.informer_sync()
+    asked = launcher.count(Method.GET_INTERFACES)
+    paused = dataclasses.replace(launcher.domain, agent_connected=True)
+    rig.push(dataclasses.replace(paused, state=DomainState.PAUSED, reason="User"))
+    vmi = await rig.process(key)
+    rig.informer_sync()
+    assert launcher.count(Method.GET_INTERFACES) == asked
+    assert cond(rig, key, VMIConditionType.PAUSED) == (ConditionStatus.TRUE, "PausedByUser")
+    assert vmi.status.guest_os_info is not None and vmi.status.guest_os_info.name == "BusyBox"
+    rig.push(dataclasses.replace(paused, state=DomainState.RUNNING, reason="Unpaused"))
+    await rig.process(key)
+    assert launcher.count(Method.GET_INTERFACES) == asked + 1
+
+
 async def test_pod_termination_stops_the_guest_and_succeeds() -> None:
     """The launcher reports gracefulShutdown (its pod got SIGTERM): ACPI, then Succeeded."""
     rig = Rig()
