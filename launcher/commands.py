@@ -14,6 +14,7 @@ from launcher.hotplug import Hotplug
 from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
 from launcher.migration import Migrations
+from launcher.nichotplug import NicHotplug
 from launcher.portforward import PortForwards
 from launcher.resources import Resources
 from shared.wire.domain import DomainStatus
@@ -30,6 +31,7 @@ from shared.wire.launcher_api import (
 )
 from shared.wire.links import LinkStatesArgs
 from shared.wire.migration import MigrateArgs
+from shared.wire.nics import SyncInterfacesArgs
 from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
@@ -151,11 +153,13 @@ def register(
     expander: DiskExpander | None = None,
     resources: Resources | None = None,
     links: LinkStates | None = None,
+    nics: NicHotplug | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
     forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug); with ``links``, SetLinkStates (live interface links)."""
+    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``nics``,
+    SyncInterfaces (NIC hotplug)."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -184,6 +188,15 @@ def register(
         _register_resources(server, resources)
     if links is not None:
         _register_links(server, links)
+    if nics is not None:
+        _register_nics(server, nics)
+
+
+def _register_nics(server: RpcServer, nics: NicHotplug) -> None:
+    async def sync_interfaces(args: Mapping[str, Any]) -> Any:
+        return (await nics.sync(SyncInterfacesArgs.from_wire(args))).to_wire()
+
+    server.register(str(Method.SYNC_INTERFACES), sync_interfaces)
 
 
 def _register_links(server: RpcServer, links: LinkStates) -> None:

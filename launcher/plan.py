@@ -37,7 +37,7 @@ from launcher.domxml import (
 from launcher.errors import InvalidSpec
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface, guest_mac
-from shared import podnet
+from shared import nics, podnet
 from shared import vmstate as shared_vmstate
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
@@ -214,6 +214,13 @@ def _wiring(host: HostPaths) -> podnet.PodWiring | None:
     return wiring
 
 
+def interface_plans(
+    vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
+) -> tuple[InterfacePlan, ...]:
+    """The domain's interfaces as this pod's wiring opens them (a NIC hotplug's too)."""
+    return _interfaces(vmi, wiring)
+
+
 def _interfaces(
     vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
 ) -> tuple[InterfacePlan, ...]:
@@ -226,6 +233,8 @@ def _interfaces(
     for iface in interfaces:
         if iface.passt_binding is not None:
             continue  # QEMU reaches the launcher's passt (passt_interfaces)
+        if nics.is_absent(iface):
+            continue  # hot-unplugged (launcher/nichotplug.py)
         name = iface.name or ""
         wired = wiring.interface(name) if wiring is not None else None
         backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER

@@ -30,6 +30,7 @@ from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager, Identity
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.migration_endpoint import LINK_ROOT
+from launcher.nichotplug import NicConfig, NicHotplug
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
@@ -127,9 +128,11 @@ async def _serve(
     expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
     resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
     links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
+    nics = NicHotplug(virt=virt, domain=lambda: manager.identity.domain,
+                      config=NicConfig(network_file=network_file))  # fmt: skip
     commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links,
+        resources=resources, links=links, nics=nics,
     )  # fmt: skip
     init_sock = config.sockets_dir / LAUNCHER_INIT_SOCKET
     started = asyncio.Event()

@@ -47,6 +47,7 @@ class Method(StrEnum):
     EXPAND_DISKS = "expand_disks"
     HOTPLUG_RESOURCES = "hotplug_resources"  # shared/wire/resources.py
     SET_LINK_STATES = "set_link_states"  # shared/wire/links.py
+    SYNC_INTERFACES = "sync_interfaces"  # shared/wire/nics.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -78,6 +79,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.EXPAND_DISKS: Tier.MEDIUM,
     Method.HOTPLUG_RESOURCES: Tier.MEDIUM,
     Method.SET_LINK_STATES: Tier.MEDIUM,
+    Method.SYNC_INTERFACES: Tier.MEDIUM,
 }
 
 

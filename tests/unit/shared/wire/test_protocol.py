@@ -298,11 +298,11 @@ def test_bad_request_maps_from_code() -> None:
 
 def test_action_table_agrees_with_the_launcher_and_wire() -> None:
     """The launcher's command tables register every wire Method exactly once (ForwardPort,
-    HotplugResources and SetLinkStates beside them), each with a timeout tier, and every
+    HotplugResources, SetLinkStates and SyncInterfaces beside them), each with a timeout tier, and every
     launcher command shared.actions names is among them."""
     beside = [
         Method.FORWARD_PORT, Method.HOTPLUG_RESOURCES, Method.EXPAND_DISKS,
-        Method.SET_LINK_STATES,
+        Method.SET_LINK_STATES, Method.SYNC_INTERFACES,
     ]  # fmt: skip
     registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, *beside]
     assert sorted(registered) == sorted(Method)
