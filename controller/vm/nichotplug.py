@@ -83,6 +83,10 @@ def plan_nics(template_spec: Mapping[str, Any], running_spec: Mapping[str, Any])
     """The NIC changes that reach the running VMI live (LiveUpdate)."""
     keep = [str(i.get("name")) for i in _interfaces(running_spec)]
     template = without_absent(template_spec, keep=keep)
+    unplugged = {i.get("name") for i in _interfaces(running_spec) if i.get("state") == ABSENT}
+    for iface in _interfaces(template):  # asked back (state unset): a restart brings it
+        if iface.get("name") in unplugged:
+            iface.setdefault("state", str(LinkState.UP))
     unchanged = NicChange(template=template, running=dict(running_spec))
     running = copy.deepcopy(dict(running_spec))
     ifaces, nets = _interfaces(running), list(running.get("networks") or [])

@@ -59,6 +59,14 @@ def _secondary_vmi(name: str, nad: str, *, node: str, kernel_args: str = "") -> 
     return vmi
 
 
+def _as_vm(vmi: dict[str, Any]) -> dict[str, Any]:
+    """A VM (runStrategy Always) whose template is `vmi`."""
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": vmi["metadata"],
+        "spec": {"runStrategy": "Always", "template": {"metadata": {}, "spec": vmi["spec"]}},
+    }  # fmt: skip
+
+
 def _apply(k: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
     k("apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
                                                       "items": list(objs)}))  # fmt: skip
@@ -109,7 +117,8 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
     DHCP on eth1, one pings the other across the nodes, and status.interfaces reports the
     secondary address. KubeVirt's vmi-multus-ptp and vmi-multus-multiple-net examples (a
     `ptp` network) run, and status.interfaces lists their secondary interfaces with an
-    address of the ptp range."""
+    address of the ptp range. Then a NIC is hot-plugged into sec-a (a VM) and unplugged
+    again (_hotplug_and_unplug)."""
     k, ns, plan = real_stack, real_namespace, real_cluster.fleet().plan
     a_ip, b_ip = plan.secondary_addr(10), plan.secondary_addr(11)
     ptp_subnet = f"{plan.secondary_addr(128)}/25"
@@ -119,9 +128,9 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         yaml.safe_load((EXAMPLES / f"{n}.yaml").read_text())
         for n in ("vmi-multus-ptp", "vmi-multus-multiple-net")
     ]
-    _apply(k, ns,
-           _secondary_vmi("sec-a", "sec-a", node="node01", kernel_args=f"kvpy.ping={b_ip}"),
-           _secondary_vmi("sec-b", "sec-b", node="node02"), *examples)  # fmt: skip
+    sec_a = _secondary_vmi("sec-a", "sec-a", node="node01",
+                           kernel_args=f"kvpy.ping={b_ip} kvpy.hotping={b_ip}")  # fmt: skip
+    _apply(k, ns, _as_vm(sec_a), _secondary_vmi("sec-b", "sec-b", node="node02"), *examples)
     a, b = _running_vmi(k, ns, "sec-a"), _running_vmi(k, ns, "sec-b")
     assert (_pod_uid(a)[0], _pod_uid(b)[0]) == ("node01", "node02")
     for vmi in (a, b):
@@ -134,3 +143,66 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         vmi = _running_vmi(k, ns, example)
         assert "ptp-conf" in _attached(k, ns, vmi, "ptp")["name"]
         _interface_ip(k, ns, example, "ptp", ptp_subnet)
+    _hotplug_and_unplug(k, ns, real_cluster, a, peer=b_ip, address=plan.secondary_addr(12))
+
+
+def _vmi_now(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    return json.loads(k("get", "vmi", name, "-n", ns, "-o", "json"))  # type: ignore[no-any-return]
+
+
+def _listed(vmi: dict[str, Any]) -> set[str]:
+    """status.interfaces the domain has (the guest agent's own entries left out)."""
+    return {i["name"] for i in vmi["status"].get("interfaces", [])
+            if i.get("name") and i.get("infoSource") != "guest-agent"}  # fmt: skip
+
+
+def _moved(k: Kubectl, ns: str, vmi: dict[str, Any], *, to: str, hot: bool) -> dict[str, Any]:
+    """The VMI once it runs on `to` with `hot` listed (or not) in status.interfaces."""
+    name = vmi["metadata"]["name"]
+
+    def done() -> dict[str, Any] | None:
+        v = _vmi_now(k, ns, name)
+        on = v["status"].get("nodeName") == to and v["status"].get("phase") == "Running"
+        return v if on and ("hot" in _listed(v)) == hot else None
+
+    moved: dict[str, Any] = _wait(done, 240, f"{name} on {to}, hot NIC listed={hot}",
+                                  lambda: _vmi_now(k, ns, name).get("status"))  # fmt: skip
+    assert moved["metadata"]["uid"] == vmi["metadata"]["uid"]  # the same VMI, migrated
+    return moved
+
+
+def _hotplug_and_unplug(
+    k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any], *, peer: str, address: str
+) -> None:
+    """NIC hotplug (KubeVirt >= 1.4, migration-based): a bridge-bound interface on a third
+    NAD added to the running VM sec-a (its node selector dropped in the same edit) moves the
+    VMI to the other node in a pod with that attachment, where the NIC is attached: the
+    guest sees eth2, takes the NAD's address by DHCP and pings sec-b through it; no
+    RestartRequired. Then `state: absent` detaches it (status.interfaces loses it) and a
+    migration back drops the attachment from the pod; the VMI uid stays throughout."""
+    _apply(k, ns, _bridge_nad("sec-c", f"{address}/25"))
+    edit = [
+        {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/-",
+         "value": {"name": "hot", "bridge": {}}},
+        {"op": "add", "path": "/spec/template/spec/networks/-",
+         "value": {"name": "hot", "multus": {"networkName": "sec-c"}}},
+        {"op": "remove", "path": "/spec/template/spec/nodeSelector"},
+    ]  # fmt: skip
+    k("patch", "vm", "sec-a", "-n", ns, "--type", "json", "-p", json.dumps(edit))
+    plugged = _moved(k, ns, vmi, to="node02", hot=True)
+    pod = _launcher_pod(k, ns, plugged)["metadata"]["annotations"]
+    asked = [a["interface"] for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
+    assert asked == [multus.pod_interface("sec"), multus.pod_interface("hot")], asked
+    serial = _guest_says(cluster, plugged, "KUBEVIRT-PY-NIC-ADDED eth2", "KUBEVIRT-PY-HOTPING-")
+    assert f"KUBEVIRT-PY-DHCP eth2 {address}/25" in serial, serial[-1500:]
+    assert f"KUBEVIRT-PY-HOTPING-OK {peer} eth2" in serial, serial[-1500:]
+    vm = json.loads(k("get", "vm", "sec-a", "-n", ns, "-o", "json"))
+    assert "RestartRequired" not in {c["type"] for c in vm["status"].get("conditions", [])}
+
+    unplug = [{"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/2/state",
+               "value": "absent"}]  # fmt: skip
+    k("patch", "vm", "sec-a", "-n", ns, "--type", "json", "-p", json.dumps(unplug))
+    unplugged = _moved(k, ns, vmi, to="node01", hot=False)
+    pod = _launcher_pod(k, ns, unplugged)["metadata"]["annotations"]
+    asked = [a["interface"] for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
+    assert asked == [multus.pod_interface("sec")], asked
