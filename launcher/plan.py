@@ -217,14 +217,8 @@ def _wiring(host: HostPaths) -> podnet.PodWiring | None:
 def interface_plans(
     vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
 ) -> tuple[InterfacePlan, ...]:
-    """The domain's interfaces as this pod's wiring opens them (a NIC hotplug's too)."""
-    return _interfaces(vmi, wiring)
-
-
-def _interfaces(
-    vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
-) -> tuple[InterfacePlan, ...]:
-    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode."""
+    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode (a NIC
+    hotplug's too: launcher/nichotplug.py)."""
     interfaces = vmi.spec.domain.devices.interfaces
     if not interfaces and not vmi.spec.networks:
         # KubeVirt auto-attaches the pod network with a masquerade interface.
@@ -348,7 +342,7 @@ async def plan_domain(
         kernel=_kernel(vmi, ctx),
         disks=planned,
         iothreads=iothread_count(vmi, planned),
-        interfaces=_interfaces(vmi, _wiring(host)),
+        interfaces=interface_plans(vmi, _wiring(host)),
         passt=passt_interfaces(vmi, socket_dir=host.console_socket.parent),
         serial_log=host.serial_log,
         console_socket=host.console_socket,
