@@ -143,7 +143,8 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         vmi = _running_vmi(k, ns, example)
         assert "ptp-conf" in _attached(k, ns, vmi, "ptp")["name"]
         _interface_ip(k, ns, example, "ptp", ptp_subnet)
-    _hotplug_and_unplug(k, ns, real_cluster, a, peer=b_ip, address=plan.secondary_addr(12))
+    _hotplug_and_unplug(k, ns, real_cluster, a, peer=b_ip, own=a_ip,
+                        address=plan.secondary_addr(12))  # fmt: skip
 
 
 def _vmi_now(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
@@ -172,15 +173,18 @@ def _moved(k: Kubectl, ns: str, vmi: dict[str, Any], *, to: str, hot: bool) -> d
 
 
 def _hotplug_and_unplug(
-    k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any], *, peer: str, address: str
-) -> None:
+    k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any], *, peer: str, own: str,
+    address: str,
+) -> None:  # fmt: skip
     """NIC hotplug (KubeVirt >= 1.4, migration-based): a bridge-bound interface on a third
     NAD added to the running VM sec-a (its node selector dropped in the same edit) moves the
     VMI to the other node in a pod with that attachment, where the NIC is attached: the
     guest sees eth2, takes the NAD's address by DHCP and pings sec-b through it; no
     RestartRequired. Then `state: absent` detaches it (status.interfaces loses it) and a
-    migration back drops the attachment from the pod; the VMI uid stays throughout."""
-    _apply(k, ns, _bridge_nad("sec-c", f"{address}/25"))
+    migration back drops the attachment from the pod, the same edit pointing `sec` at
+    another NAD (KubeVirt 1.8's swap: the new pod is attached to it); the VMI uid stays
+    throughout."""
+    _apply(k, ns, _bridge_nad("sec-c", f"{address}/25"), _bridge_nad("sec-a2", f"{own}/25"))
     edit = [
         {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/-",
          "value": {"name": "hot", "bridge": {}}},
@@ -199,10 +203,15 @@ def _hotplug_and_unplug(
     vm = json.loads(k("get", "vm", "sec-a", "-n", ns, "-o", "json"))
     assert "RestartRequired" not in {c["type"] for c in vm["status"].get("conditions", [])}
 
-    unplug = [{"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/2/state",
-               "value": "absent"}]  # fmt: skip
+    unplug = [
+        {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/2/state",
+         "value": "absent"},
+        {"op": "replace", "path": "/spec/template/spec/networks/1/multus/networkName",
+         "value": "sec-a2"},
+    ]  # fmt: skip
     k("patch", "vm", "sec-a", "-n", ns, "--type", "json", "-p", json.dumps(unplug))
     unplugged = _moved(k, ns, vmi, to="node01", hot=False)
     pod = _launcher_pod(k, ns, unplugged)["metadata"]["annotations"]
-    asked = [a["interface"] for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
-    assert asked == [multus.pod_interface("sec")], asked
+    asked = [(a["name"], a["interface"]) for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
+    assert asked == [("sec-a2", multus.pod_interface("sec"))], asked
+    assert _attached(k, ns, unplugged, "sec")["name"].endswith("sec-a2")
