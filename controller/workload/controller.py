@@ -54,6 +54,7 @@ class WorkloadUpdater(Reconciler):
         self._cluster = cluster
         self._outdated = outdated
         self._pending: dict[str, float] = {}
+        self._created: dict[str, str] = {}  # VMI key → the name of the VMIM made for it
 
     def handlers(self) -> tuple[Handlers[VirtualMachineInstance], Handlers[LauncherPod]]:
         """Callbacks for the VMI and pod informers: any change re-plans."""
@@ -71,8 +72,14 @@ class WorkloadUpdater(Reconciler):
         pods_of = {v.uid: inf.pods.store.by_index(VMI_UID_INDEX, v.uid) for v in vmis}
         cluster = self._cluster()
         now = time.monotonic()
-        self._pending = {k: t for k, t in self._pending.items() if now - t < PENDING_SECONDS}
         migrations = inf.migrations.store.list()
+        seen = {m.metadata.name for m in migrations}  # the informer shows it: no longer pending
+        self._pending = {
+            k: t
+            for k, t in self._pending.items()
+            if now - t < PENDING_SECONDS and self._created.get(k) not in seen
+        }
+        self._created = {k: n for k, n in self._created.items() if k in self._pending}
         plan = plan_updates(
             vmis,
             pods_of,
@@ -101,13 +108,13 @@ class WorkloadUpdater(Reconciler):
         """Migrate the VMIs whose pod lacks (or has extra) multus attachments (NIC hotplug,
         controller/workload/networks.py); whether any VMI still waits for one."""
         moving = {m.vmi_key for m in migrations if not m.is_final()} | set(self._pending)
-        ready, stuck = plan_network_migrations(vmis, pods_of, moving=frozenset(moving))
-        for vmi in ready:
+        plan = plan_network_migrations(vmis, pods_of, moving=frozenset(moving))
+        for vmi in plan.ready:
             await self._migrate(vmi, annotation=NETWORK_UPDATE_ANNOTATION,
                                 prefix="kubevirt-network-update-")  # fmt: skip
-        if stuck:
-            log.info("network_update_not_migratable", vmis=list(stuck))
-        return bool(ready or stuck)
+        if plan.stuck:
+            log.info("network_update_not_migratable", vmis=list(plan.stuck))
+        return plan.needed
 
     async def _label(self, vmi: VirtualMachineInstance, *, outdated: bool) -> None:
         if (OUTDATED_LABEL in vmi.metadata.labels) == outdated:
@@ -138,4 +145,5 @@ class WorkloadUpdater(Reconciler):
         self._pending[vmi.key] = time.monotonic()
         created = await self._client.create(VMIMS, body, namespace=vmi.namespace)
         name = (created.get("metadata") or {}).get("name")
+        self._created[vmi.key] = str(name)
         log.info("workload_update_migration_created", vmi=vmi.key, migration=name)

@@ -16,6 +16,7 @@ so the target pod never lacks a NIC the guest still has.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from shared import multus, nics
 from shared.launcherpod import LauncherPod
@@ -49,21 +50,32 @@ def needs_network_migration(vmi: VirtualMachineInstance, pod: LauncherPod | None
     return not _unplug_pending(vmi)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkPlan:
+    """VMIs to migrate now; keys of those that need it but are not LiveMigratable; whether
+    any VMI needs one at all (the updater looks again while one does: one moving now may
+    need another once it landed)."""
+
+    ready: tuple[VirtualMachineInstance, ...] = ()
+    stuck: tuple[str, ...] = ()
+    needed: bool = False
+
+
 def plan_network_migrations(
     vmis: Sequence[VirtualMachineInstance],
     pods_of: Mapping[str, Sequence[LauncherPod]],
     *,
     moving: frozenset[str],
-) -> tuple[tuple[VirtualMachineInstance, ...], tuple[str, ...]]:
-    """(VMIs to migrate now, keys of those that need it but are not LiveMigratable);
-    `moving`: keys of VMIs with a migration under way or just asked for."""
-    ready, stuck = [], []
+) -> NetworkPlan:
+    """The plan; `moving`: keys of VMIs with a migration under way or just asked for."""
+    ready, stuck, needed = [], [], False
     for vmi in vmis:
         if not needs_network_migration(vmi, current_pod(vmi, pods_of.get(vmi.uid, ()))):
             continue
+        needed = True
         if not vmi.status.condition_is_true(VMIConditionType.LIVE_MIGRATABLE):
             stuck.append(vmi.key)
         elif vmi.key not in moving:
             ready.append(vmi)
     ready.sort(key=lambda v: v.key)
-    return tuple(ready), tuple(sorted(stuck))
+    return NetworkPlan(ready=tuple(ready), stuck=tuple(sorted(stuck)), needed=needed)

@@ -166,8 +166,17 @@ def _moved(k: Kubectl, ns: str, vmi: dict[str, Any], *, to: str, hot: bool) -> d
         on = v["status"].get("nodeName") == to and v["status"].get("phase") == "Running"
         return v if on and ("hot" in _listed(v)) == hot else None
 
-    moved: dict[str, Any] = _wait(done, 240, f"{name} on {to}, hot NIC listed={hot}",
-                                  lambda: _vmi_now(k, ns, name).get("status"))  # fmt: skip
+    def seen() -> str:
+        v = _vmi_now(k, ns, name)
+        vmims = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+        logs = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller", "--tail", "400",
+                 check=False)  # fmt: skip
+        wanted = [line for line in logs.splitlines() if "network" in line or "workload" in line]
+        return (f"spec: {v['spec']['domain']['devices']['interfaces']} {v['spec']['networks']}"
+                f"\nstatus: {v.get('status')}\nvmims: {[m.get('status') for m in vmims]}"
+                f"\ncontroller: {wanted[-30:]}")  # fmt: skip
+
+    moved: dict[str, Any] = _wait(done, 240, f"{name} on {to}, hot NIC listed={hot}", seen)
     assert moved["metadata"]["uid"] == vmi["metadata"]["uid"]  # the same VMI, migrated
     return moved
 

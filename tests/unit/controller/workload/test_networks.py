@@ -68,9 +68,10 @@ def test_when_a_vmi_needs_a_network_migration(
 
 
 def test_plan_skips_moving_reports_stuck_and_follows_a_former_target_pod() -> None:
-    """Of three VMIs needing a migration: one already migrating is left, one not
-    LiveMigratable is reported, the third migrates; a pod that was a migration target and
-    now runs the VMI counts as its pod, a deleting one does not."""
+    """Of three VMIs needing a migration: one already migrating is left (but still
+    needed, so the updater looks again), one not LiveMigratable is reported, the third
+    migrates; a pod that was a migration target and now runs the VMI counts as its pod, a
+    deleting one does not."""
     a, b, c = vmi("a", SEC, HOT), vmi("b", SEC, HOT, migratable=False), vmi("c", SEC, HOT)
     old = _annotation(SEC)
     pods = {
@@ -78,8 +79,11 @@ def test_plan_skips_moving_reports_stuck_and_follows_a_former_target_pod() -> No
         b.uid: [pod(b, old)],
         c.uid: [pod(c, old, deleting=True), pod(c, old, migration_uid="m1")],
     }
-    ready, stuck = plan_network_migrations([a, b, c], pods, moving=frozenset({"ns/a"}))
-    assert [v.name for v in ready] == ["c"]
-    assert stuck == ("ns/b",)
+    plan = plan_network_migrations([a, b, c], pods, moving=frozenset({"ns/a"}))
+    assert [v.name for v in plan.ready] == ["c"]
+    assert plan.stuck == ("ns/b",)
+    assert plan.needed
+    waiting = plan_network_migrations([a], pods, moving=frozenset({"ns/a"}))
+    assert waiting.ready == () and waiting.needed  # looked at again later
     gone = {c.uid: [pod(c, old, deleting=True)]}
-    assert plan_network_migrations([c], gone, moving=frozenset()) == ((), ())
+    assert not plan_network_migrations([c], gone, moving=frozenset()).needed
