@@ -19,7 +19,7 @@ from handler import netwire, podowner
 from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, Launcher, WiringError, launcher_process
 from handler.netwire import Target
-from shared import multus, podlayout, podnet
+from shared import multus, nics, podlayout, podnet
 from shared.model import Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.podnet import Binding, PodWiring, nic_queues
 
@@ -82,6 +82,8 @@ def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
         net = vmi.spec.network(iface.name or "")
         secondary = net is not None and net.multus is not None and not net.primary
         if net is None or not secondary or iface.bridge is None or not net.name:
+            continue
+        if nics.is_absent(iface):  # hot-unplugged: this pod was made without it
             continue
         found.append(
             Target(

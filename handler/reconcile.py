@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from handler import commands, guestevents, hotresources, linkstate, vsock
+from handler import commands, guestevents, hotresources, linkstate, nichotplug, vsock
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -135,6 +135,8 @@ class Reconciler:
         await self._hot_resources(step)
         if (links := linkstate.wanted(step.vmi)) is not None:
             await linkstate.apply(step.launcher, links)
+        if nichotplug.wanted(step.vmi):
+            step.nics = await nichotplug.apply(step.launcher, step.vmi)
 
     async def _wire(self, step: Pass) -> None:
         """The pod's network wired before the launcher defines the domain (once per pod)."""
@@ -318,6 +320,10 @@ class Reconciler:
             status = dataclasses.replace(status, volume_status=step.volume_status)
         if step.vsock_cid is not None:
             status = dataclasses.replace(status, vsock_cid=step.vsock_cid)
+        if step.nics is not None:
+            status = nichotplug.with_interfaces(vmi, status, step.nics)
+            if nichotplug.pending(vmi, step.nics):
+                step.revisit.append(nichotplug.RETRY_SECONDS)
         if step.resources is not None:
             status = hotresources.with_resources(vmi, status, step.resources, now=now)
             if hotresources.settling(step.resources, status):

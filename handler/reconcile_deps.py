@@ -26,6 +26,7 @@ from shared.kube import DiscardRecorder, Recorder
 from shared.kube.syncfailure import SyncFailures
 from shared.model import Clock, MigrationState, VirtualMachineInstance, utc_now
 from shared.model.volumestatus import VolumeStatus
+from shared.wire.nics import InterfacesReply
 
 Refresh = Callable[[], Awaitable[VirtualMachineInstance]]
 
@@ -91,6 +92,7 @@ class Pass:
     volume_status: tuple[VolumeStatus, ...] | None = None
     resources: hotresources.Outcome | None = None  # CPU/memory hotplug asked this pass
     vsock_cid: int | None = None  # status.VSOCKCID to write (handler/vsock.py)
+    nics: InterfacesReply | None = None  # NIC hotplug asked this pass (handler/nichotplug.py)
     revisit: list[float] = field(default_factory=list)
 
 

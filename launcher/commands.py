@@ -16,6 +16,7 @@ from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
 from launcher.memorydump import MemoryDumps
 from launcher.migration import Migrations
+from launcher.nichotplug import NicHotplug
 from launcher.portforward import PortForwards
 from launcher.resources import Resources
 from shared.wire.backup import BackupBeginArgs
@@ -34,6 +35,7 @@ from shared.wire.launcher_api import (
 from shared.wire.links import LinkStatesArgs
 from shared.wire.memorydump import MemoryDumpArgs
 from shared.wire.migration import MigrateArgs
+from shared.wire.nics import SyncInterfacesArgs
 from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
@@ -157,12 +159,14 @@ def register(
     links: LinkStates | None = None,
     backups: Backups | None = None,
     dumps: MemoryDumps | None = None,
+    nics: NicHotplug | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
     forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``dumps``,
-    MemoryDump."""
+    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``backups``,
+    BackupBegin/BackupStatus; with ``dumps``, MemoryDump; with ``nics``, SyncInterfaces
+    (NIC hotplug)."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -195,6 +199,8 @@ def register(
         _register_backups(server, backups)
     if dumps is not None:
         _register_dumps(server, dumps)
+    if nics is not None:
+        _register_nics(server, nics)
 
 
 def _register_backups(server: RpcServer, backups: Backups) -> None:
@@ -214,6 +220,13 @@ def _register_dumps(server: RpcServer, dumps: MemoryDumps) -> None:
         return dumps.request(MemoryDumpArgs.from_wire(args)).to_wire()
 
     server.register(str(Method.MEMORY_DUMP), memory_dump)
+
+
+def _register_nics(server: RpcServer, nics: NicHotplug) -> None:
+    async def sync_interfaces(args: Mapping[str, Any]) -> Any:
+        return (await nics.sync(SyncInterfacesArgs.from_wire(args))).to_wire()
+
+    server.register(str(Method.SYNC_INTERFACES), sync_interfaces)
 
 
 def _register_links(server: RpcServer, links: LinkStates) -> None:

@@ -354,6 +354,13 @@ def disk_xml(disk: DiskPlan) -> str:
     return ET.tostring(holder[0], encoding="unicode")
 
 
+def interface_xml(iface: InterfacePlan) -> str:
+    """One interface device on its own (a NIC hotplug's attachDeviceFlags argument)."""
+    holder = ET.Element("devices")
+    _interface(holder, iface)
+    return ET.tostring(holder[0], encoding="unicode")
+
+
 def _graphics(devices: ET.Element, vnc_socket: Path | None, video_type: str | None) -> None:
     """KubeVirt's default display: a VGA card (a framebuffer; devices.video names another)
     and QEMU's VNC server on a Unix socket in the pod, which the handler relays; with none,

@@ -39,7 +39,7 @@ from launcher.domxml import (
 from launcher.errors import InvalidSpec
 from launcher.nicxml import NicOptions
 from launcher.passt import PasstInterface, guest_mac
-from shared import podnet
+from shared import nics, podnet
 from shared import vmstate as shared_vmstate
 from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
 from shared.model.errors import ModelError
@@ -215,10 +215,11 @@ def _wiring(host: HostPaths) -> podnet.PodWiring | None:
     return wiring
 
 
-def _interfaces(
+def interface_plans(
     vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
 ) -> tuple[InterfacePlan, ...]:
-    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode."""
+    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode (a NIC
+    hotplug's too: launcher/nichotplug.py)."""
     interfaces = vmi.spec.domain.devices.interfaces
     if not interfaces and not vmi.spec.networks:
         # KubeVirt auto-attaches the pod network with a masquerade interface.
@@ -227,6 +228,8 @@ def _interfaces(
     for iface in interfaces:
         if iface.passt_binding is not None:
             continue  # QEMU reaches the launcher's passt (passt_interfaces)
+        if nics.is_absent(iface):
+            continue  # hot-unplugged (launcher/nichotplug.py)
         name = iface.name or ""
         wired = wiring.interface(name) if wiring is not None else None
         backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER
@@ -347,7 +350,7 @@ async def plan_domain(
         kernel=_kernel(vmi, ctx),
         disks=planned,
         iothreads=iothread_count(vmi, planned),
-        interfaces=_interfaces(vmi, _wiring(host)),
+        interfaces=interface_plans(vmi, _wiring(host)),
         passt=passt_interfaces(
             vmi, socket_dir=host.console_socket.parent, keep_addresses=ctx.incoming
         ),

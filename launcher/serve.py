@@ -34,6 +34,7 @@ from launcher.manager import DomainManager, Identity
 from launcher.memorydump import MemoryDumpConfig, MemoryDumps
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.migration_endpoint import LINK_ROOT
+from launcher.nichotplug import NicConfig, NicHotplug
 from launcher.notifier import Notifier
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
@@ -139,9 +140,11 @@ async def _serve(
     dumps = MemoryDumps(
         virt=virt, domain=lambda: manager.identity.domain, config=MemoryDumpConfig()
     )
+    nics = NicHotplug(virt=virt, domain=lambda: manager.identity.domain,
+                      config=NicConfig(network_file=network_file))  # fmt: skip
     launcher_commands.register(
         server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links, backups=backups, dumps=dumps,
+        resources=resources, links=links, backups=backups, dumps=dumps, nics=nics,
     )  # fmt: skip
     try:
         async with asyncio.TaskGroup() as tg:

@@ -22,6 +22,7 @@ from shared.labels import (
 )
 
 COMPUTE_CONTAINER = "compute"
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"  # shared/multus.py's
 # The compute container's user and group (KubeVirt's qemu, 107; the launcher image has
 # it): libvirtd runs in session mode and QEMU as this user. virt-handler gives it what it
 # opens (the tap, device nodes, hotplugged disks); the pod's fsGroup its volumes.
@@ -93,6 +94,8 @@ class LauncherPod:
     # The pod's Ready condition (its containers' readiness probes pass), and why not.
     ready: bool = False
     not_ready_reason: str | None = None
+    # Its multus `k8s.v1.cni.cncf.io/networks` annotation (NIC hotplug compares it).
+    networks: str | None = None
 
     @property
     def key(self) -> str:
@@ -175,6 +178,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         start_blocked=_start_blocked(status) if phase == PodPhase.PENDING else None,
         ready=ready is not None and ready.get("status") == "True",
         not_ready_reason=(ready or {}).get("reason") or None,
+        networks=(meta.get("annotations") or {}).get(NETWORKS_ANNOTATION) or None,
     )
 
 

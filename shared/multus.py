@@ -13,9 +13,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from shared import launcherpod, nics
 from shared.model import VirtualMachineInstance
 
-NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+NETWORKS_ANNOTATION = launcherpod.NETWORKS_ANNOTATION
 NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 DEFAULT_NETWORK_ANNOTATION = "v1.multus-cni.io/default-network"
 
@@ -42,12 +43,14 @@ def split_network_name(network_name: str, *, namespace: str) -> tuple[str, str]:
 
 
 def attachments(vmi: VirtualMachineInstance) -> tuple[Attachment, ...]:
-    """The VMI's multus networks, in spec.networks order."""
+    """The VMI's multus networks, in spec.networks order (not those of an interface marked
+    absent: a hot-unplugged NIC's network leaves the next launcher pod, shared/nics.py)."""
     found = []
+    gone = nics.absent_networks(vmi.spec)
     for net in vmi.spec.networks:
         if net.multus is None or not net.name or not net.multus.network_name:
             continue
-        if net.multus.default:  # the pod's eth0 (default_network_annotation)
+        if net.multus.default or net.name in gone:  # eth0 (default_network_annotation); unplugged
             continue
         ns, name = split_network_name(
             net.multus.network_name, namespace=vmi.metadata.namespace or "default"

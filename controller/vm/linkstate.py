@@ -24,10 +24,11 @@ def _changed(vm: VirtualMachine, vmi: VirtualMachineInstance) -> list[tuple[int,
     have = vmi.spec.domain.devices.interfaces
     if [i.name for i in want] != [i.name for i in have]:
         return []
+    absent = LinkState.ABSENT  # an unplug: controller/vm/nichotplug.py
     return [
         (n, _state(w.state))
         for n, (w, h) in enumerate(zip(want, have, strict=True))
-        if _state(w.state) != _state(h.state)
+        if _state(w.state) != _state(h.state) and absent not in (w.state, h.state)
     ]
 
 

@@ -6,8 +6,10 @@ hotplugged volumes follow the template (controller/vm/hotplug.py), other volume 
 need a restart (controller/vm/volumechange.py); every other change of the template sets
 the VM's RestartRequired condition, naming the fields. With `Stage` every
 change waits for the restart. CPU sockets and guest memory within the VMI's maxSockets /
-maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md), and an
-interface's link `state` is set on the running domain (controller/vm/linkstate.py).
+maxGuest are hot-plugged (controller/vm/hotresources.py; docs/live-change.md), an
+interface's link `state` is set on the running domain (controller/vm/linkstate.py), and
+multus NICs are hot-plugged, unplugged or moved to another NAD
+(controller/vm/nichotplug.py).
 
 The template is compared with the VMI as a subset: a value the template sets must be the
 VMI's; keys only the VMI has (admission's defaults, an instancetype's expansion) are not
@@ -24,6 +26,7 @@ from typing import Any
 from controller.transitions import vm_condition
 from controller.vm import linkstate
 from controller.vm.hotresources import hotplug_ops, live_paths
+from controller.vm.nichotplug import plan_nics
 from controller.vm.volumechange import restart_volumes
 from shared.clusterconfig import RolloutStrategy
 from shared.model import (
@@ -67,8 +70,10 @@ def restart_fields(
     vm: VirtualMachine, vmi: VirtualMachineInstance, strategy: RolloutStrategy
 ) -> list[str]:
     """The template fields whose change only a restart brings to the running VMI."""
-    template = vm.spec.template.spec.to_dict()
-    changed = changed_paths(template, vmi.spec.to_dict(), "spec")
+    template, running = vm.spec.template.spec.to_dict(), vmi.spec.to_dict()
+    nic = plan_nics(template, running)
+    live_nics = strategy is RolloutStrategy.LIVE_UPDATE and bool(nic.ops)
+    changed = changed_paths(nic.template, nic.running if live_nics else running, "spec")
     live: list[str] = []
     if strategy is RolloutStrategy.LIVE_UPDATE:
         live = [f"spec.{k}" for k in LIVE_KEYS] + list(live_paths(vm, vmi))
@@ -93,6 +98,7 @@ def live_ops(
             ops.append({"op": "remove", "path": f"/spec/{key}"})
         else:
             ops.append({"op": "add", "path": f"/spec/{key}", "value": want})
+    ops += plan_nics(template, running).ops  # controller/vm/nichotplug.py
     return ops + hotplug_ops(vm, vmi) + linkstate.link_ops(vm, vmi)
 
 

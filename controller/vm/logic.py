@@ -27,6 +27,7 @@ from typing import Any
 
 from controller.transitions import vm_condition
 from controller.vm.hotplug import started_with
+from controller.vm.nichotplug import without_absent
 from shared.instancetypes.apply import expand
 from shared.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
 from shared.model import (
@@ -376,7 +377,7 @@ def vmi_from_template(
     """The VMI body: the template's metadata and spec (expanded with the VM's instancetype
     and preference), named after and owned by the VM."""
     meta = vm.spec.template.metadata
-    spec = vm.spec.template.spec.to_dict()
+    spec = without_absent(vm.spec.template.spec.to_dict())  # unplugged NICs stay out
     annotations = dict(meta.annotations)
     if instancetype is not None or preference is not None:
         expanded = expand(

@@ -378,6 +378,18 @@ def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod
         else w
         for w in vmi.interface_statuses(pod_ip=pod.ip)
     )
-    if all(w.name in current and current[w.name].ip_address == w.ip_address for w in wanted):
+    if not status.interfaces:
+        return dataclasses.replace(status, interfaces=wanted)
+    # Only the pod network's addresses are the controller's: secondary NICs come and go
+    # with hotplug (the handler's, handler/nichotplug.py).
+    on_pod = {w.name: w for w in wanted if w.ip_address}
+    if all(n in current and current[n].ip_address == w.ip_address for n, w in on_pod.items()):
         return status
-    return dataclasses.replace(status, interfaces=wanted)
+    merged = [
+        dataclasses.replace(i, ip_address=w.ip_address, ip_addresses=w.ip_addresses)
+        if (w := on_pod.get(i.name)) is not None
+        else i
+        for i in status.interfaces
+    ]
+    merged += [w for n, w in on_pod.items() if n not in current]
+    return dataclasses.replace(status, interfaces=tuple(merged))

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from shared.model._validate_common import Errors
+from shared.model._validate_nichotplug import validate_unplug
 from shared.model.devopts import (
     BlockSize,
     DHCPOptions,
@@ -138,10 +139,7 @@ def validate_interface_options(errs: Errors, path: str, iface: Interface) -> Non
         errs.add(f"{path}.acpiIndex", f"must be from 1 to {ACPI_INDEX_MAX}", iface.acpi_index)
     if iface.boot_order is not None and iface.boot_order < 1:
         errs.add(f"{path}.bootOrder", "must be at least 1", iface.boot_order)
-    if iface.state == "absent":
-        errs.add(f"{path}.state", "absent (a hot-unplug) is not supported by kubevirt-py")
-    else:
-        _one_of(errs, f"{path}.state", iface.state, LinkState)
+    _one_of(errs, f"{path}.state", iface.state, LinkState)
     if iface.dhcp_options is not None:
         _dhcp_options(errs, f"{path}.dhcpOptions", iface.dhcp_options)
 
@@ -167,6 +165,7 @@ def validate_device_options(errs: Errors, path: str, spec: VMISpec) -> None:
     for i, iface in enumerate(devices.interfaces):
         validate_interface_options(errs, f"{ifaces_path}[{i}]", iface)
     validate_io_threads(errs, f"{path}.domain", spec)
+    validate_unplug(errs, ifaces_path, spec)
     ifaces = list(enumerate(devices.interfaces))
     addresses = [(f"{disks_path}[{i}].disk.pciAddress", _lower(d.disk.pci_address))
                  for i, d in enumerate(devices.disks) if d.disk is not None]  # fmt: skip

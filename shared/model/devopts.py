@@ -48,6 +48,7 @@ class LinkState(StrEnum):
 
     UP = "up"
     DOWN = "down"
+    ABSENT = "absent"  # a hot-unplug (shared/model/_validate_nichotplug.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from shared.model._codec import Model, json_name
 from shared.model.credentials import AccessCredential
+from shared.model.devopts import LinkState
 from shared.model.domain import DomainSpec
 from shared.model.enums import (
     EvictionStrategy,
@@ -189,6 +190,8 @@ class VirtualMachineInstance(KubeObject):
         on_pod = {n.name for n in self.spec.networks if n.primary}
         out = []
         for iface in self.spec.domain.devices.interfaces:
+            if iface.state == LinkState.ABSENT:
+                continue  # hot-unplugged
             ip = pod_ip if iface.name in on_pod else None
             out.append(
                 VMIInterfaceStatus(

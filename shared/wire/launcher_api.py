@@ -50,6 +50,7 @@ class Method(StrEnum):
     BACKUP_BEGIN = "backup_begin"  # shared/wire/backup.py
     BACKUP_STATUS = "backup_status"
     MEMORY_DUMP = "memory_dump"  # shared/wire/memorydump.py
+    SYNC_INTERFACES = "sync_interfaces"  # shared/wire/nics.py
 
 
 TIERS: Mapping[Method, Tier] = {
@@ -84,6 +85,7 @@ TIERS: Mapping[Method, Tier] = {
     Method.BACKUP_BEGIN: Tier.MEDIUM,
     Method.BACKUP_STATUS: Tier.SHORT,
     Method.MEMORY_DUMP: Tier.SHORT,
+    Method.SYNC_INTERFACES: Tier.MEDIUM,
 }
 
 

@@ -59,6 +59,14 @@ def _secondary_vmi(name: str, nad: str, *, node: str, kernel_args: str = "") -> 
     return vmi
 
 
+def _as_vm(vmi: dict[str, Any]) -> dict[str, Any]:
+    """A VM (runStrategy Always) whose template is `vmi`."""
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": vmi["metadata"],
+        "spec": {"runStrategy": "Always", "template": {"metadata": {}, "spec": vmi["spec"]}},
+    }  # fmt: skip
+
+
 def _apply(k: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
     k("apply", "-n", ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
                                                       "items": list(objs)}))  # fmt: skip
@@ -111,7 +119,8 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
     `ptp` network) run, and status.interfaces lists their secondary interfaces with an
     address of the ptp range. A third VM's only network is a multus default network
     (`multus.default`, masquerade): its launcher pod's IP is that NAD's address, not the
-    cluster network's, and its guest pings the first VM's secondary address through it."""
+    cluster network's, and its guest pings the first VM's secondary address through it.
+    Then a NIC is hot-plugged into sec-a (a VM) and unplugged again (_hotplug_and_unplug)."""
     k, ns, plan = real_stack, real_namespace, real_cluster.fleet().plan
     a_ip, b_ip = plan.secondary_addr(10), plan.secondary_addr(11)
     ptp_subnet = f"{plan.secondary_addr(128)}/25"
@@ -127,9 +136,10 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         {"name": "default", "multus": {"networkName": "prim-d", "default": True}}
     ]
     _apply(k, ns, _bridge_nad("prim-d", f"{d_ip}/25"))
-    _apply(k, ns,
-           _secondary_vmi("sec-a", "sec-a", node="node01", kernel_args=f"kvpy.ping={b_ip}"),
-           _secondary_vmi("sec-b", "sec-b", node="node02"), primary, *examples)  # fmt: skip
+    sec_a = _secondary_vmi("sec-a", "sec-a", node="node01",
+                           kernel_args=f"kvpy.ping={b_ip} kvpy.hotping={b_ip}")  # fmt: skip
+    _apply(k, ns, _as_vm(sec_a), _secondary_vmi("sec-b", "sec-b", node="node02"), primary,
+           *examples)  # fmt: skip
     a, b = _running_vmi(k, ns, "sec-a"), _running_vmi(k, ns, "sec-b")
     assert (_pod_uid(a)[0], _pod_uid(b)[0]) == ("node01", "node02")
     for vmi in (a, b):
@@ -148,3 +158,84 @@ def test_vms_on_two_nodes_talk_over_a_multus_network_and_kubevirts_examples_run(
         vmi = _running_vmi(k, ns, example)
         assert "ptp-conf" in _attached(k, ns, vmi, "ptp")["name"]
         _interface_ip(k, ns, example, "ptp", ptp_subnet)
+    _hotplug_and_unplug(k, ns, real_cluster, a, peer=b_ip, own=a_ip,
+                        address=plan.secondary_addr(13))  # fmt: skip
+
+
+def _vmi_now(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
+    return json.loads(k("get", "vmi", name, "-n", ns, "-o", "json"))  # type: ignore[no-any-return]
+
+
+def _listed(vmi: dict[str, Any]) -> set[str]:
+    """status.interfaces the domain has (the guest agent's own entries left out)."""
+    return {i["name"] for i in vmi["status"].get("interfaces", [])
+            if i.get("name") and i.get("infoSource") != "guest-agent"}  # fmt: skip
+
+
+def _moved(k: Kubectl, ns: str, vmi: dict[str, Any], *, to: str, hot: bool) -> dict[str, Any]:
+    """The VMI once it runs on `to` with `hot` listed (or not) in status.interfaces."""
+    name = vmi["metadata"]["name"]
+
+    def done() -> dict[str, Any] | None:
+        v = _vmi_now(k, ns, name)
+        on = v["status"].get("nodeName") == to and v["status"].get("phase") == "Running"
+        return v if on and ("hot" in _listed(v)) == hot else None
+
+    def seen() -> str:
+        v = _vmi_now(k, ns, name)
+        vmims = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
+        logs = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller", "--tail", "400",
+                 check=False)  # fmt: skip
+        wanted = [line for line in logs.splitlines() if "network" in line or "workload" in line]
+        return (f"spec: {v['spec']['domain']['devices']['interfaces']} {v['spec']['networks']}"
+                f"\nstatus: {v.get('status')}\nvmims: {[m.get('status') for m in vmims]}"
+                f"\ncontroller: {wanted[-30:]}")  # fmt: skip
+
+    moved: dict[str, Any] = _wait(done, 240, f"{name} on {to}, hot NIC listed={hot}", seen)
+    assert moved["metadata"]["uid"] == vmi["metadata"]["uid"]  # the same VMI, migrated
+    return moved
+
+
+def _hotplug_and_unplug(
+    k: Kubectl, ns: str, cluster: Cluster, vmi: dict[str, Any], *, peer: str, own: str,
+    address: str,
+) -> None:  # fmt: skip
+    """NIC hotplug (KubeVirt >= 1.4, migration-based): a bridge-bound interface on a third
+    NAD added to the running VM sec-a (its node selector dropped in the same edit) moves the
+    VMI to the other node in a pod with that attachment, where the NIC is attached: the
+    guest sees eth2, takes the NAD's address by DHCP and pings sec-b through it; no
+    RestartRequired. Then `state: absent` detaches it (status.interfaces loses it) and a
+    migration back drops the attachment from the pod, the same edit pointing `sec` at
+    another NAD (KubeVirt 1.8's swap: the new pod is attached to it); the VMI uid stays
+    throughout."""
+    _apply(k, ns, _bridge_nad("sec-c", f"{address}/25"), _bridge_nad("sec-a2", f"{own}/25"))
+    edit = [
+        {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/-",
+         "value": {"name": "hot", "bridge": {}}},
+        {"op": "add", "path": "/spec/template/spec/networks/-",
+         "value": {"name": "hot", "multus": {"networkName": "sec-c"}}},
+        {"op": "remove", "path": "/spec/template/spec/nodeSelector"},
+    ]  # fmt: skip
+    k("patch", "vm", "sec-a", "-n", ns, "--type", "json", "-p", json.dumps(edit))
+    plugged = _moved(k, ns, vmi, to="node02", hot=True)
+    pod = _launcher_pod(k, ns, plugged)["metadata"]["annotations"]
+    asked = [a["interface"] for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
+    assert asked == [multus.pod_interface("sec"), multus.pod_interface("hot")], asked
+    serial = _guest_says(cluster, plugged, "KUBEVIRT-PY-NIC-ADDED eth2", "KUBEVIRT-PY-HOTPING-")
+    assert f"KUBEVIRT-PY-DHCP eth2 {address}/25" in serial, serial[-1500:]
+    assert f"KUBEVIRT-PY-HOTPING-OK {peer} eth2" in serial, serial[-1500:]
+    vm = json.loads(k("get", "vm", "sec-a", "-n", ns, "-o", "json"))
+    assert "RestartRequired" not in {c["type"] for c in vm["status"].get("conditions", [])}
+
+    unplug = [
+        {"op": "add", "path": "/spec/template/spec/domain/devices/interfaces/2/state",
+         "value": "absent"},
+        {"op": "replace", "path": "/spec/template/spec/networks/1/multus/networkName",
+         "value": "sec-a2"},
+    ]  # fmt: skip
+    k("patch", "vm", "sec-a", "-n", ns, "--type", "json", "-p", json.dumps(unplug))
+    unplugged = _moved(k, ns, vmi, to="node01", hot=False)
+    pod = _launcher_pod(k, ns, unplugged)["metadata"]["annotations"]
+    asked = [(a["name"], a["interface"]) for a in json.loads(pod[multus.NETWORKS_ANNOTATION])]
+    assert asked == [("sec-a2", multus.pod_interface("sec"))], asked
+    assert _attached(k, ns, unplugged, "sec")["name"].endswith("sec-a2")

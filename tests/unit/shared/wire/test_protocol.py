@@ -298,11 +298,13 @@ def test_bad_request_maps_from_code() -> None:
 
 def test_action_table_agrees_with_the_launcher_and_wire() -> None:
     """The launcher's command tables register every wire Method exactly once (ForwardPort,
-    HotplugResources, SetLinkStates, the backup pair and MemoryDump beside them), each with a
-    timeout tier, and every launcher command shared.actions names is among them."""
+    HotplugResources, SetLinkStates, the backup pair, MemoryDump and SyncInterfaces beside
+    them), each with a timeout tier, and every launcher command shared.actions names is among
+    them."""
     beside = [
         Method.FORWARD_PORT, Method.HOTPLUG_RESOURCES, Method.EXPAND_DISKS,
         Method.SET_LINK_STATES, Method.BACKUP_BEGIN, Method.BACKUP_STATUS, Method.MEMORY_DUMP,
+        Method.SYNC_INTERFACES,
     ]  # fmt: skip
     registered = [*COMMANDS, *MIGRATION_COMMANDS, *HOTPLUG_COMMANDS, *beside]
     assert sorted(registered) == sorted(Method)
