@@ -6,8 +6,8 @@ Changed block tracking off: a backup ends Done with ChangedBlockTrackingNotEnabl
 (the IncrementalBackup gate and a VM label selector in the KubeVirt CR): through a
 tracker, a full backup, the guest writes N MiB, an incremental backup of about N MiB for
 the qcow2 disk; a pod of the launcher image restores full + incremental with the
-documented script (shared/backuprestore.py) and the result is the guest's disk byte for
-byte."""
+documented script (shared/backuprestore.py) into the target claim's disk.img, and that
+claim, hot-plugged into the VM, shows the guest the very bytes of its disk."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from shared import podlayout
 from shared.backuprestore import restore_script
 from tests.integration.realnodes.test_storage import _apply, _get
 from tests.integration.realnodes.test_storage import _claim as _storage_claim
-from tests.integration.realnodes.test_story import _wait
+from tests.integration.realnodes.test_story import _virtctl, _wait
 
 API = "backup.kubevirt.io/v1alpha1"
 MIB = 1 << 20
@@ -85,10 +85,11 @@ def _restore_pod(k: Kubectl, ns: str, image: str, backups: list[str]) -> str:
     """A pod of the launcher image restoring the chain on the target claim; its log:
     the sizes of the backups' files, then the restored image's sha256."""
     base = "/b"
+    # the restored image is the claim's disk.img: the claim is then a VM's disk as it is
     script = restore_script([f"{base}/{b}" for b in backups], volume=VOLUME,
-                            work_dir=f"{base}/restore", output=f"{base}/restore/disk.img")  # fmt: skip
+                            work_dir=f"{base}/restore", output=f"{base}/disk.img")  # fmt: skip
     files = " ".join(f"{base}/{b}/{VOLUME}.qcow2" for b in backups)
-    script += f"stat -c 'SIZE %n %s' {files}\nsha256sum {base}/restore/disk.img\n"
+    script += f"stat -c 'SIZE %n %s' {files}\nsha256sum {base}/disk.img\n"
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bk-restore"},
            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "restore", "image": image,
@@ -109,7 +110,8 @@ def _restore_pod(k: Kubectl, ns: str, image: str, backups: list[str]) -> str:
 
 def backup_story(k: Kubectl, ns: str, guest: Guest) -> None:
     """Refused without CBT; with it, full then incremental (≈ N MiB) through a tracker,
-    the tracker's checkpoint recorded; full + incremental restored byte for byte."""
+    the tracker's checkpoint recorded; full + incremental restored byte for byte into a
+    claim the VM then reads them from."""
     vm_ref = {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "src"}
     tracker_ref = {"apiGroup": "backup.kubevirt.io", "kind": "VirtualMachineBackupTracker",
                    "name": "bk-tracker"}  # fmt: skip
@@ -151,6 +153,26 @@ def backup_story(k: Kubectl, ns: str, guest: Guest) -> None:
     found = re.finditer(r"^SIZE /b/([\w-]+)/\S+ (\d+)$", log, re.M)
     sizes = {m.group(1): int(m.group(2)) for m in found}
     assert WRITTEN_MIB * MIB <= sizes["bk-inc"] < sizes["bk-full"], sizes
-    restored = re.search(r"^([0-9a-f]{64})\s+/b/restore/disk.img$", log, re.M)
+    restored = re.search(r"^([0-9a-f]{64})\s+/b/disk.img$", log, re.M)
     guest_sum = re.search(r"([0-9a-f]{64})", in_guest)
     assert restored and guest_sum and restored.group(1) == guest_sum.group(1), (log, in_guest)
+    _restored_disk_in_the_guest(k, ns, guest)
+
+
+def _restored_disk_in_the_guest(k: Kubectl, ns: str, guest: Guest) -> None:
+    """The restored claim hot-plugged into the running VM: the guest reads the backed-up
+    disk's bytes from it. Compared past the first MiB: the test guest writes its disk
+    counter into the first bytes of every disk it sees arrive (scripts/guest/init)."""
+    added = _virtctl(k.kubeconfig, ns, "addvolume", "src", "--volume-name=bk-target")
+    assert added.returncode == 0, added.stderr
+
+    def ready() -> str | None:
+        states = _get(k, ns, "vmi", "src").get("status", {}).get("volumeStatus", [])
+        state: dict[str, Any] = next((v for v in states if v.get("name") == "bk-target"), {})
+        return str(state["target"]) if state.get("phase") == "Ready" else None
+
+    target = _wait(ready, 180, "the restored claim hot-plugged into src")
+    past_counter = "bs=1M skip=1 count=63 2>/dev/null | sha256sum"
+    want = guest(f"dd if={SCRATCH_DEV} {past_counter}").split()[0]
+    seen = guest(f"dd if=/dev/{target} {past_counter}")
+    assert re.fullmatch(r"[0-9a-f]{64}", want) and want in seen, (want, seen)

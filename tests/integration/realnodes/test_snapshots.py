@@ -249,7 +249,8 @@ def test_snapshot_restore_and_clone_story(
     refused at admission naming the field: a snapshot of a missing VM, a restore of a
     missing snapshot, a restore onto the running VM without a policy. Backups ride on the
     running VM before its restart (backup_story.py): refused without changed block
-    tracking, then full + incremental through a tracker, restored byte for byte."""
+    tracking, then full + incremental through a tracker, restored byte for byte into a
+    claim that, hot-plugged into the VM, gives the guest its disk's bytes back."""
     k, ns, cluster = kv_restored, real_namespace, real_cluster
     _apply(k, ns, _claim("src-data"))
     _apply(k, ns, _vm("src", "src-data", ssh_key[1]))
