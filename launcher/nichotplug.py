@@ -20,7 +20,8 @@ from typing import Protocol
 import structlog
 
 from launcher import domxml
-from launcher.plan import interface_plans, parse_vmi
+from launcher.nicplan import interface_plans
+from launcher.plan import parse_vmi
 from shared import nics, podnet
 from shared.model import VirtualMachineInstance
 from shared.wire.nics import InterfacesReply, SyncInterfacesArgs

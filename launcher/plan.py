@@ -19,7 +19,6 @@ from launcher import (
     firmware,
     guestplan,
     lun,
-    nicxml,
     pinning,
     sysinfo,
     tcgthreads,
@@ -30,18 +29,15 @@ from launcher import (
 from launcher.domxml import (
     DiskPlan,
     DomainPlan,
-    InterfacePlan,
     KernelPlan,
     MemoryHotplugPlan,
-    NetBackend,
     Topology,
 )
 from launcher.errors import InvalidSpec
-from launcher.nicxml import NicOptions
-from launcher.passt import PasstInterface, guest_mac
-from shared import nics, podnet
+from launcher.nicplan import interface_plans, passt_interfaces, root_ports
+from shared import podnet
 from shared import vmstate as shared_vmstate
-from shared.model import Disk, Interface, InterfaceMasquerade, VirtualMachineInstance
+from shared.model import Disk, VirtualMachineInstance
 from shared.model.errors import ModelError
 from shared.model.quantity import parse_bytes
 from shared.model.validation import validate_vmi
@@ -213,99 +209,6 @@ def _wiring(host: HostPaths) -> podnet.PodWiring | None:
     elif wiring.user_mode_reason:
         log.warning("pod_network_user_mode", reason=wiring.user_mode_reason)
     return wiring
-
-
-def interface_plans(
-    vmi: VirtualMachineInstance, wiring: podnet.PodWiring | None
-) -> tuple[InterfacePlan, ...]:
-    """Interfaces the handler wired open its tap; an unwired masquerade is user-mode (a NIC
-    hotplug's too: launcher/nichotplug.py)."""
-    interfaces = vmi.spec.domain.devices.interfaces
-    if not interfaces and not vmi.spec.networks:
-        # KubeVirt auto-attaches the pod network with a masquerade interface.
-        interfaces = (Interface(name="default", masquerade=InterfaceMasquerade()),)
-    plans = []
-    for iface in interfaces:
-        if iface.passt_binding is not None:
-            continue  # QEMU reaches the launcher's passt (passt_interfaces)
-        if nics.is_absent(iface):
-            continue  # hot-unplugged (launcher/nichotplug.py)
-        name = iface.name or ""
-        wired = wiring.interface(name) if wiring is not None else None
-        backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER
-        plans.append(
-            InterfacePlan(
-                alias=name,
-                backend=NetBackend.ETHERNET if wired is not None else backend,
-                model=iface.model or "virtio",
-                mac=iface.mac_address or (wired.mac if wired is not None else None),
-                tap=wired.tap if wired is not None else None,
-                options=_nic_options(vmi, iface, tap=wired is not None),
-            )
-        )
-    return tuple(plans)
-
-
-def _nic_options(vmi: VirtualMachineInstance, iface: Interface, *, tap: bool) -> NicOptions:
-    """pciAddress, acpiIndex, bootOrder, link state; queues = vCPUs on a virtio tap NIC
-    with networkInterfaceMultiqueue (KubeVirt's)."""
-    queues = podnet.nic_queues(
-        multiqueue=vmi.spec.domain.devices.network_interface_multiqueue,
-        model=iface.model, vcpus=vmi.spec.domain.vcpus(),
-    )  # fmt: skip
-    return NicOptions(
-        pci_address=iface.pci_address, acpi_index=iface.acpi_index,
-        boot_order=iface.boot_order, link_down=iface.state == "down",
-        queues=queues if queues > 1 and tap else None,
-    )  # fmt: skip
-
-
-def root_ports(plan: DomainPlan) -> int:
-    """q35's pcie-root-port count: one per PCIe device the domain starts with (virtio
-    disks, NICs not placed by pciAddress, the scsi, virtio-serial and USB controllers, the
-    balloon, rng, virtio-mem and virtiofs) and KubeVirt's spares; none on other machines."""
-    if "q35" not in plan.machine:
-        return 0
-    cold = sum(1 for d in plan.disks if d.bus == "virtio")
-    cold += sum(1 for i in plan.interfaces if not i.options.pci_address)
-    cold += 4 + int(plan.rng) + int(plan.memory_hotplug is not None) + len(plan.filesystems)
-    if not plan.extras.hotplug:  # disableHotplug: no spares
-        return cold
-    return nicxml.root_ports(cold_devices=cold, memory_kib=plan.memory_kib)
-
-
-def passt_interfaces(
-    vmi: VirtualMachineInstance, *, socket_dir: Path, keep_addresses: bool = False
-) -> tuple[PasstInterface, ...]:
-    """The passt-bound interfaces: a socket each in `socket_dir` (QEMU's own directory).
-    `keep_addresses` (a migration target): each passt gives the guest the address it
-    already holds, the VMI's status.interfaces address (the first pod's IP), not this
-    pod's (KubeVirt 1.8's passt: the guest's address is kept across migrations)."""
-    kept = {i.name: i.ip_address for i in vmi.status.interfaces if keep_addresses and i.name}
-    return tuple(
-        PasstInterface(
-            alias=i.name or "",
-            socket=socket_dir / f"passt-{i.name}.sock",
-            mac=i.mac_address or guest_mac(vmi.metadata.uid or "", i.name or ""),
-            forwards=_passt_forwards(i),
-            guest_address=kept.get(i.name or ""),
-            own_mac=guest_mac(vmi.metadata.uid or "", f"{i.name}/passt"),
-        )
-        for i in vmi.spec.domain.devices.interfaces
-        if i.passt_binding is not None
-    )
-
-
-def _passt_forwards(iface: Interface) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Every TCP and UDP port, or only interfaces[].ports (KubeVirt's passt binding)."""
-    if not iface.ports:
-        return (("tcp", ()), ("udp", ()))
-    out = []
-    for proto in ("tcp", "udp"):
-        ports = tuple(p.port for p in iface.ports if (p.protocol or "TCP").lower() == proto)
-        if ports:
-            out.append((proto, ports))
-    return tuple(out)
 
 
 def _kernel(vmi: VirtualMachineInstance, ctx: disks.DiskContext) -> KernelPlan | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from launcher import diskxml, nicxml, plan, volumes
+from launcher import diskxml, nicplan, nicxml, plan, volumes
 from launcher.diskxml import BlockIO, DiskOptions
 from launcher.domxml import DiskDevice, DiskPlan, InterfacePlan, NetBackend, build
 from launcher.errors import InvalidSpec
@@ -155,9 +155,9 @@ def test_root_ports_follow_kubevirts_count() -> None:
     """Up to 2 GiB: the cold-plugged devices + 3 spares; above: 32 ports in all."""
     assert nicxml.root_ports(cold_devices=6, memory_kib=1024 * 1024) == 9
     assert nicxml.root_ports(cold_devices=6, memory_kib=4 * 1024 * 1024) == 32
-    assert plan.root_ports(dataclasses.replace(PLAN, machine="pc")) == 0
+    assert nicplan.root_ports(dataclasses.replace(PLAN, machine="pc")) == 0
     # 2 virtio disks + 1 NIC + scsi, virtio-serial, usb, balloon = 7, + 3 spares
-    assert plan.root_ports(PLAN) == 10
+    assert nicplan.root_ports(PLAN) == 10
 
 
 def test_pci_address_as_libvirt_attributes() -> None:
@@ -200,13 +200,13 @@ def test_vmi_options_reach_the_plan(tmp_path: Path) -> None:
         }
     )  # fmt: skip
     iface = vmi.spec.domain.devices.interfaces[0]
-    got = plan._nic_options(vmi, iface, tap=True)
+    got = nicplan._nic_options(vmi, iface, tap=True)
     assert got == NicOptions(
         pci_address="0000:00:0b.0", acpi_index=4, boot_order=3, link_down=True, queues=None
     )
     virtio = dataclasses.replace(iface, model=None)
-    assert plan._nic_options(vmi, virtio, tap=True).queues == 2
-    assert plan._nic_options(vmi, virtio, tap=False).queues is None
+    assert nicplan._nic_options(vmi, virtio, tap=True).queues == 2
+    assert nicplan._nic_options(vmi, virtio, tap=False).queues is None
 
 
 def test_disk_plan_marks_a_readonly_disk(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from controller.config import TemplateConfig
 from controller.services.template import TemplateService
 from handler.status import live_migratable
 from launcher.errors import LibvirtFailure
+from launcher.nicplan import passt_interfaces
 from launcher.passt import Passt, PasstInterface, argv, guest_mac, pci_slot
-from launcher.plan import passt_interfaces
 from shared.model import VirtualMachineInstance
 from tests.unit.controller.builders import make_vmi, vmi_dict
 from tests.unit.controller.services.test_template import IMAGE

@@ -13,7 +13,7 @@ from typing import Any
 
 from launcher.domxml import DomainPlan, build
 from launcher.guestplan import guest_extras
-from launcher.plan import root_ports
+from launcher.nicplan import root_ports
 from tests.unit.launcher.test_domxml import PLAN
 from tests.unit.launcher.test_guestxml import _vmi
 
