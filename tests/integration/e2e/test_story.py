@@ -221,10 +221,13 @@ def _assert_rbac_covers_calls(kubectl: Kubectl, ns: str) -> None:
         assert calls, f"no API calls recorded by {component}"
         user = f"system:serviceaccount:kubevirt:{account}"
         for verb, resource, url in sorted(calls):
-            home = {"leases.coordination.k8s.io": "kubevirt", "configmaps": "kube-system"}
+            home = {"leases.coordination.k8s.io": "kubevirt", "configmaps": "kube-system",
+                    "daemonsets.apps": "kubevirt"}  # fmt: skip
             where = ["-n", home.get(resource, ns)] if "{namespace}" in url else []
-            # The front proxy's ConfigMap is readable by name only (a resourceNames rule).
-            named = {"configmaps": "configmaps/extension-apiserver-authentication"}
+            # The front proxy's ConfigMap and the handler's DaemonSet (the migration network)
+            # are reachable by name only (resourceNames rules).
+            named = {"configmaps": "configmaps/extension-apiserver-authentication",
+                     "daemonsets.apps": "daemonsets.apps/virt-handler"}  # fmt: skip
             what = named.get(resource, resource)
             # A subresource (kubevirts/status.kubevirt.io) is asked as one: `can-i` reads
             # "a/b" as resource a, object b.
