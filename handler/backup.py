@@ -25,7 +25,7 @@ import structlog
 from handler.actions import ActionTarget, NotOnThisNode
 from handler.dirmounts import DirMountPort
 from handler.hotplug.mounts import MountFailed
-from handler.hotplug.pvc import NOT_CLAIMS
+from handler.hotplug.pvc import claim_dirs
 from shared import podlayout
 from shared.kube import NotFound as KubeNotFound
 from shared.launcherpod import LAUNCHER_GID, LAUNCHER_UID
@@ -136,14 +136,8 @@ class BackupTarget:
 
 def claim_dir(volumes: Path) -> Path:
     """The one claim directory among a pod's volumes on this node (`mount/` for CSI)."""
-    found = [
-        d
-        for kind in (sorted(volumes.iterdir()) if volumes.is_dir() else [])
-        if kind.name not in NOT_CLAIMS
-        for d in sorted(kind.iterdir())
-        if d.is_dir()
-    ]
+    found = claim_dirs(volumes)
     if len(found) != 1:
         message = f"{len(found)} claim directories under {volumes}, expected one"
         raise InvalidArgument("targetPod", message)
-    return found[0] / "mount" if (found[0] / "mount").is_dir() else found[0]
+    return found[0]

@@ -57,6 +57,19 @@ def claim_root(claim: str, entry: VolumeStatus, *, pods_dir: Path) -> Path:
     it on this node."""
     pod_uid = entry.attach_pod_uid or ""
     volumes = pods_dir / pod_uid / podlayout.POD_VOLUMES
+    found = claim_dirs(volumes)
+    if len(found) != 1:
+        raise ClaimNotMounted(
+            f"claim {claim!r} is not mounted for attachment pod {pod_uid} on this node "
+            f"({len(found)} volume dirs under {volumes})"
+        )
+    return found[0]
+
+
+def claim_dirs(volumes: Path) -> list[Path]:
+    """The claim directories among a pod's volumes on this node (the kubelet's own volume
+    kinds left out; a CSI volume's `mount/`): one for a pod whose only volume is a claim
+    (an attachment pod, a backup's target pod)."""
     found = [
         d
         for kind in (sorted(volumes.iterdir()) if volumes.is_dir() else [])
@@ -64,12 +77,7 @@ def claim_root(claim: str, entry: VolumeStatus, *, pods_dir: Path) -> Path:
         for d in sorted(kind.iterdir())
         if d.is_dir()
     ]
-    if len(found) != 1:
-        raise ClaimNotMounted(
-            f"claim {claim!r} is not mounted for attachment pod {pod_uid} on this node "
-            f"({len(found)} volume dirs under {volumes})"
-        )
-    return found[0] / "mount" if (found[0] / "mount").is_dir() else found[0]
+    return [d / "mount" if (d / "mount").is_dir() else d for d in found]
 
 
 def hand_over(disk: Path) -> None:
