@@ -53,6 +53,13 @@ def _virsh(launcher: Launcher, *args: str) -> str:
     ).stdout  # fmt: skip
 
 
+def _virsh_or_none(launcher: Launcher, *args: str) -> str | None:
+    try:
+        return _virsh(launcher, *args)
+    except subprocess.CalledProcessError:
+        return None
+
+
 async def _boots(launcher: Launcher, *lines: str) -> None:
     await call(launcher, Method.SYNC, {"vmi": launcher.vmi})
     for line in (BOOT_MARKER, *lines):
@@ -118,7 +125,11 @@ async def test_tcg_cpu_model_list_matches_libvirt(launchers: Factory) -> None:
     """The models admission accepts under emulation are exactly those libvirt reports
     usable for TCG here, and libvirt does not offer host-passthrough to TCG."""
     launcher = launchers()
-    caps = _virsh(launcher, "domcapabilities", "--virttype", "qemu", "--machine", "pc")
+    # The command socket is served while libvirtd still starts (launcher/cmdsocket.py):
+    # virsh, which goes to libvirtd directly, waits for it to answer.
+    args = ("domcapabilities", "--virttype", "qemu", "--machine", "pc")
+    caps = await wait_for(lambda: _virsh_or_none(launcher, *args), timeout=60,
+                          what="libvirtd answering domcapabilities")  # fmt: skip
     usable = set(re.findall(r"<model usable='yes'[^>]*>([^<]+)</model>", caps))
     assert usable == TCG_CPU_MODELS
     assert "<mode name='host-passthrough' supported='no'/>" in caps
