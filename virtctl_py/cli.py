@@ -259,16 +259,21 @@ def _vmexport(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttl", help="spec.ttlDuration, e.g. 1h (KubeVirt's default: 2h)")
     p.add_argument("--output", help="download: the file to write")
     p.add_argument("--volume", help="download: the volume (needed when there are several)")
+    _download_flags(p)
+    p.add_argument("--insecure", action="store_true", help="do not verify the exporter's cert")
+    p.add_argument("--keep-vme", action="store_true", help="keep an export download created")
+    p.add_argument("--delete-vme", action="store_true", help="delete the export after download")
+    p.add_argument("--readiness-timeout", type=float, default=300, help="seconds to wait for Ready")
+
+
+def _download_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a download through an export (vmexport download, memory-dump --output)."""
     p.add_argument("--format", choices=["gzip", "raw"], default="gzip", help="download format")
     p.add_argument(
         "--port-forward", action="store_true",
         help="accepted for KubeVirt's virtctl; downloads always go through a port-forward",
     )  # fmt: skip
     p.add_argument("--local-port", type=int, default=0, help="local port (0: any free one)")
-    p.add_argument("--insecure", action="store_true", help="do not verify the exporter's cert")
-    p.add_argument("--keep-vme", action="store_true", help="keep an export download created")
-    p.add_argument("--delete-vme", action="store_true", help="delete the export after download")
-    p.add_argument("--readiness-timeout", type=float, default=300, help="seconds to wait for Ready")
 
 
 def _memory_dump(p: argparse.ArgumentParser) -> None:
@@ -280,12 +285,7 @@ def _memory_dump(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage-class", help="--create-claim: the claim's StorageClass")
     p.add_argument("--access-mode", help="--create-claim: ReadWriteOnce (default) or ReadWriteMany")
     p.add_argument("--output", help="download the dump (a tar.gz of the claim) into this file")
-    p.add_argument("--format", choices=["gzip", "raw"], default="gzip", help="download format")
-    p.add_argument(
-        "--port-forward", action="store_true",
-        help="accepted for KubeVirt's virtctl; downloads always go through a port-forward",
-    )  # fmt: skip
-    p.add_argument("--local-port", type=int, default=0, help="local port (0: any free one)")
+    _download_flags(p)
 
 
 def _image_upload(p: argparse.ArgumentParser) -> None:
