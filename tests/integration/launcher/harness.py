@@ -117,6 +117,27 @@ class Launcher:
                 raise AssertionError(f"launcher-sock missing after {timeout}s:\n{self.logs()}")
             time.sleep(0.05)
 
+    def virsh(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """virsh against this launcher's libvirtd. The command socket is served while
+        libvirtd still starts (launcher/cmdsocket.py), so the first call waits, bounded,
+        for libvirtd to answer."""
+        deadline = time.monotonic() + 60
+        while True:
+            probe = subprocess.run(
+                ["virsh", "-c", self.libvirt_uri, "uri"], capture_output=True, text=True, timeout=30
+            )
+            if probe.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"libvirtd not answering after 60s: {probe.stderr}\n{self.logs()}"
+                )
+            time.sleep(0.1)
+        return subprocess.run(
+            ["virsh", "-c", self.libvirt_uri, *args],
+            capture_output=True, text=True, check=check, timeout=60,
+        )  # fmt: skip
+
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def _defined_domains(launcher: Launcher) -> str:
-    return subprocess.run(
-        ["virsh", "-c", launcher.libvirt_uri, "list", "--all", "--name"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    return launcher.virsh("list", "--all", "--name").stdout.strip()
 
 
 def _with_volume(volume: dict[str, Any]) -> dict[str, Any]:

@@ -47,10 +47,7 @@ def _efi_vmi(efi: dict[str, Any], **domain: Any) -> dict[str, Any]:
 
 
 def _virsh(launcher: Launcher, *args: str) -> str:
-    return subprocess.run(
-        ["virsh", "-c", launcher.libvirt_uri, *args],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+    return launcher.virsh(*args).stdout
 
 
 def _virsh_or_none(launcher: Launcher, *args: str) -> str | None:

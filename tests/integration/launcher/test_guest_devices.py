@@ -7,7 +7,6 @@ and no domain is defined."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,6 @@ from tests.unit.shared.test_validate_devices import WINDOWS_EXAMPLE
 pytestmark = pytest.mark.integration
 
 
-def _virsh(launcher: Launcher, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["virsh", "-c", launcher.libvirt_uri, *args],
-        capture_output=True, text=True, check=check, timeout=60,
-    )  # fmt: skip
-
-
 async def test_vmi_windows_domain_is_defined_by_libvirt(idle: Launcher, tmp_path: Path) -> None:
     """The launcher's XML for vmi-windows (as a qemu-type domain: this host has no KVM)
     is defined by libvirt 9.0 and read back with every Hyper-V setting and timer."""
@@ -42,11 +34,11 @@ async def test_vmi_windows_domain_is_defined_by_libvirt(idle: Launcher, tmp_path
     )  # fmt: skip
     path = tmp_path / "vmi-windows.xml"
     path.write_text(build(plan))
-    _virsh(idle, "define", str(path))
+    idle.virsh("define", str(path))
     try:
-        xml = _virsh(idle, "dumpxml", "--inactive", "default_vmi-windows").stdout
+        xml = idle.virsh("dumpxml", "--inactive", "default_vmi-windows").stdout
     finally:
-        _virsh(idle, "undefine", "default_vmi-windows", check=False)
+        idle.virsh("undefine", "default_vmi-windows", check=False)
     for expected in (
         "<relaxed state='on'/>", "<vapic state='on'/>", "<spinlocks state='on' retries='8191'/>",
         "<timer name='hpet' present='no'/>", "<timer name='hypervclock' present='yes'/>",
@@ -69,5 +61,5 @@ async def test_kvm_only_settings_refused_by_the_launcher_under_tcg(idle: Launche
     paths = [f["path"] for f in info.value.details["fields"]]
     assert paths == ["spec.domain.features.hyperv", "spec.domain.clock.timer.hyperv"]
     assert "TCG" in info.value.message
-    listed = _virsh(idle, "list", "--all", "--name").stdout.strip()
+    listed = idle.virsh("list", "--all", "--name").stdout.strip()
     assert listed == ""
