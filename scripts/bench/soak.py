@@ -38,6 +38,7 @@ from localkube.deploy import Kubectl, deploy
 from localkube.stopping import Interrupted
 from localkube.testing import session_cluster
 from shared.kube import VMIS, ClientConfig, KubeClient, NotFound, Registry
+from shared.kube.errors import AlreadyExists, ServerError, TransportError
 from tests.integration.controller.harness import NAMESPACES
 
 NAMESPACE = "soak"
@@ -50,6 +51,7 @@ class Churn:
     cycles: int = 0
     vmis: int = 0
     failed: list[str] = field(default_factory=list)  # VMIs not Running within the timeout
+    create_retries: int = 0  # creates refused by a transient API failure, then retried
 
 
 async def _phases(kube: KubeClient) -> dict[str, str]:
@@ -67,10 +69,27 @@ async def _until(probe: Callable[[], Awaitable[bool]], timeout: float) -> bool:
     return False
 
 
+async def _create(kube: KubeClient, churned: Churn, name: str, *, patience: float = 120) -> None:
+    """Create one VMI; a transient API failure (a webhook not answering while a daemon
+    restarts, a 5xx, a dropped connection) is retried for `patience` seconds and counted."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            await kube.create(VMIS, vmi_body(name), namespace=NAMESPACE)
+            return
+        except AlreadyExists:  # an earlier attempt that timed out had reached the server
+            return
+        except (ServerError, TransportError):
+            churned.create_retries += 1
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(2)
+
+
 async def _wave(kube: KubeClient, churned: Churn, names: list[str], *, timeout: float) -> None:
     """Create `names`, wait for them Running, delete them, wait until they are gone."""
     for name in names:
-        await kube.create(VMIS, vmi_body(name), namespace=NAMESPACE)
+        await _create(kube, churned, name)
 
     async def running() -> bool:
         phases = await _phases(kube)
@@ -150,6 +169,8 @@ def report(
     print(table(samples, cycles))
     print(f"\nchurn: {churned.cycles} waves, {churned.vmis} VMIs created and deleted; "
           f"not Running in {args.vmi_timeout:g} s: {len(churned.failed)}")  # fmt: skip
+    if churned.create_retries:
+        print(f"creates retried after a transient API failure: {churned.create_retries}")
     for line in churned.failed[:10]:
         print(f"    {line}")
     if sampler.restarts:

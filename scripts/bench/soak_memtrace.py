@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from typing import Any
 
 from soak_sampler import Sample
@@ -30,6 +31,16 @@ def enable(kubectl: Kubectl, *, frames: int) -> None:
     kubectl("set", "env", "-n", NAMESPACE, *WORKLOADS, f"PYTHONTRACEMALLOC={frames}")
     for workload in WORKLOADS:
         kubectl("rollout", "status", "-n", NAMESPACE, workload, "--timeout=300s")
+    # The rollout is done when the new pods are ready; the old ones may still be stopping,
+    # and the sampler would count a stopping daemon's pid as a second one (a "restart").
+    deadline = time.monotonic() + 300
+    while kubectl(
+        "get", "pods", "-n", NAMESPACE, "-l", "kubevirt.io in (virt-controller,virt-handler)",
+        "-o", "jsonpath={.items[*].metadata.deletionTimestamp}", check=False,
+    ).strip():  # fmt: skip
+        if time.monotonic() > deadline:
+            raise SystemExit("soak: the daemons' old pods were still stopping after 300 s")
+        time.sleep(2)
 
 
 def ask(sample: Sample) -> None:
