@@ -14,6 +14,7 @@ from shared.model import VirtualMachine, VirtualMachineInstanceMigration
 from shared.model.enums import RunStrategy
 from shared.model.unsupported import NOT_SUPPORTED, unsupported_fields
 from shared.model.validation import validate_migration
+from tests.unit.virt_api.admission.test_validate import client, review
 from virt_api.admission.gates import DECENTRALIZED_GATE_OFF, gate_errors
 from virt_api.admission.validate import validate
 
@@ -133,3 +134,15 @@ def test_the_decentralized_gate_is_kubevirts(kind: str, obj: dict[str, Any], pat
     )
     assert gate_errors(kind, obj, GATE_ON) == []
     assert gate_errors(KIND, _vmim(), ClusterConfig()) == []
+
+
+async def test_the_webhook_refuses_a_sending_vmim_naming_the_field() -> None:
+    """Through virt-api's /validate: a sendTo VMIM is refused (422) with KubeVirt's gate
+    message and the not-supported refusal, both at spec.sendTo."""
+    vmim = _vmim(sendTo={"migrationID": "mig-1", "connectURL": "10.0.0.5:9185"})
+    async with client() as c:
+        body = await (await c.post("/validate", json=review(KIND, vmim))).json()
+    status = body["response"]["status"]
+    assert body["response"]["allowed"] is False and status["code"] == 422
+    assert f"spec.sendTo: {DECENTRALIZED_GATE_OFF}" in status["message"]
+    assert f"spec.sendTo: {NOT_SUPPORTED}" in status["message"]
