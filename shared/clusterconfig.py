@@ -34,6 +34,8 @@ E = TypeVar("E", EvictionStrategy, "RolloutStrategy")
 
 # KubeVirt's feature gate that lets a VMI name hook sidecars (hooks.kubevirt.io/hookSidecars).
 SIDECAR_GATE = "Sidecar"
+# KubeVirt 1.7's gate for VMIM sendTo / receive and runStrategy WaitAsReceiver.
+DECENTRALIZED_MIGRATION_GATE = "DecentralizedLiveMigration"
 MAX_NAME = 253  # a StorageClass name: a DNS-1123 subdomain
 
 

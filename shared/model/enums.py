@@ -121,6 +121,9 @@ class RunStrategy(enum.StrEnum):
     MANUAL = "Manual"
     HALTED = "Halted"
     ONCE = "Once"
+    # A decentralized migration's receiving VM (KubeVirt 1.7): typed, refused at admission
+    # (shared/model/unsupported.py UNSUPPORTED_VALUES), so no controller meets it.
+    WAIT_AS_RECEIVER = "WaitAsReceiver"
 
 
 class PrintableStatus(enum.StrEnum):

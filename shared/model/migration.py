@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from shared.model._codec import Model
+from shared.model._codec import Model, json_name
 from shared.model.enums import MigrationAbortStatus, MigrationMode, MigrationPhase
 from shared.model.kubevirt import MigrationConfiguration
 from shared.model.meta import PhaseTransition
@@ -41,6 +41,22 @@ class MigrationState(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationSendTo(Model):
+    """VMIM spec.sendTo: the sending half of a decentralized live migration (KubeVirt 1.7)."""
+
+    migration_id: str | None = field(default=None, metadata=json_name("migrationID"))
+    # host:port of the receiving side's synchronization endpoint
+    connect_url: str | None = field(default=None, metadata=json_name("connectURL"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationReceive(Model):
+    """VMIM spec.receive: the receiving half; pairs with a sendTo of the same migrationID."""
+
+    migration_id: str | None = field(default=None, metadata=json_name("migrationID"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MigrationSpec(Model):
     """VMIM spec: which VMI (same namespace) to migrate, and where to."""
 
@@ -48,6 +64,10 @@ class MigrationSpec(Model):
     # Node labels the target pod must also match (KubeVirt 1.6). They only restrict: a key
     # the VMI's own nodeSelector sets keeps the VMI's value (controller/services/scheduling).
     added_node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Decentralized live migration: typed and validated, refused as not supported yet
+    # (shared/model/unsupported.py TYPED_UNSUPPORTED; docs/migration.md).
+    send_to: MigrationSendTo | None = None
+    receive: MigrationReceive | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from shared.model._validate_common import (
 )
 from shared.model._validate_cpufeatures import validate_cpu_features
 from shared.model._validate_credentials import validate_access_credentials
+from shared.model._validate_decentral import check_decentralized
 from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_devtags import validate_luns_and_tags
@@ -135,11 +136,13 @@ def validate_vm(
 
 
 def validate_migration(migration: VirtualMachineInstanceMigration) -> list[FieldError]:
-    """A migration names its VMI with a valid name; its addedNodeSelector is node labels."""
+    """A migration names its VMI with a valid name; its addedNodeSelector is node labels;
+    its decentralized halves (sendTo / receive) are well formed."""
     errs = Errors()
     _validate_metadata(errs, migration.metadata, name_required=False)
     check_name(errs, "spec.vmiName", migration.spec.vmi_name, subdomain=True)
     check_label_map(errs, "spec.addedNodeSelector", migration.spec.added_node_selector)
+    check_decentralized(errs, migration.spec)
     return errs.items
 
 
