@@ -118,10 +118,12 @@ class Kubectl:
     binary: Path
     kubeconfig: Path
 
-    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 180
+    ) -> str:
         argv = [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args]
         done = subprocess.run(
-            argv, input=stdin, capture_output=True, text=True, timeout=180, check=False
+            argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
         )
         if check and done.returncode != 0:
             raise LocalKubeError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")

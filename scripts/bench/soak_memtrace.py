@@ -30,7 +30,7 @@ def enable(kubectl: Kubectl, *, frames: int) -> None:
     """The controller and handlers restarted with tracemalloc on, and rolled out."""
     kubectl("set", "env", "-n", NAMESPACE, *WORKLOADS, f"PYTHONTRACEMALLOC={frames}")
     for workload in WORKLOADS:
-        kubectl("rollout", "status", "-n", NAMESPACE, workload, "--timeout=300s")
+        kubectl("rollout", "status", "-n", NAMESPACE, workload, "--timeout=300s", timeout=330)
     # The rollout is done when the new pods are ready; the old ones may still be stopping,
     # and the sampler would count a stopping daemon's pid as a second one (a "restart").
     deadline = time.monotonic() + 300
