@@ -184,7 +184,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     FeatureVendorID: frozenset(),
     FeatureToggle: frozenset(),
     SyNICTimer: frozenset(),
-    TLBFlush: frozenset({"direct", "extended"}),  # libvirt 9.1's
+    TLBFlush: frozenset(),
     FeatureKVM: frozenset(),
     HyperVPassthrough: frozenset(),
     Clock: frozenset(),
@@ -234,7 +234,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     InterfacePasstBinding: frozenset(),
     Rng: frozenset(),
     BlockSize: frozenset(),
-    CustomBlockSize: frozenset({"discardGranularity"}),
+    CustomBlockSize: frozenset(),
     MatchVolume: frozenset(),
     IOThreads: frozenset(),
     DHCPOptions: frozenset(),
