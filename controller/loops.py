@@ -168,6 +168,7 @@ class Families:
         pool_h, vm_for_pool = self.pool.handlers()
         inf.pools.add_handlers(pool_h)
         inf.vms.add_handlers(vm_for_pool)
+        inf.vmis.add_handlers(self.pool.vmi_handlers())
         inf.datavolumes.add_handlers(self.datavolume.handlers())
         inf.workers.add_handlers(self.datavolume.worker_handlers())
         inf.claims.add_handlers(self.uploadclaim.handlers())

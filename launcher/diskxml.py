@@ -48,6 +48,8 @@ class DiskOptions:
     dedicated: bool = False  # dedicatedIOThread asked for
     pci_address: str | None = None  # disk.pciAddress: 0000:00:0a.0
     tray: str | None = None  # cdrom.tray: open or closed
+    # blockSize.custom.discardGranularity: a QEMU property override (launcher/qemuns.py)
+    discard_granularity: int | None = None
 
 
 def options_of(
@@ -57,7 +59,9 @@ def options_of(
     virtio = disk.effective_bus == "virtio"
     size = disk.block_size
     blockio = None
+    discard = None
     if size is not None and size.custom is not None:
+        discard = size.custom.discard_granularity
         blockio = BlockIO(
             logical=size.custom.logical or LOGICAL_DEFAULT,
             physical=size.custom.physical or LOGICAL_DEFAULT,
@@ -73,6 +77,7 @@ def options_of(
         dedicated=bool(disk.dedicated_io_thread) and virtio,
         pci_address=disk.disk.pci_address if disk.disk is not None else None,
         tray=disk.cdrom.tray if disk.cdrom is not None else None,
+        discard_granularity=discard,
     )
 
 

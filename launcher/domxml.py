@@ -18,6 +18,7 @@ from launcher import (
     nicxml,
     passt,
     pinning,
+    qemuns,
     sysinfo,
     tpm,
     transitional,
@@ -219,6 +220,9 @@ def build(plan: DomainPlan) -> str:
     _text(dom, "on_crash", "destroy")
     _devices(dom, plan)
     passt.commandline(dom, plan.passt, machine=plan.machine)
+    discard = [(f"ua-{d.alias}", d.options.discard_granularity) for d in plan.disks]
+    qemuns.override_discard(dom, [(a, g) for a, g in discard if g is not None])
+    qemuns.cpu_globals(dom, plan.extras.features.hyperv_cpu_properties)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
 

@@ -36,6 +36,8 @@ HYPERV_ELEMENTS = (
 # An enlightenment -> the one it needs, enabled with it when left unset (KubeVirt's).
 HYPERV_NEEDS = {"synic": "vpindex", "synictimer": "synic", "tlbflush": "vpindex",
                 "ipi": "vpindex", "evmcs": "vapic"}  # fmt: skip
+# tlbflush's modes: QEMU CPU properties (libvirt 9.1's <direct/>, <extended/>).
+TLBFLUSH_DIRECT, TLBFLUSH_EXTENDED = "hv-tlbflush-direct", "hv-tlbflush-ext"
 DEFAULT_SPINLOCKS = 4096
 DEFAULT_WATCHDOG_ACTION = "reset"
 VSOCK_FIRST_CID = 3  # 0-2: hypervisor, loopback, host (handler/vsock.py allocates)
@@ -134,16 +136,28 @@ def features_plan(features: Features) -> FeaturesPlan:
         apic=None if apic is None else apic.enabled is not False,
         apic_eoi=apic.end_of_interrupt if apic is not None else None,
         hyperv=hyperv_flags(features.hyperv) if features.hyperv is not None else (),
+        hyperv_cpu_properties=tlbflush_properties(features.hyperv),
         hyperv_passthrough=is_on(features.hyperv_passthrough),
         kvm_hidden=features.kvm.hidden if features.kvm is not None else None,
         pvspinlock=None if features.pvspinlock is None else features.pvspinlock.on,
     )
 
 
+def tlbflush_properties(hyperv: FeatureHyperv | None) -> tuple[str, ...]:
+    """QEMU's CPU properties of tlbflush's enabled modes (tlbflush itself on)."""
+    tlbflush = hyperv.tlbflush if hyperv is not None else None
+    if tlbflush is None or not is_on(tlbflush):
+        return ()
+    modes = ((tlbflush.direct, TLBFLUSH_DIRECT), (tlbflush.extended, TLBFLUSH_EXTENDED))
+    return tuple(prop for mode, prop in modes if is_on(mode))
+
+
 def hyperv_flags(hyperv: FeatureHyperv) -> tuple[HypervFlag, ...]:
     """Each enlightenment set, plus the unset dependencies of enabled ones (on)."""
     wanted = {key for key, _ in HYPERV_ELEMENTS if getattr(hyperv, key) is not None}
     todo = [key for key in wanted if is_on(getattr(hyperv, key))]
+    if TLBFLUSH_DIRECT in tlbflush_properties(hyperv):
+        wanted.add("vapic")  # QEMU's dependency of hv-tlbflush-direct (set: as written)
     while todo:  # left unset: on; set: as written (validation refuses off)
         need = HYPERV_NEEDS.get(todo.pop())
         if need is not None and need not in wanted:

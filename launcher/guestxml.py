@@ -48,6 +48,7 @@ class FeaturesPlan:
     apic: bool | None = None
     apic_eoi: bool | None = None
     hyperv: tuple[HypervFlag, ...] = ()
+    hyperv_cpu_properties: tuple[str, ...] = ()  # QEMU's, beyond libvirt's (qemuns.py)
     hyperv_passthrough: bool = False
     kvm_hidden: bool | None = None
     pvspinlock: bool | None = None

@@ -19,6 +19,7 @@ from controller.owned import WRITE_TIMEOUT, FleetReconciler
 from controller.pool.logic import (
     Pool,
     PoolPlan,
+    World,
     check_pool,
     owned,
     plan_pool,
@@ -26,6 +27,7 @@ from controller.pool.logic import (
     updated_vm,
     vm_body,
 )
+from controller.pool.policies import next_heal_check
 from controller.replicaset.logic import ScaleError
 from shared.kube import (
     OWNER_INDEX,
@@ -35,17 +37,19 @@ from shared.kube import (
     AlreadyExists,
     ApiError,
     Conflict,
+    DeleteOptions,
     EventType,
     Handlers,
     NotFound,
     Store,
     TransportError,
 )
-from shared.model import VirtualMachine
+from shared.model import VirtualMachine, VirtualMachineInstance
 
 log = structlog.get_logger("controller.pool")
 
 VM = VirtualMachine
+VMI = VirtualMachineInstance
 Write = Coroutine[Any, Any, str | None]
 
 
@@ -86,6 +90,24 @@ class PoolController(FleetReconciler[Pool]):
         else:
             self.enqueue(self._owner(vm))
 
+    def vmi_handlers(self) -> Handlers[VMI]:
+        """Callbacks for the VMI informer: a pool VM's VMI deleted (or being deleted)
+        settles the restart expected of it and queues the pool."""
+        return Handlers(
+            on_update=lambda old, new: self._vmi_gone(new) if new.metadata.is_deleting else None,
+            on_delete=self._vmi_gone,
+        )
+
+    def _vmi_gone(self, vmi: VMI) -> None:
+        ref = vmi.metadata.controller_ref()
+        if ref is None or ref.kind != VM.KIND:
+            return
+        vm = self._informers.vms.store.get(f"{vmi.namespace}/{ref.name}")
+        key = self._owner(vm) if vm is not None and vm.uid == ref.uid else None
+        if key is not None:
+            self.expectations.deletion_observed(key, vmi.uid)
+            self.enqueue(key)
+
     async def sync(self, key: str) -> None:
         pool = self._current(key)
         if pool is None:
@@ -93,19 +115,30 @@ class PoolController(FleetReconciler[Pool]):
         vms = owned(pool, self._informers.vms.store.by_index(OWNER_INDEX, pool.uid))
         error: ScaleError | None = None
         if self.expectations.satisfied(key):
-            error = await self._apply(pool, plan_pool(pool, vms))
+            vmis = self._informers.vmis.store
+            world = World(
+                vmis={vm.name: v for vm in vms if (v := vmis.get(vm.key)) is not None},
+                now=self._clock(),
+            )
+            error = await self._apply(pool, plan_pool(pool, vms, world=world))
+            wait = next_heal_check(vms, pool.spec.autohealing, now=world.now)
+            if wait is not None:  # a failing VM reaches minFailingToStartDuration then
+                self.queue.add_after(key, wait + 1)
         await self._write_status(pool, vms, error)
         if error is not None:
             self.queue.add_rate_limited(key)
 
     async def _apply(self, pool: Pool, plan: PoolPlan) -> ScaleError | None:
-        if plan.delete:
-            self.expectations.expect_deletions(pool.key, [vm.uid for vm in plan.delete])
+        # A proactive update's VMIs are expected gone too (one record: VMs and VMIs).
+        restarts = {vm.name: v for vm in plan.update if plan.restart and (v := self._vmi(vm))}
+        gone = [vm.uid for vm in plan.delete] + [v.uid for v in restarts.values()]
+        if gone:
+            self.expectations.expect_deletions(pool.key, gone)
         if plan.create:
             self.expectations.expect_creations(pool.key, len(plan.create))
         writes: list[Write] = [self._delete_owned(pool, vm) for vm in plan.delete]
         writes += [self._create(pool, i) for i in plan.create]
-        writes += [self._update(pool, vm, restart=plan.restart) for vm in plan.update]
+        writes += [self._update(pool, vm, restart=restarts.get(vm.name)) for vm in plan.update]
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(w) for w in writes]
         errors = [e for t in tasks if (e := t.result()) is not None]
@@ -131,18 +164,28 @@ class PoolController(FleetReconciler[Pool]):
         self._recorder.event(pool, EventType.NORMAL, "SuccessfulCreate", f"Created VM {name}")
         return None
 
-    async def _update(self, pool: Pool, vm: VM, *, restart: bool) -> str | None:
-        """Rewrite the VM to the template; a proactive update restarts its VMI too."""
+    def _vmi(self, vm: VM) -> VMI | None:
+        vmi = self._informers.vmis.store.get(vm.key)
+        return vmi if vmi is not None and not vmi.metadata.is_deleting else None
+
+    async def _update(self, pool: Pool, vm: VM, *, restart: VMI | None) -> str | None:
+        """Rewrite the VM to the template; a proactive update restarts its VMI too (its
+        deletion expected: the next sync sees it gone, counted unavailable)."""
         try:
             async with asyncio.timeout(WRITE_TIMEOUT):
                 await self._client.update(VMS, updated_vm(pool, vm))
-                if restart:
-                    await self._client.delete(VMIS, vm.name, namespace=vm.namespace)
+                if restart is not None:
+                    await self._client.delete(VMIS, restart.name, namespace=vm.namespace,
+                                              options=DeleteOptions(uid=restart.uid))  # fmt: skip
         except (NotFound, Conflict):
+            if restart is not None:
+                self.expectations.deletion_observed(pool.key, restart.uid)
             return None  # changed or gone meanwhile: its event brings the pool back
         except (ApiError, TransportError, TimeoutError) as e:
+            if restart is not None:
+                self.expectations.deletion_observed(pool.key, restart.uid)
             return f"updating VM {vm.name}: {e}"
-        log.info("vm_updated", name=vm.name, restarted=restart)
+        log.info("vm_updated", name=vm.name, restarted=restart is not None)
         self._recorder.event(pool, EventType.NORMAL, "SuccessfulUpdate", f"Updated VM {vm.name}")
         return None
 

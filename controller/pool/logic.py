@@ -7,12 +7,16 @@ to update to the current template, and the status (KubeVirt's pool controller).
               and with nameGeneration the secret / configMap references get `-<index>` too;
     scale-in  proactive (default): the surplus is deleted in the sort policy's order
               (KubeVirt's default Random; AscendingOrder, DescendingOrder, Newest,
-              Oldest); opportunistic / unmanaged: nothing is deleted by the pool;
-    update    a VM whose revision label differs from the template's hash is updated:
-              proactive (default) rewrites the VM and restarts its VMI, opportunistic
-              rewrites the VM only (its next VMI has the new spec), unmanaged leaves it;
+              Oldest), among the VMs its selectors allow; opportunistic / unmanaged:
+              nothing is deleted by the pool;
+    update    a VM whose revision label differs from the template's hash is updated
+              (among the VMs the strategy's selectors allow): proactive (default)
+              rewrites the VM and restarts its VMI, in its sort order, within
+              maxUnavailable; opportunistic rewrites the VM only (its next VMI has the
+              new spec), unmanaged leaves it;
     healing   with autohealing, a VM whose start failed `startUpFailureThreshold` times
-              in a row is deleted and made again.
+              in a row, or failing to start for minFailingToStartDuration, is deleted
+              and made again (controller/pool/policies.py).
 """
 
 from __future__ import annotations
@@ -25,10 +29,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from controller.pool import policies
 from controller.replicaset.logic import ScaleError, scale_conditions
-from shared.model import API_VERSION, VirtualMachine, parse_time
+from shared.model import API_VERSION, VirtualMachine, VirtualMachineInstance, parse_time
 from shared.model._codec import copy_json
-from shared.model.pool import POOL_API_VERSION, PoolStatus, SortPolicy, VirtualMachinePool
+from shared.model.enums import VMIConditionType
+from shared.model.pool import (
+    POOL_API_VERSION,
+    Autohealing,
+    PoolSelectors,
+    PoolStatus,
+    SortPolicy,
+    Strategy,
+    VirtualMachinePool,
+)
 from shared.naming import SUBDOMAIN, fit, label_value
 
 POOL_LABEL = "kubevirt.io/vmpool"  # KubeVirt's label on a pool's VMs
@@ -36,6 +50,7 @@ REVISION_LABEL = "pool.kubevirt.io/revision"  # kubevirt-py's: the template's ha
 
 Pool = VirtualMachinePool
 VM = VirtualMachine
+VMI = VirtualMachineInstance
 Shuffle = Callable[[list[VM]], None]
 
 
@@ -171,6 +186,11 @@ def scale_in_order(pool: Pool, vms: Sequence[VM], shuffle: Shuffle) -> list[VM]:
     """The VMs in the order the scale-in strategy deletes them."""
     strategy = pool.spec.scale_in_strategy
     policy = strategy.sort_policy if strategy is not None else SortPolicy.RANDOM
+    return sort_vms(pool, vms, policy=policy, shuffle=shuffle)
+
+
+def sort_vms(pool: Pool, vms: Sequence[VM], *, policy: SortPolicy, shuffle: Shuffle) -> list[VM]:
+    """The VMs in a sort policy's order."""
 
     def index(vm: VM) -> int:
         return index_of(pool, vm) or 0
@@ -203,34 +223,84 @@ class PoolPlan:
     restart: bool = False  # proactive update: their VMIs are restarted too
 
 
-def plan_pool(pool: Pool, vms: Sequence[VM], *, shuffle: Shuffle = random.shuffle) -> PoolPlan:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class World:
+    """What a pool's sync sees beside its VMs: their VMIs (by VM name) and the time."""
+
+    vmis: Mapping[str, VMI]
+    now: datetime
+
+
+def plan_pool(
+    pool: Pool, vms: Sequence[VM], *, world: World, shuffle: Shuffle = random.shuffle
+) -> PoolPlan:
     """Create, delete and update toward spec.replicas and the current template."""
     if pool.spec.paused or pool.metadata.is_deleting:
         return PoolPlan()
     live = [vm for vm in vms if not vm.metadata.is_deleting]
     heal = pool.spec.autohealing
-    broken = [vm for vm in live if heal is not None and _failing(vm, heal.threshold)]
+    broken = [vm for vm in live if heal is not None and _failing(vm, heal, now=world.now)]
     live = [vm for vm in live if vm not in broken]
     surplus = len(live) - pool.spec.wanted
     strategy = pool.spec.scale_in_strategy
     managed_in = strategy is None or strategy.proactive is not None
-    doomed = scale_in_order(pool, live, shuffle)[:surplus] if surplus > 0 and managed_in else []
+    doomed: list[VM] = []
+    if surplus > 0 and managed_in:
+        selectors = _selectors(strategy)
+        doomed = policies.selected(scale_in_order(pool, live, shuffle), selectors)[:surplus]
     taken = {i for vm in vms if (i := index_of(pool, vm)) is not None}
     free = (i for i in range(len(taken) + pool.spec.wanted + 1) if i not in taken)
     create = tuple(next(free) for _ in range(max(0, -surplus)))
-    revision = template_hash(pool)
     keep = [vm for vm in live if vm not in doomed]
-    outdated = tuple(vm for vm in keep if vm.metadata.labels.get(REVISION_LABEL) != revision)
     update = pool.spec.update_strategy
-    if update is not None and update.unmanaged is not None:
-        outdated = ()
     restart = update is None or update.opportunistic is None
+    outdated = _to_update(pool, keep, world=world, restart=restart, shuffle=shuffle)
     return PoolPlan(create=create, delete=(*broken, *doomed), update=outdated, restart=restart)
 
 
-def _failing(vm: VM, threshold: int) -> bool:
+def _selectors(strategy: Strategy | None) -> PoolSelectors | None:
+    chosen = strategy.proactive.selection_policy if strategy and strategy.proactive else None
+    return chosen.selectors if chosen is not None else None
+
+
+def _to_update(
+    pool: Pool, keep: Sequence[VM], *, world: World, restart: bool, shuffle: Shuffle
+) -> tuple[VM, ...]:
+    """The outdated VMs the update strategy updates now: those its selectors allow, in its
+    sort order; a proactive update (a restart) restarts VMs already unavailable, then at
+    most maxUnavailable minus the unavailable ones."""
+    update = pool.spec.update_strategy
+    if update is not None and update.unmanaged is not None:
+        return ()
+    revision = template_hash(pool)
+    outdated = [vm for vm in keep if vm.metadata.labels.get(REVISION_LABEL) != revision]
+    outdated = policies.selected(outdated, _selectors(update))
+    if not restart:
+        return tuple(outdated)
+    policy = update.sort_policy if update is not None else SortPolicy.RANDOM
+    ordered = sort_vms(pool, outdated, policy=policy, shuffle=shuffle)
+    down = {vm.name for vm in keep if not available(vm, world.vmis.get(vm.name))}
+    budget = max(0, policies.max_unavailable(pool.spec) - len(down))
+    up = [vm for vm in ordered if vm.name not in down]
+    return (*(vm for vm in ordered if vm.name in down), *up[:budget])
+
+
+def available(vm: VM, vmi: VMI | None) -> bool:
+    """A VM counted available by maxUnavailable: Ready, its VMI there, not being deleted,
+    and Ready (KubeVirt's rule)."""
+    return (
+        bool(vm.status.ready)
+        and vmi is not None
+        and not vmi.metadata.is_deleting
+        and vmi.status.condition_is_true(VMIConditionType.READY)
+    )
+
+
+def _failing(vm: VM, heal: Autohealing, *, now: datetime) -> bool:
     failure = vm.status.start_failure
-    return bool(failure and (failure.consecutive_fail_count or 0) >= threshold)
+    if failure and (failure.consecutive_fail_count or 0) >= heal.threshold:
+        return True
+    return policies.failing_too_long(vm, heal, now=now)
 
 
 def updated_vm(pool: Pool, vm: VM) -> dict[str, Any]:

@@ -149,3 +149,11 @@ def _hyperv_dependencies(errs: Errors, path: str, hyperv: FeatureHyperv) -> None
     for name, needs in HYPERV_NEEDS.items():
         if is_on(getattr(hyperv, name)) and is_off(getattr(hyperv, needs)):
             errs.add(f"{path}.{name}", f"needs {path}.{needs}, which is disabled")
+    tlbflush = hyperv.tlbflush
+    if tlbflush is None:
+        return
+    for mode in ("direct", "extended"):  # modes of tlbflush: not without it
+        if is_on(getattr(tlbflush, mode)) and tlbflush.enabled is False:
+            errs.add(f"{path}.tlbflush.{mode}", f"needs {path}.tlbflush, which is disabled")
+    if is_on(tlbflush.direct) and is_off(hyperv.vapic):  # QEMU's hv-tlbflush-direct
+        errs.add(f"{path}.tlbflush.direct", f"needs {path}.vapic, which is disabled")

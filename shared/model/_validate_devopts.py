@@ -13,6 +13,7 @@ from shared.model._validate_common import Errors
 from shared.model._validate_nichotplug import validate_unplug
 from shared.model.devopts import (
     BlockSize,
+    CustomBlockSize,
     DHCPOptions,
     DiskCache,
     DiskErrorPolicy,
@@ -26,6 +27,8 @@ from shared.model.vmi import VMISpec
 # KubeVirt's PCI address form: domain:bus:slot.function, hex.
 PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]")
 BLOCK_SIZE_MIN, BLOCK_SIZE_MAX = 512, 2 * 1024 * 1024
+DISCARD_GRANULARITY_MAX = 2**32 - 2  # QEMU's uint32 property (2**32 - 1: its "default")
+SATA_DISCARD_GRANULARITY = (0, 512)  # QEMU's IDE devices take no other
 ACPI_INDEX_MAX = 16383  # libvirt's ceiling
 PRIVATE_OPTIONS = range(224, 255)  # DHCP's site-specific options (RFC 2132)
 MAX_POOL_THREADS = 64
@@ -37,13 +40,14 @@ def _one_of(errs: Errors, path: str, value: str | None, allowed: Iterable[str]) 
         errs.add(path, f"must be one of {', '.join(names)}", value)
 
 
-def _block_size(errs: Errors, path: str, block: BlockSize) -> None:
+def _block_size(errs: Errors, path: str, block: BlockSize, *, bus: str) -> None:
     if (block.custom is None) == (block.match_volume is None):
         errs.add(path, "must set exactly one of custom, matchVolume")
         return
     custom = block.custom
     if custom is None:
         return
+    _discard_granularity(errs, f"{path}.custom.discardGranularity", custom, bus=bus)
     for key, size in (("logical", custom.logical), ("physical", custom.physical)):
         if size is None:
             errs.add(f"{path}.custom.{key}", "is required")
@@ -58,13 +62,26 @@ def _block_size(errs: Errors, path: str, block: BlockSize) -> None:
         errs.add(f"{path}.custom.logical", f"must not exceed physical ({physical})", logical)
 
 
+def _discard_granularity(errs: Errors, path: str, custom: CustomBlockSize, *, bus: str) -> None:
+    """KubeVirt's rule (a multiple of the logical size) and QEMU's (a uint32; 512 on IDE)."""
+    granularity = custom.discard_granularity
+    if granularity is None:
+        return
+    if not 0 <= granularity <= DISCARD_GRANULARITY_MAX:
+        errs.add(path, f"must be from 0 to {DISCARD_GRANULARITY_MAX}", granularity)
+    elif custom.logical and granularity % custom.logical:
+        errs.add(path, f"must be a multiple of the logical size ({custom.logical})", granularity)
+    elif bus == "sata" and granularity not in SATA_DISCARD_GRANULARITY:
+        errs.add(path, "must be 0 or 512 on the sata bus (QEMU's IDE)", granularity)
+
+
 def validate_disk_options(errs: Errors, path: str, disk: Disk) -> None:
     """One disk's options."""
     _one_of(errs, f"{path}.cache", disk.cache, DiskCache)
     _one_of(errs, f"{path}.io", disk.io, DiskIO)
     _one_of(errs, f"{path}.errorPolicy", disk.error_policy, DiskErrorPolicy)
     if disk.block_size is not None:
-        _block_size(errs, f"{path}.blockSize", disk.block_size)
+        _block_size(errs, f"{path}.blockSize", disk.block_size, bus=disk.effective_bus)
     if disk.io == DiskIO.NATIVE and disk.cache not in (None, DiskCache.NONE):
         errs.add(f"{path}.io", "native needs cache none (O_DIRECT)", disk.io)
     if disk.shareable and disk.cache not in (None, DiskCache.NONE):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shared.model._validate_common import Errors, ValidationLimits, check_strings
+from shared.model._validate_pool import validate_pool_policies
 from shared.model.errors import FieldError
 from shared.model.meta import ObjectMeta
 from shared.model.pool import VirtualMachinePool
@@ -80,6 +81,7 @@ def validate_pool(pool: VirtualMachinePool, *, limits: ValidationLimits) -> list
         template=where,
         meta=template.metadata if template is not None else None,
     )
+    validate_pool_policies(errs, pool.spec)
     if template is None:
         return errs.items
     vm = VirtualMachine(metadata=ObjectMeta(name=pool.name or "pool"), spec=template.spec)

@@ -53,11 +53,12 @@ class LinkState(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CustomBlockSize(Model):
-    """blockSize.custom: the sizes the guest sees, in bytes (discardGranularity is
-    refused: libvirt 9.0 has no attribute for it)."""
+    """blockSize.custom: the sizes the guest sees, in bytes (discardGranularity through
+    QEMU's device property: launcher/qemuns.py, libvirt 9.0 has no attribute for it)."""
 
     logical: int | None = None
     physical: int | None = None
+    discard_granularity: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

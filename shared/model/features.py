@@ -46,9 +46,12 @@ class SyNICTimer(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TLBFlush(Model):
-    """hyperv.tlbflush (its direct and extended modes need libvirt 9.1: refused)."""
+    """hyperv.tlbflush, with its direct and extended modes (QEMU CPU properties: libvirt
+    9.0 has no element for them, launcher/qemuns.py)."""
 
     enabled: bool | None = None
+    direct: FeatureToggle | None = None
+    extended: FeatureToggle | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

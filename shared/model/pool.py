@@ -32,10 +32,30 @@ class SortPolicy(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSelectorRequirement(Model):
+    """core/v1 NodeSelectorRequirement: key, operator (In, NotIn, Exists, DoesNotExist,
+    Gt, Lt) and values."""
+
+    key: str | None = None
+    operator: str | None = None
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSelectors(Model):
+    """selectionPolicy.selectors: only VMs whose template labels match labelSelector and
+    whose template nodeSelector matches every requirement (controller/pool/policies.py)."""
+
+    label_selector: LabelSelector | None = None
+    node_selector_requirement_matcher: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SelectionPolicy(Model):
-    """selectionPolicy: sortPolicy (selectors stay in extra: refused)."""
+    """selectionPolicy: sortPolicy, and selectors narrowing the candidates."""
 
     sort_policy: SortPolicy | None = None
+    selectors: PoolSelectors | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,9 +95,11 @@ class NameGeneration(Model):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Autohealing(Model):
-    """autohealing: replace a VM after this many consecutive start failures."""
+    """autohealing: replace a VM after this many consecutive start failures, or failing
+    (CrashLoopBackOff, Unschedulable, …) and not Ready for minFailingToStartDuration."""
 
     start_up_failure_threshold: int | None = None
+    min_failing_to_start_duration: str | None = None  # a Go duration; KubeVirt's 5m
 
     @property
     def threshold(self) -> int:
@@ -105,6 +127,7 @@ class PoolSpec(Model):
     scale_in_strategy: Strategy | None = None
     update_strategy: Strategy | None = None
     autohealing: Autohealing | None = None
+    max_unavailable: int | str | None = None  # VMs or "N%" of replicas; KubeVirt's 100%
 
     @property
     def wanted(self) -> int:

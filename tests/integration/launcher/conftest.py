@@ -27,6 +27,7 @@ from tests.integration.launcher.harness import (
     wait_for,
 )
 
+SHARED_BLOCK_SIZE = {"logical": 512, "physical": 4096, "discardGranularity": 65536}
 REQUIRED_TOOLS = ("libvirtd", "qemu-system-x86_64", "tini", "genisoimage", "qemu-img", "unshare")
 
 
@@ -89,7 +90,10 @@ def _stop_and_check(launcher: Launcher) -> None:
 def booted(guest: Path) -> Iterator[Launcher]:
     """One launcher with the guest booted and its agent connected, shared by a module."""
     root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
-    launcher = Launcher(root=root, vmi=tiny_vmi(name="shared"))
+    vmi = tiny_vmi(name="shared")
+    # The root disk's blockSize with discardGranularity (test_guest.py reads it back).
+    vmi["spec"]["domain"]["devices"]["disks"][0]["blockSize"] = {"custom": SHARED_BLOCK_SIZE}
+    launcher = Launcher(root=root, vmi=vmi)
     launcher.start()
     try:
         asyncio.run(_boot(launcher))

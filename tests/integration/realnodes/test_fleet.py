@@ -241,9 +241,16 @@ def vm_pool(ns: str, replicas: int) -> dict[str, Any]:
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"fleet": "pool"}},
-            "scaleInStrategy": {
-                "proactive": {"selectionPolicy": {"sortPolicy": "DescendingOrder"}}
+            "scaleInStrategy": {  # selectors selecting every VM: DescendingOrder decides
+                "proactive": {
+                    "selectionPolicy": {
+                        "sortPolicy": "DescendingOrder",
+                        "selectors": {"labelSelector": {"matchLabels": {"fleet": "pool"}}},
+                    }
+                }
             },
+            "maxUnavailable": 1,  # the rollout restarts one VMI at a time
+            "autohealing": {"minFailingToStartDuration": "10m"},
             "virtualMachineTemplate": {
                 "metadata": {"labels": {"fleet": "pool"}},
                 "spec": {
@@ -323,7 +330,8 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
     vmpool` to 3 adds pool-2 with scratch-2, and to 1 removes pool-2 and pool-1
     (DescendingOrder) and their DataVolumes and claims with them (KubeVirt's default: no
     state preservation) while pool-0 keeps scratch-0; a template change (a new label on
-    the VMI template) restarts pool-0's VMI with the label, on the same claim. The
+    the VMI template) restarts pool-0's VMI with the label, on the same claim, within
+    maxUnavailable 1 (the restart's VMI deletion seen before the pool goes on). The
     controller's metrics show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))

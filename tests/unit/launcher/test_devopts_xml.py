@@ -35,6 +35,7 @@ OPTIONS_PLAN = dataclasses.replace(
                 iothread=2,
                 dedicated=True,
                 blockio=BlockIO(logical=512, physical=4096),
+                discard_granularity=8192,
             ),
         ),
         dataclasses.replace(PLAN.disks[1], options=DiskOptions(tray="closed")),
@@ -100,16 +101,16 @@ def test_disk_pci_address_and_cdrom_tray_from_the_spec(tmp_path: Path) -> None:
 
 
 def test_disk_options_from_the_spec(tmp_path: Path) -> None:
-    """io, errorPolicy, custom blockSize, shareable, dedicatedIOThread and blockMultiQueue
-    (queues = vCPUs) come from the disk's spec."""
+    """io, errorPolicy, custom blockSize (with discardGranularity), shareable,
+    dedicatedIOThread and blockMultiQueue (queues = vCPUs) come from the disk's spec."""
     disk = _disk(
         io="threads", errorPolicy="enospace", shareable=True, dedicatedIOThread=True,
-        blockSize={"custom": {"logical": 4096, "physical": 4096}},
+        blockSize={"custom": {"logical": 4096, "physical": 4096, "discardGranularity": 8192}},
     )  # fmt: skip
     got = diskxml.options_of(disk, source=tmp_path, block=False, vcpus=3, multi_queue=True)
     assert got == DiskOptions(
         io="threads", error_policy="enospace", shareable=True, dedicated=True, queues=3,
-        blockio=BlockIO(logical=4096, physical=4096),
+        blockio=BlockIO(logical=4096, physical=4096), discard_granularity=8192,
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.model import VirtualMachineInstance
-from shared.model.unsupported import NOT_SUPPORTED, unsupported_fields
+from shared.model.unsupported import unsupported_fields
 from tests.unit.shared._validation_support import (
     DISKS,
     IFACES,
@@ -25,7 +25,7 @@ GOOD: dict[str, Any] = {
     f"{D0}.cache": "none",
     f"{D0}.io": "native",
     f"{D0}.errorPolicy": "report",
-    f"{D0}.blockSize": {"custom": {"logical": 512, "physical": 4096}},
+    f"{D0}.blockSize": {"custom": {"logical": 512, "physical": 4096, "discardGranularity": 8192}},
     f"{D0}.dedicatedIOThread": True,
     f"{D0}.shareable": True,
     f"{D0}.disk.readonly": True,
@@ -77,6 +77,19 @@ BAD = [
                  f"{D0}.blockSize.custom.logical", id="block-size-logical-above-physical"),
     pytest.param({f"{D0}.blockSize": {"custom": {"logical": 512}}},
                  f"{D0}.blockSize.custom.physical", id="block-size-physical-missing"),
+    pytest.param({f"{D0}.blockSize": {"custom": {"logical": 4096, "physical": 4096,
+                                                 "discardGranularity": 6144}}},
+                 f"{D0}.blockSize.custom.discardGranularity", id="discard-not-multiple"),
+    pytest.param({f"{D0}.blockSize": {"custom": {"logical": 512, "physical": 512,
+                                                 "discardGranularity": -512}}},
+                 f"{D0}.blockSize.custom.discardGranularity", id="discard-negative"),
+    pytest.param({f"{D0}.blockSize": {"custom": {"logical": 512, "physical": 512,
+                                                 "discardGranularity": 2**32}}},
+                 f"{D0}.blockSize.custom.discardGranularity", id="discard-above-uint32"),
+    pytest.param({f"{D0}.disk": {"bus": "sata"},
+                  f"{D0}.blockSize": {"custom": {"logical": 512, "physical": 512,
+                                                 "discardGranularity": 4096}}},
+                 f"{D0}.blockSize.custom.discardGranularity", id="discard-sata-not-512"),
     pytest.param({f"{DISKS}[1].dedicatedIOThread": True}, f"{DISKS}[1].dedicatedIOThread",
                  id="dedicated-io-thread-not-virtio"),
     pytest.param({"spec.domain.ioThreadsPolicy": "all"}, "spec.domain.ioThreadsPolicy",
@@ -124,11 +137,14 @@ def test_bad_option_values_are_refused_naming_the_field(changes: dict[str, Any],
     assert messages_at(vmi_errors(changes), path), vmi_errors(changes)
 
 
-def test_discard_granularity_stays_refused() -> None:
-    """blockSize.custom.discardGranularity: libvirt 9.0 has no attribute for it, refused."""
-    size = {"custom": {"logical": 512, "physical": 512, "discardGranularity": 512}}
+def test_discard_granularity_is_honoured_not_refused() -> None:
+    """blockSize.custom.discardGranularity (a multiple of logical) is typed and no longer
+    refused as unsupported."""
+    size = {"custom": {"logical": 512, "physical": 512, "discardGranularity": 4096}}
     raw = _fixture({f"{D0}.blockSize": size})
-    found = unsupported_fields(VirtualMachineInstance.from_dict(raw))
-    assert [(e.path, e.message) for e in found] == [
-        (f"{D0}.blockSize.custom.discardGranularity", NOT_SUPPORTED)
-    ]
+    vmi = VirtualMachineInstance.from_dict(raw)
+    assert unsupported_fields(vmi) == []
+    block = vmi.spec.domain.devices.disks[0].block_size
+    assert block is not None and block.custom is not None
+    assert block.custom.discard_granularity == 4096
+    assert vmi.to_dict() == raw

@@ -56,6 +56,10 @@ VALID = [
         },
         id="hyperv",
     ),
+    pytest.param(
+        {FEAT: {"hyperv": {"tlbflush": {"direct": {}, "extended": {"enabled": False}}}}},
+        id="hyperv-tlbflush-modes",
+    ),
     pytest.param({FEAT: {"hypervPassthrough": {}}}, id="hyperv-passthrough"),
     pytest.param({FEAT: {"acpi": {"enabled": False}, "apic": {}}}, id="acpi-off"),
 ]
@@ -121,8 +125,16 @@ REFUSED = [
                  f"{DEV}.panicDevices[0].model", id="panic-pci-model"),
     pytest.param({FEAT: {"hyperv": {"vendorid": {"vendorid": "a,b"}}}},
                  f"{FEAT}.hyperv.vendorid.vendorid", id="vendorid-comma"),
-    pytest.param({FEAT: {"hyperv": {"tlbflush": {"direct": {}}}}},
-                 f"{FEAT}.hyperv.tlbflush.direct", id="tlbflush-direct"),
+    pytest.param({FEAT: {"hyperv": {"tlbflush": {"enabled": False, "direct": {}}}}},
+                 f"{FEAT}.hyperv.tlbflush.direct", id="tlbflush-direct-without-tlbflush"),
+    pytest.param({FEAT: {"hyperv": {"tlbflush": {"enabled": False, "extended": {}}}}},
+                 f"{FEAT}.hyperv.tlbflush.extended", id="tlbflush-extended-without-tlbflush"),
+    pytest.param({FEAT: {"hyperv": {"tlbflush": {"direct": {}}, "vapic": {"enabled": False}}}},
+                 f"{FEAT}.hyperv.tlbflush.direct", id="tlbflush-direct-needs-vapic"),
+    pytest.param({FEAT: {"hyperv": {"tlbflush": {"extended": {"enabled": "yes"}}}}},
+                 f"{FEAT}.hyperv.tlbflush.extended.enabled", id="tlbflush-extended-type"),
+    pytest.param({FEAT: {"hyperv": {"tlbflush": {"direct": {"on": True}}}}},
+                 f"{FEAT}.hyperv.tlbflush.direct.on", id="tlbflush-direct-unknown-key"),
     pytest.param({FEAT: {"kvm": {"hidden": "yes"}}}, f"{FEAT}.kvm.hidden", id="kvm-hidden-type"),
 ]  # fmt: skip
 

@@ -10,6 +10,8 @@ import pytest
 
 from controller.pool.logic import (
     REVISION_LABEL,
+    PoolPlan,
+    World,
     plan_pool,
     pool_status,
     template_hash,
@@ -55,6 +57,11 @@ def pool_dict(replicas: int = 2, **spec: Any) -> dict[str, Any]:
 
 def pool(replicas: int = 2, **spec: Any) -> VirtualMachinePool:
     return VirtualMachinePool.from_dict(pool_dict(replicas, **spec))
+
+
+def plan(p: VirtualMachinePool, vms: list[VirtualMachine], **vmis: Any) -> PoolPlan:
+    """plan_pool at NOW, with these VMIs (by VM name), shuffling nothing."""
+    return plan_pool(p, vms, world=World(vmis=vmis, now=NOW), shuffle=lambda _: None)
 
 
 def vm(p: VirtualMachinePool, index: int, *, age: float = 60, **status: Any) -> VirtualMachine:
@@ -104,7 +111,7 @@ def test_each_vm_gets_its_own_claim() -> None:
 def test_scale_out_takes_the_lowest_free_indexes() -> None:
     """With p-1 present, scaling to 3 creates p-0 and p-2."""
     p = pool(3)
-    assert plan_pool(p, [vm(p, 1)]).create == (0, 2)
+    assert plan(p, [vm(p, 1)]).create == (0, 2)
 
 
 @pytest.mark.parametrize(
@@ -121,13 +128,13 @@ def test_scale_in_follows_the_sort_policy(policy: str, doomed: list[str]) -> Non
     strategy = {"proactive": {"selectionPolicy": {"sortPolicy": policy}}}
     p = pool(1, scaleInStrategy=strategy)
     vms = [vm(p, 0, age=10), vm(p, 1, age=20), vm(p, 2, age=30)]
-    assert [v.name for v in plan_pool(p, vms).delete] == doomed
+    assert [v.name for v in plan(p, vms).delete] == doomed
 
 
 def test_unmanaged_scale_in_deletes_nothing() -> None:
     """scaleInStrategy.unmanaged: the pool leaves surplus VMs to the user."""
     p = pool(0, scaleInStrategy={"unmanaged": {}})
-    assert plan_pool(p, [vm(p, 0)]).delete == ()
+    assert plan(p, [vm(p, 0)]).delete == ()
 
 
 def test_template_change_updates_by_strategy() -> None:
@@ -141,15 +148,15 @@ def test_template_change_updates_by_strategy() -> None:
     new = VirtualMachinePool.from_dict(raw)
     assert template_hash(new) != template_hash(old)
     member = vm(old, 0)
-    plan = plan_pool(new, [member])
-    assert [v.name for v in plan.update] == ["p-0"] and plan.restart
+    got = plan(new, [member])
+    assert [v.name for v in got.update] == ["p-0"] and got.restart
     opportunistic = VirtualMachinePool.from_dict({**raw, "spec": {**raw["spec"],
                                                   "updateStrategy": {"opportunistic": {}}}})  # fmt: skip
-    plan = plan_pool(opportunistic, [member])
-    assert plan.update and not plan.restart
+    got = plan(opportunistic, [member])
+    assert got.update and not got.restart
     unmanaged = VirtualMachinePool.from_dict({**raw, "spec": {**raw["spec"],
                                               "updateStrategy": {"unmanaged": {}}}})  # fmt: skip
-    assert plan_pool(unmanaged, [member]).update == ()
+    assert plan(unmanaged, [member]).update == ()
     assert member.metadata.labels[REVISION_LABEL] == template_hash(old)
 
 
@@ -158,15 +165,14 @@ def test_autohealing_replaces_a_vm_that_keeps_failing_to_start() -> None:
     again under the same index on a later sync)."""
     p = pool(1, autohealing={"startUpFailureThreshold": 2})
     sick = vm(p, 0, startFailure={"consecutiveFailCount": 2})
-    plan = plan_pool(p, [sick])
-    assert [v.name for v in plan.delete] == ["p-0"]
+    assert [v.name for v in plan(p, [sick]).delete] == ["p-0"]
 
 
 def test_paused_pool_does_nothing_and_status_counts_ready() -> None:
     """Paused: no writes; status counts VMs and ready VMs, ReplicaPaused set."""
     p = pool(3, paused=True)
     vms = [vm(p, 0, ready=True), vm(p, 1)]
-    assert plan_pool(p, vms) == plan_pool(p, [])
+    assert plan(p, vms) == plan(p, [])
     status = pool_status(p, vms, error=None, now=NOW)
     assert (status.replicas, status.ready_replicas, status.label_selector) == (2, 1, "pool=p")
     assert [c.type for c in status.conditions] == ["ReplicaPaused"]
