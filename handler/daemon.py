@@ -211,7 +211,10 @@ class Handler:
             writer=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
             wall=wall,
             proxy=self.config.migration_proxy,
-            podnet=PodNetworks(pods_dir=self.config.pods_dir),
+            podnet=PodNetworks(
+                pods_dir=self.config.pods_dir,
+                plugins=lambda: self.live.current().binding_plugins,
+            ),
         )
 
     def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
@@ -228,7 +231,10 @@ class Handler:
             outgoing=self.outgoing,
             recorder=self.recorder or DiscardRecorder(),
             hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
-            podnet=PodNetworks(pods_dir=self.config.pods_dir),
+            podnet=PodNetworks(
+                pods_dir=self.config.pods_dir,
+                plugins=lambda: self.live.current().binding_plugins,
+            ),
             expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
             partitions=LeftoverPartitions(),
             failures=SyncFailures(

@@ -311,6 +311,7 @@ class Reconciler:
             sync_error=step.error,
             guest_info=step.guest.info if step.guest else None,
             guest_interfaces=step.guest.interfaces if step.guest else None,
+            plugins=self._d.podnet.plugins() if self._d.podnet is not None else (),
         )
         now = format_time(self._d.wall())
         status = next_status(vmi, observed, now=now)

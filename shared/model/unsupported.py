@@ -48,6 +48,7 @@ from shared.model.domain import (
     LunTarget,
     Machine,
     Memory,
+    PluginBinding,
     ResourceList,
     ResourceRequirements,
     Rng,
@@ -226,12 +227,13 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     CDRomTarget: frozenset(),
     Interface: frozenset(
         {
-            "slirp", "sriov", "macvtap", "passt", "binding",
+            "slirp", "sriov", "macvtap", "passt",
         }
     ),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
+    PluginBinding: frozenset(),
     Rng: frozenset(),
     BlockSize: frozenset(),
     CustomBlockSize: frozenset({"discardGranularity"}),
