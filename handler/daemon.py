@@ -44,6 +44,7 @@ from handler.launchers import (
     LauncherState,
     PoolConfig,
 )
+from handler.linkrefresh import LinkRefresh
 from handler.metrics import VMIStatsCollector
 from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
@@ -234,6 +235,9 @@ class Handler:
             podnet=PodNetworks(
                 pods_dir=self.config.pods_dir,
                 plugins=lambda: self.live.current().binding_plugins,
+            ),
+            linkrefresh=LinkRefresh(
+                node=self.config.node_name, plugins=lambda: self.live.current().binding_plugins
             ),
             expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
             partitions=LeftoverPartitions(),

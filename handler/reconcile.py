@@ -135,6 +135,8 @@ class Reconciler:
         await self._hot_resources(step)
         if (links := linkstate.wanted(step.vmi)) is not None:
             await linkstate.apply(step.launcher, links)
+        if self._d.linkrefresh is not None:  # binding plugins' migration.method link-refresh
+            await self._d.linkrefresh.apply(step.launcher, step.vmi)
         if nichotplug.wanted(step.vmi):
             step.nics = await nichotplug.apply(step.launcher, step.vmi)
 

@@ -72,11 +72,6 @@ class BindingPlugin:
                 "kubevirt-py runs no hook sidecars; register it with a domainAttachmentType "
                 f"only, or use a binding kubevirt-py implements ({PASST_PLUGIN!r})"
             )
-        if self.link_refresh:
-            return (
-                f"binding plugin {self.name!r} asks for {where}.migration.method link-refresh, "
-                "which kubevirt-py does not build (register it with `migration: {}`)"
-            )
         if self.attachment is None:
             return (
                 f"binding plugin {self.name!r} sets no domainAttachmentType ({where}): "
