@@ -1,7 +1,7 @@
-"""KubeVirt's network binding plugins on real nodes (used by test_network.py): the KubeVirt
-CR registers `passt` as KubeVirt's user guide does (a sidecar image kubevirt-py does not
-need, `migration: {}`, a memory overhead); a VMI binding an unregistered plugin is refused
-naming the field."""
+"""KubeVirt's network binding plugins on real nodes (used by test_network.py and
+test_multus.py): the KubeVirt CR registers `passt` as KubeVirt's user guide does (a sidecar
+image kubevirt-py does not need, `migration: {}`, a memory overhead) or a managedTap plugin;
+a VMI binding an unregistered plugin is refused naming the field."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ def _kv(k: Kubectl) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def passt_plugin(k: Kubectl) -> Iterator[None]:
-    """`passt` registered in the KubeVirt CR (the configuration as it was afterwards)."""
+def registered(k: Kubectl, plugins: dict[str, Any]) -> Iterator[None]:
+    """`plugins` registered in the KubeVirt CR (the configuration as it was afterwards)."""
     before = _kv(k)["spec"].get("configuration") or {}
-    body = {"spec": {"configuration": {"network": {"binding": {"passt": PASST_PLUGIN}}}}}
+    body = {"spec": {"configuration": {"network": {"binding": plugins}}}}
     k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p", json.dumps(body))
     try:
         yield
@@ -40,9 +40,15 @@ def passt_plugin(k: Kubectl) -> Iterator[None]:
         k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=json", "-p", json.dumps([op]))
 
 
+def passt_plugin(k: Kubectl) -> contextlib.AbstractContextManager[None]:
+    """`passt` registered as KubeVirt's user guide registers it (no NAD: its CNI only sets
+    the sysctls kubevirt-py's launcher pods already carry)."""
+    return registered(k, {"passt": PASST_PLUGIN})
+
+
 def apply_when_admitted(k: Kubectl, ns: str, manifest: dict[str, Any]) -> None:
-    """Apply `manifest` once every virt-api replica has read the registration (each reads
-    the CR through its own informer)."""
+    """Apply `manifest` once virt-api has read the registration (each replica reads the CR
+    through its own informer)."""
 
     def admitted() -> bool:
         argv = [str(k.binary), "--kubeconfig", str(k.kubeconfig), "apply", "-n", ns, "-f", "-"]
