@@ -69,3 +69,14 @@ def test_a_plugin_binding_validates_and_is_supported() -> None:
     vmi = VirtualMachineInstance.from_dict(edit(load("vmi-running.yaml"), changes))
     assert unsupported_fields(vmi) == []
     assert vmi.spec.domain.devices.interfaces[0].uses_passt()
+
+
+@pytest.mark.parametrize("key", ["slirp", "passt"])
+def test_discontinued_core_bindings_say_so(key: str) -> None:
+    """The core slirp and passt bindings KubeVirt discontinued in v1.3 are refused with its
+    message, naming the field."""
+    changes = {f"{IFACES}[0].masquerade": DELETE, f"{IFACES}[0].{key}": {}}
+    vmi = VirtualMachineInstance.from_dict(edit(load("vmi-running.yaml"), changes))
+    (error,) = unsupported_fields(vmi)
+    assert error.path == f"{IFACES}[0].{key}"
+    assert "discontinued since v1.3" in error.message
