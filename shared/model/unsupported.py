@@ -225,11 +225,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     LunTarget: frozenset({"reservation"}),  # persistent reservations (a pr-helper)
     DiskTarget: frozenset(),
     CDRomTarget: frozenset(),
-    Interface: frozenset(
-        {
-            "slirp", "sriov", "macvtap", "passt",
-        }
-    ),
+    Interface: frozenset({"slirp", "sriov", "macvtap", "passt"}),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
