@@ -100,10 +100,14 @@ def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
     return tuple(found)
 
 
-def _kind(target: Target | None, secondary: Sequence[Target]) -> str:
-    first = target or secondary[0]
-    plugin = first.binding in (Binding.MANAGED_TAP, Binding.TAP)
-    return f"{first.binding} binding plugin" if plugin else "bridge binding"
+def _unwirable(targets: Sequence[Target]) -> Target:
+    """The first target with no user-mode fallback (all but masquerade)."""
+    return next((t for t in targets if t.binding is not Binding.MASQUERADE), targets[0])
+
+
+def _kind(target: Target) -> str:
+    plugin = target.binding in (Binding.MANAGED_TAP, Binding.TAP)
+    return f"{target.binding} binding plugin" if plugin else "bridge binding"
 
 
 def contract_path(pods_dir: Path, pod_uid: str) -> Path:
@@ -140,10 +144,10 @@ class PodNetworks:
             wired = [await _wire(launcher, t) for t in targets if launcher is not None]
         except CannotWire as e:
             if target is None or target.binding is Binding.BRIDGE or secondary:
-                name = (target or secondary[0]).name
+                first = _unwirable(targets)
                 raise SyncError(
                     SyncReason.SYNC_FAILED,
-                    f"interface {name}: this node cannot wire a {_kind(target, secondary)}: {e}",
+                    f"interface {first.name}: this node cannot wire a {_kind(first)}: {e}",
                 ) from e
             log.warning("pod_network_user_mode", interface=target.name, reason=str(e))
             podnet.write(path, PodWiring(user_mode_reason=str(e)))

@@ -5,14 +5,18 @@ link-refresh once per migration to this node (handler/plugnet.py, handler/linkre
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from handler import netns, plugnet
+from handler.errors import SyncError
 from handler.linkrefresh import LinkRefresh
 from handler.netns import Launcher, WiringError
 from handler.netwire import Target
+from handler.podnet import PodNetworks, contract_path
 from handler.status import live_migratable
 from shared.model import VirtualMachineInstance
 from shared.model.binding import DomainAttachmentType
@@ -140,3 +144,26 @@ async def test_link_refresh_once_per_migration_to_this_node() -> None:
     assert LinkRefresh(node="n1", plugins=lambda: PLUGINS).wanted(vmi) == ()
     failed = _vmi("l2r", status={"phase": "Running", "migrationState": {**state, "failed": True}})
     assert LinkRefresh(node="n2", plugins=lambda: PLUGINS).wanted(failed) == ()
+
+
+async def test_a_node_that_cannot_wire_names_the_plugin(tmp_path: Path) -> None:
+    """Where the node cannot wire (the launcher shares the handler's namespace), a managedTap
+    interface has no user-mode fallback: the sync fails naming the interface and the plugin,
+    even beside a masquerade pod interface."""
+    private = contract_path(tmp_path, "pod-1").parent
+    private.mkdir(parents=True)
+    vmi = VirtualMachineInstance.from_dict({
+        "metadata": {"name": "v", "uid": "u"},
+        "spec": {"domain": {"devices": {"interfaces": [
+            {"name": "default", "masquerade": {}}, {"name": "sec", "binding": {"name": "l2"}}]}},
+            "networks": [{"name": "default", "pod": {}},
+                         {"name": "sec", "multus": {"networkName": "nad"}}]},
+    })  # fmt: skip
+    sock_path = tmp_path / "sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock_path))
+    server.listen()
+    with server, pytest.raises(SyncError, match=r"interface sec: .* managedTap binding plugin"):
+        await PodNetworks(pods_dir=tmp_path, plugins=lambda: PLUGINS).ensure(
+            vmi, pod_uid="pod-1", socket=sock_path
+        )
