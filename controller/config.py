@@ -21,6 +21,7 @@ from typing import Any, Self
 from controller.errors import ConfigError
 from controller.services.overhead import OverheadConfig
 from shared.model import EvictionStrategy
+from shared.netbinding import BindingPlugin
 
 ENV_PREFIX = "VIRT_CONTROLLER_"
 DEFAULT_LAUNCHER_IMAGE = "registry.local/kubevirt-py/virt-launcher:dev"
@@ -71,6 +72,8 @@ class TemplateConfig:
     serial_console_log_disabled: bool = True
     # The KubeVirt CR's vmStateStorageClass: the class of VM state claims (shared/vmstate.py).
     vm_state_storage_class: str | None = None
+    # The KubeVirt CR's network.binding plugins: their NADs and overheads (shared/netbinding).
+    binding_plugins: tuple[BindingPlugin, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

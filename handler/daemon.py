@@ -44,6 +44,7 @@ from handler.launchers import (
     LauncherState,
     PoolConfig,
 )
+from handler.linkrefresh import LinkRefresh
 from handler.metrics import VMIStatsCollector
 from handler.migration_source import OutgoingMigrations
 from handler.migration_target import MigrationTargets
@@ -211,7 +212,10 @@ class Handler:
             writer=StatusWriter(api, VMIS, model=VirtualMachineInstance, registry=registry),
             wall=wall,
             proxy=self.config.migration_proxy,
-            podnet=PodNetworks(pods_dir=self.config.pods_dir),
+            podnet=PodNetworks(
+                pods_dir=self.config.pods_dir,
+                plugins=lambda: self.live.current().binding_plugins,
+            ),
         )
 
     def _reconciler(self, api: HandlerApi, registry: Registry, wall: Clock) -> Reconciler:
@@ -228,7 +232,13 @@ class Handler:
             outgoing=self.outgoing,
             recorder=self.recorder or DiscardRecorder(),
             hotplug=HotplugVolumes(pods_dir=self.config.pods_dir),
-            podnet=PodNetworks(pods_dir=self.config.pods_dir),
+            podnet=PodNetworks(
+                pods_dir=self.config.pods_dir,
+                plugins=lambda: self.live.current().binding_plugins,
+            ),
+            linkrefresh=LinkRefresh(
+                node=self.config.node_name, plugins=lambda: self.live.current().binding_plugins
+            ),
             expansion=DiskExpansion(enabled=lambda: self.live.current().gate(EXPAND_DISKS_GATE)),
             partitions=LeftoverPartitions(),
             failures=SyncFailures(

@@ -43,7 +43,7 @@ class LauncherTarget:
         nat = {
             i.name
             for i in vmi.spec.domain.devices.interfaces
-            if i.masquerade is not None or i.passt_binding is not None
+            if i.masquerade is not None or i.uses_passt()
         }
         pod_ip = next(
             (i.ip_address for i in vmi.status.interfaces if i.name in nat and i.ip_address),

@@ -82,7 +82,7 @@ async def _links(pid: int, *argv: str) -> dict[str, dict[str, Any]]:
     return {link["ifname"]: link for link in await netns.ip_json(pid, *(argv or ("link", "show")))}
 
 
-def _bridge_and_tap(
+def bridge_and_tap(
     links: dict[str, dict[str, Any]],
     *,
     bridge: str,
@@ -115,7 +115,7 @@ def masquerade_commands(
     if link is None:
         raise WiringError(f"the pod has no interface {pod_if}")
     bridge = podnet.bridge_name(pod_if)
-    cmds = _bridge_and_tap(
+    cmds = bridge_and_tap(
         links, bridge=bridge, tap=podnet.tap_name(target.index), mtu=int(link.get("mtu", 1500)),
         uid=uid, mac=podnet.MASQUERADE_GATEWAY_MAC, multi_queue=target.multi_queue,
     )  # fmt: skip
@@ -172,7 +172,7 @@ def guest_routes(
     return default, tuple(extra)
 
 
-def _random_mac() -> str:
+def random_mac() -> str:
     tail = secrets.token_bytes(5)
     return ":".join(f"{b:02x}" for b in (b"\x02" + tail))
 
@@ -189,7 +189,7 @@ async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
     (info,) = await netns.ip_json(pid, "link", "show", "dev", pod_if)
     mtu, pod_mac = int(info.get("mtu", 1500)), str(info["address"])
     br, tap = podnet.bridge_name(pod_if), podnet.tap_name(target.index)
-    cmds = _bridge_and_tap(
+    cmds = bridge_and_tap(
         await _links(pid), bridge=br, tap=tap, mtu=mtu, uid=launcher.uid,
         multi_queue=target.multi_queue,
     )  # fmt: skip
@@ -197,7 +197,7 @@ async def bridge(launcher: Launcher, target: Target) -> WiredInterface:
         cmds.append(["addr", "del", f"{inet[0]}/{inet[1]}", "dev", pod_if])
     cmds += [
         ["link", "set", pod_if, "down"],
-        ["link", "set", pod_if, "address", _random_mac()],
+        ["link", "set", pod_if, "address", random_mac()],
         ["link", "set", pod_if, "master", br, "up"],
         ["addr", "replace", f"{podnet.BRIDGE_DHCP_SERVER}/32", "dev", br],
     ]

@@ -11,16 +11,18 @@ binding has no such fallback, its VMI's Synchronized condition says why.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
 
-from handler import netwire, podowner
+from handler import netwire, plugnet, podowner
 from handler.errors import SyncError, SyncReason
 from handler.netns import CannotWire, Launcher, WiringError, launcher_process
 from handler.netwire import Target
 from shared import multus, nics, podlayout, podnet
 from shared.model import Interface, InterfaceMasquerade, VirtualMachineInstance
+from shared.netbinding import BindingPlugin
 from shared.podnet import Binding, PodWiring, nic_queues
 
 log = structlog.get_logger("handler.podnet")
@@ -98,6 +100,16 @@ def secondary_targets(vmi: VirtualMachineInstance) -> tuple[Target, ...]:
     return tuple(found)
 
 
+def _unwirable(targets: Sequence[Target]) -> Target:
+    """The first target with no user-mode fallback (all but masquerade)."""
+    return next((t for t in targets if t.binding is not Binding.MASQUERADE), targets[0])
+
+
+def _kind(target: Target) -> str:
+    plugin = target.binding in (Binding.MANAGED_TAP, Binding.TAP)
+    return f"{target.binding} binding plugin" if plugin else "bridge binding"
+
+
 def contract_path(pods_dir: Path, pod_uid: str) -> Path:
     """The contract file of pod `pod_uid`, as seen from the node."""
     private = pods_dir / pod_uid / podlayout.EMPTY_DIRS / podlayout.PRIVATE_VOLUME
@@ -107,8 +119,15 @@ def contract_path(pods_dir: Path, pod_uid: str) -> Path:
 class PodNetworks:
     """Wires each launcher pod of this node once."""
 
-    def __init__(self, *, pods_dir: Path) -> None:
+    def __init__(
+        self, *, pods_dir: Path, plugins: Callable[[], Sequence[BindingPlugin]] = tuple
+    ) -> None:
         self._pods_dir = pods_dir
+        self._plugins = plugins  # the KubeVirt CR's binding plugins, read live
+
+    def plugins(self) -> tuple[BindingPlugin, ...]:
+        """The binding plugins registered now."""
+        return tuple(self._plugins())
 
     async def ensure(self, vmi: VirtualMachineInstance, *, pod_uid: str, socket: Path) -> None:
         """The pod wired and its contract written; SyncError when it cannot be."""
@@ -117,17 +136,18 @@ class PodNetworks:
             return  # done, or no kubelet pod layout here (the launcher then runs user-mode)
         with contextlib.suppress(CannotWire):  # a non-root launcher's device nodes: its own
             podowner.hand_over(launcher_process(socket), host_disks=podowner.host_disk_files(vmi))
-        target, secondary = pod_target(vmi), secondary_targets(vmi)
+        target = pod_target(vmi)
+        secondary = (*secondary_targets(vmi), *plugnet.plugin_targets(vmi, self.plugins()))
         targets = (*((target,) if target is not None else ()), *secondary)
         try:
             launcher = launcher_process(socket) if targets else None
             wired = [await _wire(launcher, t) for t in targets if launcher is not None]
         except CannotWire as e:
             if target is None or target.binding is Binding.BRIDGE or secondary:
-                name = (target or secondary[0]).name
+                first = _unwirable(targets)
                 raise SyncError(
                     SyncReason.SYNC_FAILED,
-                    f"interface {name}: this node cannot wire a bridge binding: {e}",
+                    f"interface {first.name}: this node cannot wire a {_kind(first)}: {e}",
                 ) from e
             log.warning("pod_network_user_mode", interface=target.name, reason=str(e))
             podnet.write(path, PodWiring(user_mode_reason=str(e)))
@@ -143,8 +163,16 @@ class PodNetworks:
             )
 
 
+_WIRES = {
+    Binding.MASQUERADE: netwire.masquerade,
+    Binding.BRIDGE: netwire.bridge,
+    Binding.MANAGED_TAP: plugnet.managed_tap,
+    Binding.TAP: plugnet.existing_tap,
+}
+
+
 async def _wire(launcher: Launcher, target: Target) -> podnet.WiredInterface:
-    wire = netwire.bridge if target.binding is Binding.BRIDGE else netwire.masquerade
+    wire = _WIRES[target.binding]
     try:
         return await wire(launcher, target)
     except CannotWire:

@@ -135,6 +135,8 @@ class Reconciler:
         await self._hot_resources(step)
         if (links := linkstate.wanted(step.vmi)) is not None:
             await linkstate.apply(step.launcher, links)
+        if self._d.linkrefresh is not None:  # binding plugins' migration.method link-refresh
+            await self._d.linkrefresh.apply(step.launcher, step.vmi)
         if nichotplug.wanted(step.vmi):
             step.nics = await nichotplug.apply(step.launcher, step.vmi)
 
@@ -311,6 +313,7 @@ class Reconciler:
             sync_error=step.error,
             guest_info=step.guest.info if step.guest else None,
             guest_interfaces=step.guest.interfaces if step.guest else None,
+            plugins=self._d.podnet.plugins() if self._d.podnet is not None else (),
         )
         now = format_time(self._d.wall())
         status = next_status(vmi, observed, now=now)

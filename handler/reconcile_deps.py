@@ -18,6 +18,7 @@ from handler.expand import DiskExpansion
 from handler.guest import GuestFacts
 from handler.hotplug import HotplugVolumes
 from handler.launchers import LauncherPort, PoolPort
+from handler.linkrefresh import LinkRefresh
 from handler.migration_source import OutgoingMigrations
 from handler.podnet import PodNetworks
 from handler.stopping import StopState
@@ -115,3 +116,4 @@ class ReconcilerDeps:
     # Unexpected errors as Synchronized=False on the VMI (None: only logged)
     failures: SyncFailures | None = None
     vsock: NodeCIDs | None = None  # None: no CIDs (autoattachVSOCK VMIs fail to start)
+    linkrefresh: LinkRefresh | None = None  # None: binding plugins' link-refresh not done

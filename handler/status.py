@@ -16,6 +16,7 @@ a VMI someone else made final, or a new VMI of the same name, is never written o
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from handler.domains import DomainRecord
@@ -35,6 +36,7 @@ from shared.model import (
     VMIStatus,
     Volume,
 )
+from shared.netbinding import BindingPlugin, plugin_of
 from shared.volumemigration import migrated_volumes
 
 GUEST_PAUSED = "Paused"
@@ -57,6 +59,7 @@ class Observed:
     sync_error: SyncError | None = None
     guest_info: GuestOSInfo | None = None
     guest_interfaces: tuple[VMIInterfaceStatus, ...] | None = None  # None: agent not asked
+    plugins: tuple[BindingPlugin, ...] = ()  # the KubeVirt CR's network binding plugins
 
 
 def next_status(vmi: VirtualMachineInstance, obs: Observed, *, now: str) -> VMIStatus:
@@ -104,7 +107,7 @@ def wanted_conditions(vmi: VirtualMachineInstance, obs: Observed) -> dict[str, V
         return out
     if phase is not VMIPhase.RUNNING:
         return out
-    out[VMIConditionType.LIVE_MIGRATABLE] = live_migratable(vmi)
+    out[VMIConditionType.LIVE_MIGRATABLE] = live_migratable(vmi, plugins=obs.plugins)
     if obs.domain is not None and not obs.domain.is_off:
         live = _live(obs.domain, stopping=obs.stopping)
         ready = live.get(VMIConditionType.READY)
@@ -169,14 +172,19 @@ NOT_MIGRATABLE_INTERFACE = (
 )
 
 
-def live_migratable(vmi: VirtualMachineInstance) -> VMICondition:
-    """LiveMigratable: True, or False with KubeVirt's reason and what blocks it."""
+def live_migratable(
+    vmi: VirtualMachineInstance, *, plugins: Sequence[BindingPlugin] = ()
+) -> VMICondition:
+    """LiveMigratable: True, or False with KubeVirt's reason and what blocks it (a binding
+    plugin on the pod network migrates when the KubeVirt CR gives it `migration`)."""
     for iface in vmi.spec.domain.devices.interfaces:
         net = vmi.spec.network(iface.name or "")
         on_pod = net is not None and net.primary
+        plugin = plugin_of(plugins, iface)
+        stays = plugin is not None and not plugin.native and not plugin.migratable
         # passt migrates (KubeVirt 1.8): the target launcher starts its own passt keeping
         # the guest's address (launcher/passt.py); a bridge on the pod network does not.
-        if on_pod and iface.bridge is not None:
+        if on_pod and (iface.bridge is not None or stays):
             return _false(
                 VMIConditionType.LIVE_MIGRATABLE,
                 ConditionReason.INTERFACE_NOT_MIGRATABLE,

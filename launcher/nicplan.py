@@ -26,13 +26,14 @@ def interface_plans(
         interfaces = (Interface(name="default", masquerade=InterfaceMasquerade()),)
     plans = []
     for iface in interfaces:
-        if iface.passt_binding is not None:
+        if iface.uses_passt():
             continue  # QEMU reaches the launcher's passt (passt_interfaces)
         if nics.is_absent(iface):
             continue  # hot-unplugged (launcher/nichotplug.py)
         name = iface.name or ""
         wired = wiring.interface(name) if wiring is not None else None
-        backend = NetBackend.ETHERNET if iface.bridge is not None else NetBackend.USER
+        tapped = iface.bridge is not None or iface.binding is not None  # plugins: a tap
+        backend = NetBackend.ETHERNET if tapped else NetBackend.USER
         plans.append(
             InterfacePlan(
                 alias=name,
@@ -92,7 +93,7 @@ def passt_interfaces(
             own_mac=guest_mac(vmi.metadata.uid or "", f"{i.name}/passt"),
         )
         for i in vmi.spec.domain.devices.interfaces
-        if i.passt_binding is not None
+        if i.uses_passt()
     )
 
 

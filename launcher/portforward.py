@@ -72,7 +72,7 @@ def listed_forwards(vmi: VirtualMachineInstance) -> tuple[Forward, ...]:
 
 def _passt(vmi: VirtualMachineInstance | None) -> bool:
     interfaces = vmi.spec.domain.devices.interfaces if vmi is not None else ()
-    return any(i.passt_binding is not None for i in interfaces)
+    return any(i.uses_passt() for i in interfaces)
 
 
 class PortForwards:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import structlog
 
-from shared import mignet
+from shared import mignet, netbinding
 from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
@@ -96,6 +96,8 @@ class ClusterConfig:
     # migrations.network: the NetworkAttachmentDefinition of the migration network (None: the
     # pod network carries migrations; shared/mignet.py).
     migration_network: str | None = None
+    # network.binding: the registered network binding plugins (shared/netbinding.py).
+    binding_plugins: tuple[netbinding.BindingPlugin, ...] = ()
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""
@@ -234,6 +236,7 @@ def _configuration(
     changes["migrations"] = _migration_limits(defaults.migrations, c.migrations, errors)
     network = c.migrations.network if c.migrations is not None else None
     changes["migration_network"] = mignet.check_network(errors, network or "")
+    changes["binding_plugins"] = netbinding.resolve_plugins(c.network, errors)
     if (options := c.virtual_machine_options) is not None:
         changes["serial_console_log_disabled"] = options.disable_serial_console_log is not None
     if "obsoleteCPUModels" in c.to_dict():  # set, even empty: it replaces the default

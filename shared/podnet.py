@@ -67,6 +67,8 @@ def guest_range(vm_network_cidr: str | None) -> GuestRange:
 class Binding(StrEnum):
     MASQUERADE = "masquerade"
     BRIDGE = "bridge"
+    MANAGED_TAP = "managedTap"  # a binding plugin's: bridge + tap, no addresses of ours
+    TAP = "tap"  # a binding plugin's: the tap its CNI made
 
 
 def tap_name(index: int) -> str:

@@ -48,4 +48,5 @@ def template_config(base: TemplateConfig, cluster: ClusterConfig) -> TemplateCon
         seccomp_localhost_profile=cluster.seccomp_localhost_profile,
         serial_console_log_disabled=cluster.serial_console_log_disabled,
         vm_state_storage_class=cluster.vm_state_storage_class,
+        binding_plugins=cluster.binding_plugins,
     )

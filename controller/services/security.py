@@ -18,7 +18,7 @@ def passt(vmi: VirtualMachineInstance) -> bool:
     """An interface bound by passt, which sandboxes itself in user namespaces: the runtime's
     default seccomp profile (and KubeVirt's, its shape) refuses unshare(CLONE_NEWUSER)
     without CAP_SYS_ADMIN."""
-    return any(i.passt_binding is not None for i in vmi.spec.domain.devices.interfaces)
+    return any(i.uses_passt() for i in vmi.spec.domain.devices.interfaces)
 
 
 def launcher_seccomp(vmi: VirtualMachineInstance, localhost: str | None) -> dict[str, str]:

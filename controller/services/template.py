@@ -34,6 +34,7 @@ from typing import Any
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
 from controller.services import consolelog, dedicated, tpm, virtiofs, vmstate, volumes
+from controller.services.bindings import add_overhead
 from controller.services.cpuselect import apply_cpu_placement
 from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
@@ -46,7 +47,7 @@ from controller.services.security import (
     pod_security_context,
 )
 from controller.services.volumes import Claim
-from shared import multus, podlayout
+from shared import multus, netbinding, podlayout
 from shared.labels import (
     APP_LABEL,
     CREATED_BY_LABEL,
@@ -197,7 +198,7 @@ class TemplateService:
         apply_cpu_placement(vmi, pod["spec"])  # cpu.model and cpu.features' node labels
         if not self.config.launcher_as_root:
             pod["spec"]["securityContext"] = pod_security_context(seccomp=self._seccomp(vmi))
-        if secondary := multus.networks_annotation(vmi):  # multus attaches these networks
+        if secondary := netbinding.pod_networks(self.config.binding_plugins, vmi):  # multus
             pod["metadata"]["annotations"][multus.NETWORKS_ANNOTATION] = secondary
         if default := multus.default_network_annotation(vmi):  # multus makes eth0 from it
             pod["metadata"]["annotations"][multus.DEFAULT_NETWORK_ANNOTATION] = default
@@ -412,7 +413,9 @@ class TemplateService:
             limits["memory"] = str(lim_mem + overhead)
         if cpu_lim is not None:
             limits["cpu"] = str(cpu_lim)
-        resources = {"requests": requests, "limits": limits}
+        resources = add_overhead(
+            {"requests": requests, "limits": limits}, self.config.binding_plugins, vmi
+        )  # network binding plugins' computeResourceOverhead
         return dedicated.compute_resources(vmi, resources, overhead=overhead)
 
 

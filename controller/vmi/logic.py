@@ -371,7 +371,7 @@ def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod
     if pod.ip is None:
         return status
     current = {i.name: i for i in status.interfaces}
-    passt = {i.name for i in vmi.spec.domain.devices.interfaces if i.passt_binding is not None}
+    passt = {i.name for i in vmi.spec.domain.devices.interfaces if i.uses_passt()}
     wanted = tuple(
         current[w.name]
         if w.name in passt and w.name in current and current[w.name].ip_address

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared import multus, nics
+from shared import multus, netbinding, nics
 from shared.launcherpod import LauncherPod
 from shared.model import VirtualMachineInstance, VMIPhase
 from shared.model.enums import VMIConditionType
@@ -45,7 +45,7 @@ def needs_network_migration(vmi: VirtualMachineInstance, pod: LauncherPod | None
     """The VMI's pod has other multus attachments than its spec wants (and may move now)."""
     if pod is None or vmi.status.phase != VMIPhase.RUNNING or vmi.metadata.is_deleting:
         return False
-    if pod.networks == multus.networks_annotation(vmi):
+    if netbinding.own_networks(pod.networks) == multus.networks_annotation(vmi):
         return False
     return not _unplug_pending(vmi)
 

@@ -254,9 +254,14 @@ def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -
     iface = spec.domain.devices.interfaces[i]
     check_name(errs, f"{path}.name", iface.name)
     bindings = iface.bindings()
-    if len(bindings) != 1:
+    if iface.binding is not None and len(bindings) > 1:
+        others = ", ".join(b for b in bindings if b != "binding")
+        errs.add(f"{path}.binding", f"cannot have both a binding plugin and {others}")
+    elif len(bindings) != 1:
         found = f" (found {', '.join(bindings)})" if bindings else ""
         errs.add(path, f"must set exactly one binding method, e.g. masquerade or bridge{found}")
+    if iface.binding is not None and not iface.binding.name:
+        errs.add(f"{path}.binding.name", "is required (a plugin the KubeVirt CR registers)")
     if iface.model is not None and iface.model not in INTERFACE_MODELS:
         errs.add(
             f"{path}.model", f"must be one of {', '.join(sorted(INTERFACE_MODELS))}", iface.model
@@ -271,16 +276,17 @@ def _validate_interface_fields(errs: Errors, path: str, spec: VMISpec, i: int) -
             f"{path}.masquerade",
             "masquerade is only allowed on the pod network or a multus default network",
         )
-    if iface.passt_binding is not None and network is not None and not network.primary:
+    if iface.uses_passt() and network is not None and not network.primary:
+        key = "passtBinding" if iface.passt_binding is not None else "binding.name"
         errs.add(
-            f"{path}.passtBinding",
-            "passtBinding is only allowed on the pod network or a multus default network",
+            f"{path}.{key}",
+            "passt is only allowed on the pod network or a multus default network",
         )
     _validate_ports(errs, path, iface)
 
 
 def _validate_ports(errs: Errors, path: str, iface: Interface) -> None:
-    if iface.ports and iface.masquerade is None and iface.passt_binding is None:
+    if iface.ports and iface.masquerade is None and not iface.uses_passt():
         errs.add(f"{path}.ports", "ports are only forwarded by a masquerade or passt interface")
     for j, port in enumerate(iface.ports):
         if not 1 <= port.port <= 65535:

@@ -178,6 +178,14 @@ class InterfacePasstBinding(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PluginBinding(Model):
+    """interfaces[].binding: a network binding plugin the KubeVirt CR registers, by name
+    (shared/model/binding.py)."""
+
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InterfacePort(Model):
     """interfaces[].ports[]: a guest port masquerade forwards from the pod's IP."""
 
@@ -186,8 +194,9 @@ class InterfacePort(Model):
     port: int = 0
 
 
-# Binding methods KubeVirt knows; masquerade, bridge and passtBinding are typed here.
-UNTYPED_BINDINGS = ("slirp", "sriov", "passt", "macvtap", "binding")
+# Binding methods KubeVirt knows; masquerade, bridge, passtBinding and binding are typed here.
+UNTYPED_BINDINGS = ("slirp", "sriov", "passt", "macvtap")
+PASST_PLUGIN = "passt"  # KubeVirt's passt binding plugin: run as passtBinding is
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,6 +207,7 @@ class Interface(Model):
     masquerade: InterfaceMasquerade | None = None
     bridge: InterfaceBridge | None = None
     passt_binding: InterfacePasstBinding | None = None
+    binding: PluginBinding | None = None  # a network binding plugin (shared/netbinding.py)
     model: str | None = None
     mac_address: str | None = None
     ports: tuple[InterfacePort, ...] = ()
@@ -214,10 +224,16 @@ class Interface(Model):
             ("masquerade", self.masquerade),
             ("bridge", self.bridge),
             ("passtBinding", self.passt_binding),
+            ("binding", self.binding),
         )
         found = [key for key, value in typed if value is not None]
         found += [key for key in UNTYPED_BINDINGS if self.extra.get(key) is not None]
         return tuple(found)
+
+    def uses_passt(self) -> bool:
+        """passt in front of the guest: `passtBinding`, or KubeVirt's `passt` plugin."""
+        plugin = self.binding.name if self.binding is not None else None
+        return self.passt_binding is not None or plugin == PASST_PLUGIN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

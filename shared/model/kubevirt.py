@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from shared.model._codec import Model, json_name
+from shared.model.binding import NetworkConfiguration
 from shared.model.meta import VMCondition
 from shared.model.objects import KubeObject
 from shared.model.selector import LabelSelector
@@ -121,6 +122,7 @@ class KubeVirtConfiguration(Model):
         default_factory=dict, metadata=json_name("obsoleteCPUModels")
     )
     changed_block_tracking_label_selectors: ChangedBlockTrackingSelectors | None = None
+    network: NetworkConfiguration | None = None  # binding plugins (shared/netbinding.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

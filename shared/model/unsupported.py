@@ -48,6 +48,7 @@ from shared.model.domain import (
     LunTarget,
     Machine,
     Memory,
+    PluginBinding,
     ResourceList,
     ResourceRequirements,
     Rng,
@@ -232,14 +233,11 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     LunTarget: frozenset({"reservation"}),  # persistent reservations (a pr-helper)
     DiskTarget: frozenset(),
     CDRomTarget: frozenset(),
-    Interface: frozenset(
-        {
-            "slirp", "sriov", "macvtap", "passt", "binding",
-        }
-    ),
+    Interface: frozenset({"slirp", "sriov", "macvtap", "passt"}),
     InterfaceMasquerade: frozenset(),
     InterfaceBridge: frozenset(),
     InterfacePasstBinding: frozenset(),
+    PluginBinding: frozenset(),
     Rng: frozenset(),
     BlockSize: frozenset(),
     CustomBlockSize: frozenset(),
@@ -333,6 +331,13 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
     (VMISpec, "architecture"): ("amd64",),  # the only one kubevirt-py runs
 }
 
+# KubeVirt fields KubeVirt itself refuses now (its own message): their plugins replace them.
+DISCONTINUED: Mapping[tuple[type[Model], str], str] = {
+    (Interface, "slirp"): "Slirp interface support has been discontinued since v1.3",
+    (Interface, "passt"): "Passt network binding has been discontinued since v1.3 "
+    "(use passtBinding, or binding: {name: passt})",
+}
+
 # Typed by the model, honoured by no daemon yet: refused whenever set.
 # Decentralized live migration (KubeVirt 1.7) is typed and validated (shared/model/
 # _validate_decentral.py), but no controller pairs the two halves yet (docs/migration.md).
@@ -407,7 +412,8 @@ def _walk(errors: list[FieldError], path: str, model: Model) -> None:
         if key in known or ANY_KEY in known:
             if value in ALLOWED_VALUES.get((cls, key), ()):
                 continue
-            errors.append(FieldError(path=where, message=NOT_SUPPORTED, value=value))
+            message = DISCONTINUED.get((cls, key), NOT_SUPPORTED)
+            errors.append(FieldError(path=where, message=message, value=value))
         else:
             errors.append(FieldError(path=where, message=UNKNOWN_FIELD))
     _typed_unsupported(errors, path, model)

@@ -35,6 +35,7 @@ from shared.model import (
 )
 from shared.model.validation import ValidationLimits
 from virt_api.admission.backups import backup_spec_changed
+from virt_api.admission.bindings import binding_errors
 from virt_api.admission.config import AdmissionConfig
 from virt_api.admission.defaults import Defaults, default_vm_spec, mutate, spec_patch
 from virt_api.admission.eviction import EvictionAdmitter
@@ -148,6 +149,7 @@ async def _validate(deps: AppDeps, review: AdmissionRequest) -> dict[str, Any]:
     if review.operation == "CREATE" or review.obj.get("spec") != (review.old or {}).get("spec"):
         errors += gate_errors(review.kind, review.obj, deps.cluster())
         errors += state_errors(review.kind, review.obj, deps.cluster())
+        errors += binding_errors(review.kind, review.obj, deps.cluster())
     is_new_migration = review.operation == "CREATE"
     if is_new_migration and review.kind == VirtualMachineInstanceMigration.KIND:
         errors += await migration_target_errors(

@@ -13,6 +13,8 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from shared.model.quantity import parse_bytes
+from tests.integration.realnodes import bindings
 from tests.integration.realnodes.test_nonroot import assert_passt_confined
 from tests.integration.realnodes.test_story import (
     _pod_uid,
@@ -178,7 +180,9 @@ def test_masquerade_guest_behind_nat_in_the_pod(
 def test_bridge_and_passt_guests_hold_the_pod_ip(
     real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
-    """A bridge-bound guest and a passt-bound guest (listing TCP 7, TCP 80 and UDP 7), booted
+    """A bridge-bound guest and a guest bound by KubeVirt's `passt` network binding plugin
+    (registered in the KubeVirt CR as KubeVirt's guide does, with a memory overhead; listing
+    TCP 7, TCP 80 and UDP 7; an unregistered plugin is refused naming the field), booted
     side by side, each take their launcher pod's IP by DHCP (the launcher's responder for
     bridge, passt's own for passt); the passt guest pings another pod (passt's ping
     sockets); a pod on the bridge guest's other node reaches both guests at their pod IPs
@@ -190,14 +194,21 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
     IP over TCP 7, HTTP 80 and UDP 7 (KubeVirt 1.8's passt migration)."""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged-passt", IDLE))
-    passt = _vmi_manifest(
-        "passt", binding="passtBinding", kernel_args=f"kvpy.ping={target['podIP']}"
-    )
+    passt = _vmi_manifest("passt", binding="binding", kernel_args=f"kvpy.ping={target['podIP']}")
+    passt["spec"]["domain"]["devices"]["interfaces"][0]["binding"] = {"name": "passt"}
     passt["spec"]["domain"]["devices"]["interfaces"][0]["ports"] = [
         {"port": 7}, {"port": 80}, {"port": 7, "protocol": "UDP"},
     ]  # fmt: skip
-    for manifest in (_vmi_manifest("bridged", binding="bridge"), passt):
-        k("apply", "-n", ns, "-f", "-", stdin=json.dumps(manifest))
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(_vmi_manifest("bridged", binding="bridge")))
+    with bindings.passt_plugin(k):
+        bindings.apply_when_admitted(k, ns, passt)
+        bindings.assert_unregistered_refused(k, ns, passt)
+        _bridge_and_passt_serve(k, real_cluster, ns, target)
+
+
+def _bridge_and_passt_serve(
+    k: Kubectl, real_cluster: Cluster, ns: str, target: dict[str, Any]
+) -> None:
     ips = {}
     for name, markers in (("bridged", ()), ("passt", ("KUBEVIRT-PY-PING-",))):
         vmi = _running_vmi(k, ns, name)
@@ -214,6 +225,11 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
         else:
             assert migratable["status"] == "True", migratable
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
+    requests = {
+        name: bindings.compute_memory_request(k, ns, _pod_uid(_running_vmi(k, ns, name))[1])
+        for name in ips
+    }  # the plugin's computeResourceOverhead on passt's launcher only
+    assert requests["passt"] - requests["bridged"] == parse_bytes(bindings.OVERHEAD), requests
     assert_passt_confined(k, real_cluster, ns, vmi)
     node, _ = _pod_uid(_running_vmi(k, ns, "bridged"))
     logs = _probe(k, ns, "probe-bridge", ips["bridged"], ips["passt"], node=_other(node))
