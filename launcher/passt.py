@@ -32,11 +32,10 @@ from pathlib import Path
 import structlog
 
 from launcher.errors import LibvirtFailure
+from launcher.qemuns import QEMU_NS
 
 log = structlog.get_logger("launcher.passt")
 
-QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
-ET.register_namespace("qemu", QEMU_NS)
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
 

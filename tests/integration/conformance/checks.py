@@ -27,8 +27,8 @@ from controller.services.template import TemplateService
 from controller.services.volumes import Claim
 from launcher import domxml, firmware
 from launcher.disks import DiskContext
-from launcher.passt import QEMU_NS
 from launcher.plan import HostPaths, parse_vmi, plan_domain
+from launcher.qemuns import QEMU_NS
 from shared import podlayout
 from shared.expansion import expand_spec
 from shared.model import VirtualMachineInstance

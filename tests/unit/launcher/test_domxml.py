@@ -21,8 +21,9 @@ from launcher.domxml import (
     Topology,
     build,
 )
-from launcher.passt import QEMU_NS, PasstInterface
+from launcher.passt import PasstInterface
 from launcher.passt import argv as passt_argv
+from launcher.qemuns import QEMU_NS
 
 GOLDEN = Path(__file__).parent / "golden" / "tiny-domain.xml"
 
