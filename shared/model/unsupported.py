@@ -334,6 +334,8 @@ ALLOWED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
 # KubeVirt fields KubeVirt itself refuses now (its own message): their plugins replace them.
 DISCONTINUED: Mapping[tuple[type[Model], str], str] = {
     (Interface, "slirp"): "Slirp interface support has been discontinued since v1.3",
+    (Interface, "macvtap"): "Macvtap network binding has been discontinued since v1.3 "
+    "(use binding: {name: macvtap}, registered with domainAttachmentType tap)",
     (Interface, "passt"): "Passt network binding has been discontinued since v1.3 "
     "(use passtBinding, or binding: {name: passt})",
 }

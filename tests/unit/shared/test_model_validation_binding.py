@@ -71,10 +71,10 @@ def test_a_plugin_binding_validates_and_is_supported() -> None:
     assert vmi.spec.domain.devices.interfaces[0].uses_passt()
 
 
-@pytest.mark.parametrize("key", ["slirp", "passt"])
+@pytest.mark.parametrize("key", ["slirp", "passt", "macvtap"])
 def test_discontinued_core_bindings_say_so(key: str) -> None:
-    """The core slirp and passt bindings KubeVirt discontinued in v1.3 are refused with its
-    message, naming the field."""
+    """The core slirp, passt and macvtap bindings KubeVirt discontinued in v1.3 (and has
+    blocked at admission since) are refused with its message, naming the field."""
     changes = {f"{IFACES}[0].masquerade": DELETE, f"{IFACES}[0].{key}": {}}
     vmi = VirtualMachineInstance.from_dict(edit(load("vmi-running.yaml"), changes))
     (error,) = unsupported_fields(vmi)
