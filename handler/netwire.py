@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from handler import netns
+from handler import netns, netwire6
 from handler.netns import Launcher, WiringError
 from shared import podnet
 from shared.podnet import Binding, Route, WiredInterface
@@ -39,6 +39,8 @@ class Target:
     multi_queue: bool = False  # networkInterfaceMultiqueue: the tap is multi-queue
     # masquerade's guest range (networks[].pod.vmNetworkCIDR; KubeVirt's 10.0.2.0/24)
     guest_range: podnet.GuestRange = field(default_factory=podnet.GuestRange)
+    # its IPv6 range on a dual-stack pod (networks[].pod.vmIPv6NetworkCIDR; fd10:0:2::/120)
+    guest_range6: podnet.GuestRange = field(default_factory=lambda: podnet.guest_range6(None))
 
 
 def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
@@ -123,18 +125,44 @@ def masquerade_commands(
     return [*cmds, ["addr", "replace", f"{rng.gateway}/{rng.prefix}", "dev", bridge]]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MasqueradeBatch:
+    """Masquerade's namespace changes, planned from the pod's links."""
+
+    ip: list[list[str]]
+    sysctls: dict[str, str]
+    nft: str
+    dual: bool  # the pod has an IPv6 address: the guest gets its IPv6 range too
+
+
+def masquerade_batch(
+    links: dict[str, dict[str, Any]], *, uid: int, target: Target
+) -> MasqueradeBatch:
+    """The `ip` commands, sysctls and NAT rules of masquerade; on a dual-stack pod the same
+    in IPv6 (handler/netwire6.py)."""
+    pod_if = podnet.POD_INTERFACE
+    cmds = masquerade_commands(links, uid=uid, target=target)
+    sysctls, nft = {"net.ipv4.ip_forward": "1"}, nat_rules(target, pod_if=pod_if)
+    dual = netwire6.pod_has_ipv6(links[pod_if])
+    if dual:
+        rng6, bridge = target.guest_range6, podnet.bridge_name(pod_if)
+        cmds.append(netwire6.bridge_address(rng6, bridge=bridge))
+        sysctls[netwire6.FORWARDING] = "1"
+        nft += netwire6.nat6_rules(
+            rng6, tcp_ports=target.tcp_ports, udp_ports=target.udp_ports,
+            listed=target.listed, pod_if=pod_if,
+        )  # fmt: skip
+    return MasqueradeBatch(ip=cmds, sysctls=sysctls, nft=nft, dual=dual)
+
+
 async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
     """The guest on its range's address behind NAT to the pod's address: one query, then
     the links, the sysctl and the NAT rules in one batch."""
     pod_if = podnet.POD_INTERFACE
     links = await _links(launcher.pid, "addr", "show")
-    cmds = masquerade_commands(links, uid=launcher.uid, target=target)
-    await netns.batch(
-        launcher.pid,
-        ip=cmds,
-        sysctls={"net.ipv4.ip_forward": "1"},
-        nft=nat_rules(target, pod_if=pod_if),
-    )
+    plan = masquerade_batch(links, uid=launcher.uid, target=target)
+    await netns.batch(launcher.pid, ip=plan.ip, sysctls=plan.sysctls, nft=plan.nft)
+    dual = plan.dual
     return WiredInterface(
         name=target.name,
         binding=Binding.MASQUERADE,
@@ -146,6 +174,8 @@ async def masquerade(launcher: Launcher, target: Target) -> WiredInterface:
         gateway=target.guest_range.gateway,
         mac=target.mac,
         mtu=int(links[pod_if].get("mtu", 1500)),
+        guest_ip6=target.guest_range6.guest if dual else "",
+        prefix6=target.guest_range6.prefix if dual else 0,
     )
 
 

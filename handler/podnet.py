@@ -72,6 +72,7 @@ def pod_target(vmi: VirtualMachineInstance) -> Target | None:
                 mac=mac,
                 multi_queue=_multi_queue(vmi, iface),
                 guest_range=podnet.guest_range(net.pod.vm_network_cidr if net.pod else None),
+                guest_range6=podnet.guest_range6(net.pod.vm_ipv6_network_cidr if net.pod else None),
             )
     return None
 

@@ -1,5 +1,6 @@
 """The launcher's side of the pod network (shared/podnet.py): once virt-handler's wiring
-file appears, serve DHCP to the guest on each wired interface's bridge."""
+file appears, serve DHCP to the guest on each wired interface's bridge (and DHCPv6 on a
+dual-stack masquerade one)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from launcher import dhcp
+from launcher import dhcp, dhcp6
 from shared import podnet
 from shared.model import VirtualMachineInstance
 from shared.podnet import Binding
@@ -65,5 +66,8 @@ async def serve(
                 tg.create_task(
                     dhcp.serve(lease, wired.bridge, extras=of), name=f"dhcp-{wired.name}"
                 )
+                if wired.guest_ip6:  # dual-stack masquerade (launcher/dhcp6.py)
+                    lease6 = dhcp6.Lease6(ip=wired.guest_ip6, dns=dhcp6.ipv6_dns(resolv))
+                    tg.create_task(dhcp6.serve(lease6, wired.bridge), name=f"dhcp6-{wired.name}")
     except* OSError as group:  # the guest gets no address; said loudly, the VM still runs
         log.error("dhcp_failed", error=str(group.exceptions[0]))

@@ -81,6 +81,7 @@ class LauncherPod:
     failure: str | None = None
     created: str | None = None
     ip: str | None = None  # status.podIP, once the pod has one
+    ips: tuple[str, ...] = ()  # status.podIPs (a dual-stack pod's IPv4 and IPv6)
     image_pull: ImagePullFailure | None = None
     # Failed because its node's kubelet refused to admit it: none of its containers ran.
     rejected: bool = False
@@ -171,6 +172,7 @@ def decode_pod(raw: Mapping[str, Any]) -> LauncherPod:
         failure=_failure(status) if ended or compute_terminated else None,
         created=meta.get("creationTimestamp") or None,
         ip=status.get("podIP") or None,
+        ips=tuple(str(p["ip"]) for p in status.get("podIPs") or () if p.get("ip")),
         image_pull=_image_pull(status),
         rejected=phase == PodPhase.FAILED and kubelet_rejected(status),
         image=_compute_image(spec),

@@ -12,6 +12,8 @@ privileges) only opens what was made for it. Here:
      first address of the pod network's `vmNetworkCIDR`), the guest gets the next one
      (`MASQUERADE_GUEST`) by DHCP, nftables in the pod's namespace DNAT the pod's TCP/UDP
      ports (all, or the interface's `ports`) to the guest and masquerade what the guest sends out;
+     on a dual-stack pod the same in IPv6 (`vmIPv6NetworkCIDR`, KubeVirt's fd10:0:2::/120:
+     the bridge ::1, the guest ::2 by DHCPv6, NAT66 in an `ip6` table);
    - bridge: the pod interface's address leaves it (recorded here first), the interface
      joins the bridge with a new MAC, and the guest gets the pod's address and MAC by DHCP;
 2. the handler then writes `NETWORK_FILE` in the pod's `private` volume, atomically: the
@@ -37,6 +39,7 @@ MASQUERADE_GATEWAY = "10.0.2.1"
 MASQUERADE_GUEST = "10.0.2.2"
 MASQUERADE_PREFIX = 24
 MASQUERADE_CIDR = f"10.0.2.0/{MASQUERADE_PREFIX}"  # KubeVirt's default vmNetworkCIDR
+MASQUERADE_CIDR6 = "fd10:0:2::/120"  # KubeVirt's default vmIPv6NetworkCIDR
 # The gateway bridge's MAC, the same in every pod: a guest migrated to another pod keeps
 # reaching its gateway through the neighbour entry it has.
 MASQUERADE_GATEWAY_MAC = "02:00:00:6b:76:01"
@@ -60,6 +63,14 @@ def guest_range(vm_network_cidr: str | None) -> GuestRange:
     """The range of networks[].pod.vmNetworkCIDR (admission checked it: IPv4, prefix ≤ 30),
     KubeVirt's 10.0.2.0/24 when unset."""
     net = ipaddress.IPv4Network(vm_network_cidr or MASQUERADE_CIDR, strict=False)
+    first = net.network_address
+    return GuestRange(gateway=str(first + 1), guest=str(first + 2), prefix=net.prefixlen)
+
+
+def guest_range6(vm_ipv6_network_cidr: str | None) -> GuestRange:
+    """The range of networks[].pod.vmIPv6NetworkCIDR (admission checked it: IPv6, prefix
+    ≤ 126), KubeVirt's fd10:0:2::/120 when unset: the gateway ::1, the guest ::2."""
+    net = ipaddress.IPv6Network(vm_ipv6_network_cidr or MASQUERADE_CIDR6, strict=False)
     first = net.network_address
     return GuestRange(gateway=str(first + 1), guest=str(first + 2), prefix=net.prefixlen)
 
@@ -102,6 +113,10 @@ class WiredInterface:
     mac: str | None = None  # the guest's MAC when the wiring decides it (bridge)
     mtu: int = 1500
     routes: tuple[Route, ...] = ()  # more routes for the guest (classless static routes)
+    # masquerade on a dual-stack pod: the guest's IPv6 address (DHCPv6, launcher/dhcp6.py)
+    # and prefix; "" when the pod has no IPv6 address
+    guest_ip6: str = ""
+    prefix6: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -376,7 +376,7 @@ def with_pod_ip(status: VMIStatus, vmi: VirtualMachineInstance, pod: LauncherPod
         current[w.name]
         if w.name in passt and w.name in current and current[w.name].ip_address
         else w
-        for w in vmi.interface_statuses(pod_ip=pod.ip)
+        for w in vmi.interface_statuses(pod_ip=pod.ip, pod_ips=pod.ips)
     )
     if not status.interfaces:
         return dataclasses.replace(status, interfaces=wanted)

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from localkube.realnode.netplan6 import NodeV6
 from localkube.realnode.noderes import NodeResources
 
 PAUSE_IMAGE = "registry.local/kubevirt-py/pause:3.10"
@@ -43,6 +44,18 @@ class NodeLayout:
     cluster_cidr: str
     cgroup_root: str
     routes: tuple[tuple[str, str], ...]  # (other node's pod range, via its node IP)
+    v6: NodeV6 | None = None  # the node's IPv6 addresses: the cluster is dual-stack
+
+    @property
+    def node_ips(self) -> str:
+        """kubelet's ``--node-ip``: IPv4, then IPv6 when dual-stack."""
+        return self.node_ip if self.v6 is None else f"{self.node_ip},{self.v6.node_ip}"
+
+    @property
+    def cluster_cidrs(self) -> str:
+        """kube-proxy's ``clusterCIDR``: IPv4, then IPv6 when dual-stack."""
+        v6 = self.v6
+        return self.cluster_cidr if v6 is None else f"{self.cluster_cidr},{v6.cluster_cidr}"
 
     @property
     def containerd_dir(self) -> Path:
@@ -151,11 +164,17 @@ def cni_conflist(node: NodeLayout) -> str:
 
 
 def cluster_network(node: NodeLayout) -> dict[str, Any]:
-    """The cluster network's conflist (multus delegates ``eth0`` to it when installed)."""
+    """The cluster network's conflist (multus delegates ``eth0`` to it when installed); a
+    dual-stack node adds an IPv6 range (each pod gets one address of each family)."""
+    ranges: list[list[dict[str, str]]] = [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]]
+    routes = [{"dst": "0.0.0.0/0"}]
+    if node.v6 is not None:
+        ranges.append([{"subnet": node.v6.pod_cidr, "gateway": node.v6.pod_gateway}])
+        routes.append({"dst": "::/0"})
     ipam = {
         "type": "host-local",
-        "ranges": [[{"subnet": node.pod_cidr, "gateway": node.pod_gateway}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
+        "ranges": ranges,
+        "routes": routes,
         "dataDir": str(node.dir / "cni" / "ipam"),
     }
     bridge = {
@@ -225,7 +244,7 @@ def kube_proxy_yaml(node: NodeLayout, *, kubeconfig: Path) -> str:
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "hostnameOverride": node.name,
         "bindAddress": node.node_ip,
-        "clusterCIDR": node.cluster_cidr,
+        "clusterCIDR": node.cluster_cidrs,
         "mode": "iptables",
         "metricsBindAddress": "127.0.0.1:10249",
         "healthzBindAddress": "127.0.0.1:10256",
@@ -237,6 +256,9 @@ def kube_proxy_yaml(node: NodeLayout, *, kubeconfig: Path) -> str:
             "tcpCloseWaitTimeout": "0s",
         },
         "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
-        "nodePortAddresses": [f"{node.node_ip}/32"],
+        "nodePortAddresses": [
+            f"{node.node_ip}/32",
+            *([f"{node.v6.node_ip}/128"] if node.v6 is not None else []),
+        ],
     }
     return yaml.safe_dump(config, sort_keys=False)

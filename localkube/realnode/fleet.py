@@ -24,6 +24,7 @@ from localkube.realnode.namespaces import (
     remove_bridge,
 )
 from localkube.realnode.netplan import NetPlan, node_index
+from localkube.realnode.netplan6 import node_v6
 from localkube.realnode.node import NodeInputs, RealNode
 
 log = structlog.get_logger()
@@ -52,7 +53,7 @@ def apiserver_flags(plan: NetPlan, pki: Pki) -> tuple[str, ...]:
     return (
         "--bind-address=0.0.0.0",
         f"--advertise-address={plan.gateway}",
-        f"--service-cluster-ip-range={plan.service_cidr}",
+        f"--service-cluster-ip-range={plan.service_cidr},{plan.v6.service_cidr}",
         "--endpoint-reconciler-type=lease",
         f"--kubelet-client-certificate={pki.crt(KUBELET_CLIENT)}",
         f"--kubelet-client-key={pki.key(KUBELET_CLIENT)}",
@@ -88,6 +89,7 @@ class Fleet:
             cluster_cidr=plan.cluster_cidr,
             cgroup_root=f"/kvpy{plan.block}-{name}",
             routes=others,
+            v6=node_v6(plan.v6, index=i, nodes=len(nodes)),
         )
         ns = NodeNamespaces(
             layout=layout, netns=plan.netns(name), host_veth=plan.host_veth(i), bridge=plan.bridge
@@ -117,7 +119,9 @@ class Fleet:
             write_kubeconfig(paths.kubeconfig(user), server=server, pki=self.pki, user=user)
 
     async def prepare_network(self) -> None:
-        await ensure_bridge(bridge=self.plan.bridge, gateway=self.plan.gateway)
+        await ensure_bridge(
+            bridge=self.plan.bridge, gateway=self.plan.gateway, gateway6=self.plan.v6.gateway
+        )
         if self.config.multus_dir is not None:
             await multus.ensure_host_bridge(self.plan.secondary_bridge)
             # The host on the migration link (.13.1, as .0.1 on the node network): tests

@@ -1,8 +1,9 @@
 """A real node's own namespaces on this host: network, mount and a cgroup root.
 
 - **Network**: a named netns (``ip netns``) joined to the cluster's host bridge by a veth
-  pair; routes to the other nodes' pod ranges; IPv4 forwarding on inside it only. No
-  default route, so nothing a node or pod sends can leave the machine. The kubelet's and
+  pair; routes to the other nodes' pod ranges; IPv4 and IPv6 forwarding on inside it only
+  (dual-stack: netplan6.py). No default route of either family, so nothing a node or pod
+  sends can leave the machine. The kubelet's and
   kube-proxy's iptables rules land in this namespace, never in the host's.
 - **Mount**: a pinned mount namespace where the paths a kubelet node has for itself are
   bind mounts of the node's directory (``/var/lib/kubelet`` shared, so volume mounts reach
@@ -28,6 +29,7 @@ from localkube.errors import CommandFailed
 from localkube.nodeagent.cgroups import Cgroup
 from localkube.procs import run_cmd
 from localkube.realnode.configs import NodeLayout
+from localkube.realnode.netplan6 import NodeV6
 
 log = structlog.get_logger()
 
@@ -69,13 +71,16 @@ mount --make-rshared /var/lib/kubelet
 """
 
 
-async def ensure_bridge(*, bridge: str, gateway: str) -> None:
-    """The cluster's host bridge with the gateway address (kube-apiserver listens there)."""
+async def ensure_bridge(*, bridge: str, gateway: str, gateway6: str | None = None) -> None:
+    """The cluster's host bridge with the gateway address (kube-apiserver listens there),
+    and the IPv6 one (``gateway6``, a /64) on a dual-stack cluster's node network."""
     if not Path(f"/sys/class/net/{bridge}").exists():
         await run_cmd(["ip", "link", "add", bridge, "type", "bridge"])
     addrs = await run_cmd(["ip", "-4", "-o", "addr", "show", "dev", bridge])
     if f" {gateway}/" not in addrs:
         await run_cmd(["ip", "addr", "add", f"{gateway}/24", "dev", bridge])
+    if gateway6 is not None:
+        await run_cmd(["ip", "addr", "replace", f"{gateway6}/64", "dev", bridge, "nodad"])
     await run_cmd(["ip", "link", "set", bridge, "up"])
 
 
@@ -160,6 +165,21 @@ class NodeNamespaces:
         for cidr, via in node.routes:
             await run_cmd([*inside, "ip", "route", "replace", cidr, "via", via])
         await run_cmd(["ip", "route", "replace", node.pod_cidr, "via", node.node_ip])
+        if node.v6 is not None:
+            await self._network6(node.v6)
+
+    async def _network6(self, v6: NodeV6) -> None:
+        """The node's IPv6 address (no duplicate detection: the plan owns the prefix), IPv6
+        forwarding in the node's namespace only, routes to the other nodes' pod ranges, and
+        the host's route to this node's (as for IPv4)."""
+        inside = ["ip", "netns", "exec", self.netns]
+        await run_cmd(
+            [*inside, "ip", "addr", "replace", f"{v6.node_ip}/64", "dev", "eth0", "nodad"]
+        )
+        await run_cmd([*inside, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"])
+        for cidr, via in v6.routes:
+            await run_cmd([*inside, "ip", "-6", "route", "replace", cidr, "via", via])
+        await run_cmd(["ip", "-6", "route", "replace", v6.pod_cidr, "via", v6.node_ip])
 
     async def _mounts(self) -> None:
         if _is_mountpoint(self.mount_pin):

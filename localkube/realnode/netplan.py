@@ -16,6 +16,9 @@ bench-network's namespaces live there. Inside a block:
   ``sec0`` link, layer 2 only (localkube/realnode/multus.py);
 - ``.15.0/24``  the Service range; ``.15.1`` is the ``kubernetes`` Service.
 
+Each block has an IPv6 twin in the tooling's unique local prefix (netplan6.py): the pod
+and Service networks are dual-stack, IPv4 first.
+
 Nothing here is routed or masqueraded out of the machine: the node namespaces have no
 default route, and the host only learns routes to the block's pod ranges via its bridge.
 """
@@ -26,6 +29,8 @@ import ipaddress
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from localkube.realnode.netplan6 import NetPlan6
 
 SUPERNET = ipaddress.ip_network("198.18.0.0/15")
 BLOCKS = 31  # of the /15's 32: the last is the process-mode clusters' and benches' (above)
@@ -50,6 +55,11 @@ class NetPlan:
 
     def _addr(self, third: int, fourth: int) -> str:
         return str(ipaddress.ip_address(self._base + third * 256 + fourth))
+
+    @property
+    def v6(self) -> NetPlan6:
+        """The block's IPv6 ranges (the cluster is dual-stack: localkube/realnode/netplan6.py)."""
+        return NetPlan6(block=self.block)
 
     @property
     def cluster_cidr(self) -> str:

@@ -98,7 +98,7 @@ class RealNode:
                     f"--config={cfg / 'kubelet.yaml'}",
                     f"--kubeconfig={self.inputs.kubeconfig}",
                     f"--hostname-override={self.name}",
-                    f"--node-ip={self.layout.node_ip}",
+                    f"--node-ip={self.layout.node_ips}",
                     "--v=1",
                 ],
             ),

@@ -333,7 +333,24 @@ def validate_networks(errs: Errors, path: str, spec: VMISpec) -> None:
                 "leaves no room for the gateway and the guest (a prefix of at most /30)",
                 cidr,
             )
+        _check_ipv6_cidr(errs, f"{npath}.pod.vmIPv6NetworkCIDR", net.pod.vm_ipv6_network_cidr)
     check_unique_names(errs, nets_path, [n.name for n in spec.networks])
+
+
+def _check_ipv6_cidr(errs: Errors, path: str, cidr: str | None) -> None:
+    """vmIPv6NetworkCIDR: an IPv6 CIDR leaving room for the gateway and the guest."""
+    if cidr is None:
+        return
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        net = None
+    if net is None or net.version != 6 or "/" not in cidr:
+        errs.add(path, "is not a valid IPv6 CIDR", cidr)
+    elif net.prefixlen > 126:
+        errs.add(
+            path, "leaves no room for the gateway and the guest (a prefix of at most /126)", cidr
+        )
 
 
 def _is_ipv4_cidr(value: str) -> bool:

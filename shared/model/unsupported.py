@@ -277,7 +277,7 @@ KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
     ResourceFieldSelector: frozenset(),
     Network: frozenset(),
     MultusNetwork: frozenset(),
-    PodNetwork: frozenset({"vmIPv6NetworkCIDR"}),
+    PodNetwork: frozenset(),
     VMSpec: frozenset(),
     VMITemplateSpec: frozenset(),
     Probe: frozenset(),

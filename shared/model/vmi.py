@@ -183,22 +183,26 @@ class VirtualMachineInstance(KubeObject):
         """Succeeded or Failed."""
         return self.status.is_final()
 
-    def interface_statuses(self, *, pod_ip: str | None) -> tuple[VMIInterfaceStatus, ...]:
+    def interface_statuses(
+        self, *, pod_ip: str | None, pod_ips: tuple[str, ...] = ()
+    ) -> tuple[VMIInterfaceStatus, ...]:
         """status.interfaces from the spec: name, the MAC when the spec pins one, and for
         interfaces on the pod network the pod's IP (masquerade NATs the guest behind it,
-        KubeVirt reports it the same way)."""
+        KubeVirt reports it the same way); a masquerade interface on a dual-stack pod lists
+        both of the pod's IPs (`pod_ips`, IPv4 first) in ipAddresses."""
         on_pod = {n.name for n in self.spec.networks if n.primary}
         out = []
         for iface in self.spec.domain.devices.interfaces:
             if iface.state == LinkState.ABSENT:
                 continue  # hot-unplugged
             ip = pod_ip if iface.name in on_pod else None
+            both = iface.masquerade is not None
             out.append(
                 VMIInterfaceStatus(
                     name=iface.name,
                     mac=iface.mac_address,
                     ip_address=ip,
-                    ip_addresses=(ip,) if ip else (),
+                    ip_addresses=(pod_ips if both and pod_ips else (ip,)) if ip else (),
                 )
             )
         return tuple(out)

@@ -312,6 +312,8 @@ class PodNetwork(Model):
     """networks[].pod: the pod's default network."""
 
     vm_network_cidr: str | None = field(default=None, metadata=json_name("vmNetworkCIDR"))
+    # masquerade's IPv6 guest range on a dual-stack pod (KubeVirt's fd10:0:2::/120)
+    vm_ipv6_network_cidr: str | None = field(default=None, metadata=json_name("vmIPv6NetworkCIDR"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

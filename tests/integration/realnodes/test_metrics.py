@@ -145,8 +145,8 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
     )  # fmt: skip
     (iface,) = status
     assert iface["name"] == "default" and iface["interfaceName"] == "eth0", iface
-    pod_ip = _launcher_ip(k, ns, vmi["metadata"]["uid"])
-    assert iface["ipAddress"] == pod_ip and iface["ipAddresses"] == [pod_ip], iface  # masquerade
+    pod_ips = _launcher_ips(k, ns, vmi["metadata"]["uid"])  # IPv4, IPv6: dual-stack pods
+    assert iface["ipAddress"] == pod_ips[0] and iface["ipAddresses"] == pod_ips, iface  # masquerade
 
     # KubeVirt's freeze (as virt-freezer and backup tools call it) through the guest's agent.
     path = f"/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/demo"
@@ -158,10 +158,10 @@ def test_a_running_vm_has_every_kubevirt_series_with_its_labels(
           60, "status.fsFreezeStatus gone once thawed", lambda: _vmi(k, ns).get("status"))  # fmt: skip
 
 
-def _launcher_ip(k: Kubectl, ns: str, vmi_uid: str) -> str:
+def _launcher_ips(k: Kubectl, ns: str, vmi_uid: str) -> list[str]:
     out = k("get", "pods", "-n", ns, "-l", f"kubevirt.io/created-by={vmi_uid}", "-o", "json")
     (pod,) = json.loads(out)["items"]
-    return str(pod["status"]["podIP"])
+    return [str(p["ip"]) for p in pod["status"]["podIPs"]]
 
 
 def _interfaces(k: Kubectl, ns: str) -> list[dict[str, Any]]:

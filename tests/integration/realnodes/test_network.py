@@ -30,19 +30,22 @@ PY_IMAGE = "registry.local/kubevirt-py/virt-controller:dev"
 GUEST_IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
 
 # Another pod's view of guests: TCP echo (7), HTTP (80) and UDP echo (7) at each address
-# given, each retried for up to a minute (the guest may still be starting its services).
+# given, each retried for up to a minute (the guest may still be starting its services);
+# an IPv6 address only over HTTP (the guest's busybox httpd listens on both families).
 PROBE = """
 import socket, sys, time, urllib.request
 def tcp():
     with socket.create_connection((host, 7), timeout=5) as c:
         c.sendall(b"kvpy-tcp\\n"); return c.recv(64).decode().strip()
 def http():
-    return urllib.request.urlopen("http://%s/" % host, timeout=5).read().decode().strip()
+    url = "http://[%s]/" % host if ":" in host else "http://%s/" % host
+    return urllib.request.urlopen(url, timeout=5).read().decode().strip()
 def udp():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(3); s.sendto(b"kvpy-udp", (host, 7)); return s.recv(64).decode()
 for host in sys.argv[1:]:
-    for name, probe in (("tcp7", tcp), ("http80", http), ("udp7", udp)):
+    probes = (("http80", http),) if ":" in host else (("tcp7", tcp), ("http80", http), ("udp7", udp))
+    for name, probe in probes:
         deadline, why = time.monotonic() + 60, ""
         while time.monotonic() < deadline:
             try:
@@ -110,10 +113,17 @@ def _running_vmi(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
 
 
 def _launcher_ip(k: Kubectl, ns: str, vmi: dict[str, Any]) -> str:
+    return _launcher_ips(k, ns, vmi)[0]
+
+
+def _launcher_ips(k: Kubectl, ns: str, vmi: dict[str, Any]) -> list[str]:
+    """The launcher pod's podIPs: IPv4 first, then IPv6 (the local cluster is dual-stack)."""
     _, uid = _pod_uid(vmi)
     items = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
     (pod,) = [p for p in items if p["metadata"]["uid"] == uid]
-    return str(pod["status"]["podIP"])
+    ips = [str(p["ip"]) for p in pod["status"]["podIPs"]]
+    assert ips[0] == pod["status"]["podIP"], ips
+    return ips
 
 
 def _start_pod(k: Kubectl, ns: str, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -158,23 +168,38 @@ def test_masquerade_guest_behind_nat_in_the_pod(
     gets 10.11.12.2 by the launcher's DHCP (gateway 10.11.12.1), pings a pod on another
     node (ICMP out through the pod's NAT), and a pod on the other node reaches it on the
     launcher pod's IP over TCP 7, HTTP 80 and UDP 7 (every port DNATed). (KubeVirt's
-    default range, 10.0.2.0/24, is the migration test's.)"""
+    default range, 10.0.2.0/24, is the migration test's.) Dual-stack: the guest gets
+    fd10:0:3::2 of its vmIPv6NetworkCIDR fd10:0:3::/120 by the launcher's DHCPv6, the
+    same pod reaches it on the launcher pod's IPv6 address over HTTP 80 (NAT66), and the
+    VMI's status.interfaces[0].ipAddresses lists both pod addresses, IPv4 first."""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged", IDLE))
     manifest = _vmi_manifest(
         "masq", binding="masquerade", kernel_args=f"kvpy.ping={target['podIP']}"
     )
-    manifest["spec"]["networks"][0]["pod"] = {"vmNetworkCIDR": "10.11.12.0/24"}
+    manifest["spec"]["networks"][0]["pod"] = {
+        "vmNetworkCIDR": "10.11.12.0/24",
+        "vmIPv6NetworkCIDR": "fd10:0:3::/120",
+    }
     k("apply", "-n", ns, "-f", "-", stdin=json.dumps(manifest))
     vmi = _running_vmi(k, ns, "masq")
     serial = _guest_says(
-        real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP", "KUBEVIRT-PY-PING-"
-    )
+        real_cluster, vmi, "KUBEVIRT-PY-SERVICES-UP", "KUBEVIRT-PY-DHCP", "KUBEVIRT-PY-PING-",
+        "KUBEVIRT-PY-DHCP6",
+    )  # fmt: skip
     assert "KUBEVIRT-PY-DHCP eth0 10.11.12.2/24 router=10.11.12.1" in serial, serial[-1500:]
+    assert "KUBEVIRT-PY-DHCP6 eth0 fd10:0:3::2 router=fe80::" in serial, serial[-1500:]
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
     node, _ = _pod_uid(vmi)
-    pod_ip = _launcher_ip(k, ns, vmi)
-    _assert_served(_probe(k, ns, "probe-masq", pod_ip, node=_other(node)), pod_ip)
+    pod_ip, pod_ip6 = _launcher_ips(k, ns, vmi)
+    logs = _probe(k, ns, "probe-masq", pod_ip, pod_ip6, node=_other(node))
+    _assert_served(logs, pod_ip)
+    assert f"{pod_ip6} http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
+
+    def reported() -> list[str]:
+        return list(_named_vmi(k, ns, "masq")["status"]["interfaces"][0].get("ipAddresses", []))
+
+    _wait(lambda: reported() == [pod_ip, pod_ip6], 60, "both pod IPs in the VMI status", reported)
 
 
 def test_bridge_and_passt_guests_hold_the_pod_ip(

@@ -28,8 +28,9 @@ PY_IMAGE = "registry.local/kubevirt-py/virt-controller:dev"
 
 SERVER = """
 import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 8080)); s.listen()
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 8080)); s.listen()
 print("listening", flush=True)
 while True:
     c, _ = s.accept(); c.sendall(b"echo-ok " + c.recv(64)); c.close()
@@ -37,8 +38,9 @@ while True:
 
 CLIENT = """
 import json, os, socket, ssl, sys, urllib.request
-c = socket.create_connection((sys.argv[1], 8080), timeout=10); c.sendall(b"hi")
-print(c.recv(64).decode(), flush=True)
+for host in sys.argv[1:]:
+    c = socket.create_connection((host, 8080), timeout=10); c.sendall(b"hi")
+    print(host, c.recv(64).decode(), flush=True)
 url = "https://%s:%s/version" % (os.environ["KUBERNETES_SERVICE_HOST"],
                                  os.environ["KUBERNETES_SERVICE_PORT"])
 ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
@@ -83,7 +85,10 @@ def test_pods_are_containers_with_cluster_networking(
 ) -> None:
     """A pod on node01 serves TCP; a pod on node02 reaches it by pod IP and reaches
     kube-apiserver through the ``kubernetes`` Service; pod IPs come from each node's range in
-    198.18.0.0/15; ``kubectl logs`` and ``exec`` reach the kubelet; the runtime is containerd."""
+    198.18.0.0/15; ``kubectl logs`` and ``exec`` reach the kubelet; the runtime is containerd.
+    Dual-stack: each pod has an IPv6 address beside it (podIPs, IPv4 first) from its node's
+    range of the tooling's unique local prefix, and the client reaches the server on it and
+    on the IPv6 ClusterIP of a RequireDualStack Service (kube-proxy's ip6tables rules)."""
     k, ns = real_kubectl, real_namespace
     plan = NetPlan.load_or_pick(real_cluster.paths.root / "net.json", taken=set())
     nodes = json.loads(k("get", "nodes", "-o", "json"))["items"]
@@ -97,15 +102,13 @@ def test_pods_are_containers_with_cluster_networking(
         "server Running",
     )
     assert ipaddress.ip_address(server["podIP"]) in ipaddress.ip_network(plan.pod_cidr(1))
+    ips = [p["ip"] for p in server["podIPs"]]
+    assert ips[0] == server["podIP"] and len(ips) == 2, ips
+    assert ipaddress.ip_address(ips[1]) in ipaddress.ip_network(plan.v6.pod_cidr(1))
+    service_v6 = _dual_stack_service(k, ns)
     _wait(lambda: "listening" in k("logs", "-n", ns, "server", check=False), 30, "server logs")
-    k(
-        "apply",
-        "-n",
-        ns,
-        "-f",
-        "-",
-        stdin=json.dumps(_pod("client", "node02", CLIENT, server["podIP"])),
-    )
+    client = _pod("client", "node02", CLIENT, *ips, service_v6)
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(client))
     done = _wait(
         lambda: (s := _pod_status(k, ns, "client"))["phase"] in ("Succeeded", "Failed") and s,
         120,
@@ -113,12 +116,36 @@ def test_pods_are_containers_with_cluster_networking(
     )
     logs = k("logs", "-n", ns, "client")
     assert done["phase"] == "Succeeded", logs
-    assert "echo-ok hi" in logs and "apiserver v1.36.3" in logs
+    assert "apiserver v1.36.3" in logs
+    for host in (*ips, service_v6):
+        assert f"{host} echo-ok hi" in logs, logs
     assert ipaddress.ip_address(done["podIP"]) in ipaddress.ip_network(plan.pod_cidr(2))
+    assert ipaddress.ip_address(done["podIPs"][1]["ip"]) in ipaddress.ip_network(
+        plan.v6.pod_cidr(2)
+    )
     hostname = k(
         "exec", "-n", ns, "server", "--", "python3", "-c", "import os; print(os.uname()[1])"
     )
     assert hostname.strip() == "server"
+
+
+def _dual_stack_service(k: Kubectl, ns: str) -> str:
+    """A RequireDualStack Service in front of the server pod: its IPv6 ClusterIP."""
+    k("label", "pod", "server", "-n", ns, "app=server")
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "server"},
+        "spec": {
+            "selector": {"app": "server"},
+            "ipFamilyPolicy": "RequireDualStack",
+            "ports": [{"port": 8080, "targetPort": 8080}],
+        },
+    }
+    k("apply", "-n", ns, "-f", "-", stdin=json.dumps(service))
+    spec = json.loads(k("get", "service", "server", "-n", ns, "-o", "json"))["spec"]
+    assert spec["ipFamilies"] == ["IPv4", "IPv6"], spec
+    return str(spec["clusterIPs"][1])
 
 
 def test_host_keeps_its_sysctls_and_iptables(real_cluster: Cluster) -> None:
@@ -146,6 +173,13 @@ def test_host_keeps_its_sysctls_and_iptables(real_cluster: Cluster) -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "default" not in routes.stdout  # nothing can leave the machine
+    routes6 = subprocess.run(
+        ["ip", "netns", "exec", plan.netns("node01"), "ip", "-6", "route"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "default" not in routes6.stdout, routes6.stdout  # nor over IPv6
+    host6 = subprocess.run(["ip6tables-save"], capture_output=True, text=True, check=True)
+    assert "KUBE-" not in host6.stdout
 
 
 def test_down_leaves_nothing(real_cluster: Cluster) -> None:
