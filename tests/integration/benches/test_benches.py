@@ -34,7 +34,7 @@ REAL_BENCHES = [
         "bench-handler", REAL,
         ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
          "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
-         "--settle-timeout", "5", "--timeout", "300"],
+         "--settle-timeout", "1", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) ", "phase by phase",
          "imported ", "noticed ", "written ", "suspended "],
         id="handler-realnodes",  # 50 s
@@ -54,7 +54,7 @@ BENCHES = [
     pytest.param(
         "bench-handler", PROCESS,
         ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
-         "--migration-rounds", "1", "--settle-timeout", "5", "--timeout", "300"],
+         "--migration-rounds", "1", "--settle-timeout", "1", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
         id="handler-process",  # 35 s
     ),
