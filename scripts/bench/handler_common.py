@@ -118,14 +118,16 @@ def host_cpu_seconds() -> float:
 
 
 async def settle(*, busy_below: float = 0.5, longest: float = 240.0) -> float:
-    """Wait until the host's CPUs are less than `busy_below` busy over 5 s (the guests have
-    booted); the seconds waited (at most `longest`)."""
+    """Wait until the host's CPUs are less than `busy_below` busy (the guests have booted),
+    sampled over 5 s, or over `longest` when that is shorter (the smallest runs, in tests);
+    the seconds waited (at most `longest`)."""
     began = time.monotonic()
     cores = os.cpu_count() or 1
+    window = min(5.0, longest)
     while time.monotonic() - began < longest:
         before = host_cpu_seconds()
-        await asyncio.sleep(5)
-        if (host_cpu_seconds() - before) / (5 * cores) < busy_below:
+        await asyncio.sleep(window)
+        if (host_cpu_seconds() - before) / (window * cores) < busy_below:
             break
     return time.monotonic() - began
 

@@ -6,11 +6,14 @@ The cluster benches share the session's clusters (`--session <pytest's pid>`): o
 process-mode one bench-cli serves its subresource stack and bench-handler --nodes process
 starts its handlers and controller; on the real-node one (kubevirt-py deployed by the
 realnodes fixtures) bench-handler's default mode, bench-import and bench-snapshot run, each
-removing its namespace afterwards. bench-controller starts its own process-mode cluster (it
-applies manifests/base and removes the webhooks, which a shared cluster must not see).
-bench-launcher, bench-migration and bench-network need no cluster.
+removing its namespace afterwards: those (REAL_BENCHES) run from
+tests/integration/realnodes/test_bench_runs.py, so that the real-node cluster starts with
+the real-node tests instead of idling through every process-mode module in between.
+bench-controller starts its own process-mode cluster (it applies manifests/base and removes
+the webhooks, which a shared cluster must not see). bench-launcher, bench-migration and
+bench-network need no cluster.
 
-What each costs (wall seconds on the 2-core host, 2026-11-29) is beside it in BENCHES;
+What each costs (wall seconds on the 2-core host, 2026-11-29) is beside it in the lists;
 docs/performance.md has the dated table.
 """
 
@@ -26,6 +29,22 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 PROCESS, REAL = "kube_cluster", "real_stack"  # the session fixtures a bench runs on
 
+REAL_BENCHES = [
+    pytest.param(
+        "bench-handler", REAL,
+        ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
+         "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
+         "--settle-timeout", "1", "--timeout", "300"],
+        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) ", "phase by phase",
+         "imported ", "noticed ", "written ", "suspended "],
+        id="handler-realnodes",  # 50 s
+    ),
+    pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],
+                 ["(a) import", "(b) VMI create"], id="import"),  # 38 s
+    pytest.param("bench-snapshot", REAL, ["--rounds", "1"],
+                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),  # 14 s
+]  # fmt: skip
+
 BENCHES = [
     pytest.param(
         "bench-cli", PROCESS, ["--stack", "--rounds", "1"],
@@ -35,23 +54,10 @@ BENCHES = [
     pytest.param(
         "bench-handler", PROCESS,
         ["--nodes", "process", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
-         "--migration-rounds", "1", "--settle-timeout", "5", "--timeout", "300"],
+         "--migration-rounds", "1", "--settle-timeout", "1", "--timeout", "300"],
         ["(a) ", "(b) ", "(c) ", "(d) ", "(e) migration", "(f) ", "rounds: 1"],
         id="handler-process",  # 35 s
     ),
-    pytest.param(
-        "bench-handler", REAL,
-        ["--nodes", "kubelet", "--vmis", "1", "--rate", "1", "--pause-sample", "1",
-         "--migration-rounds", "1", "--floor", "1", "--no-raw-floor", "--disk-rounds", "0",
-         "--settle-timeout", "5", "--timeout", "300"],
-        ["(a) ", "(b) ", "(c) ", "(e) migration", "(g) ", "(h) ", "phase by phase",
-         "imported ", "noticed ", "written ", "suspended "],
-        id="handler-realnodes",  # 50 s
-    ),
-    pytest.param("bench-import", REAL, ["--mib", "16", "--rounds", "1"],
-                 ["(a) import", "(b) VMI create"], id="import"),  # 38 s
-    pytest.param("bench-snapshot", REAL, ["--rounds", "1"],
-                 ["(a) guest frozen", "(b) create -> readyToUse"], id="snapshot"),  # 14 s
     pytest.param(
         "bench-controller", None, ["--vmis", "5", "--no-replicaset", "--no-vmirs"],
         ["API requests per VMI"], id="controller",  # 27 s
@@ -79,6 +85,19 @@ def test_bench_runs_at_its_smallest(
     request: pytest.FixtureRequest,
 ) -> None:
     """scripts/<bench> with its smallest flags exits 0 and prints every row of its report."""
+    run_bench(bench, cluster, argv, shown=shown, request=request)
+
+
+def run_bench(
+    bench: str,
+    cluster: str | None,
+    argv: list[str],
+    *,
+    shown: list[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    """Run scripts/<bench> (on the session's cluster of kind `cluster`, if any); it must
+    exit 0 and print every string of `shown`."""
     if cluster is not None:  # the session's cluster of that kind, up (and deployed: REAL)
         request.getfixturevalue(cluster)
         argv = [*argv, "--session", str(os.getpid())]

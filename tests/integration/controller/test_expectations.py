@@ -44,7 +44,10 @@ POD_EVENT_DELAY = 2.0
 
 
 class DelayedSource:
-    """A Source whose watch events arrive `delay` seconds late (lists are not delayed)."""
+    """A Source whose watch events arrive `delay` seconds late (lists are not delayed).
+
+    Each event is held `delay` seconds from when the apiserver sent it, in order; events
+    are not delayed one after another (a burst of ten would otherwise lag ten times `delay`)."""
 
     def __init__(self, inner: Source, delay: float) -> None:
         self._inner = inner
@@ -56,13 +59,31 @@ class DelayedSource:
     async def watch(
         self, *, resource_version: str, timeout_seconds: int
     ) -> AsyncGenerator[WatchEvent, None]:
-        stream = self._inner.watch(
-            resource_version=resource_version, timeout_seconds=timeout_seconds
-        )
-        async with contextlib.aclosing(stream):
-            async for event in stream:
-                await asyncio.sleep(self._delay)
+        loop = asyncio.get_running_loop()
+        held: asyncio.Queue[tuple[float, WatchEvent] | None] = asyncio.Queue()
+
+        async def receive() -> None:
+            stream = self._inner.watch(
+                resource_version=resource_version, timeout_seconds=timeout_seconds
+            )
+            try:
+                async with contextlib.aclosing(stream):
+                    async for event in stream:
+                        held.put_nowait((loop.time() + self._delay, event))
+            finally:
+                held.put_nowait(None)
+
+        receiver = asyncio.create_task(receive(), name="delayed-watch")
+        try:
+            while (item := await held.get()) is not None:
+                due, event = item
+                await asyncio.sleep(max(0.0, due - loop.time()))
                 yield event
+            await receiver  # the inner watch's error, if it ended with one
+        finally:
+            receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await receiver
 
 
 def delay_pods(name: str, source: Source) -> Source:

@@ -2,9 +2,10 @@
 
 The real controller renders real launcher pods, node01's node agent runs them, the real
 handler drives them to Running (the domain runs in QEMU) and, once the VMI is deleted,
-stops the guest; the VMI is gone only once its launcher pod is. A few cycles are in
-flight at once to keep the test short; every tenth waits for the guest to boot, so its
-delete powers the guest off by ACPI instead of destroying it when the grace ends.
+stops the guest; the VMI is gone only once its launcher pod is. Ten cycles are in flight
+at once to keep the test short; one cycle in 25 (c000, c025, ...) waits for the guest to
+boot, so its delete powers the guest off by ACPI instead of destroying it when the grace
+ends (none of those near the end, where it would run alone).
 """
 
 from __future__ import annotations
@@ -43,14 +44,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 T = TypeVar("T")
 
 CYCLES = 100
-IN_FLIGHT = 5
-BOOTED_EVERY = 10  # these wait for the guest to boot and power off by ACPI
+IN_FLIGHT = 10
+BOOTED_EVERY = 25  # these wait for the guest to boot and power off by ACPI
 BOOT_MEMORY = "128Mi"  # what the guest needs to boot
 KILL_MEMORY = "64Mi"  # the others need not boot: QEMU runs, the grace ends, it is destroyed
 KILL_GRACE = 2
 ACPI_GRACE = 60
 RUNNING_TIMEOUT = 240.0
 GONE_TIMEOUT = 180.0
+POLL = 0.25  # seconds between looks at a cycle's VMI (each look is one GET)
 PARTITIONS_TIMEOUT = 30.0  # the handler's informer sees the deletion, then it sweeps
 BASELINE_AFTER = 10  # cycles: the daemons' RSS and open files are sampled then
 RSS_MARGIN_KIB = 48 * 1024  # a leak check, not a budget: generous
@@ -127,7 +129,7 @@ class Churn:
     async def cycle(self, i: int) -> None:
         name = f"c{i:03d}"
         try:
-            await self._cycle(name, booted=i % BOOTED_EVERY == BOOTED_EVERY - 1)
+            await self._cycle(name, booted=i % BOOTED_EVERY == 0)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{await self._context(name)}") from None
 
@@ -143,6 +145,7 @@ class Churn:
             lambda v: v.status.phase is VMIPhase.RUNNING or v.is_final(),
             what=f"{self.ns}/{name} Running",
             timeout=RUNNING_TIMEOUT,
+            interval=POLL,
             show=lambda v: v.to_dict().get("status"),
         )
         assert vmi.status.phase is VMIPhase.RUNNING, f"{vmi.key}: {vmi.to_dict().get('status')}"
@@ -157,11 +160,16 @@ class Churn:
                 lambda s: BOOT_MARKER in s,
                 what=f"{name}'s guest booted",
                 timeout=RUNNING_TIMEOUT,
+                interval=POLL,
                 show=lambda s: s[-1500:],
             )
         await self.kube.delete(VMIS, name, namespace=self.ns)
         await wait_for(
-            lambda: self._gone(name), bool, what=f"{self.ns}/{name} gone", timeout=GONE_TIMEOUT
+            lambda: self._gone(name),
+            bool,
+            what=f"{self.ns}/{name} gone",
+            timeout=GONE_TIMEOUT,
+            interval=POLL,
         )
         # Gone means its launcher pod is gone, and the node agent deletes a pod's object
         # only after its processes ended and its directory went: nothing may be left now
@@ -235,7 +243,7 @@ async def test_100_create_delete_cycles_leave_nothing_behind(
     controller: ControllerProcess,
     cluster_node: HandlerProcess,
 ) -> None:
-    """100 VMIs (five at a time) are created, reach Running with their domain in QEMU, are
+    """100 VMIs (ten at a time) are created, reach Running with their domain in QEMU, are
     deleted and disappear. Once each is gone, no process of its run (QEMU, libvirtd, tini,
     launcher), no mount of its pod in any mount namespace, no cgroup partition and no pod
     directory (sockets, emptyDirs) is left. At the end: no VMI or pod in the namespace, no

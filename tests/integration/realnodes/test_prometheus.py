@@ -1,10 +1,11 @@
 """A real Prometheus on the real-node cluster (localkube/prometheus.py: Debian's binary,
-configured from manifests/base/monitoring's ServiceMonitor and PrometheusRule; scrape and
-evaluation every 5 s and every alert's `for` capped at 20 s so that alerts fire within a
-test). It scrapes both daemons over HTTPS with the operator's target labels; once a VM runs
-and migrated, every recording rule yields a series and every dashboard panel's query returns
-data; alerts a local cluster can provoke (a VM stuck in ErrImagePull, a failed migration, the
-virt-handlers gone from the nodes while a VMI runs) fire with their runbook and resolve."""
+configured from manifests/base/monitoring's ServiceMonitor and PrometheusRule; scrape every
+3 s, evaluation every 2 s and every alert's `for` capped at 5 s so that alerts fire within
+seconds of their cause). It scrapes both daemons over HTTPS with the operator's target
+labels; once a VM runs and migrated, every recording rule yields a series and every
+dashboard panel's query returns data; alerts a local cluster can provoke (a VM stuck in
+ErrImagePull, a failed migration, the virt-handlers gone from the nodes while a VMI runs)
+fire with their runbook and resolve."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from tests.integration.realnodes.test_story import (
 pytestmark = pytest.mark.cluster
 MONITORING = REPO / "manifests" / "base" / "monitoring"
 RUNBOOKS = (REPO / "docs" / "monitoring.md").read_text()
+FOR_CAP = "5s"  # every alert's `for` (2 evaluations at least: a pending alert is still seen)
 
 
 class Api:
@@ -80,7 +82,7 @@ class Api:
 @pytest.fixture(scope="module")
 def prom(real_stack: Kubectl, real_cluster: Cluster) -> Iterator[Api]:
     """The cluster's Prometheus, started for this module and stopped after it."""
-    options = PrometheusOptions(scrape_interval="5s", evaluation_interval="5s", for_cap="20s")
+    options = PrometheusOptions(scrape_interval="3s", evaluation_interval="2s", for_cap=FOR_CAP)
     local = LocalPrometheus(real_cluster, options)
     try:
         yield Api(asyncio.run(local.up()))
@@ -137,7 +139,7 @@ def test_both_daemons_scraped_every_rule_and_panel_has_data(
           "the guest agent connected", lambda: _vmi(k, ns).get("status"))  # fmt: skip
     network = [e for e in _panel_queries() if "kubevirt_vmi_network_" in e]
     _wait(lambda: not _empty(prom, network), 180, "the network panels' data",
-          partial(_empty, prom, network), interval=5)  # fmt: skip
+          partial(_empty, prom, network), interval=2)  # fmt: skip
     done = _virtctl(real_cluster.kubeconfig, ns, "migrate", "demo", "--wait", "--timeout", "240")
     assert done.returncode == 0, done.stderr
     _wait(lambda: prom.query(f'kubevirt_vmi_info{{namespace="{ns}", name="demo"}}'),
@@ -146,7 +148,7 @@ def test_both_daemons_scraped_every_rule_and_panel_has_data(
     records = [r["record"] for r in _rules() if "record" in r]
     exprs = [*records, *_panel_queries()]
     _wait(lambda: not _empty(prom, exprs), 300, "every recorded series and panel query",
-          partial(_empty, prom, exprs), interval=5)  # fmt: skip
+          partial(_empty, prom, exprs), interval=2)  # fmt: skip
     groups = prom.get("/api/v1/rules")["groups"]
     evaluated = [r for g in groups for r in g["rules"]]
     assert len(evaluated) == len(_rules())
@@ -237,7 +239,7 @@ def test_a_failed_migration_and_missing_handlers_alert_and_resolve(
 
 def test_prometheus_files_live_in_the_clusters_state_dir(prom: Api, real_cluster: Cluster) -> None:
     """Its config, rule file and targets are derived files in <state>/prometheus; the rule
-    file holds every rule of the PrometheusRule, alerts' `for` capped at 20 s; the targets
+    file holds every rule of the PrometheusRule, alerts' `for` capped at 5 s; the targets
     of the Services the ServiceMonitor selects are the two daemons'."""
     root = Path(real_cluster.paths.root) / "prometheus"
     rules = yaml.safe_load((root / "kubevirt-py.rules.yaml").read_text())
@@ -245,7 +247,7 @@ def test_prometheus_files_live_in_the_clusters_state_dir(prom: Api, real_cluster
     assert [r.get("record") or r["alert"] for r in loaded] == [
         r.get("record") or r["alert"] for r in _rules()
     ]
-    assert {r["for"] for r in loaded if "for" in r} == {"20s"}
+    assert {r["for"] for r in loaded if "for" in r} == {FOR_CAP}
 
     def selected() -> set[str]:
         return {
