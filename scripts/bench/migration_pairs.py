@@ -1,0 +1,244 @@
+"""(k) on real nodes: our migration through the handlers' mutual-TLS proxy against raw libvirt
+(floor_migration.py), on each of the two links between the nodes, in one run:
+
+1. the links are found in each node's virt-handler pod (its `eth0` on the pod network, its
+   `migration0` on the migration network the KubeVirt CR names); a node without either is
+   a failure naming the node and the link (`LinkMissing`), before anything is measured;
+2. raw libvirt, one libvirtd in each handler pod's network namespace, migrates a guest of
+   its own back and forth, its streams to the other pod's address on each network in turn;
+3. the proxy on the migration network: VMIMs of the bench's VMI, as deployed (the
+   handlers listen, advertise and dial on `migration0`);
+4. the proxy on the pod network: `migrations.network` taken off the CR (the controller
+   takes `migration0` off the handler DaemonSet, which rolls), the same VMIMs, then the
+   CR's network put back (rolled again) and the links checked as in 1.
+
+The proxy's figure is the source launcher's own migrate call (`migration_succeeded
+seconds=`, the same migrateToURI3 the raw floor times), from the launcher pod logs kept
+after each VMIM; (e)'s migration counts as the first on the migration network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from floor_libvirt import Template
+from floor_migration import Network, PodLinks, Round, launcher_seconds, raw_migrations
+from handler_common import NAMESPACE
+
+from localkube.cluster import Cluster
+from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
+from shared.kube import KUBEVIRTS, PODS, VMIMS, KubeClient
+from shared.kube.resources import DAEMONSETS
+from shared.mignet import HANDLER_DAEMONSET as HANDLER
+from shared.model import MigrationPhase, VirtualMachineInstanceMigration
+from shared.multus import NETWORKS_ANNOTATION
+
+TARGET = 1.2  # issue 37: the proxy at most 1.2x raw libvirt on each link
+KUBEVIRT_CR = "kubevirt"
+
+
+class LinkMissing(Exception):
+    """A node's handler pod lacks one of the two links the pairs are measured on."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pairs:
+    """Per network: the proxy's migrate seconds and the raw floor's rounds."""
+
+    proxy: Mapping[Network, list[float]]
+    raw: Mapping[Network, list[Round]]
+
+
+def parse_addresses(ip_json: str) -> dict[Network, str]:
+    """The IPv4 address of each network's interface in `ip -j -4 addr` output."""
+    found: dict[Network, str] = {}
+    for link in json.loads(ip_json or "[]"):
+        try:
+            network = Network(link.get("ifname", ""))
+        except ValueError:
+            continue
+        for addr in link.get("addr_info") or ():
+            if addr.get("family") == "inet" and addr.get("local"):
+                found.setdefault(network, addr["local"])
+    return found
+
+
+def check_links(links: Sequence[PodLinks], nodes: Sequence[str]) -> None:
+    """LinkMissing naming every node without a handler pod, or whose pod has no IPv4
+    address on one of the networks."""
+    problems = []
+    by_node = {pod.node: pod for pod in links}
+    for node in nodes:
+        pod = by_node.get(node)
+        if pod is None:
+            problems.append(f"node {node} has no running virt-handler pod")
+            continue
+        problems += [
+            f"node {node}: the virt-handler pod has no IPv4 address on its {n} ({n.label})"
+            for n in Network
+            if n not in pod.addresses
+        ]
+    if problems:
+        raise LinkMissing("; ".join(problems))
+
+
+def pod_pid(uid: str, *, proc: Path = Path("/proc")) -> int | None:
+    """A process of the pod `uid` (any: they share its network namespace), by its cgroup."""
+    marks = (uid, uid.replace("-", "_"))
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cgroups = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if any(mark in cgroups for mark in marks):
+            return int(entry.name)
+    return None
+
+
+async def handler_links(kube: KubeClient, nodes: Sequence[str]) -> list[PodLinks]:
+    """Each node's handler pod, its network namespace and addresses; LinkMissing if one
+    lacks a link."""
+    listed = await kube.list(
+        PODS, namespace=KUBEVIRT_NAMESPACE, label_selector=f"kubevirt.io={HANDLER}"
+    )
+    found = []
+    for pod in listed.items:
+        if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Running":
+            continue
+        pid = await asyncio.to_thread(pod_pid, pod["metadata"]["uid"])
+        if pid is None:
+            continue
+        netns = Path(f"/proc/{pid}/ns/net")
+        argv = ["nsenter", f"--net={netns}", "--", "ip", "-j", "-4", "addr", "show"]
+        done = await asyncio.to_thread(
+            subprocess.run, argv, capture_output=True, text=True, timeout=30, check=False
+        )
+        found.append(
+            PodLinks(
+                node=pod["spec"]["nodeName"], netns=netns, addresses=parse_addresses(done.stdout)
+            )
+        )
+    found.sort(key=lambda p: nodes.index(p.node) if p.node in nodes else len(nodes))
+    check_links(found, nodes)
+    return found[: len(nodes)]
+
+
+async def set_migration_network(
+    kube: KubeClient, network: str | None, *, timeout: float = 300
+) -> None:
+    """Set (or take off) the CR's `migrations.network`, then wait until the handler
+    DaemonSet's pods carry (or lack) it and every node runs a new, ready one."""
+    patch = {"spec": {"configuration": {"migrations": {"network": network}}}}
+    await kube.patch(KUBEVIRTS, KUBEVIRT_CR, patch, namespace=KUBEVIRT_NAMESPACE)
+    async with asyncio.timeout(timeout):
+        while True:
+            if await _rolled(kube, want_network=network is not None):
+                return
+            await asyncio.sleep(1)
+
+
+async def _rolled(kube: KubeClient, *, want_network: bool) -> bool:
+    ds = await kube.get(DAEMONSETS, HANDLER, namespace=KUBEVIRT_NAMESPACE)
+    template = ds["spec"]["template"]["metadata"].get("annotations") or {}
+    if (NETWORKS_ANNOTATION in template) != want_network:
+        return False
+    status, want = ds.get("status") or {}, ds["metadata"]["generation"]
+    counts = [status.get(k, -1) for k in ("desiredNumberScheduled", "updatedNumberScheduled",
+                                          "numberAvailable", "numberReady")]  # fmt: skip
+    if status.get("observedGeneration") != want or len(set(counts)) != 1:
+        return False
+    pods = await kube.list(
+        PODS, namespace=KUBEVIRT_NAMESPACE, label_selector=f"kubevirt.io={HANDLER}"
+    )
+    return len(pods.items) == int(counts[0])  # the old pods gone
+
+
+async def proxy_migrations(
+    kube: KubeClient, *, vmi: str, rounds: int, tag: str, keep_logs: Callable[[], None]
+) -> None:
+    """`rounds` VMIMs of `vmi`, one after the other; the launcher logs kept after each."""
+    for i in range(rounds):
+        name = f"bench-{tag}-{i}"
+        body = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": name},
+            "spec": {"vmiName": vmi},
+        }
+        began = time.monotonic()
+        await kube.create(VMIMS, body, namespace=NAMESPACE)
+        phase: MigrationPhase | None = MigrationPhase.PENDING
+        async with asyncio.timeout(300):
+            while phase is None or not phase.is_final():
+                await asyncio.sleep(0.1)
+                raw = await kube.get(VMIMS, name, namespace=NAMESPACE)
+                phase = VirtualMachineInstanceMigration.from_dict(raw).status.phase
+        print(f"    VMIM {name}: {phase} in {time.monotonic() - began:.2f} s")
+        if phase is not MigrationPhase.SUCCEEDED:
+            raise RuntimeError(f"VMIM {name} ended {phase}")
+        await asyncio.sleep(2)  # the source launcher's last log lines
+        await asyncio.to_thread(keep_logs)
+
+
+def new_seconds(before: Sequence[float], after: Sequence[float]) -> list[float]:
+    """The migrate durations in `after` that were not in `before` (kept logs grow)."""
+    return list((Counter(after) - Counter(before)).elements())
+
+
+async def measure(
+    cluster: Cluster,
+    kube: KubeClient,
+    *,
+    vmi: str,
+    rounds: int,
+    template: Template,
+    logs: tuple[Path, Callable[[], None]],
+) -> Pairs:
+    """Steps 1-4 of the module's docstring; logs: the kept pod logs' dir and its refresh."""
+    kept, keep_logs = logs
+    nodes = list(cluster.config.nodes[:2])
+    links = await handler_links(kube, nodes)
+    raw = await raw_migrations(template, links, rounds=rounds)
+    await proxy_migrations(kube, vmi=vmi, rounds=rounds - 1, tag="mignet", keep_logs=keep_logs)
+    on_migration = launcher_seconds(kept)
+    cr = await kube.get(KUBEVIRTS, KUBEVIRT_CR, namespace=KUBEVIRT_NAMESPACE)
+    network = ((cr["spec"].get("configuration") or {}).get("migrations") or {}).get("network")
+    await set_migration_network(kube, None)
+    try:
+        await proxy_migrations(kube, vmi=vmi, rounds=rounds, tag="podnet", keep_logs=keep_logs)
+    finally:
+        await set_migration_network(kube, network)
+    on_pod = new_seconds(on_migration, launcher_seconds(kept))
+    await handler_links(kube, nodes)  # back as deployed
+    return Pairs(proxy={Network.MIGRATION: on_migration, Network.POD: on_pod}, raw=raw)
+
+
+def report(pairs: Pairs) -> None:
+    """Both pairs, each with its ratio against the target."""
+    print("(k) the proxy vs raw libvirt on each link, same run: raw = libvirtd in each node's "
+          "virt-handler pod netns, plain TCP, no TLS, the launcher's XML, flags and downtime "
+          "limit; proxy = the source launcher's migrate through the handlers' mTLS proxy")  # fmt: skip
+    for network in Network:
+        raw, proxy = pairs.raw.get(network) or [], pairs.proxy.get(network) or []
+        print(f"    {network.label} ({network}):")
+        if not raw or not proxy:
+            print(f"      FAILED: no figure ({len(raw)} raw, {len(proxy)} proxy migrations)")
+            continue
+        took, mine = statistics.median(t for t, _ in raw), statistics.median(proxy)
+        downs = [d for _, d in raw if d is not None]
+        down = f"{statistics.median(downs):.0f} ms" if downs else "?"
+        print(f"      raw libvirt median {took:.2f} s (rounds {', '.join(f'{t:.2f}' for t, _ in raw)}),"
+              f" guest downtime median {down}")  # fmt: skip
+        verdict = "ok" if mine <= TARGET * took else "MISSED"
+        print(f"      proxy median {mine:.2f} s (rounds {', '.join(f'{t:.2f}' for t in proxy)}) -> "
+              f"{mine / took:.2f}x raw (target <= {TARGET}x): {verdict}")  # fmt: skip
