@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from floor_libvirt import Template
 from floor_migration import Network, PodLinks, Round, launcher_seconds, raw_migrations
-from handler_common import NAMESPACE
+from handler_common import NAMESPACE, host_cpu_seconds
 
 from localkube.cluster import Cluster
 from localkube.deploy import NAMESPACE as KUBEVIRT_NAMESPACE
@@ -55,6 +56,21 @@ class Pairs:
 
     proxy: Mapping[Network, list[float]]
     raw: Mapping[Network, list[Round]]
+    host: HostLoad
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostLoad:
+    """The whole host while the pairs ran (other users of the machine included)."""
+
+    busy_cores: float  # busy CPU-seconds per second, averaged over the pairs' run
+    load: tuple[float, float]  # 1-minute load average at the start and at the end
+
+    def __str__(self) -> str:
+        return (
+            f"{self.busy_cores:.2f} of {os.cpu_count()} cores busy on average (all users), "
+            f"1-min load average {self.load[0]:.1f} at the start, {self.load[1]:.1f} at the end"
+        )
 
 
 def parse_addresses(ip_json: str) -> dict[Network, str]:
@@ -206,6 +222,7 @@ async def measure(
 ) -> Pairs:
     """Steps 1-4 of the module's docstring; logs: the kept pod logs' dir and its refresh."""
     kept, keep_logs = logs
+    began, busy, load = time.monotonic(), host_cpu_seconds(), os.getloadavg()[0]
     nodes = list(cluster.config.nodes[:2])
     links = await handler_links(kube, nodes)
     raw = await raw_migrations(template, links, rounds=rounds)
@@ -220,7 +237,11 @@ async def measure(
         await set_migration_network(kube, network)
     on_pod = new_seconds(on_migration, launcher_seconds(kept))
     await handler_links(kube, nodes)  # back as deployed
-    return Pairs(proxy={Network.MIGRATION: on_migration, Network.POD: on_pod}, raw=raw)
+    host = HostLoad(
+        busy_cores=(host_cpu_seconds() - busy) / (time.monotonic() - began),
+        load=(load, os.getloadavg()[0]),
+    )
+    return Pairs(proxy={Network.MIGRATION: on_migration, Network.POD: on_pod}, raw=raw, host=host)
 
 
 def report(pairs: Pairs) -> None:
@@ -228,6 +249,7 @@ def report(pairs: Pairs) -> None:
     print("(k) the proxy vs raw libvirt on each link, same run: raw = libvirtd in each node's "
           "virt-handler pod netns, plain TCP, no TLS, the launcher's XML, flags and downtime "
           "limit; proxy = the source launcher's migrate through the handlers' mTLS proxy")  # fmt: skip
+    print(f"    host during (k): {pairs.host}")
     for network in Network:
         raw, proxy = pairs.raw.get(network) or [], pairs.proxy.get(network) or []
         print(f"    {network.label} ({network}):")

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "scripts" / "bench"
 
 from floor_migration import Network, PodLinks, schedule
 from migration_pairs import (
+    HostLoad,
     LinkMissing,
     Pairs,
     check_links,
@@ -109,11 +110,12 @@ def test_pod_pid_finds_a_process_by_its_pod_cgroup(tmp_path: Path) -> None:
 
 
 def test_report_prints_each_pair_with_its_ratio_and_verdict() -> None:
-    """Each network gets raw and proxy medians and the ratio against 1.2x; a network
-    without a figure says FAILED."""
+    """Each network gets raw and proxy medians and the ratio against 1.2x, the host's load
+    is printed beside them; a network without a figure says FAILED."""
     pairs = Pairs(
         proxy={Network.MIGRATION: [0.80, 0.90, 1.00], Network.POD: []},
         raw={Network.MIGRATION: [(0.70, 40), (0.60, 50)], Network.POD: [(0.7, 30)]},
+        host=HostLoad(busy_cores=1.234, load=(5.0, 3.25)),
     )
     out = io.StringIO()
     with redirect_stdout(out):
@@ -121,4 +123,5 @@ def test_report_prints_each_pair_with_its_ratio_and_verdict() -> None:
     text = out.getvalue()
     assert "0.90 s (rounds 0.80, 0.90, 1.00) -> 1.38x raw (target <= 1.2x): MISSED" in text
     assert "raw libvirt median 0.65 s" in text
+    assert "1.23 of" in text and "load average 5.0 at the start, 3.2 at the end" in text
     assert "FAILED: no figure (1 raw, 0 proxy migrations)" in text
