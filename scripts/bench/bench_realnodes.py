@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -189,14 +190,11 @@ async def migration_floor(
     template = await asyncio.to_thread(launcher_template, work)
     kept = work / "pods"
     try:
-        pairs = await migration_pairs.measure(
-            cluster,
-            kube,
-            vmi=vmi,
-            rounds=args.migration_rounds,
-            template=template,
-            logs=(kept, lambda: keep_pod_logs(cluster, kept)),
+        keep = functools.partial(keep_pod_logs, cluster, kept)
+        run = migration_pairs.Run(
+            vmi=vmi, rounds=args.migration_rounds, template=template, keep_logs=keep
         )
+        pairs = await migration_pairs.measure(cluster, kube, run=run, kept=kept)
     except migration_pairs.LinkMissing as exc:
         raise BenchFailed(f"(k) FAILED: a link is missing: {exc}") from exc
     except (libvirt.libvirtError, TimeoutError, RuntimeError) as exc:

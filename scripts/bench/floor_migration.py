@@ -12,10 +12,11 @@ The proxy's side and the report are in migration_pairs.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -91,13 +92,6 @@ class NetnsDaemon(LibvirtDaemon):
         return ["nsenter", f"--net={self._netns}", "--", *super()._argv()]
 
 
-def schedule(rounds: int) -> list[Network]:
-    """The network of each raw migration after the warm-up: `rounds` on each, interleaved
-    so each network sees both directions (directions alternate every migration)."""
-    order = (Network.POD, Network.MIGRATION, Network.MIGRATION, Network.POD)
-    return [order[i % 4] for i in range(2 * rounds)]
-
-
 async def start_end(root: Path, links: PodLinks) -> NodeEnd:
     listen = root.parent / "libvirtd-listen"
     listen.write_text('#!/bin/sh\nexec /usr/sbin/libvirtd --listen "$@"\n')
@@ -114,12 +108,14 @@ async def start_end(root: Path, links: PodLinks) -> NodeEnd:
     return NodeEnd(links=links, daemon=daemon)
 
 
-async def raw_migrations(
-    template: Template, ends: Sequence[PodLinks], *, rounds: int, timeout: float = 300.0
-) -> dict[Network, list[Round]]:
-    """`rounds` raw migrations on each network, alternating A -> B and B -> A, after one
-    warm-up migration (the guest just booted still dirties memory: DHCP, qemu-ga), which
-    is not counted."""
+@contextlib.asynccontextmanager
+async def raw_pair(
+    template: Template, ends: Sequence[PodLinks], *, warm_up: Network, timeout: float = 300.0
+) -> AsyncIterator[Callable[[Network], Awaitable[Round]]]:
+    """Start a libvirtd in each pod's network namespace, boot a guest of its own on the
+    first, migrate it once over `warm_up` (the guest that just booted still dirties memory:
+    DHCP, qemu-ga; not counted), then yield `migrate(network)`: one timed migration to the
+    other end over that network, each call the other direction."""
     base = template.work / "floor-migration"
     a_guest = FloorGuest(index=900, root=base / "a")
     b_guest = FloorGuest(index=900, root=base / "b")
@@ -130,17 +126,20 @@ async def raw_migrations(
         for side, links in zip("ab", ends[:2], strict=True):
             started.append(await start_end(base / side / "libvirt", links))
         a, b = started
+        pairs = [(a, b, (a_guest, b_guest)), (b, a, (b_guest, a_guest))]
+        done = [0]
+
+        async def migrate(network: Network) -> Round:
+            src, dst, guests = pairs[done[0] % 2]
+            done[0] += 1
+            async with asyncio.timeout(timeout):
+                return await asyncio.to_thread(_migrate, src, dst, guests, network)
+
         async with asyncio.timeout(timeout):
             xml = guest_xml(template, a_guest, sockets=GUEST_RUN)
             await asyncio.to_thread(_boot, a.daemon.paths.uri, xml, a_guest.serial_log)
-            out: dict[Network, list[Round]] = {n: [] for n in Network}
-            pairs = [(a, b, (a_guest, b_guest)), (b, a, (b_guest, a_guest))]
-            for i, network in enumerate([Network.POD, *schedule(rounds)]):
-                src, dst, guests = pairs[i % 2]
-                took = await asyncio.to_thread(_migrate, src, dst, guests, network)
-                if i:
-                    out[network].append(took)
-            return out
+        await migrate(warm_up)
+        yield migrate
     finally:
         for end in started:
             await end.daemon.stop()

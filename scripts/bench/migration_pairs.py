@@ -4,13 +4,14 @@
 1. the links are found in each node's virt-handler pod (its `eth0` on the pod network, its
    `migration0` on the migration network the KubeVirt CR names); a node without either is
    a failure naming the node and the link (`LinkMissing`), before anything is measured;
-2. raw libvirt, one libvirtd in each handler pod's network namespace, migrates a guest of
-   its own back and forth, its streams to the other pod's address on each network in turn;
-3. the proxy on the migration network: VMIMs of the bench's VMI, as deployed (the
-   handlers listen, advertise and dial on `migration0`);
-4. the proxy on the pod network: `migrations.network` taken off the CR (the controller
-   takes `migration0` off the handler DaemonSet, which rolls), the same VMIMs, then the
-   CR's network put back (rolled again) and the links checked as in 1.
+2. the migration network, as deployed (the handlers listen, advertise and dial on
+   `migration0`): a libvirtd in each handler pod's network namespace migrates a guest of
+   its own to the other pod's `migration0` address, each raw round followed by one VMIM of
+   the bench's VMI through the proxy, so both sides of the pair run under the same load;
+3. the pod network: `migrations.network` taken off the CR (the controller takes
+   `migration0` off the handler DaemonSet, which rolls), then the same with the raw
+   streams to the other pod's `eth0` address; then the CR's network put back (rolled
+   again) and the links checked as in 1.
 
 The proxy's figure is the source launcher's own migrate call (`migration_succeeded
 seconds=`, the same migrateToURI3 the raw floor times), from the launcher pod logs kept
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floor_libvirt import Template
-from floor_migration import Network, PodLinks, Round, launcher_seconds, raw_migrations
+from floor_migration import Network, PodLinks, Round, launcher_seconds, raw_pair
 from handler_common import NAMESPACE, host_cpu_seconds, settle
 
 from localkube.cluster import Cluster
@@ -43,8 +44,8 @@ from shared.model import MigrationPhase, VirtualMachineInstanceMigration
 from shared.multus import NETWORKS_ANNOTATION
 
 TARGET = 1.2  # issue 37: the proxy at most 1.2x raw libvirt on each link
-# Before each measured block the host settles (below half busy over 5 s, at most 30 s): a
-# rolled handler's start-up or the floor guest's boot is not in anyone's rounds.
+# Before each block's rounds the host settles (below half busy over 5 s, at most 30 s): a
+# rolled handler's start-up or the floor guest's boot is in no round.
 SETTLED, SETTLE_S = 0.5, 30.0
 KUBEVIRT_CR = "kubevirt"
 
@@ -90,7 +91,9 @@ def parse_addresses(ip_json: str) -> dict[Network, str]:
     return found
 
 
-def check_links(links: Sequence[PodLinks], nodes: Sequence[str]) -> None:
+def check_links(
+    links: Sequence[PodLinks], nodes: Sequence[str], *, need: Sequence[Network] = tuple(Network)
+) -> None:
     """LinkMissing naming every node without a handler pod, or whose pod has no IPv4
     address on one of the networks."""
     problems = []
@@ -102,7 +105,7 @@ def check_links(links: Sequence[PodLinks], nodes: Sequence[str]) -> None:
             continue
         problems += [
             f"node {node}: the virt-handler pod has no IPv4 address on its {n} ({n.label})"
-            for n in Network
+            for n in need
             if n not in pod.addresses
         ]
     if problems:
@@ -124,9 +127,11 @@ def pod_pid(uid: str, *, proc: Path = Path("/proc")) -> int | None:
     return None
 
 
-async def handler_links(kube: KubeClient, nodes: Sequence[str]) -> list[PodLinks]:
+async def handler_links(
+    kube: KubeClient, nodes: Sequence[str], *, need: Sequence[Network]
+) -> list[PodLinks]:
     """Each node's handler pod, its network namespace and addresses; LinkMissing if one
-    lacks a link."""
+    lacks a link it needs."""
     listed = await kube.list(
         PODS, namespace=KUBEVIRT_NAMESPACE, label_selector=f"kubevirt.io={HANDLER}"
     )
@@ -148,7 +153,7 @@ async def handler_links(kube: KubeClient, nodes: Sequence[str]) -> list[PodLinks
             )
         )
     found.sort(key=lambda p: nodes.index(p.node) if p.node in nodes else len(nodes))
-    check_links(found, nodes)
+    check_links(found, nodes, need=need)
     return found[: len(nodes)]
 
 
@@ -182,31 +187,26 @@ async def _rolled(kube: KubeClient, *, want_network: bool) -> bool:
     return len(pods.items) == int(counts[0])  # the old pods gone
 
 
-async def proxy_migrations(
-    kube: KubeClient, *, vmi: str, rounds: int, tag: str, keep_logs: Callable[[], None]
-) -> None:
-    """`rounds` VMIMs of `vmi`, one after the other; the launcher logs kept after each."""
-    for i in range(rounds):
-        name = f"bench-{tag}-{i}"
-        body = {
-            "apiVersion": "kubevirt.io/v1",
-            "kind": "VirtualMachineInstanceMigration",
-            "metadata": {"name": name},
-            "spec": {"vmiName": vmi},
-        }
-        began = time.monotonic()
-        await kube.create(VMIMS, body, namespace=NAMESPACE)
-        phase: MigrationPhase | None = MigrationPhase.PENDING
-        async with asyncio.timeout(300):
-            while phase is None or not phase.is_final():
-                await asyncio.sleep(0.1)
-                raw = await kube.get(VMIMS, name, namespace=NAMESPACE)
-                phase = VirtualMachineInstanceMigration.from_dict(raw).status.phase
-        print(f"    VMIM {name}: {phase} in {time.monotonic() - began:.2f} s")
-        if phase is not MigrationPhase.SUCCEEDED:
-            raise RuntimeError(f"VMIM {name} ended {phase}")
-        await asyncio.sleep(2)  # the source launcher's last log lines
-        await asyncio.to_thread(keep_logs)
+async def proxy_migration(kube: KubeClient, *, vmi: str, name: str) -> None:
+    """One VMIM of `vmi`, waited until final; a failure unless it Succeeded."""
+    body = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": name},
+        "spec": {"vmiName": vmi},
+    }
+    began = time.monotonic()
+    await kube.create(VMIMS, body, namespace=NAMESPACE)
+    phase: MigrationPhase | None = MigrationPhase.PENDING
+    async with asyncio.timeout(300):
+        while phase is None or not phase.is_final():
+            await asyncio.sleep(0.1)
+            raw = await kube.get(VMIMS, name, namespace=NAMESPACE)
+            phase = VirtualMachineInstanceMigration.from_dict(raw).status.phase
+    print(f"    VMIM {name}: {phase} in {time.monotonic() - began:.2f} s")
+    if phase is not MigrationPhase.SUCCEEDED:
+        raise RuntimeError(f"VMIM {name} ended {phase}")
+    await asyncio.sleep(2)  # the source launcher's last log lines
 
 
 def new_seconds(before: Sequence[float], after: Sequence[float]) -> list[float]:
@@ -214,35 +214,53 @@ def new_seconds(before: Sequence[float], after: Sequence[float]) -> list[float]:
     return list((Counter(after) - Counter(before)).elements())
 
 
-async def measure(
-    cluster: Cluster,
-    kube: KubeClient,
-    *,
-    vmi: str,
-    rounds: int,
-    template: Template,
-    logs: tuple[Path, Callable[[], None]],
-) -> Pairs:
-    """Steps 1-4 of the module's docstring; logs: the kept pod logs' dir and its refresh."""
-    kept, keep_logs = logs
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """What one block needs: the bench's VMI, rounds, the floor's template and the kept
+    logs' refresh."""
+
+    vmi: str
+    rounds: int
+    template: Template
+    keep_logs: Callable[[], None]
+
+
+async def block(
+    kube: KubeClient, links: Sequence[PodLinks], network: Network, *, run: Run, proxy_rounds: int
+) -> list[Round]:
+    """One network's pair, side by side under the same load: `run.rounds` raw migrations
+    over `network`, each followed by one VMIM (the first `proxy_rounds` of them); the raw
+    rounds."""
+    raw: list[Round] = []
+    async with raw_pair(run.template, links, warm_up=network) as migrate:
+        await settle(busy_below=SETTLED, longest=SETTLE_S)
+        for i in range(run.rounds):
+            raw.append(await migrate(network))
+            if i < proxy_rounds:
+                tag = f"{'podnet' if network is Network.POD else 'mignet'}-{i}"
+                await proxy_migration(kube, vmi=run.vmi, name=f"bench-{tag}")
+                await asyncio.to_thread(run.keep_logs)
+    return raw
+
+
+async def measure(cluster: Cluster, kube: KubeClient, *, run: Run, kept: Path) -> Pairs:
+    """The steps of the module's docstring; kept: the kept pod logs' dir."""
     began, busy, load = time.monotonic(), host_cpu_seconds(), os.getloadavg()[0]
     nodes = list(cluster.config.nodes[:2])
-    links = await handler_links(kube, nodes)
-    await settle(busy_below=SETTLED, longest=SETTLE_S)
-    raw = await raw_migrations(template, links, rounds=rounds)
-    await settle(busy_below=SETTLED, longest=SETTLE_S)
-    await proxy_migrations(kube, vmi=vmi, rounds=rounds - 1, tag="mignet", keep_logs=keep_logs)
-    on_migration = launcher_seconds(kept)
+    links = await handler_links(kube, nodes, need=tuple(Network))
+    raw = {Network.MIGRATION: await block(kube, links, Network.MIGRATION, run=run,
+                                          proxy_rounds=run.rounds - 1)}  # fmt: skip
+    on_migration = launcher_seconds(kept)  # (e)'s migration and this block's
     cr = await kube.get(KUBEVIRTS, KUBEVIRT_CR, namespace=KUBEVIRT_NAMESPACE)
     network = ((cr["spec"].get("configuration") or {}).get("migrations") or {}).get("network")
     await set_migration_network(kube, None)
     try:
-        await settle(busy_below=SETTLED, longest=SETTLE_S)  # the new handlers' start-up
-        await proxy_migrations(kube, vmi=vmi, rounds=rounds, tag="podnet", keep_logs=keep_logs)
+        links = await handler_links(kube, nodes, need=(Network.POD,))
+        raw[Network.POD] = await block(kube, links, Network.POD, run=run, proxy_rounds=run.rounds)
     finally:
         await set_migration_network(kube, network)
     on_pod = new_seconds(on_migration, launcher_seconds(kept))
-    await handler_links(kube, nodes)  # back as deployed
+    await handler_links(kube, nodes, need=tuple(Network))  # back as deployed
     host = HostLoad(
         busy_cores=(host_cpu_seconds() - busy) / (time.monotonic() - began),
         load=(load, os.getloadavg()[0]),

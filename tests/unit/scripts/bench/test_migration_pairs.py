@@ -1,6 +1,6 @@
 """The migration pairs' pure parts (bench-handler (k), issue 37): the two links read from
-`ip -j` in a handler pod, a missing link named before anything is measured, the raw floor's
-network schedule, the proxy's new rounds told apart from earlier ones, and the report's
+`ip -j` in a handler pod, a missing link named before anything is measured (only the links
+a block needs), the proxy's new rounds told apart from earlier ones, and the report's
 ratio against the 1.2x target per network."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "scripts" / "bench"))
 
-from floor_migration import Network, PodLinks, schedule
+from floor_migration import Network, PodLinks
 from migration_pairs import (
     HostLoad,
     LinkMissing,
@@ -83,15 +83,13 @@ def test_both_links_on_both_nodes_pass() -> None:
     check_links(both, ["node01", "node02"])
 
 
-def test_the_raw_schedule_gives_each_network_its_rounds_in_both_directions() -> None:
-    """`rounds` migrations per network; with directions alternating every migration, each
-    network runs both A -> B and B -> A once it has two rounds (after the warm-up, B -> A
-    starts: the warm-up took A -> B)."""
-    assert schedule(1) == [Network.POD, Network.MIGRATION]
-    four = schedule(4)
-    for network in Network:
-        turns = [i % 2 for i, n in enumerate(four) if n is network]
-        assert len(turns) == 4 and set(turns) == {0, 1}
+def test_with_migrations_network_off_only_the_pod_network_is_needed() -> None:
+    """While the CR names no migration network the handler pods have no migration0: the
+    pod-network block needs eth0 alone, and still fails without it."""
+    pod_only = [_links(n, eth0="a") for n in ("node01", "node02")]
+    check_links(pod_only, ["node01", "node02"], need=(Network.POD,))
+    with pytest.raises(LinkMissing, match=r"node node02: .* no IPv4 address on its eth0"):
+        check_links([pod_only[0], _links("node02")], ["node01", "node02"], need=(Network.POD,))
 
 
 def test_new_seconds_are_the_rounds_added_since() -> None:
