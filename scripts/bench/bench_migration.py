@@ -8,6 +8,9 @@ daemons in the same run.
 Prints total time (median of rounds) and libvirt's guest downtime for both, and the ratio
 against the targets (total ≤ 1.5x raw, downtime ≤ 100 ms). A report, not a test: exits 0.
 Stopped by SIGTERM, SIGINT or SIGHUP it tears down what it started (scripts/bench/scratch.py).
+No network here (the streams are Unix sockets between two launchers on this host): the proxy
+against raw libvirt over the pod network and over the migration network, on real nodes, is
+`scripts/bench-handler`'s (k) (migration_pairs.py).
 """
 
 from __future__ import annotations

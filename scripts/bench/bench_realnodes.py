@@ -23,9 +23,10 @@ R/s. Printed:
     libvirt-python, the launcher's domain XML, one libvirtd per guest and then one shared:
     slot -> domain running and -> boot marker P50 / P95 beside ours, and the ratios;
 (j) the CPU per VMI by component, the floors' columns beside ours;
-(k) after (e), raw libvirt migrating the same guest over plain TCP between the two nodes
-    (a libvirtd in each node's network namespace, floor_migration.py), beside the source
-    launcher's own migrate call through the proxy;
+(k) after (e), the source launcher's migrate through the handlers' proxy against raw libvirt
+    over plain TCP between the two handler pods (a libvirtd in each one's network
+    namespace, floor_migration.py), on the pod network and on the migration network, each
+    pair with its ratio (migration_pairs.py; a missing link fails the bench);
 (l) a VMI whose containerDisk is a 1 GiB image against one with the tiny disk, create ->
     Running, one at a time (disk_size.py; the image built once and imported on both nodes).
 Row (f) (launcher vs raw libvirt between two bare launchers) stays in process mode.
@@ -36,22 +37,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import disk_size
 import libvirt
+import migration_pairs
 import uvloop
 from bench_cluster import real_cluster
 from cpu_table import LAUNCHER_POD, Window, checks, print_table, split
 from floor_boot import boot_floor, report_floor
 from floor_libvirt import Ours, launcher_template, report_cpu, report_milestones, run_floor
-from floor_migration import launcher_seconds, node_ends, raw_migrations
-from floor_migration import report as report_migration_floor
 from handler_common import (
     NAMESPACE,
     Watcher,
@@ -88,6 +90,10 @@ RATIO_ENV = "VIRT_CONTROLLER_CPU_ALLOCATION_RATIO"
 LEASE = "virt-controller-py"
 
 
+class BenchFailed(Exception):
+    """A figure the bench must print could not be measured (the message says which)."""
+
+
 def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
     began = time.monotonic()
     measured: list[Cluster] = []
@@ -98,6 +104,8 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")
             qemu_in_pods, ours = uvloop.run(bench(cluster, args, work))
             measured.append(cluster)
+    except BenchFailed as exc:
+        sys.exit(str(exc))
     except Exception as exc:  # a teardown error after the report: retry the teardown
         if not measured:
             raise
@@ -174,15 +182,24 @@ def set_ratio(kubectl: Kubectl, ratio: float) -> None:
     print("    (warning: no new controller pod leads after the ratio change)")
 
 
-async def migration_floor(cluster: Cluster, args: argparse.Namespace, work: Path) -> None:
-    """(k): raw libvirt migrating over plain TCP between the two nodes, beside (e)."""
+async def migration_floor(
+    cluster: Cluster, kube: KubeClient, args: argparse.Namespace, *, vmi: str, work: Path
+) -> None:
+    """(k): the proxy against raw libvirt on the pod network and on the migration network
+    (migration_pairs.py), after (e). A missing link or a failed migration is a failure."""
     template = await asyncio.to_thread(launcher_template, work)
+    kept = work / "pods"
     try:
-        raw = await raw_migrations(template, node_ends(cluster), rounds=args.migration_rounds)
-    except (libvirt.libvirtError, TimeoutError) as exc:
-        print(f"(k) the raw migration floor failed: {exc}")
-        return
-    report_migration_floor(raw, launcher_seconds(work / "pods"))
+        keep = functools.partial(keep_pod_logs, cluster, kept)
+        run = migration_pairs.Run(
+            vmi=vmi, rounds=args.migration_rounds, template=template, keep_logs=keep
+        )
+        pairs = await migration_pairs.measure(cluster, kube, run=run, kept=kept)
+    except migration_pairs.LinkMissing as exc:
+        raise BenchFailed(f"(k) FAILED: a link is missing: {exc}") from exc
+    except (libvirt.libvirtError, TimeoutError, RuntimeError) as exc:
+        raise BenchFailed(f"(k) FAILED: {exc!r}") from exc
+    migration_pairs.report(pairs)
 
 
 def sampler_for(cluster: Cluster) -> Sampler:
@@ -216,7 +233,7 @@ async def bench(cluster: Cluster, args: argparse.Namespace, work: Path) -> tuple
                 await migrate_last(kube, keep=running[0], handler_logs=logs)
                 await asyncio.to_thread(keep_pod_logs, cluster, work / "pods")
                 if args.raw_floor:
-                    await migration_floor(cluster, args, work)
+                    await migration_floor(cluster, kube, args, vmi=running[0], work=work)
             if args.disk_rounds:
                 try:
                     await disk_size.compare(cluster, kube, rounds=args.disk_rounds, timeout=300)
