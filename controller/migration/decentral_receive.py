@@ -8,7 +8,9 @@ spec, in its own namespace, and publishes the target half for the sending side:
        → Scheduled (target pod Running) → PreparingTarget (the receiving VMI's
        migrationState names the target pod: its handler prepares the target launcher)
        → TargetReady (the handler published its address: `decentral.target_half` answers)
-       → Succeeded | Failed  as the sending side reports (`PeerOutcome`)
+       → Running (the sending side reported success: the receiving VMI's migrationState
+         says completed, its handler takes the guest over) → Succeeded (it did: the
+         receiving VMI's nodeName is the target node) | Failed (the sending side failed)
 
 A failed sending side, or the target pod lost, fails the receiving VMIM and deletes its
 target pod; it is not retried (KubeVirt's rule).
@@ -31,6 +33,7 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
     VMIPhase,
+    format_time,
 )
 
 P = MigrationPhase
@@ -112,8 +115,14 @@ def _plan_target_running(
         return MigrationPlan(status=status, vmi_state=state, finalizer=True)
     if target_half(m, vmi) is not None:
         phases.append(P.TARGET_READY)
+    vmi_state = None
     if inp.outcome is not None and inp.outcome[0] == PeerOutcome.SUCCEEDED:
-        phases += [P.TARGET_READY, P.RUNNING, P.SUCCEEDED]
+        phases += [P.TARGET_READY, P.RUNNING]
+        if not state.completed:  # the target handler takes the guest over on this
+            state = dataclasses.replace(state, completed=True, end_timestamp=format_time(inp.now))
+            vmi_state = state
+        elif vmi.status.node_name == state.target_node:  # taken over: the guest runs here
+            phases.append(P.SUCCEEDED)
     status = dataclasses.replace(with_phases(m.status, phases, inp.now), migration_state=state)
     done = status.phase_or_unset == P.SUCCEEDED
-    return MigrationPlan(status=status, finalizer=not done)
+    return MigrationPlan(status=status, vmi_state=vmi_state, finalizer=not done)

@@ -87,8 +87,9 @@ def test_running_target_pod_is_handed_to_the_handler() -> None:
 
 
 def test_published_target_then_sender_success_ends_succeeded() -> None:
-    """TargetReady once the handler published its address; Succeeded when the sending
-    side reports success, the finalizer released."""
+    """TargetReady once the handler published its address; on the sending side's success
+    Running with completed written for the target handler; Succeeded (finalizer released)
+    once the receiving VMI's nodeName is the target node."""
     state = MigrationState(
         migration_uid=RECV_UID,
         target_node="node02",
@@ -98,9 +99,17 @@ def test_published_target_then_sender_success_ends_succeeded() -> None:
     m = receiver("PreparingTarget")
     ready = plan_receiver(inputs(m, waiting_vmi(state=state), [target_pod()]))
     assert ready.status.phase == P.TARGET_READY and ready.finalizer
-    done = plan_receiver(
-        inputs(m, waiting_vmi(state=state), [target_pod()], (PeerOutcome.SUCCEEDED, ""))
+    won = (PeerOutcome.SUCCEEDED, "")
+    told = plan_receiver(inputs(m, waiting_vmi(state=state), [target_pod()], won))
+    assert told.status.phase == P.RUNNING and told.finalizer
+    assert told.vmi_state is not None and told.vmi_state.completed
+    taken = make_vmi(
+        raw=waiting_vmi().to_dict(),
+        uid="recv-vmi-uid",
+        node="node02",
+        migration_state=told.vmi_state,
     )
+    done = plan_receiver(inputs(m, taken, [target_pod()], won))
     assert done.status.phase == P.SUCCEEDED and done.finalizer is False
 
 
