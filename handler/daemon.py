@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 
 import structlog
@@ -54,6 +54,7 @@ from handler.podnet import PodNetworks
 from handler.reconcile import Reconciler
 from handler.reconcile_deps import ReconcileOptions, ReconcilerDeps
 from handler.seccomp import install_always, installer
+from handler.tablegauges import table_gauges
 from handler.vsock import NodeCIDs
 from shared.clusterconfig import ClusterConfig, LiveConfig, MigrationLimits
 from shared.daemon import Shutdown
@@ -260,7 +261,13 @@ class Handler:
             "1 when virt-handler is ready (caches synced, serving), else 0.",
             ("node",),
         ).labels(self.config.node_name).set_function(lambda: 1.0 if self.ready() else 0.0)
-        self._table_gauges(registry)
+        table_gauges(
+            registry,
+            self.config.node_name,
+            vmis=lambda: len(self.reconciler.uids()),
+            domains=lambda: len(self.domains),
+            launchers=lambda: len(self.launchers),
+        )
         # /metrics asks each launcher for stats first (per-launcher timeouts inside).
         config = HealthConfig(
             host=self.config.listen_host,
@@ -270,26 +277,6 @@ class Handler:
             tls=serving_tls(self.config.metrics_cert_dir),
         )
         return HealthServer(config, registry, ready=self.ready, collect=self.stats.refresh)
-
-    def _table_gauges(self, registry: Registry) -> None:
-        """The sizes of the per-VMI tables; with no VMI on the node they are all 0."""
-        sizes: dict[str, tuple[str, Callable[[], int]]] = {
-            "kubevirt_py_handler_vmis_tracked": (
-                "VMIs the handler holds reconcile state for.",
-                lambda: len(self.reconciler.uids()),
-            ),
-            "kubevirt_py_handler_domains_cached": (
-                "Domains in the handler's domain cache.",
-                lambda: len(self.domains),
-            ),
-            "kubevirt_py_handler_launcher_connections": (
-                "Launcher connections the handler keeps open or is opening.",
-                lambda: len(self.launchers),
-            ),
-        }
-        for name, (help_text, size) in sizes.items():
-            child = registry.gauge(name, help_text, ("node",)).labels(self.config.node_name)
-            child.set_function(_as_float(size))
 
     def _actions(self, api: HandlerApi) -> ActionsServer | None:
         """The actions endpoint the controller's subresource API forwards to (mutual TLS)."""
@@ -400,7 +387,3 @@ class Handler:
             launcher = self.launchers.get(uid)
             connected = launcher is not None and launcher.state is LauncherState.CONNECTED
             yield key, launcher if connected else None
-
-
-def _as_float(size: Callable[[], int]) -> Callable[[], float]:
-    return lambda: float(size())

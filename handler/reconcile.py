@@ -12,13 +12,12 @@ controller fails VMIs whose launcher pod died too, and the first verdict stands.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable
 from pathlib import Path
 
 import structlog
 
-from handler import commands, guestevents, hotresources, linkstate, nichotplug, vsock
+from handler import commands, hotresources, linkstate, nichotplug, vsock
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
 from handler.guest import GuestFacts
@@ -28,16 +27,13 @@ from handler.launchers import (
     pod_on_node,
 )
 from handler.migration_source import handed_over, source_state
-from handler.phase import Failure, LauncherView, decide, fatal_reason, launcher_failure
 from handler.reconcile_deps import Local, Pass, ReconcileOptions, ReconcilerDeps
-from handler.status import Observed, next_status, still_applies
+from handler.reconcile_write import stopping, write
 from handler.stopping import StopState, StopStep, deadline, plan
 from shared.kube import EventType, KubeError, NotFound
 from shared.kube.syncfailure import CLEAR_RETRY, SyncFailures
-from shared.kube.vmi_events import vmi_transition_events
 from shared.model import (
     VirtualMachineInstance,
-    VMIConditionType,
     VMIPhase,
     format_time,
 )
@@ -100,7 +96,7 @@ class Reconciler:
             await self._drive(step)
         except SyncError as exc:
             step.error = exc
-        written = await self._write(step)
+        written = await write(self._d, self._o, step)
         for delay in step.revisit:
             self._d.queue.add_after(key, delay)
         if written.is_final():
@@ -112,13 +108,13 @@ class Reconciler:
 
     async def _drive(self, step: Pass) -> None:
         record = self._d.domains.get(step.vmi.uid)
-        if step.launcher.state is LauncherState.GONE and self._stopping(step.vmi, record):
+        if step.launcher.state is LauncherState.GONE and stopping(step.vmi, record):
             self._mark_missing(step.vmi)  # it stopped and exited before we saw the guest off
             return
         if step.launcher.state is not LauncherState.CONNECTED:
             self._watch_missing_launcher(step)
             return
-        if self._stopping(step.vmi, record):
+        if stopping(step.vmi, record):
             await self._stop(step, record)
             return
         if step.vmi.status.phase is VMIPhase.SCHEDULED:
@@ -294,83 +290,7 @@ class Reconciler:
         self._d.outgoing.release(uid)
         self._d.launchers.release(uid)
 
-    # ---- status ----------------------------------------------------------------------
-
-    async def _write(self, step: Pass) -> VirtualMachineInstance:
-        vmi = step.vmi
-        record = self._d.domains.get(vmi.uid)
-        if (watchdog := guestevents.watchdog_event(record, step.local)) is not None:
-            self._d.recorder.event(vmi, *watchdog)
-        stopping = self._stopping(vmi, record)
-        failure = self._failure(step, record, stopping=stopping)
-        if failure is None and step.error is not None and step.error.fatal:
-            failure = Failure(reason=fatal_reason(step.error), message=step.error.message)
-        verdict = decide(vmi, record, stopping=stopping, failure=failure)
-        observed = Observed(
-            domain=record,
-            verdict=verdict,
-            stopping=stopping,
-            sync_error=step.error,
-            guest_info=step.guest.info if step.guest else None,
-            guest_interfaces=step.guest.interfaces if step.guest else None,
-            plugins=self._d.podnet.plugins() if self._d.podnet is not None else (),
-        )
-        now = format_time(self._d.wall())
-        status = next_status(vmi, observed, now=now)
-        if step.migration_state is not None:
-            status = dataclasses.replace(status, migration_state=step.migration_state)
-        if step.volume_status is not None:
-            status = dataclasses.replace(status, volume_status=step.volume_status)
-        if step.vsock_cid is not None:
-            status = dataclasses.replace(status, vsock_cid=step.vsock_cid)
-        if step.nics is not None:
-            status = nichotplug.with_interfaces(vmi, status, step.nics)
-            if nichotplug.pending(vmi, step.nics):
-                step.revisit.append(nichotplug.RETRY_SECONDS)
-        if step.resources is not None:
-            status = hotresources.with_resources(vmi, status, step.resources, now=now)
-            if hotresources.settling(step.resources, status):
-                step.revisit.append(hotresources.SETTLE_SECONDS)
-        if verdict.phase != vmi.status.phase_or_unset:
-            why = verdict.failure.message if verdict.failure else None
-            log.info(
-                "vmi_phase", phase=str(verdict.phase), was=str(vmi.status.phase_or_unset), why=why
-            )
-        new = dataclasses.replace(vmi, status=status)
-
-        async def refresh() -> VirtualMachineInstance:
-            return still_applies(vmi, await self._d.get_vmi(vmi.namespace, vmi.name))
-
-        result = await self._d.status.write_status(vmi, new, refresh=refresh)
-        if result is not vmi:
-            step.local.written = (vmi.metadata.resource_version, result)
-            paused = result.status.condition_is_true(VMIConditionType.PAUSED)
-            log.info("vmi_status_written", phase=str(result.status.phase_or_unset), paused=paused)
-            for type_, reason, message in vmi_transition_events(vmi.status, result.status):
-                self._d.recorder.event(result, type_, reason, message)
-        return result
-
-    def _failure(
-        self, step: Pass, record: DomainRecord | None, *, stopping: bool
-    ) -> Failure | None:
-        view = LauncherView(
-            state=step.launcher.state,
-            waited=self._d.clock() - step.launcher.since,
-            pod_uid=step.local.pod_uid,
-        )
-        return launcher_failure(
-            step.vmi,
-            record,
-            view,
-            stopping=stopping,
-            missing_timeout=self._o.launcher_missing_timeout,
-        )
-
     # ---- bookkeeping -----------------------------------------------------------------
-
-    @staticmethod
-    def _stopping(vmi: VirtualMachineInstance, record: DomainRecord | None) -> bool:
-        return vmi.metadata.is_deleting or (record is not None and record.status.graceful_shutdown)
 
     def _socket_of(self, vmi: VirtualMachineInstance, local: Local) -> Path | None:
         """The launcher socket of the VMI's pod here. A pod that activePods stops naming

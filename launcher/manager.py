@@ -23,7 +23,7 @@ from launcher.errors import DomainNotFound, InvalidSpec, LibvirtFailure
 from launcher.freeze import Freezer
 from launcher.passt import Passt
 from launcher.plan import HostPaths, parse_vmi, plan_domain
-from launcher.virt import reason_name
+from launcher.virtinfo import reason_name
 from launcher.virtport import VirtPort
 from launcher.virttypes import LifecycleEvent, watchdog_action
 from shared.model import StartStrategy, VirtualMachineInstance, format_time, utc_now

@@ -19,6 +19,7 @@ import structlog
 
 from launcher.domstats import parse_stats
 from launcher.errors import AgentNotConnected, DomainNotFound, LibvirtFailure, StartupError
+from launcher.virtinfo import job_stats, opt
 from launcher.virttypes import BackupJob, JobStats, LifecycleEvent, MigrationRequest
 from shared.wire.domain import DomainState
 from shared.wire.stats import DomainStats
@@ -42,11 +43,6 @@ _AGENT_ERRORS = {
     libvirt.VIR_ERR_AGENT_UNSYNCED,
     getattr(libvirt, "VIR_ERR_AGENT_COMMAND_TIMEOUT", -1),
 }
-
-
-def _opt(raw: dict[str, Any], key: str) -> int | None:
-    value = raw.get(key)
-    return int(value) if value is not None else None
 
 
 def register_event_loop() -> None:
@@ -266,15 +262,7 @@ class Virt:
         dom = await self._domain(name)
         flags = libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED if completed else 0
         raw: dict[str, Any] = await self._call(dom.jobStats, flags)
-        return JobStats(
-            elapsed_ms=_opt(raw, "time_elapsed"),
-            downtime_ms=_opt(raw, "downtime"),
-            data_total=_opt(raw, "data_total"),
-            data_processed=_opt(raw, "data_processed"),
-            data_remaining=_opt(raw, "data_remaining"),
-            memory_dirty_rate=_opt(raw, "memory_dirty_rate"),
-            memory_bps=_opt(raw, "memory_bps"),
-        )
+        return job_stats(raw)
 
     async def backup_begin(self, name: str, backup_xml: str, checkpoint_xml: str) -> None:
         """Start a push-mode backup job with its checkpoint (virDomainBackupBegin)."""
@@ -296,7 +284,7 @@ class Virt:
         raw: dict[str, Any] = await self._call(dom.jobStats, 0)
         backup = raw.get("operation") == libvirt.VIR_DOMAIN_JOB_OPERATION_BACKUP
         if backup and raw.get("type") in _ACTIVE_JOBS:
-            total, done = _opt(raw, "disk_total"), _opt(raw, "disk_processed")
+            total, done = opt(raw, "disk_total"), opt(raw, "disk_processed")
             return BackupJob(running=True, data_total=total, data_processed=done)
         keep = libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED | libvirt.VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED
         last: dict[str, Any] = await self._call(dom.jobStats, keep)
@@ -305,7 +293,7 @@ class Virt:
         ok = last.get("type") == libvirt.VIR_DOMAIN_JOB_COMPLETED
         return BackupJob(
             completed=ok, error="" if ok else str(last.get("errmsg") or "the backup job failed"),
-            data_total=_opt(last, "disk_total"), data_processed=_opt(last, "disk_processed"),
+            data_total=opt(last, "disk_total"), data_processed=opt(last, "disk_processed"),
         )  # fmt: skip
 
     async def fs_freeze(self, name: str) -> int:
@@ -362,31 +350,6 @@ class Virt:
                 raise AgentNotConnected(f"guest agent not connected: {exc.message}") from exc
             raise
         return json.loads(raw).get("return")
-
-
-_REASONS: dict[int, dict[int, str]] = {
-    libvirt.VIR_DOMAIN_RUNNING: {
-        1: "Booted", 2: "Migrated", 3: "Restored", 4: "FromSnapshot", 5: "Unpaused",
-        6: "MigrationCanceled", 7: "SaveCanceled", 8: "Wakeup", 9: "Crashed", 10: "PostCopy",
-    },
-    libvirt.VIR_DOMAIN_PAUSED: {
-        1: "User", 2: "Migration", 3: "Save", 4: "Dump", 5: "IOError", 6: "Watchdog",
-        7: "FromSnapshot", 8: "ShuttingDown", 9: "Snapshot", 10: "Crashed", 11: "StartingUp",
-        12: "PostCopy", 13: "PostCopyFailed",
-    },
-    libvirt.VIR_DOMAIN_SHUTOFF: {
-        1: "Shutdown", 2: "Destroyed", 3: "Crashed", 4: "Migrated", 5: "Saved", 6: "Failed",
-        7: "FromSnapshot", 8: "DaemonDown",
-    },
-    libvirt.VIR_DOMAIN_SHUTDOWN: {1: "User"},
-    libvirt.VIR_DOMAIN_CRASHED: {1: "Panicked"},
-}  # fmt: skip
-
-
-def reason_name(state: DomainState, reason: int) -> str:
-    """libvirt's reason code for a state, as a word (Unknown when unlisted)."""
-    code = next(k for k, v in _STATES.items() if v == state)
-    return _REASONS.get(code, {}).get(reason, "Unknown")
 
 
 def _ignore_error(_ctx: Any, _err: Any) -> None:

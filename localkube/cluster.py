@@ -13,9 +13,7 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,15 +25,12 @@ from localkube.components import Ports
 from localkube.config import MARKER_ENV, ClusterConfig, NodeKind
 from localkube.csi.stack import CsiStack
 from localkube.errors import CommandFailed, ComponentFailed
-from localkube.health import admin_ssl, insecure_ssl, log_tail, probe, wait_healthy
+from localkube.health import admin_ssl, insecure_ssl, probe
 from localkube.pki import Pki, ensure_pki, write_kubeconfig
 from localkube.procs import (
-    DaemonSpec,
     carries_marker,
     marked_pids,
     mounts_under,
-    pid_alive,
-    read_pidfile,
     reap_marked,
     run_cmd,
     spawn_detached,
@@ -46,6 +41,7 @@ from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 from localkube.realnode.storage import LocalStorage
 from localkube.registry import LocalRegistry
+from localkube.tracked import Tracked
 
 log = structlog.get_logger()
 
@@ -73,6 +69,7 @@ class Cluster:
         self.paths = config.paths
         self.pki = Pki(config.paths.pki)
         self.marker = (MARKER_ENV, config.cluster_id)
+        self._tracked = Tracked(config, marker=self.marker)
 
     @property
     def real_nodes(self) -> bool:
@@ -106,7 +103,7 @@ class Cluster:
         self._check_binaries()
         for d in (self.paths.logs, self.paths.run, self.config.nodes_dir):
             d.mkdir(parents=True, exist_ok=True)
-        idle = not any(self._running(name) for name in CONTROL_PLANE)
+        idle = not any(self._tracked.running(name) for name in CONTROL_PLANE)
         ports = Ports.load_or_pick(self.paths.ports_file, repick_busy=idle)
         (self.paths.root / "node-kind").write_text(f"{self.config.node_kind}\n")
         if self.real_nodes:
@@ -119,7 +116,7 @@ class Cluster:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:
                     tg.create_task(self.start_node_agent(node))
-        await self._ensure(
+        await self._tracked.ensure(
             components.controller_manager(self.config, ports),
             f"{ports.server}/api/v1/namespaces/default/serviceaccounts/default",
             ssl_ctx=admin_ssl(self.pki),
@@ -198,7 +195,7 @@ class Cluster:
         return LocalStorage(nodes=self.config.nodes, nodes_dir=self.config.nodes_dir)
 
     async def _wait_ready(self, node: str, *, since: float) -> None:
-        await self._wait(
+        await self._tracked.wait(
             self.node_component(node), lambda: self.node_ready(node, since=since), timeout=120
         )
 
@@ -206,21 +203,21 @@ class Cluster:
         self, ports: Ports, *, apiserver_extra: tuple[str, ...] = ()
     ) -> None:
         ctl = insecure_ssl()
-        await self._ensure(
+        await self._tracked.ensure(
             components.etcd(self.config, ports), f"http://127.0.0.1:{ports.etcd}/health"
         )
-        await self._ensure(
+        await self._tracked.ensure(
             components.apiserver(self.config, ports, extra=apiserver_extra),
             f"{ports.server}/readyz",
             ssl_ctx=admin_ssl(self.pki),
             timeout=180,
         )
-        await self._ensure(
+        await self._tracked.ensure(
             components.controller_manager(self.config, ports),
             f"https://127.0.0.1:{ports.controller_manager}/healthz",
             ssl_ctx=ctl,
         )
-        await self._ensure(
+        await self._tracked.ensure(
             components.scheduler(self.config, ports),
             f"https://127.0.0.1:{ports.scheduler}/healthz",
             ssl_ctx=ctl,
@@ -230,7 +227,7 @@ class Cluster:
         """Stop the local Prometheus, the nodes (and their pods), then the control plane;
         reap stragglers."""
         for name in ("prometheus", "prometheus-sd", *REGISTRIES):  # prometheus.py's, registry.py's
-            await self._stop(name, grace=10)
+            await self._tracked.stop(name, grace=10)
         if self.real_nodes:
             if self.paths.ports_file.exists() and self.kubeconfig.exists():
                 await self.storage().down(
@@ -245,14 +242,14 @@ class Cluster:
         else:
             async with asyncio.TaskGroup() as tg:
                 for node in self.config.nodes:
-                    tg.create_task(self._stop(f"nodeagent-{node}", grace=45))
+                    tg.create_task(self._tracked.stop(f"nodeagent-{node}", grace=45))
             # Per-container cgroups of the node agents (a killed agent leaves them behind).
             agents_root = f"kvpy/{self.config.cluster_id}"
             await kill_cgroup_tree(agents_root)
             remove_cgroup_tree(agents_root)
             hostaddr.release(self.paths.root)
         for name in reversed(CONTROL_PLANE):
-            await self._stop(name, grace=15)
+            await self._tracked.stop(name, grace=15)
         reaped = await reap_marked(self.marker)
         if reaped:
             log.warning("stragglers_reaped", pids=reaped)
@@ -288,12 +285,13 @@ class Cluster:
         result = []
         for name, (url, ctx) in urls.items():
             code, body = await probe(url, ssl_ctx=ctx)
+            pid = self._tracked.pid(name)
             result.append(
                 ComponentStatus(
                     name=name,
-                    pid=self._pid(name),
+                    pid=pid,
                     healthy=code == 200,
-                    detail="ok" if code == 200 else body if self._pid(name) else "not running",
+                    detail="ok" if code == 200 else body if pid else "not running",
                 )
             )
         for node in self.config.nodes:
@@ -301,7 +299,7 @@ class Cluster:
             result.append(
                 ComponentStatus(
                     name=self.node_component(node),
-                    pid=self._pid(self.node_component(node)),
+                    pid=self._tracked.pid(self.node_component(node)),
                     healthy=ready == "True",
                     detail=f"Ready={ready}",
                 )
@@ -311,16 +309,16 @@ class Cluster:
     async def start_node_agent(self, node: str) -> None:
         """Start the node's agent unless running; wait for its Node to be Ready."""
         name = f"nodeagent-{node}"
-        if self._running(name) and await self.node_ready(node) == "True":
+        if self._tracked.running(name) and await self.node_ready(node) == "True":
             return
-        if not self._running(name):
+        if not self._tracked.running(name):
             spawn_detached(components.node_agent(self.config, node), marker=self.marker)
         since = time.time() - 1
-        await self._wait(name, lambda: self.node_ready(node, since=since))
+        await self._tracked.wait(name, lambda: self.node_ready(node, since=since))
 
     async def stop_node_agent(self, node: str, *, sig: signal.Signals = signal.SIGKILL) -> None:
         """Kill a node agent (SIGKILL by default: its pods keep running, as with a kubelet)."""
-        pid = self._pid(f"nodeagent-{node}")
+        pid = self._tracked.pid(f"nodeagent-{node}")
         if pid is not None and carries_marker(pid, self.marker):
             await stop_process(pid, marker=self.marker, grace=45, sig=sig)
 
@@ -362,61 +360,6 @@ class Cluster:
             write_kubeconfig(
                 self.paths.kubeconfig(user), server=ports.server, pki=self.pki, user=user
             )
-
-    def _pid(self, name: str) -> int | None:
-        return read_pidfile(self.paths.pidfile(name))
-
-    def _running(self, name: str) -> bool:
-        pid = self._pid(name)
-        return pid is not None and carries_marker(pid, self.marker)
-
-    async def _ensure(
-        self,
-        spec: DaemonSpec,
-        url: str,
-        *,
-        ssl_ctx: ssl.SSLContext | bool = False,
-        timeout: float = 90.0,
-    ) -> None:
-        if not self._running(spec.name):
-            spawn_detached(components.supervised(self.config, spec), marker=self.marker)
-        pid = self._pid(spec.name)
-        assert pid is not None
-        await wait_healthy(
-            spec.name,
-            url,
-            alive=lambda: pid_alive(pid),
-            log_file=spec.log_file,
-            ssl_ctx=ssl_ctx,
-            timeout=timeout,
-        )
-        log.info("component_healthy", component=spec.name, pid=pid)
-
-    async def _wait(
-        self, name: str, ready: Callable[[], Awaitable[str]], timeout: float = 60
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        deadline, last = loop.time() + timeout, ""
-        while loop.time() < deadline:
-            last = await ready()
-            if last == "True":
-                log.info("component_healthy", component=name, pid=self._pid(name))
-                return
-            pid = self._pid(name)
-            if pid is None or not pid_alive(pid):
-                raise ComponentFailed(name, "exited while starting", log_tail(self.paths.log(name)))
-            await asyncio.sleep(0.5)
-        raise ComponentFailed(
-            name, f"Node not Ready after {timeout}s (last: {last})", log_tail(self.paths.log(name))
-        )
-
-    async def _stop(self, name: str, *, grace: float) -> None:
-        pid = self._pid(name)
-        if pid is not None:
-            await stop_process(pid, marker=self.marker, grace=grace)
-            log.info("component_stopped", component=name, pid=pid)
-        with contextlib.suppress(FileNotFoundError):
-            self.paths.pidfile(name).unlink()
 
     async def _unmount_leftovers(self) -> None:
         for target in mounts_under([self.config.nodes_dir, self.paths.root]):

@@ -34,9 +34,12 @@ from typing import Any
 from controller.config import ContainerDiskDelivery, TemplateConfig
 from controller.errors import SyncError
 from controller.services import consolelog, dedicated, tpm, virtiofs, vmstate, volumes
-from controller.services.bindings import add_overhead
+from controller.services.compute import (
+    NODE_NAME_ENV,
+    compute_resources,
+    launcher_args,
+)
 from controller.services.cpuselect import apply_cpu_placement
-from controller.services.overhead import guest_request_bytes, memory_overhead_bytes
 from controller.services.probes import container_probes
 from controller.services.scheduling import excluding_node, pod_fields, with_added_selector
 from controller.services.security import (
@@ -53,15 +56,12 @@ from shared.labels import (
     CREATED_BY_LABEL,
     DEFAULT_CONTAINER_ANNOTATION,
     DOMAIN_ANNOTATION,
-    KVM_RESOURCE,
     LAUNCHER_APP,
     LAUNCHER_ATTEMPT_ANNOTATION,
     MIGRATION_JOB_LABEL,
     NODE_NAME_LABEL,
     SCHEDULABLE_LABEL,
-    TUN_RESOURCE,
     VM_LABEL,
-    VSOCK_RESOURCE,
 )
 from shared.launcherpod import COMPUTE_CONTAINER
 from shared.model import (
@@ -69,8 +69,6 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
-from shared.model.errors import QuantityError
-from shared.model.quantity import parse_millis
 from shared.naming import fit
 
 POD_NAME_PREFIX = "virt-launcher-"
@@ -78,8 +76,6 @@ POD_NAME_PREFIX = "virt-launcher-"
 SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 SUFFIX_LEN = 5
 MAX_NAME = 253
-
-NODE_NAME_ENV = "NODE_NAME"
 
 # Grace added on top of the VMI's: the launcher's (to finish its own shutdown) and the pod's.
 LAUNCHER_GRACE_EXTRA = 15
@@ -99,14 +95,6 @@ def pod_suffix(seed: str) -> str:
 def pod_name(vmi_name: str, seed: str) -> str:
     """`virt-launcher-<vmi>-<suffix>`, cut with a hash (shared.naming) to ≤ 253 chars."""
     return fit(f"{POD_NAME_PREFIX}{vmi_name}", suffix=pod_suffix(seed), limit=MAX_NAME)
-
-
-def notify_socket_path(notify_dir: str) -> str:
-    """The launcher's --notify-socket, expanded by the kubelet from the pod's node name.
-
-    The notify directory is a hostPath mounted at the same path inside the pod, so the
-    handler (which listens there on the host) and the launcher agree on one path."""
-    return f"{notify_dir.rstrip('/')}/$({NODE_NAME_ENV})/{podlayout.NOTIFY_SOCKET_NAME}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,18 +168,7 @@ class TemplateService:
                 "enableServiceLinks": False,
                 "initContainers": [*self._copy_init_containers(), *sources.init_containers],
                 "containers": [self._container(vmi, grace + LAUNCHER_GRACE_EXTRA, sources)],
-                "volumes": [
-                    {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
-                    {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
-                    {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
-                    *self._copy_volumes(),
-                    {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
-                    *self._seed_volumes(),
-                    *sources.volumes,
-                    *tpm.volumes(vmi),
-                    *vmstate.volumes(vmi),
-                    *virtiofs.volumes(vmi),
-                ],
+                "volumes": self._volumes(vmi, sources),
             },
         }
         pod["spec"].update(pod_fields(vmi))  # affinity, tolerations, DNS, … as written
@@ -216,6 +193,22 @@ class TemplateService:
         if sources.pull_secrets:  # containerDisk/kernelBoot imagePullSecret, as KubeVirt
             pod["spec"]["imagePullSecrets"] = [{"name": s} for s in sources.pull_secrets]
         return pod
+
+    def _volumes(
+        self, vmi: VirtualMachineInstance, sources: volumes.PodVolumes
+    ) -> list[dict[str, Any]]:
+        return [
+            {"name": podlayout.SOCKETS_VOLUME, "emptyDir": {}},
+            {"name": podlayout.PRIVATE_VOLUME, "emptyDir": {}},
+            {"name": podlayout.NOTIFY_VOLUME, "hostPath": self._notify_host_path()},
+            *self._copy_volumes(),
+            {"name": podlayout.HOTPLUG_DISKS_VOLUME, "emptyDir": {}},
+            *self._seed_volumes(),
+            *sources.volumes,
+            *tpm.volumes(vmi),
+            *vmstate.volumes(vmi),
+            *virtiofs.volumes(vmi),
+        ]
 
     def _metadata(
         self, vmi: VirtualMachineInstance, *, seed: str, extra_labels: dict[str, str]
@@ -303,7 +296,7 @@ class TemplateService:
             "name": COMPUTE_CONTAINER,
             "image": self.config.launcher_image,
             "imagePullPolicy": self.config.image_pull_policy,
-            "args": [*self._args(vmi, launcher_grace), *sources.launcher_args],
+            "args": [*launcher_args(self.config, vmi, launcher_grace), *sources.launcher_args],
             "env": [
                 {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -353,70 +346,9 @@ class TemplateService:
         Localhost one, else the runtime's default (controller/services/security.py)."""
         return launcher_seccomp(vmi, self.config.seccomp_localhost_profile)
 
-    def _args(self, vmi: VirtualMachineInstance, launcher_grace: int) -> list[str]:
-        """The launcher's command line (launcher/config.py)."""
-        cfg = self.config
-        args = [
-            "--name", vmi.name,
-            "--namespace", vmi.namespace,
-            "--uid", vmi.uid,
-            "--sockets-dir", podlayout.SOCKETS_DIR,
-            "--private-dir", podlayout.PRIVATE_DIR,
-            "--container-disks-dir", podlayout.CONTAINER_DISKS_DIR,
-            "--notify-socket", notify_socket_path(cfg.notify_host_dir),
-            "--grace-period-seconds", str(launcher_grace),
-            "--virt-type", "auto" if cfg.use_emulation else "kvm",
-            "--log-format", cfg.log_format,
-        ]  # fmt: skip
-        if cfg.kvm_probe_file:
-            args += ["--kvm-probe-file", cfg.kvm_probe_file]
-        if cfg.capabilities_seed:
-            args += ["--capabilities-seed", cfg.capabilities_seed]
-        elif cfg.node_capabilities_seed:
-            args += ["--capabilities-seed", podlayout.QEMU_CAPABILITIES_SEED_DIR]
-        return args
-
     def resources(self, vmi: VirtualMachineInstance) -> dict[str, dict[str, str]]:
         """Requests and limits: guest memory + overhead, CPU, and the device resources."""
-        domain = vmi.spec.domain
-        try:
-            guest = domain.guest_memory_bytes()
-            req_mem = domain.resources.requests.memory_bytes() or guest
-            lim_mem = domain.resources.limits.memory_bytes()
-            cpu_req = domain.resources.requests.cpu
-            cpu_lim = domain.resources.limits.cpu
-            cpu_millis = parse_millis(cpu_req) if cpu_req is not None else None
-        except QuantityError as e:
-            raise SyncError(ConditionReason.INVALID_SPEC, str(e), requeue=False) from e
-        if guest is None or req_mem is None:
-            raise SyncError(ConditionReason.INVALID_SPEC, "the VMI sets no memory", requeue=False)
-        req_mem = guest_request_bytes(
-            guest=guest, requested=req_mem, overcommit_percent=self.config.memory_overcommit
-        )
-        overhead = memory_overhead_bytes(
-            guest_bytes=guest,
-            vcpus=domain.vcpus(),
-            emulated=self.config.use_emulation,
-            config=self.config.overhead,
-        )
-        if cpu_millis is None:
-            cpu_millis = self.config.cpu_request_millis_per_vcpu * domain.vcpus()
-        devices = {TUN_RESOURCE: "1"}
-        if not self.config.use_emulation:
-            devices[KVM_RESOURCE] = "1"
-        if domain.devices.autoattach_vsock:
-            devices[VSOCK_RESOURCE] = "1"
-        counted = 0 if domain.resources.overcommit_guest_overhead else overhead
-        requests = {"cpu": f"{cpu_millis}m", "memory": str(req_mem + counted), **devices}
-        limits = dict(devices)
-        if lim_mem is not None:
-            limits["memory"] = str(lim_mem + overhead)
-        if cpu_lim is not None:
-            limits["cpu"] = str(cpu_lim)
-        resources = add_overhead(
-            {"requests": requests, "limits": limits}, self.config.binding_plugins, vmi
-        )  # network binding plugins' computeResourceOverhead
-        return dedicated.compute_resources(vmi, resources, overhead=overhead)
+        return compute_resources(self.config, vmi)
 
 
 def _owner(vmi: VirtualMachineInstance) -> dict[str, Any]:

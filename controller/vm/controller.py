@@ -31,7 +31,8 @@ from controller.vm.datavolumes import (
 from controller.vm.hotplug import template_ops
 from controller.vm.hotresources import HotplugLimits, with_ceilings
 from controller.vm.liveupdate import live_ops, with_restart_required
-from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
+from controller.vm.logic import Backoff, VMPlan, plan_vm
+from controller.vm.vmibody import vmi_from_template
 from shared.clusterconfig import RolloutStrategy
 from shared.kube import (
     DATAVOLUMES,

@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from controller.transitions import vm_condition
-from controller.vm.logic import VMPlan, owner_ref
+from controller.vm.logic import VMPlan
+from controller.vm.vmibody import owner_ref
 from shared.model import (
     ConditionStatus,
     PrintableStatus,

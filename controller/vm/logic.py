@@ -23,15 +23,10 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.transitions import vm_condition
-from controller.vm.hotplug import started_with
-from controller.vm.nichotplug import without_absent
-from shared.instancetypes.apply import expand
-from shared.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON, VM_LABEL
+from shared.labels import POD_SCHEDULED, UNSCHEDULABLE_REASON
 from shared.model import (
-    API_VERSION,
     ConditionReason,
     ConditionStatus,
     PrintableStatus,
@@ -49,7 +44,6 @@ from shared.model import (
     format_time,
     parse_time,
 )
-from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
 
 RESTARTING = frozenset({RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE})
 STARTING_PHASES = frozenset(
@@ -363,42 +357,3 @@ def _printable_down(
         failed = vmi.status.phase_or_unset == VMIPhase.FAILED
         return PrintableStatus.STARTING if failed else PrintableStatus.STOPPED
     return PrintableStatus.STOPPED
-
-
-# ---- the VMI a VM creates -------------------------------------------------------------
-
-
-def vmi_from_template(
-    vm: VirtualMachine,
-    *,
-    instancetype: InstancetypeSpec | None = None,
-    preference: PreferenceSpec | None = None,
-) -> dict[str, Any]:
-    """The VMI body: the template's metadata and spec (expanded with the VM's instancetype
-    and preference), named after and owned by the VM."""
-    meta = vm.spec.template.metadata
-    spec = without_absent(vm.spec.template.spec.to_dict())  # unplugged NICs stay out
-    annotations = dict(meta.annotations)
-    if instancetype is not None or preference is not None:
-        expanded = expand(
-            spec, annotations=annotations, instancetype=instancetype, preference=preference
-        )
-        spec, annotations = expanded.spec, {**annotations, **expanded.annotations}
-    annotations.update(started_with(vm))
-    return {
-        "apiVersion": API_VERSION,
-        "kind": VirtualMachineInstance.KIND,
-        "metadata": {
-            "name": vm.name,
-            "namespace": vm.namespace,
-            "labels": {**meta.labels, VM_LABEL: vm.name},
-            "annotations": annotations,
-            "ownerReferences": [owner_ref(vm)],
-        },
-        "spec": spec,
-    }
-
-
-def owner_ref(vm: VirtualMachine) -> dict[str, Any]:
-    """The controller reference to the VM, on what it makes (its VMI, its DataVolumes)."""
-    return vm.controller_reference().to_dict()

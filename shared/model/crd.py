@@ -13,7 +13,6 @@ Regenerate with: python -m shared.model.crd manifests/base
 from __future__ import annotations
 
 import sys
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,10 @@ from shared.model.backup import (
     VirtualMachineBackupTracker,
 )
 from shared.model.clone import CLONE_GROUP, CLONE_VERSION, VirtualMachineClone
+from shared.model.crd_builders import build_group_crd, build_instancetype_crd, object_schema
 from shared.model.export import EXPORT_GROUP, EXPORT_VERSION, VirtualMachineExport
 from shared.model.instancetype import (
-    INSTANCETYPE_GROUP,
     INSTANCETYPE_KINDS,
-    INSTANCETYPE_VERSION,
     InstancetypeObject,
 )
 from shared.model.kubevirt import KubeVirt
@@ -257,32 +255,6 @@ BACKUP_KINDS: tuple[CRDInfo, ...] = (
 )
 
 
-def kind_schema(cls: type[Any], **parts: dict[str, Any]) -> dict[str, Any]:
-    """A kind's openAPIV3Schema: its docstring's first line, apiVersion, kind, metadata and
-    `parts` (spec, status …)."""
-    return {
-        "description": (cls.__doc__ or "").strip().splitlines()[0],
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            **parts,
-        },
-    }
-
-
-def object_schema(cls: type[KubeObject]) -> dict[str, Any]:
-    """The openAPIV3Schema of a top-level kind: apiVersion, kind, metadata, spec, status."""
-    hints = typing.get_type_hints(cls)
-    return {
-        **kind_schema(
-            cls, spec=hints["spec"].openapi_schema(), status=hints["status"].openapi_schema()
-        ),
-        "required": ["spec"],
-    }
-
-
 def build_crd(info: CRDInfo) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CustomResourceDefinition of one kind."""
     plural = info.cls.PLURAL
@@ -333,51 +305,6 @@ def render(info: CRDInfo) -> str:
 def instancetype_filename(cls: type[InstancetypeObject]) -> str:
     """The manifest file name of an instancetype.kubevirt.io kind under manifests/base."""
     return f"crd-{cls.PLURAL}.yaml"
-
-
-def build_instancetype_crd(cls: type[InstancetypeObject]) -> dict[str, Any]:
-    """The CRD of an instancetype.kubevirt.io/v1beta1 kind (no status, as KubeVirt's)."""
-    return build_group_crd(cls, group=INSTANCETYPE_GROUP, version=INSTANCETYPE_VERSION)
-
-
-def build_group_crd(
-    cls: type[InstancetypeObject] | type[MigrationPolicy], *, group: str, version: str
-) -> dict[str, Any]:
-    """The CRD of a kind outside kubevirt.io (its names from the class; no status)."""
-    spec_schema = typing.get_type_hints(cls)["spec"].openapi_schema()
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{cls.PLURAL}.{group}",
-            "labels": {"app.kubernetes.io/part-of": "kubevirt-py"},
-        },
-        "spec": {
-            "group": group,
-            "names": {
-                "kind": cls.KIND,
-                "listKind": f"{cls.KIND}List",
-                "plural": cls.PLURAL,
-                "singular": cls.SINGULAR,
-                "shortNames": list(cls.SHORT_NAMES),
-                "categories": ["all"],
-            },
-            "scope": "Namespaced" if cls.NAMESPACED else "Cluster",
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            **kind_schema(cls, spec=spec_schema),
-                            "required": ["spec"],
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def render_instancetype(cls: type[InstancetypeObject]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from controller.errors import SyncError
-from controller.vm.logic import vmi_from_template
+from controller.vm.vmibody import vmi_from_template
 from shared.expansion import CONTROLLER_REVISIONS, RESOURCES, expand_spec
 from shared.instancetypes.target import CONFLICT
 from shared.kube import VMS, NotFound, PatchType, Resource

@@ -9,7 +9,8 @@ import yaml
 
 from shared.clusterconfig import MigrationLimits
 from shared.migrationpolicy import match_policy, policy_configuration, validate_policy, with_policy
-from shared.model.crd import POLICY_FILENAME, build_group_crd
+from shared.model.crd import POLICY_FILENAME
+from shared.model.crd_builders import build_group_crd
 from shared.model.migrationpolicy import POLICY_GROUP, POLICY_VERSION, MigrationPolicy
 from tests.unit.shared.test_crd_drift import BASE
 

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from controller.vm.hotplug import FROM_TEMPLATE, template_ops
-from controller.vm.logic import vmi_from_template
+from controller.vm.vmibody import vmi_from_template
 from shared.model import VirtualMachine, VirtualMachineInstance
 
 DATA = {"name": "data", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": True}}

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.vm.logic import Backoff, VMPlan, plan_vm, vmi_from_template
+from controller.vm.logic import Backoff, VMPlan, plan_vm
+from controller.vm.vmibody import vmi_from_template
 from shared.model import (
     MigrationState,
     PrintableStatus,

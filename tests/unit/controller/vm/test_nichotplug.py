@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from controller.vm.liveupdate import live_ops, restart_fields
-from controller.vm.logic import vmi_from_template
 from controller.vm.nichotplug import plan_nics, without_absent
+from controller.vm.vmibody import vmi_from_template
 from shared.clusterconfig import RolloutStrategy
 from shared.model import VirtualMachine, VirtualMachineInstance
 
