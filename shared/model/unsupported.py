@@ -5,7 +5,8 @@ The model keeps every key it does not type in `extra`. Walking a parsed object, 
 key found in an `extra` is one of:
 - typed by the model but present-but-empty (explicit null, `[]`, `{}`): kept, fine;
 - a field KubeVirt's API knows at that place: "not supported by kubevirt-py"
-  (`KUBEVIRT_ONLY`), unless `ALLOWED_VALUES` lists the value as one honoured here;
+  (`KUBEVIRT_ONLY`, in shared/model/kubevirt_only.py), unless `ALLOWED_VALUES` lists the
+  value as one honoured here;
 - anything else: an unknown field, which KubeVirt's schema would prune and a strict
   `kubectl apply` refuses, so it is refused here too.
 The instancetype.kubevirt.io kinds are walked the same way (their v1beta1 fields).
@@ -20,299 +21,37 @@ from typing import Any
 
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model._validate_common import child_path
-from shared.model.credentials import CREDENTIAL_MODELS
-from shared.model.devopts import (
-    BlockSize,
-    CustomBlockSize,
-    DHCPOptions,
-    DHCPPrivateOption,
-    IOThreads,
-    MatchVolume,
-)
 from shared.model.domain import (
-    CPU,
-    TPM,
-    CDRomTarget,
-    CPUFeature,
     Devices,
-    Disk,
-    DiskTarget,
-    DomainSpec,
-    Features,
-    FeatureState,
     Interface,
-    InterfaceBridge,
-    InterfaceMasquerade,
-    InterfacePasstBinding,
-    InterfacePort,
-    LunTarget,
-    Machine,
-    Memory,
-    PluginBinding,
-    ResourceList,
-    ResourceRequirements,
-    Rng,
 )
-from shared.model.downwardmetrics import DownwardMetricsDevice
 from shared.model.enums import RunStrategy
 from shared.model.errors import FieldError
-from shared.model.features import (
-    FeatureAPIC,
-    FeatureHyperv,
-    FeatureKVM,
-    FeatureSpinlocks,
-    FeatureToggle,
-    FeatureVendorID,
-    HyperVPassthrough,
-    SyNICTimer,
-    TLBFlush,
-)
-from shared.model.filesystems import Filesystem, FilesystemVirtiofs
-from shared.model.firmware import (
-    ACPI,
-    BIOS,
-    EFI,
-    Bootloader,
-    Firmware,
-    KernelBoot,
-    KernelBootContainer,
-)
-from shared.model.guestdevices import (
-    Chassis,
-    Clock,
-    ClockOffsetUTC,
-    HPETTimer,
-    HypervTimer,
-    I6300ESBWatchdog,
-    Input,
-    KVMTimer,
-    PanicDevice,
-    PITTimer,
-    RTCTimer,
-    SoundDevice,
-    Timer,
-    VideoDevice,
-    Watchdog,
-)
 from shared.model.instancetype import (
-    CPUInstancetype,
-    InstancetypeMatcher,
     InstancetypeObject,
     InstancetypeSpec,
-    MemoryInstancetype,
     PreferenceSpec,
 )
+from shared.model.kubevirt_only import ANY_KEY, KUBEVIRT_ONLY
 from shared.model.migration import (
-    MigrationReceive,
-    MigrationSendTo,
     MigrationSpec,
     VirtualMachineInstanceMigration,
 )
-from shared.model.noderes import NUMA, Hugepages, NUMAGuestMappingPassthrough, Realtime
 from shared.model.objects import KubeObject
 from shared.model.pool import (
-    Autohealing,
-    NameGeneration,
-    NodeSelectorRequirement,
-    PoolSelectors,
-    PoolSpec,
-    Proactive,
-    SelectionPolicy,
-    Strategy,
-    Unmanaged,
     VirtualMachinePool,
-    VMTemplateSpec,
 )
-from shared.model.preference import PREFERENCE_CLASSES, VMIPart
-from shared.model.probes import (
-    ExecAction,
-    GuestAgentPing,
-    HTTPGetAction,
-    HTTPHeader,
-    Probe,
-    TCPSocketAction,
-)
-from shared.model.replicaset import ReplicaSetSpec, VirtualMachineInstanceReplicaSet
+from shared.model.preference import VMIPart
+from shared.model.replicaset import VirtualMachineInstanceReplicaSet
 from shared.model.scheduling import (
     Affinity,
-    PodDNSConfig,
-    PodDNSConfigOption,
-    Toleration,
     TopologySpreadConstraint,
 )
-from shared.model.selector import LabelSelector, LabelSelectorRequirement
-from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine, VMITemplateSpec, VMSpec
+from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine, VMSpec
 from shared.model.vmi import VirtualMachineInstance, VMISpec
-from shared.model.volumes import (
-    CloudInitConfigDriveSource,
-    CloudInitNoCloudSource,
-    ConfigMapSource,
-    ContainerDiskSource,
-    DataVolumeVolumeSource,
-    DownwardAPISource,
-    DownwardAPIVolumeFile,
-    DownwardMetricsVolumeSource,
-    EmptyDiskSource,
-    EphemeralSource,
-    HostDiskSource,
-    LocalObjectReference,
-    MemoryDumpVolumeSource,
-    MultusNetwork,
-    Network,
-    ObjectFieldSelector,
-    PersistentVolumeClaimSource,
-    PodNetwork,
-    ResourceFieldSelector,
-    SecretSource,
-    ServiceAccountSource,
-    SysprepSource,
-    Volume,
-)
 
 NOT_SUPPORTED = "not supported by kubevirt-py"
 UNKNOWN_FIELD = "unknown field (not part of kubevirt.io/v1)"
-# A class whose every untyped key is a KubeVirt field (Kubernetes resource names).
-ANY_KEY = "*"
-
-# Per model class: the keys KubeVirt's kubevirt.io/v1 API has at that place which the
-# model does not type. Every model class reachable from a spec has an entry.
-KUBEVIRT_ONLY: Mapping[type[Model], frozenset[str]] = {
-    **dict.fromkeys(CREDENTIAL_MODELS, frozenset()),  # spec.accessCredentials: all typed
-    VMISpec: frozenset(
-        {
-            "architecture", "resourceClaims",
-        }
-    ),
-    DomainSpec: frozenset({"launchSecurity"}),
-    Chassis: frozenset(),
-    Features: frozenset(),
-    FeatureState: frozenset(),
-    FeatureAPIC: frozenset(),
-    FeatureHyperv: frozenset(),
-    FeatureSpinlocks: frozenset(),
-    FeatureVendorID: frozenset(),
-    FeatureToggle: frozenset(),
-    SyNICTimer: frozenset(),
-    TLBFlush: frozenset(),
-    FeatureKVM: frozenset(),
-    HyperVPassthrough: frozenset(),
-    Clock: frozenset(),
-    ClockOffsetUTC: frozenset(),
-    Timer: frozenset(),
-    HPETTimer: frozenset(),
-    PITTimer: frozenset(),
-    RTCTimer: frozenset(),
-    KVMTimer: frozenset(),
-    HypervTimer: frozenset(),
-    Input: frozenset(),
-    Watchdog: frozenset({"diag288"}),  # s390x's
-    I6300ESBWatchdog: frozenset(),
-    PanicDevice: frozenset(),
-    VideoDevice: frozenset(),
-    DownwardMetricsDevice: frozenset(),
-    Filesystem: frozenset(),
-    FilesystemVirtiofs: frozenset(),
-    SoundDevice: frozenset(),
-    CPU: frozenset(),
-    CPUFeature: frozenset(),
-    Memory: frozenset(),
-    NUMA: frozenset(),
-    NUMAGuestMappingPassthrough: frozenset(),
-    Realtime: frozenset(),
-    Hugepages: frozenset(),
-    ResourceRequirements: frozenset(),
-    ResourceList: frozenset({ANY_KEY}),  # GPUs, hugepages, ephemeral-storage, …
-    Devices: frozenset(
-        {
-            "autoattachPodInterface", "autoattachGraphicsDevice",
-            "gpus",
-            "hostDevices", "clientPassthrough",
-        }
-    ),
-    Disk: frozenset(),
-    LunTarget: frozenset({"reservation"}),  # persistent reservations (a pr-helper)
-    DiskTarget: frozenset(),
-    CDRomTarget: frozenset(),
-    Interface: frozenset({"slirp", "sriov", "macvtap", "passt"}),
-    InterfaceMasquerade: frozenset(),
-    InterfaceBridge: frozenset(),
-    InterfacePasstBinding: frozenset(),
-    PluginBinding: frozenset(),
-    Rng: frozenset(),
-    BlockSize: frozenset(),
-    CustomBlockSize: frozenset(),
-    MatchVolume: frozenset(),
-    IOThreads: frozenset(),
-    DHCPOptions: frozenset(),
-    DHCPPrivateOption: frozenset(),
-    TPM: frozenset(),
-    Firmware: frozenset(),
-    ACPI: frozenset(),
-    Bootloader: frozenset(),
-    BIOS: frozenset(),
-    EFI: frozenset(),
-    InterfacePort: frozenset(),
-    KernelBoot: frozenset(),
-    KernelBootContainer: frozenset(),
-    Machine: frozenset(),
-    Volume: frozenset(),
-    EphemeralSource: frozenset(),
-    SysprepSource: frozenset(),
-    DownwardMetricsVolumeSource: frozenset(),
-    MemoryDumpVolumeSource: frozenset(),
-    ContainerDiskSource: frozenset(),
-    PersistentVolumeClaimSource: frozenset(),
-    DataVolumeVolumeSource: frozenset(),
-    HostDiskSource: frozenset(),
-    EmptyDiskSource: frozenset(),
-    CloudInitNoCloudSource: frozenset(),
-    CloudInitConfigDriveSource: frozenset(),
-    LocalObjectReference: frozenset(),
-    ConfigMapSource: frozenset(),
-    SecretSource: frozenset(),
-    ServiceAccountSource: frozenset(),
-    DownwardAPISource: frozenset(),
-    DownwardAPIVolumeFile: frozenset(),
-    ObjectFieldSelector: frozenset(),
-    ResourceFieldSelector: frozenset(),
-    Network: frozenset(),
-    MultusNetwork: frozenset(),
-    PodNetwork: frozenset(),
-    VMSpec: frozenset(),
-    VMITemplateSpec: frozenset(),
-    Probe: frozenset(),
-    HTTPGetAction: frozenset(),
-    HTTPHeader: frozenset(),
-    TCPSocketAction: frozenset(),
-    ExecAction: frozenset(),
-    GuestAgentPing: frozenset(),
-    ReplicaSetSpec: frozenset(),
-    LabelSelector: frozenset(),
-    LabelSelectorRequirement: frozenset(),
-    PoolSpec: frozenset(),
-    VMTemplateSpec: frozenset(),
-    NameGeneration: frozenset(),
-    Strategy: frozenset(),
-    Proactive: frozenset({"statePreservation"}),
-    Unmanaged: frozenset({"statePreservation"}),
-    SelectionPolicy: frozenset(),
-    PoolSelectors: frozenset(),
-    NodeSelectorRequirement: frozenset(),
-    Autohealing: frozenset(),
-    InstancetypeMatcher: frozenset(),
-    MigrationSpec: frozenset(),
-    MigrationSendTo: frozenset(),
-    MigrationReceive: frozenset(),
-    Toleration: frozenset(),
-    PodDNSConfig: frozenset(),
-    PodDNSConfigOption: frozenset(),
-    # instancetype.kubevirt.io/v1beta1: every field typed (a VM applying one whose VMI
-    # field is refused is refused at VM admission, naming it: shared.instancetypes)
-    InstancetypeSpec: frozenset(),
-    CPUInstancetype: frozenset(),
-    MemoryInstancetype: frozenset(),
-    **{cls: frozenset() for cls in PREFERENCE_CLASSES},
-}  # fmt: skip
 
 # Kubernetes' own types, handed to the launcher pod whole: the API server validates their
 # keys when the pod is made, so they are not walked here.

@@ -10,13 +10,12 @@ import pytest
 from shared.model import VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
 from shared.model.instancetype import InstancetypeSpec, PreferenceSpec
+from shared.model.kubevirt_only import ANY_KEY, KUBEVIRT_ONLY
 from shared.model.meta import ObjectMeta
 from shared.model.migration import MigrationSpec
 from shared.model.unsupported import (
     ALLOWED_VALUES,
-    ANY_KEY,
     KUBERNETES_OWN,
-    KUBEVIRT_ONLY,
     NOT_SUPPORTED,
     TYPED_UNSUPPORTED,
     UNKNOWN_FIELD,
