@@ -33,7 +33,7 @@ log = structlog.get_logger("launcher")
 
 async def run(config: Config) -> None:
     """Serve one VM until SIGTERM (guest shut down within its grace) or Delete."""
-    async with stop_on_signals() as stop:
+    async with stop_on_signals(ignore_after=True) as stop:
         await _run(config, stop)
 
 

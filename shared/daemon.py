@@ -36,9 +36,17 @@ class Shutdown(Exception):
 
 @contextlib.asynccontextmanager
 async def stop_on_signals(
-    stop: asyncio.Event | None = None, signals: tuple[signal.Signals, ...] = STOP_SIGNALS
+    stop: asyncio.Event | None = None,
+    signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+    *,
+    ignore_after: bool = False,
 ) -> AsyncIterator[asyncio.Event]:
-    """An event the termination signals set while the block runs (handlers removed after)."""
+    """An event the termination signals set while the block runs (handlers removed after).
+
+    `ignore_after`: once the block is left the process is ending, so a stop signal that
+    arrives then (a kubelet's SIGTERM racing a launcher that already stops on its handler's
+    Delete) is ignored instead of killing it mid-exit with 128+15: its exit code stays its
+    own."""
     event = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in signals:
@@ -48,6 +56,8 @@ async def stop_on_signals(
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+            if ignore_after:
+                signal.signal(sig, signal.SIG_IGN)
 
 
 async def raise_on(stop: asyncio.Event) -> NoReturn:
