@@ -45,22 +45,40 @@ class Target:
 
 def nat_rules(target: Target, *, pod_if: str = podnet.POD_INTERFACE) -> str:
     """The nftables ruleset of masquerade (replacing an earlier one of the same table)."""
-    guest, table = target.guest_range.guest, podnet.NFT_TABLE
+    return nat_ruleset(
+        "ip", target.guest_range.guest, tcp_ports=target.tcp_ports,
+        udp_ports=target.udp_ports, listed=target.listed, pod_if=pod_if,
+    )  # fmt: skip
+
+
+def nat_ruleset(
+    family: str,
+    guest: str,
+    *,
+    tcp_ports: tuple[int, ...],
+    udp_ports: tuple[int, ...],
+    listed: bool,
+    pod_if: str = podnet.POD_INTERFACE,
+) -> str:
+    """One family's (`ip` or `ip6`) NAT table, replacing an earlier one of the same name:
+    every port, or the listed ones, DNATed to the guest; the guest's traffic masqueraded
+    behind the pod's address."""
+    table = podnet.NFT_TABLE
     inbound = []
-    for proto, ports in (("tcp", target.tcp_ports), ("udp", target.udp_ports)):
-        if not target.listed:
+    for proto, ports in (("tcp", tcp_ports), ("udp", udp_ports)):
+        if not listed:
             inbound.append(f'iifname "{pod_if}" meta l4proto {proto} dnat to {guest}')
         elif ports:
-            listed = ", ".join(str(p) for p in sorted(set(ports)))
-            inbound.append(f'iifname "{pod_if}" {proto} dport {{ {listed} }} dnat to {guest}')
+            numbers = ", ".join(str(p) for p in sorted(set(ports)))
+            inbound.append(f'iifname "{pod_if}" {proto} dport {{ {numbers} }} dnat to {guest}')
     pre = "\n".join(f"    {rule}" for rule in inbound)
     return (
-        f"table ip {table} {{}}\ndelete table ip {table}\n"
-        f"table ip {table} {{\n"
+        f"table {family} {table} {{}}\ndelete table {family} {table}\n"
+        f"table {family} {table} {{\n"
         "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n"
         f"{pre}\n  }}\n"
         "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n"
-        f'    ip saddr {guest} oifname "{pod_if}" masquerade\n  }}\n'
+        f'    {family} saddr {guest} oifname "{pod_if}" masquerade\n  }}\n'
         "}\n"
     )
 
@@ -148,8 +166,8 @@ def masquerade_batch(
         rng6, bridge = target.guest_range6, podnet.bridge_name(pod_if)
         cmds.append(netwire6.bridge_address(rng6, bridge=bridge))
         sysctls[netwire6.FORWARDING] = "1"
-        nft += netwire6.nat6_rules(
-            rng6, tcp_ports=target.tcp_ports, udp_ports=target.udp_ports,
+        nft += nat_ruleset(
+            "ip6", rng6.guest, tcp_ports=target.tcp_ports, udp_ports=target.udp_ports,
             listed=target.listed, pod_if=pod_if,
         )  # fmt: skip
     return MasqueradeBatch(ip=cmds, sysctls=sysctls, nft=nft, dual=dual)

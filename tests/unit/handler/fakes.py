@@ -373,3 +373,18 @@ class _Source:
                     if _matches(self._selector, event.object):
                         yield WatchEvent(event.type, copy.deepcopy(event.object))
             await changed.wait()
+
+
+class AnsweringLauncher:
+    """A launcher client answering every call with `answer` (or raising `error`); the
+    calls it got in `calls`."""
+
+    def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
+        self.calls: list[tuple[Method, Mapping[str, Any] | None]] = []
+        self._answer, self._error = answer, error
+
+    async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
+        self.calls.append((method, args))
+        if self._error is not None:
+            raise self._error
+        return self._answer

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from handler import linkstate
 from shared.model import VirtualMachineInstance
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
+from tests.unit.handler.fakes import AnsweringLauncher
 
 
 def _vmi(
@@ -33,25 +33,13 @@ def test_wanted_only_for_a_running_vmi_naming_a_state() -> None:
     assert linkstate.wanted(_vmi("down", status=migrating)) is None
 
 
-class _Launcher:
-    def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
-        self.calls: list[tuple[Method, Mapping[str, Any] | None]] = []
-        self._answer, self._error = answer, error
-
-    async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
-        self.calls.append((method, args))
-        if self._error is not None:
-            raise self._error
-        return self._answer
-
-
 async def test_apply_sends_set_link_states_and_tolerates_an_old_launcher() -> None:
     """set_link_states carries the links; the reply names the changed interfaces; a
     launcher without the command is no error."""
     args = linkstate.wanted(_vmi("down"))
     assert args is not None
-    launcher = _Launcher(answer=["n0"])
+    launcher = AnsweringLauncher(answer=["n0"])
     assert await linkstate.apply(launcher, args) == ["n0"]  # type: ignore[arg-type]
     assert launcher.calls == [(Method.SET_LINK_STATES, {"links": {"n0": False}})]
-    old = _Launcher(error=CommandFailed(ErrorCode.UNKNOWN_METHOD, "unknown method"))
+    old = AnsweringLauncher(error=CommandFailed(ErrorCode.UNKNOWN_METHOD, "unknown method"))
     assert await linkstate.apply(old, args) == []  # type: ignore[arg-type]

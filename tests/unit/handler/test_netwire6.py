@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from handler.netwire import Target, masquerade_batch, nat_rules
-from handler.netwire6 import FORWARDING, nat6_rules, pod_has_ipv6
+from handler.netwire import Target, masquerade_batch, nat_rules, nat_ruleset
+from handler.netwire6 import FORWARDING, pod_has_ipv6
 from handler.podnet import pod_target
 from shared import podnet
 from shared.model import VirtualMachineInstance
@@ -49,9 +49,8 @@ def test_a_dual_stack_pod_gets_the_ipv6_gateway_forwarding_and_nat66() -> None:
 
 def test_nat66_leads_only_the_listed_ports() -> None:
     """Listed ports: only those are DNATed over IPv6 too."""
-    rules = nat6_rules(
-        podnet.guest_range6("fd10:0:3::/120"), tcp_ports=(80, 22, 80), udp_ports=(), listed=True
-    )
+    guest = podnet.guest_range6("fd10:0:3::/120").guest
+    rules = nat_ruleset("ip6", guest, tcp_ports=(80, 22, 80), udp_ports=(), listed=True)
     assert 'iifname "eth0" tcp dport { 22, 80 } dnat to fd10:0:3::2' in rules
     assert "udp" not in rules and "l4proto" not in rules
 

@@ -3,7 +3,6 @@ and status.interfaces following the domain's NICs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from handler import nichotplug
@@ -11,6 +10,7 @@ from shared.model import VirtualMachineInstance
 from shared.wire.errors import CommandFailed, ErrorCode
 from shared.wire.launcher_api import Method
 from shared.wire.nics import InterfacesReply
+from tests.unit.handler.fakes import AnsweringLauncher
 
 
 def _vmi(
@@ -56,26 +56,16 @@ def test_status_interfaces_follow_the_domain() -> None:
     assert not nichotplug.pending(gone, InterfacesReply(present=("default",)))
 
 
-class _Launcher:
-    def __init__(self, answer: Any = None, error: Exception | None = None) -> None:
-        self.calls: list[tuple[Method, Mapping[str, Any] | None]] = []
-        self._answer, self._error = answer, error
-
-    async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
-        self.calls.append((method, args))
-        if self._error is not None:
-            raise self._error
-        return self._answer
-
-
 async def test_apply_hands_over_the_vmi_and_tolerates_an_old_launcher() -> None:
     """sync_interfaces carries the VMI; the reply is parsed; a launcher without the
     command answers None (logged, not retried)."""
-    launcher = _Launcher({"attached": ["hot"], "detached": [], "present": ["default", "hot"]})
+    launcher = AnsweringLauncher(
+        {"attached": ["hot"], "detached": [], "present": ["default", "hot"]}
+    )
     reply = await nichotplug.apply(launcher, _vmi())  # type: ignore[arg-type]
     assert reply == InterfacesReply(attached=("hot",), present=("default", "hot"))
     ((method, args),) = launcher.calls
     assert method is Method.SYNC_INTERFACES and args is not None
     assert args["vmi"]["metadata"]["name"] == "v"
-    old = _Launcher(error=CommandFailed(ErrorCode.UNKNOWN_METHOD, "no such method"))
+    old = AnsweringLauncher(error=CommandFailed(ErrorCode.UNKNOWN_METHOD, "no such method"))
     assert await nichotplug.apply(old, _vmi()) is None  # type: ignore[arg-type]
