@@ -54,6 +54,7 @@ class Launcher:
     wrapper: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
     log_path: Path = field(init=False)
+    libvirtd_answered: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.log_path = self.root / "launcher.log"
@@ -99,6 +100,7 @@ class Launcher:
         return [*self.wrapper, *args, *self.extra_args]
 
     def start(self, *, wait_ready: bool = True) -> None:
+        self.libvirtd_answered = False  # a new launcher starts its own libvirtd
         self.root.mkdir(parents=True, exist_ok=True)
         fill_container_disks(ImageStore(default_root(os.environ)), self.vmi, self.container_disks)
         with self.log_path.open("ab") as log:
@@ -120,19 +122,20 @@ class Launcher:
     def virsh(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """virsh against this launcher's libvirtd. The command socket is served while
         libvirtd still starts (launcher/cmdsocket.py), so the first call waits, bounded,
-        for libvirtd to answer."""
+        for libvirtd to answer (once answered, it is not asked again)."""
         deadline = time.monotonic() + 60
-        while True:
+        while not self.libvirtd_answered:
             probe = subprocess.run(
                 ["virsh", "-c", self.libvirt_uri, "uri"], capture_output=True, text=True, timeout=30
             )
             if probe.returncode == 0:
-                break
-            if time.monotonic() > deadline:
+                self.libvirtd_answered = True
+            elif time.monotonic() > deadline:
                 raise AssertionError(
                     f"libvirtd not answering after 60s: {probe.stderr}\n{self.logs()}"
                 )
-            time.sleep(0.1)
+            else:
+                time.sleep(0.1)
         return subprocess.run(
             ["virsh", "-c", self.libvirt_uri, *args],
             capture_output=True, text=True, check=check, timeout=60,
