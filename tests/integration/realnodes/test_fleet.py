@@ -329,9 +329,9 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
     scratch-<n> from the pool's dataVolumeTemplate, owned by its VM); `kubectl scale
     vmpool` to 3 adds pool-2 with scratch-2, and to 1 removes pool-2 and pool-1
     (DescendingOrder) and their DataVolumes and claims with them (KubeVirt's default: no
-    state preservation) while pool-0 keeps scratch-0; a template change (a new label on
-    the VMI template) restarts pool-0's VMI with the label, on the same claim, within
-    maxUnavailable 1 (the restart's VMI deletion seen before the pool goes on). The
+    state preservation) while pool-0 keeps scratch-0. Before that, a template change (a new
+    label on the VMI template) restarts pool-0's and pool-1's VMIs with the label, each on
+    its own claim, one at a time (maxUnavailable 1: never both without a Running VMI). The
     controller's metrics show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
@@ -349,24 +349,30 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
     _wait(running({"pool-0", "pool-1"}), 600, "pool-0 and pool-1 Running", show, interval=2)
     first = check_own_claims(k, ns, {"pool-0", "pool-1"})
     check_fleet_series(k, ns)
+    before = {n: v["metadata"]["uid"] for n, v in pool_vmis(k, ns).items()}
+    patch = [{"op": "add", "path": "/spec/virtualMachineTemplate/spec/template/metadata/labels/rev",
+              "value": "two"}]  # fmt: skip
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(patch))
+    down = [0]  # the most pool VMs seen without a Running VMI at once during the rollout
+
+    def rolled() -> bool:
+        vmis = pool_vmis(k, ns)
+        down[0] = max(down[0], len(before) - len(vmis))
+        return all(
+            name in vmis and vmis[name]["metadata"]["uid"] != uid
+            and vmis[name]["metadata"].get("labels", {}).get("rev") == "two"
+            for name, uid in before.items()
+        )  # fmt: skip
+
+    _wait(rolled, 600, "pool-0 and pool-1 restarted with the new template", show, interval=0.5)
+    assert down[0] == 1, down  # maxUnavailable 1: one at a time, never both
+    assert check_own_claims(k, ns, {"pool-0", "pool-1"}) == first
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
     _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running", show, interval=2)
     check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
     _wait(lambda: running({"pool-0"})() and set(scratch(k, ns)) == {"scratch-0"}, 600,
           "only pool-0 and scratch-0", show, interval=2)  # fmt: skip
-    assert check_own_claims(k, ns, {"pool-0"}) == {"scratch-0": first["scratch-0"]}
-    before = pool_vmis(k, ns)["pool-0"]["metadata"]["uid"]
-    patch = [{"op": "add", "path": "/spec/virtualMachineTemplate/spec/template/metadata/labels/rev",
-              "value": "two"}]  # fmt: skip
-    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(patch))
-
-    def rolled() -> bool:
-        meta = pool_vmis(k, ns).get("pool-0", {}).get("metadata", {})
-        return bool(meta) and meta["uid"] != before and meta.get("labels", {}).get("rev") == "two"
-
-    _wait(rolled, 600, "pool-0 restarted with the new template",
-          lambda: pool_vmis(k, ns).get("pool-0", {}).get("metadata"), interval=2)  # fmt: skip
     assert check_own_claims(k, ns, {"pool-0"}) == {"scratch-0": first["scratch-0"]}
     status = json.loads(k("get", "vmpool", "pool", "-n", ns, "-o", "json"))["status"]
     assert status["replicas"] == 1 and status["labelSelector"] == "fleet=pool"
