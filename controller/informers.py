@@ -70,6 +70,7 @@ NODE_INDEX = "node"
 VMI_UID_INDEX = "vmi-uid"
 MIGRATION_UID_INDEX = "migration-uid"
 VMI_KEY_INDEX = "vmi-key"
+MIGRATION_ID_INDEX = "migration-id"
 
 M = TypeVar("M", bound=KubeObject)
 # The models with a spec whose changes bump metadata.generation.
@@ -159,6 +160,12 @@ def migration_by_vmi(m: VirtualMachineInstanceMigration) -> list[str]:
     return [m.vmi_key] if m.spec.vmi_name else []
 
 
+def migration_by_id(m: VirtualMachineInstanceMigration) -> list[str]:
+    """Index: a decentralized migration's migrationID (either half's)."""
+    ids = {h.migration_id for h in (m.spec.send_to, m.spec.receive) if h and h.migration_id}
+    return sorted(ids)
+
+
 def pod_by_migration(pod: LauncherPod) -> list[str]:
     """Index: the VMIM UID of a migration target pod."""
     return [pod.migration_uid] if pod.migration_uid else []
@@ -174,7 +181,11 @@ POD_INDEXERS: Indexers[LauncherPod] = {
     NODE_INDEX: node_of,
     MIGRATION_UID_INDEX: pod_by_migration,
 }
-MIGRATION_INDEXERS: Indexers[Migration] = {UID_INDEX: by_uid, VMI_KEY_INDEX: migration_by_vmi}
+MIGRATION_INDEXERS: Indexers[Migration] = {
+    UID_INDEX: by_uid,
+    VMI_KEY_INDEX: migration_by_vmi,
+    MIGRATION_ID_INDEX: migration_by_id,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,10 @@ Per migration whose migrationState names this node as the target:
      targetNodeDomainDetected, targetNodeDomainReadyTimestamp and status.nodeName = this
      node. The controller then moves the node label and activePods, and this node's VMI
      informer picks the VMI up like any other.
+A decentralized migration (docs/migration.md) has two VMIMs: this side works the
+receiving one (`spec.receive`), whose VMI (the receiving VMI, its launcher the target pod)
+is prepared and taken over as above; the sending one names the same target node in its
+mirrored state but is the source handler's.
 A failure to prepare is written as failed=true with the reason (the controller fails the
 VMIM and deletes the target pod; the guest never left the source).
 
@@ -191,6 +195,8 @@ class MigrationTargets:
         """The VMI and its migrationState when an unfinished migration lands here."""
         m = self._informer.store.get(key)
         if m is None or m.status.phase_or_unset == MigrationPhase.FAILED:
+            return None
+        if m.spec.send_to is not None:  # decentralized: its target is the receiving VMIM's
             return None
         mirrored = m.status.migration_state
         if mirrored is None or mirrored.target_node != self._node:

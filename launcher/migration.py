@@ -199,10 +199,12 @@ class SourceMigrator:
             dest_xml = migxml.with_slices(dest_xml, sizes)
         writable = migxml.writable_disks(dest_xml)
         shared = set(self._shared_disks()) - moved
+        name = migxml.domain_name(dest_xml)
         return MigrationRequest(
             dest_uri=endpoint.libvirt_uri,
             migration_uri=endpoint.migration_uri,
             dest_xml=dest_xml,
+            dest_name=name if name != self._domain else None,
             copy_disks=tuple(d for d in writable if d not in shared),
             shared_disks=tuple(d for d in writable if d in shared),
             disks_uri=endpoint.disks_uri,

@@ -6,6 +6,12 @@ source's migratable XML — addresses and all — and only the host-side details
 from the definition the target launcher built for itself: disk files (its own overlay
 and cloud-init ISO), the kernelBoot kernel and initrd (its own pod's copies), the serial
 log, the console, agent and VNC sockets, and the cgroup partition (each launcher has its own).
+
+A decentralized migration (docs/migration.md) moves the guest to another VMI: the target
+prepared a domain of another name (`<namespace>_<name>` of the receiving VMI). The guest
+keeps the source's UUID (what it sees in SMBIOS, and what libvirt's ABI check compares);
+the domain takes the target's name and kubevirt metadata, so the target launcher finds it
+as its own.
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ def destination_xml(source_xml: str, target_xml: str) -> str:
     """`source_xml` with the target's host paths and partition."""
     src = ET.fromstring(source_xml)
     tgt = ET.fromstring(target_xml)
-    if src.findtext("uuid") != tgt.findtext("uuid"):
+    renamed = src.findtext("name") != tgt.findtext("name")
+    if renamed:
+        _identity(src, tgt)
+    elif src.findtext("uuid") != tgt.findtext("uuid"):
         raise XmlMismatch("the target prepared a different domain (uuid differs)")
     _disks(src, tgt)
     _boot_files(src, tgt)
@@ -35,6 +44,23 @@ def destination_xml(source_xml: str, target_xml: str) -> str:
     _partition(src, tgt)
     _emulator(src, tgt)
     return ET.tostring(src, encoding="unicode")
+
+
+def domain_name(xml: str) -> str:
+    """The domain's name in `xml`."""
+    return ET.fromstring(xml).findtext("name") or ""
+
+
+def _identity(src: ET.Element, tgt: ET.Element) -> None:
+    """The target's name and kubevirt metadata on the source's definition (its UUID kept)."""
+    name = src.find("name")
+    if name is not None:
+        name.text = tgt.findtext("name")
+    ours, theirs = src.find("metadata"), tgt.find("metadata")
+    if ours is not None and theirs is not None:
+        index = list(src).index(ours)
+        src.remove(ours)
+        src.insert(index, theirs)
 
 
 def writable_disks(xml: str) -> tuple[str, ...]:

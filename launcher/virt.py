@@ -227,6 +227,8 @@ class Virt:
             libvirt.VIR_MIGRATE_PARAM_DEST_XML: request.dest_xml,
             libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: request.dest_xml,
         }
+        if request.dest_name:
+            params[libvirt.VIR_MIGRATE_PARAM_DEST_NAME] = request.dest_name
         if request.bandwidth_mib:
             params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = request.bandwidth_mib
         if request.auto_converge:

@@ -30,6 +30,12 @@ DOMAIN_ANNOTATION = "kubevirt.io/domain"
 LAUNCHER_ATTEMPT_ANNOTATION = "kubevirt.io/launcher-attempt"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 
+# On the VMI of a VM with runStrategy WaitAsReceiver: it waits for a decentralized
+# migration's guest (phase WaitingForSync, no launcher pod of its own).
+RECEIVER_ANNOTATION = "kubevirt.io/decentralized-receiver"
+# On such a VM: the run strategy it takes once the guest runs (KubeVirt's).
+RESTORE_RUN_STRATEGY_ANNOTATION = "kubevirt.io/restore-run-strategy"
+
 # On VMIMs the evacuation controller creates: the node the VMI leaves.
 EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"
 # On an attachment pod: the VMI volume it serves.

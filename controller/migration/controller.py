@@ -17,6 +17,7 @@ import structlog
 from controller.config import MigrationConfig
 from controller.deps import Deps
 from controller.informers import UID_INDEX, VMI_KEY_INDEX, VMI_UID_INDEX
+from controller.migration.decentral_io import DecentralMigrations, is_decentral
 from controller.migration.logic import (
     IN_FLIGHT,
     Capacity,
@@ -78,6 +79,7 @@ class MigrationController(Reconciler):
         self._config_of = live(config)
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
+        self._decentral = DecentralMigrations(deps.informers)
 
     # ---- event handlers -----------------------------------------------------------------
 
@@ -102,6 +104,8 @@ class MigrationController(Reconciler):
     def _migration_updated(self, old: Migration, new: Migration) -> None:
         self._recent.observe(new)
         self.enqueue(new.key)
+        for key in self._decentral.peer_keys(new):  # the other half of a decentral one
+            self.enqueue(key)
         if new.is_final() and not old.is_final():
             self._wake_pending()
 
@@ -184,6 +188,12 @@ class MigrationController(Reconciler):
             return
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(m.vmi_key))
         pods = self._informers.pods.store.by_index(VMI_UID_INDEX, vmi.uid) if vmi else []
+        if is_decentral(m):
+            plan = self._decentral.plan(m, vmi, pods, now=self._clock())
+            await self._apply(m, vmi, plan)
+            if plan.requeue_after is not None:
+                self.queue.add_after(key, plan.requeue_after)
+            return
         plan = plan_migration(
             MigrationInputs(
                 migration=m,
@@ -224,7 +234,7 @@ class MigrationController(Reconciler):
     ) -> None:
         await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
-            source = vmi.status.node_name or ""
+            source = vmi.status.node_name or self._decentral.source_node(m)
             pod = self._templates_of().target_pod(
                 vmi, m, source_node=source, claims=self._block_claims(vmi)
             )

@@ -32,6 +32,7 @@ from controller.vm.hotplug import template_ops
 from controller.vm.hotresources import HotplugLimits, with_ceilings
 from controller.vm.liveupdate import live_ops, with_restart_required
 from controller.vm.logic import Backoff, VMPlan, plan_vm
+from controller.vm.receiver import restored_strategy, sent_away
 from controller.vm.vmibody import vmi_from_template
 from shared.clusterconfig import RolloutStrategy
 from shared.kube import (
@@ -138,6 +139,8 @@ class VMController(Reconciler):
             return
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(key))
         plan = plan_vm(vm, vmi, now=self._clock(), backoff=self._backoff)
+        if sent_away(vmi):  # its guest lives on in another VMI: never restarted here
+            plan = dataclasses.replace(plan, create_vmi=False, delete_vmi_uid=None)
         plan = gated(plan, await self._datavolumes(vm), vmi, now=self._clock())
         owned = vmi if vmi is not None and owner_key(vmi) == key else None
         volumes = volmig_io.plan(self._informers, vm, owned, now=self._clock())
@@ -148,6 +151,7 @@ class VMController(Reconciler):
             await self._follow_template(vm, owned)
             await volmig_io.apply(self._client, owned, volumes, now=self._clock())
         await self._memory_dump(vm, owned)
+        await self._restore_run_strategy(vm, owned)
         status = with_restart_required(
             plan.status, vm, owned, strategy=self._rollout(), now=self._clock()
         )
@@ -169,6 +173,18 @@ class VMController(Reconciler):
         if written is not vm:
             self._recent.remember(written)
         self._requeue(key, plan)
+
+    async def _restore_run_strategy(
+        self, vm: VirtualMachine, vmi: VirtualMachineInstance | None
+    ) -> None:
+        """A WaitAsReceiver VM whose guest arrived takes its restore-run-strategy; one
+        whose guest went to another VMI is Halted."""
+        strategy = restored_strategy(vm, vmi)
+        if strategy is None:
+            return
+        body = {"spec": {"runStrategy": str(strategy)}}
+        await self._patch(VMS, vm.name, body, vm=vm, kind=PatchType.MERGE)
+        log.info("run_strategy_restored", strategy=str(strategy))
 
     async def _follow_template(self, vm: VirtualMachine, vmi: VirtualMachineInstance) -> None:
         """The running VMI's hotplugged volumes follow the template (vm_hotplug), and with

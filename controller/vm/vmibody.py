@@ -7,6 +7,7 @@ from typing import Any
 
 from controller.vm.hotplug import started_with
 from controller.vm.nichotplug import without_absent
+from controller.vm.receiver import receiver_annotations
 from shared.instancetypes.apply import expand
 from shared.labels import VM_LABEL
 from shared.model import API_VERSION, VirtualMachine, VirtualMachineInstance
@@ -30,6 +31,7 @@ def vmi_from_template(
         )
         spec, annotations = expanded.spec, {**annotations, **expanded.annotations}
     annotations.update(started_with(vm))
+    annotations.update(receiver_annotations(vm))
     return {
         "apiVersion": API_VERSION,
         "kind": VirtualMachineInstance.KIND,

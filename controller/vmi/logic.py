@@ -36,6 +36,7 @@ from controller.vmi.blocked import (
 )
 from controller.vmi.plan import FailureReason, VMIPlan, failed, parse_or
 from controller.vmi.probes import with_probe_readiness
+from controller.vmi.receiver import plan_decentral
 from shared import podlayout
 from shared.labels import NODE_NAME_LABEL, POD_SCHEDULED, UNSCHEDULABLE_REASON, VSOCK_RESOURCE
 from shared.launcherpod import (
@@ -76,6 +77,8 @@ def plan_vmi(
     phase = vmi.status.phase_or_unset
     if vmi.metadata.is_deleting or phase.is_final():
         return _plan_teardown(vmi, pods, released)
+    if (decentral := plan_decentral(vmi, pods, now=now)) is not None:
+        return decentral
     if phase in PRE_HANDOFF:
         return _plan_pre_handoff(vmi, pods, now=now, timeout=unschedulable_timeout)
     if phase in POST_HANDOFF:

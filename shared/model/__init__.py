@@ -71,6 +71,7 @@ from shared.model.meta import (
     utc_now,
 )
 from shared.model.migration import (
+    MigrationSideState,
     MigrationSpec,
     MigrationState,
     MigrationStatus,
@@ -163,6 +164,7 @@ __all__ = [
     "MigrationMethod",
     "MigrationMode",
     "MigrationPhase",
+    "MigrationSideState",
     "MigrationSpec",
     "MigrationState",
     "MigrationStatus",

@@ -21,6 +21,8 @@ class VMIPhase(enum.StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     UNKNOWN = "Unknown"
+    # A decentralized migration's receiving VMI: no launcher pod until the guest arrives.
+    WAITING_FOR_SYNC = "WaitingForSync"
 
     def is_final(self) -> bool:
         """Succeeded and Failed never change again."""

@@ -14,6 +14,18 @@ from shared.model.objects import KubeObject
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationSideState(Model):
+    """migrationState.sourceState / targetState (KubeVirt 1.7, the fields kubevirt-py
+    fills): which VMI and domain a side of a decentralized migration is."""
+
+    virtual_machine_instance_uid: str | None = field(
+        default=None, metadata=json_name("virtualMachineInstanceUID")
+    )
+    domain_name: str | None = None
+    domain_namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MigrationState(Model):
     """VMI status.migrationState: the source and target of the current/last migration."""
 
@@ -38,6 +50,16 @@ class MigrationState(Model):
     # The MigrationPolicy that applies, and its values (shared/migrationpolicy.py).
     migration_policy_name: str | None = None
     migration_configuration: MigrationConfiguration | None = None
+    # Decentralized migration: the other VMI (controller/migration/decentral.py).
+    source_state: MigrationSideState | None = None
+    target_state: MigrationSideState | None = None
+
+    def leaves_vmi(self, namespace: str, name: str) -> bool:
+        """True when the guest goes to another VMI (a decentralized migration's source)."""
+        target = self.target_state
+        if target is None or not target.domain_name:
+            return False
+        return (target.domain_namespace, target.domain_name) != (namespace, name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

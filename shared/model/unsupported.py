@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.model._codec import ListCodec, Model, ModelCodec, plan_of
+from shared.model._unsupported_decentral import decentral_unsupported
 from shared.model._validate_common import child_path
 from shared.model.domain import (
     Devices,
     Interface,
 )
-from shared.model.enums import RunStrategy
 from shared.model.errors import FieldError
 from shared.model.instancetype import (
     InstancetypeObject,
@@ -34,7 +34,6 @@ from shared.model.instancetype import (
 )
 from shared.model.kubevirt_only import ANY_KEY, KUBEVIRT_ONLY
 from shared.model.migration import (
-    MigrationSpec,
     VirtualMachineInstanceMigration,
 )
 from shared.model.objects import KubeObject
@@ -47,7 +46,7 @@ from shared.model.scheduling import (
     Affinity,
     TopologySpreadConstraint,
 )
-from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine, VMSpec
+from shared.model.vm import DataVolumeTemplateSpec, VirtualMachine
 from shared.model.vmi import VirtualMachineInstance, VMISpec
 
 NOT_SUPPORTED = "not supported by kubevirt-py"
@@ -80,16 +79,12 @@ DISCONTINUED: Mapping[tuple[type[Model], str], str] = {
 }
 
 # Typed by the model, honoured by no daemon yet: refused whenever set.
-# Decentralized live migration (KubeVirt 1.7) is typed and validated (shared/model/
-# _validate_decentral.py), but no controller pairs the two halves yet (docs/migration.md).
-TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {
-    MigrationSpec: frozenset({"sendTo", "receive"}),
-}
+# (Decentralized live migration runs in one cluster; what it does not run is refused by
+# shared/model/_unsupported_decentral.py.)
+TYPED_UNSUPPORTED: Mapping[type[Model], frozenset[str]] = {}
 
 # Typed values honoured by no daemon yet: refused whenever set, naming the field.
-UNSUPPORTED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {
-    (VMSpec, "runStrategy"): (RunStrategy.WAIT_AS_RECEIVER,),
-}
+UNSUPPORTED_VALUES: Mapping[tuple[type[Model], str], tuple[Any, ...]] = {}
 
 # The top-level objects: only spec is checked (metadata is Kubernetes', status is ours).
 _TOP_LEVEL_KEYS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
@@ -105,6 +100,8 @@ def unsupported_fields(obj: KubeObject | InstancetypeObject) -> list[FieldError]
     spec = _spec_of(obj)
     if spec is not None:
         _walk(errors, "spec", spec)
+    if isinstance(obj, KubeObject):
+        errors += decentral_unsupported(obj)
     return errors
 
 

@@ -1,0 +1,238 @@
+"""Decentralized live migration (KubeVirt 1.7 `sendTo` / `receive`): pairing the halves.
+
+NOT WIRED YET: the fields are still refused at admission (shared/model/unsupported.py
+TYPED_UNSUPPORTED), so no VMIM reaching the controller has either half. This module is the
+seam of docs/migration.md ("How it would fit"), pure and unit-tested, for the step that
+renders the receiving side's target pod and runs the handlers' migration:
+
+    sending VMIM (namespace A, spec.sendTo.migrationID X)
+        └─ MigrationPeer.offer(SourceHalf) → Pairing
+              WAITING  no receiving half yet, or its target not published yet
+              READY    the target half: receiving VMI, its target pod, node, address, ports
+              REFUSED  two receivers for X, or the receiver is the source VMI itself,
+                       or the receiving VMI already ended or runs a guest
+        └─ source_state(...) → the source VMI's migrationState: the handlers' usual path
+    MigrationPeer.report(X, outcome) when the sending side is final.
+
+In one cluster the peer is answered in process (`InProcessPeer`) from the controller's VMIM
+cache, indexed by migrationID (`receive_index`); between clusters the same messages would
+go to the receiving controller at `connectURL`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shared.model import (
+    MigrationSideState,
+    MigrationState,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIPhase,
+)
+
+Migration = VirtualMachineInstanceMigration
+
+
+class PairingState(enum.StrEnum):
+    """Where a sending half stands with its receiving half."""
+
+    WAITING = "Waiting"
+    READY = "Ready"
+    REFUSED = "Refused"
+
+
+class PeerOutcome(enum.StrEnum):
+    """How the sending side ended, told to the receiving side."""
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceHalf:
+    """What the sending side offers: its running VMI and where it runs."""
+
+    migration_id: str
+    namespace: str
+    vmim_name: str
+    vmi_name: str
+    vmi_uid: str
+    source_node: str
+    source_pod: str
+
+    @property
+    def vmi_key(self) -> str:
+        """The sending VMI's "namespace/name"."""
+        return f"{self.namespace}/{self.vmi_name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetHalf:
+    """What the receiving side publishes once its target launcher and handler are ready."""
+
+    migration_id: str
+    namespace: str
+    vmim_name: str
+    vmi_name: str
+    target_node: str
+    target_pod: str
+    target_node_address: str
+    # The target handler's migration proxy ports (port → stream), as in migrationState.
+    ports: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def vmi_key(self) -> str:
+        """The receiving VMI's "namespace/name"."""
+        return f"{self.namespace}/{self.vmi_name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pairing:
+    """The answer to an offer."""
+
+    state: PairingState
+    target: TargetHalf | None = None
+    reason: str = ""
+
+
+class MigrationPeer(Protocol):
+    """The receiving side, as the sending side's controller sees it."""
+
+    def offer(self, source: SourceHalf) -> Pairing:
+        """Pair `source` with the receiving half of the same migrationID."""
+        ...
+
+    def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
+        """Tell the receiving side how the sending side ended."""
+        ...
+
+
+def receive_index(m: Migration) -> list[str]:
+    """Informer index function: a receiving VMIM's migrationID (none for other VMIMs)."""
+    receive = m.spec.receive
+    return [receive.migration_id] if receive is not None and receive.migration_id else []
+
+
+def target_half(receiver: Migration, vmi: VirtualMachineInstance | None) -> TargetHalf | None:
+    """The receiving half once its VMI's migrationState (for this VMIM) names the target
+    pod, node and the target handler's address; None before."""
+    receive = receiver.spec.receive
+    state = vmi.status.migration_state if vmi is not None else None
+    if receive is None or not receive.migration_id or state is None:
+        return None
+    if state.migration_uid != receiver.uid:
+        return None
+    if not (state.target_pod and state.target_node and state.target_node_address):
+        return None
+    return TargetHalf(
+        migration_id=receive.migration_id,
+        namespace=receiver.namespace,
+        vmim_name=receiver.metadata.name or "",
+        vmi_name=receiver.spec.vmi_name or "",
+        target_node=state.target_node,
+        target_pod=state.target_pod,
+        target_node_address=state.target_node_address,
+        ports=dict(state.target_direct_migration_node_ports),
+    )
+
+
+def _live(m: Migration) -> bool:
+    return not m.is_final() and not m.metadata.is_deleting
+
+
+def _receiving_vmi_problem(vmi: VirtualMachineInstance) -> str | None:
+    """Why `vmi` cannot receive a guest (None: it can)."""
+    if vmi.is_final() or vmi.metadata.is_deleting:
+        return f"receiving VMI {vmi.key} has ended or is being deleted"
+    if vmi.status.phase_or_unset == VMIPhase.RUNNING:
+        return f"receiving VMI {vmi.key} already runs a guest"
+    return None
+
+
+def _one_receiver(source: SourceHalf, receivers: Sequence[Migration]) -> Migration | Pairing:
+    """The one live receiving VMIM of the source's migrationID, or why there is none."""
+    mid = source.migration_id
+    live = [m for m in receivers if _live(m) and receive_index(m) == [mid]]
+    if not live:
+        return Pairing(state=PairingState.WAITING, reason=f"no receiving VMIM for {mid} yet")
+    if len(live) > 1:
+        names = ", ".join(sorted(m.key for m in live))
+        return Pairing(state=PairingState.REFUSED, reason=f"{mid} has two receivers: {names}")
+    key = f"{live[0].namespace}/{live[0].spec.vmi_name or ''}"
+    if key == source.vmi_key:
+        return Pairing(state=PairingState.REFUSED, reason=f"{mid}: {key} would receive itself")
+    return live[0]
+
+
+def pair(
+    source: SourceHalf,
+    *,
+    receivers: Sequence[Migration],
+    vmis: Callable[[str], VirtualMachineInstance | None],
+) -> Pairing:
+    """Pair `source` with the one live receiving VMIM of its migrationID, if ready."""
+    receiver = _one_receiver(source, receivers)
+    if isinstance(receiver, Pairing):
+        return receiver
+    key = f"{receiver.namespace}/{receiver.spec.vmi_name or ''}"
+    vmi = vmis(key)
+    if vmi is None:
+        return Pairing(state=PairingState.WAITING, reason=f"receiving VMI {key} does not exist")
+    if (problem := _receiving_vmi_problem(vmi)) is not None:
+        return Pairing(state=PairingState.REFUSED, reason=problem)
+    target = target_half(receiver, vmi)
+    if target is None:
+        return Pairing(state=PairingState.WAITING, reason=f"receiving side {key} not ready yet")
+    return Pairing(state=PairingState.READY, target=target)
+
+
+def source_state(source: SourceHalf, target: TargetHalf, *, migration_uid: str) -> MigrationState:
+    """The sending VMI's migrationState: the handlers' usual migration, its target being
+    the receiving side's pod, node and proxy ports."""
+    return MigrationState(
+        migration_uid=migration_uid,
+        source_node=source.source_node,
+        source_pod=source.source_pod,
+        target_node=target.target_node,
+        target_pod=target.target_pod,
+        target_node_address=target.target_node_address,
+        target_direct_migration_node_ports=dict(target.ports),
+        source_state=MigrationSideState(
+            virtual_machine_instance_uid=source.vmi_uid,
+            domain_name=source.vmi_name,
+            domain_namespace=source.namespace,
+        ),
+        target_state=MigrationSideState(
+            domain_name=target.vmi_name, domain_namespace=target.namespace
+        ),
+    )
+
+
+class InProcessPeer:
+    """The peer in one cluster: answered from the controller's own VMIM and VMI caches."""
+
+    def __init__(
+        self,
+        *,
+        receivers: Callable[[str], Sequence[Migration]],
+        vmis: Callable[[str], VirtualMachineInstance | None],
+    ) -> None:
+        self._receivers = receivers
+        self._vmis = vmis
+        self._outcomes: dict[str, tuple[PeerOutcome, str]] = {}
+
+    def offer(self, source: SourceHalf) -> Pairing:
+        """Pair from the caches (no I/O)."""
+        return pair(source, receivers=self._receivers(source.migration_id), vmis=self._vmis)
+
+    def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
+        """Record the sending side's end for the receiving VMIM's next sync."""
+        self._outcomes[migration_id] = (outcome, reason)
+
+    def outcome(self, migration_id: str) -> tuple[PeerOutcome, str] | None:
+        """The sending side's end, once reported."""
+        return self._outcomes.get(migration_id)

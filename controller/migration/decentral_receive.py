@@ -1,0 +1,128 @@
+"""Decentralized live migration, the receiving VMIM (`spec.receive`): its plan.
+
+NOT WIRED YET (the field is refused at admission; controller/migration/decentral.py says
+why). The receiving VMI waits with no launcher pod; this plan gives it one from its own
+spec, in its own namespace, and publishes the target half for the sending side:
+
+    "" → Pending (receiving VMI exists and waits) → Scheduling (target pod created)
+       → Scheduled (target pod Running) → PreparingTarget (the receiving VMI's
+       migrationState names the target pod: its handler prepares the target launcher)
+       → TargetReady (the handler published its address: `decentral.target_half` answers)
+       → Running (the sending side reported success: the receiving VMI's migrationState
+         says completed, its handler takes the guest over) → Succeeded (it did: the
+         receiving VMI's nodeName is the target node) | Failed (the sending side failed)
+
+A failed sending side, or the target pod lost, fails the receiving VMIM and deletes its
+target pod; it is not retried (KubeVirt's rule).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.migration.decentral import PeerOutcome, target_half
+from controller.migration.logic import MigrationPlan
+from controller.transitions import with_phases
+from shared.launcherpod import LauncherPod
+from shared.model import (
+    MigrationPhase,
+    MigrationState,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIPhase,
+    format_time,
+)
+
+P = MigrationPhase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReceiverInputs:
+    """Everything one decision about a receiving VMIM reads."""
+
+    migration: VirtualMachineInstanceMigration
+    vmi: VirtualMachineInstance | None
+    pods: Sequence[LauncherPod]
+    now: datetime
+    # The sending side's end, once reported (InProcessPeer.outcome).
+    outcome: tuple[PeerOutcome, str] | None = None
+
+
+def _targets(inp: ReceiverInputs) -> list[LauncherPod]:
+    return [p for p in inp.pods if p.migration_uid == inp.migration.uid]
+
+
+def _fail(inp: ReceiverInputs, reason: str) -> MigrationPlan:
+    status = with_phases(inp.migration.status, [P.FAILED], inp.now)
+    state = status.migration_state or MigrationState(migration_uid=inp.migration.uid)
+    state = dataclasses.replace(state, failed=True, failure_reason=state.failure_reason or reason)
+    doomed = tuple(p for p in _targets(inp) if not p.deleting)
+    return MigrationPlan(
+        status=dataclasses.replace(status, migration_state=state),
+        delete_pods=doomed,
+        finalizer=True if doomed else None,
+    )
+
+
+def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:
+    """The plan for one receiving VMIM."""
+    m, vmi = inp.migration, inp.vmi
+    if m.status.phase_or_unset.is_final():
+        return MigrationPlan(status=m.status, finalizer=False)
+    if inp.outcome is not None and inp.outcome[0] == PeerOutcome.FAILED:
+        return _fail(inp, f"the sending side failed: {inp.outcome[1] or 'no reason given'}")
+    if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
+        return _fail(inp, f"receiving VMI {m.vmi_key} does not exist or has ended")
+    return _plan_live(inp, vmi)
+
+
+def _plan_live(inp: ReceiverInputs, vmi: VirtualMachineInstance) -> MigrationPlan:
+    """Before the target pod runs: create it, wait for it, or fail when it is lost."""
+    status = with_phases(inp.migration.status, [P.PENDING], inp.now)
+    targets = _targets(inp)
+    if not targets:
+        if status.phase_or_unset != P.PENDING:
+            return _fail(inp, "the target pod disappeared")
+        if vmi.status.phase_or_unset == VMIPhase.RUNNING:
+            return _fail(inp, f"receiving VMI {vmi.key} already runs a guest")
+        status = with_phases(status, [P.SCHEDULING], inp.now)
+        return MigrationPlan(status=status, create_target_pod=True, finalizer=True)
+    target = targets[0]
+    if target.gone_or_going:
+        return _fail(inp, f"target {target.describe_failure()}")
+    if not target.running_on_node:
+        return MigrationPlan(status=with_phases(status, [P.SCHEDULING], inp.now), finalizer=True)
+    return _plan_target_running(inp, vmi, target)
+
+
+def _plan_target_running(
+    inp: ReceiverInputs, vmi: VirtualMachineInstance, target: LauncherPod
+) -> MigrationPlan:
+    """The target pod runs: hand it to its handler, then follow the sending side."""
+    m = inp.migration
+    state = vmi.status.migration_state
+    ours = state is not None and state.migration_uid == m.uid
+    phases = [P.SCHEDULING, P.SCHEDULED, P.PREPARING_TARGET]
+    if not ours or state is None:
+        state = MigrationState(
+            migration_uid=m.uid, target_node=target.node_name, target_pod=target.name
+        )
+        status = with_phases(m.status, phases, inp.now)
+        status = dataclasses.replace(status, migration_state=state)
+        return MigrationPlan(status=status, vmi_state=state, finalizer=True)
+    if target_half(m, vmi) is not None:
+        phases.append(P.TARGET_READY)
+    vmi_state = None
+    if inp.outcome is not None and inp.outcome[0] == PeerOutcome.SUCCEEDED:
+        phases += [P.TARGET_READY, P.RUNNING]
+        if not state.completed:  # the target handler takes the guest over on this
+            state = dataclasses.replace(state, completed=True, end_timestamp=format_time(inp.now))
+            vmi_state = state
+        elif vmi.status.node_name == state.target_node:  # taken over: the guest runs here
+            phases.append(P.SUCCEEDED)
+    status = dataclasses.replace(with_phases(m.status, phases, inp.now), migration_state=state)
+    done = status.phase_or_unset == P.SUCCEEDED
+    return MigrationPlan(status=status, vmi_state=vmi_state, finalizer=not done)

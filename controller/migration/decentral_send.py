@@ -1,0 +1,159 @@
+"""Decentralized live migration, the sending VMIM (`spec.sendTo`): its plan.
+
+NOT WIRED YET (the field is refused at admission; controller/migration/decentral.py says
+why). The sending side creates no target pod: it offers its half to the peer and, once
+the receiving side published its target, writes the source VMI's migrationState pointing
+at it, so the source handler runs its usual migrate through the proxy:
+
+    "" → Pending (the VMI runs, is live-migratable; offer: WAITING keeps it Pending)
+       → PreparingTarget → TargetReady (paired: the source VMI's migrationState written)
+       → Running (the source handler started) → Succeeded | Failed (reported to the peer)
+
+On success the source VMI has migrated away: `source_done` asks the controller to end it
+`Succeeded` (KubeVirt's decentralized semantics), not to move it to the target node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.migration.decentral import (
+    Pairing,
+    PairingState,
+    PeerOutcome,
+    SourceHalf,
+    source_state,
+)
+from controller.migration.logic import WAIT_FOR_CAPACITY, MigrationPlan
+from controller.transitions import with_phases
+from shared.model import (
+    MigrationPhase,
+    MigrationState,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIConditionType,
+    VMIPhase,
+)
+
+P = MigrationPhase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SenderPlan:
+    """One sync of a sending VMIM: the usual plan, what to tell the peer, and whether the
+    source VMI now ends as migrated away."""
+
+    plan: MigrationPlan
+    report: tuple[PeerOutcome, str] | None = None
+    source_done: bool = False
+
+
+def source_half(
+    m: VirtualMachineInstanceMigration, vmi: VirtualMachineInstance, source_pod: str
+) -> SourceHalf | None:
+    """The half this VMIM offers (None without a sendTo or a node)."""
+    send = m.spec.send_to
+    if send is None or not send.migration_id or not vmi.status.node_name:
+        return None
+    return SourceHalf(
+        migration_id=send.migration_id,
+        namespace=m.namespace,
+        vmim_name=m.metadata.name or "",
+        vmi_name=vmi.name,
+        vmi_uid=vmi.uid,
+        source_node=vmi.status.node_name,
+        source_pod=source_pod,
+    )
+
+
+def _fail(m: VirtualMachineInstanceMigration, reason: str, now: datetime) -> SenderPlan:
+    status = with_phases(m.status, [P.FAILED], now)
+    state = status.migration_state or MigrationState(migration_uid=m.uid)
+    state = dataclasses.replace(state, failed=True, failure_reason=state.failure_reason or reason)
+    plan = MigrationPlan(status=dataclasses.replace(status, migration_state=state), finalizer=False)
+    return SenderPlan(plan=plan, report=(PeerOutcome.FAILED, state.failure_reason or reason))
+
+
+def _not_movable(vmi: VirtualMachineInstance) -> str | None:
+    """Why the VMI cannot be sent now (None: it can); "" means wait."""
+    if vmi.status.phase_or_unset != VMIPhase.RUNNING:
+        return ""
+    migratable = vmi.status.condition(VMIConditionType.LIVE_MIGRATABLE)
+    if migratable is None:
+        return ""
+    if not migratable.is_true:
+        why = migratable.message or migratable.reason or "not live-migratable"
+        return f"VMI {vmi.key} is not live-migratable: {why}"
+    return None
+
+
+def plan_sender(
+    m: VirtualMachineInstanceMigration,
+    vmi: VirtualMachineInstance | None,
+    *,
+    offer: Pairing | None,
+    source_pod: str | None,
+    now: datetime,
+) -> SenderPlan:
+    """The plan for one sending VMIM; `offer` is the peer's answer to this VMIM's half
+    (asked only while Pending: None before that or after the handoff); `source_pod` the
+    VMI's live launcher pod (logic.source_pod)."""
+    phase = m.status.phase_or_unset
+    if phase.is_final():
+        return SenderPlan(plan=MigrationPlan(status=m.status, finalizer=False))
+    if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
+        return _fail(m, f"VMI {m.vmi_key} does not exist or is not running", now)
+    state = vmi.status.migration_state
+    if state is not None and state.migration_uid == m.uid:
+        return _follow(m, state, now)
+    return _plan_pending(m, vmi, offer=offer, source_pod=source_pod, now=now)
+
+
+def _plan_pending(
+    m: VirtualMachineInstanceMigration,
+    vmi: VirtualMachineInstance,
+    *,
+    offer: Pairing | None,
+    source_pod: str | None,
+    now: datetime,
+) -> SenderPlan:
+    """Before the handoff: wait for the VMI and the receiver, or hand off."""
+    status = with_phases(m.status, [P.PENDING], now)
+    problem = _not_movable(vmi)
+    if problem:
+        return _fail(m, problem, now)
+    if problem == "" or offer is None or offer.state == PairingState.WAITING:
+        plan = MigrationPlan(status=status, finalizer=True, requeue_after=WAIT_FOR_CAPACITY)
+        return SenderPlan(plan=plan)
+    if offer.state == PairingState.REFUSED or offer.target is None:
+        return _fail(m, offer.reason or "the receiving side refused", now)
+    half = source_half(m, vmi, source_pod) if source_pod else None
+    if half is None:
+        return _fail(m, "the VMI's source pod is gone", now)
+    new = source_state(half, offer.target, migration_uid=m.uid)
+    status = with_phases(status, [P.PREPARING_TARGET, P.TARGET_READY], now)
+    plan = MigrationPlan(
+        status=dataclasses.replace(status, migration_state=new), vmi_state=new, finalizer=True
+    )
+    return SenderPlan(plan=plan)
+
+
+def _follow(m: VirtualMachineInstanceMigration, state: MigrationState, now: datetime) -> SenderPlan:
+    """After the handoff: the source handler's report decides."""
+    if state.failed:
+        return _fail(m, state.failure_reason or "the source handler reported a failure", now)
+    phases = [P.PREPARING_TARGET, P.TARGET_READY]
+    if state.start_timestamp:
+        phases.append(P.RUNNING)
+    if state.completed:
+        phases += [P.RUNNING, P.SUCCEEDED]
+    status = dataclasses.replace(with_phases(m.status, phases, now), migration_state=state)
+    if not state.completed:
+        return SenderPlan(plan=MigrationPlan(status=status, finalizer=True))
+    return SenderPlan(
+        plan=MigrationPlan(status=status, finalizer=False),
+        report=(PeerOutcome.SUCCEEDED, ""),
+        source_done=True,
+    )

@@ -1,0 +1,156 @@
+"""Decentralized live migration between two namespaces of one cluster (KubeVirt 1.7's
+`sendTo` / `receive`, docs/migration.md): a running VM in namespace A moves into a
+WaitAsReceiver VM of namespace B, each half driven by its own VMIM, the streams through
+the handlers' migration proxy as for any migration."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import uuid
+from typing import Any
+
+import pytest
+
+from localkube.cluster import Cluster
+from localkube.deploy import Kubectl
+from localkube.errors import LocalKubeError
+from tests.integration.realnodes.test_live_change import _patch_kv, kv_restored
+from tests.integration.realnodes.test_shared_storage import (
+    _agent_connected,
+    _guest_sh,
+    _libvirt,
+    _template,
+)
+from tests.integration.realnodes.test_storage import _apply, _get, _running
+from tests.integration.realnodes.test_story import _pod_uid, _wait
+
+pytestmark = pytest.mark.cluster
+__all__ = ["kv_restored"]  # the fixture, used by name
+SYNC = "virt-synchronization-controller.kubevirt.svc:9185"
+MARKER = "/run/kvpy-decentral"
+# The guest's own view: uptime in seconds, the marker it wrote, its SMBIOS system UUID.
+PROBE = (
+    "[ -d /sys/class/dmi ] || mount -t sysfs sys /sys; "
+    f"cut -d' ' -f1 /proc/uptime; cat {MARKER}; cat /sys/class/dmi/id/product_uuid"
+)
+
+
+def _vm(name: str, *, strategy: str) -> dict[str, Any]:
+    """The tiny guest on its containerDisk only (copied by the migration)."""
+    template = copy.deepcopy(_template("unused"))
+    spec = template["spec"]
+    spec["volumes"] = spec["volumes"][:1]
+    spec["domain"]["devices"]["disks"] = spec["domain"]["devices"]["disks"][:1]
+    kernel = spec["domain"]["firmware"]["kernelBoot"]
+    kernel["kernelArgs"] = "console=ttyS0 panic=-1 quiet"
+    template["metadata"]["labels"] = {"kubevirt.io/vm": name}
+    meta: dict[str, Any] = {"name": name}
+    if strategy == "WaitAsReceiver":
+        meta["annotations"] = {"kubevirt.io/restore-run-strategy": "Always"}
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta,
+            "spec": {"runStrategy": strategy, "template": template}}  # fmt: skip
+
+
+def _vmim(name: str, vmi: str, half: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"name": name}, "spec": {"vmiName": vmi, **half}}  # fmt: skip
+
+
+def _probe(cluster: Cluster, vmi: dict[str, Any]) -> tuple[float, str, str]:
+    uptime, marker, smbios = _guest_sh(cluster, vmi, PROBE).split("\n")[:3]
+    return float(uptime), marker, smbios.lower()
+
+
+def _phase(k: Kubectl, ns: str, kind: str, name: str) -> str:
+    return str(_get(k, ns, kind, name).get("status", {}).get("phase", ""))
+
+
+def test_a_running_vm_moves_to_another_namespace(
+    kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """Gate DecentralizedLiveMigration on; VM `src` runs in namespace A; VM `dst` in B
+    waits (WaitAsReceiver: its VMI WaitingForSync with no launcher pod). A receiving VMIM
+    in B and a sending VMIM in A with the same migrationID move the guest: both VMIMs
+    Succeeded, the receiving VMI Running in B on its node, the guest the same (its uptime
+    went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's), the
+    source VMI Succeeded and its launcher pod no longer running, VM dst took its
+    restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted). A
+    sendTo naming another cluster is refused first."""
+    k, a = kv_restored, real_namespace
+    b = f"{a}-b"
+    gates = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))["spec"]
+    gates = gates["configuration"].get("developerConfiguration", {}).get("featureGates", [])
+    _patch_kv(
+        k, {"developerConfiguration": {"featureGates": [*gates, "DecentralizedLiveMigration"]}}
+    )
+    k("create", "namespace", b)
+    try:
+        _move(k, real_cluster, a, b)
+    finally:
+        k("delete", "vm", "--all", "-n", b, "--wait=true", "--timeout=120s", check=False)
+        k("delete", "namespace", b, "--wait=false", check=False)
+
+
+def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
+    _apply(k, a, _vm("src", strategy="Always"))
+    _apply(k, b, _vm("dst", strategy="WaitAsReceiver"))
+    source = _running(k, a, "src")
+    _agent_connected(k, a, "src")
+    mark = f"KVPY-DECENTRAL {uuid.uuid4().hex[:12]}"
+    _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
+    before, _, smbios = _probe(cluster, source)
+    uuid_before = _domain_uuid(cluster, source)
+    assert smbios == uuid_before, (smbios, uuid_before)
+    waiting = _wait(lambda: _phase(k, b, "vmi", "dst") == "WaitingForSync" and _get(k, b, "vmi", "dst"),
+                    60, "dst WaitingForSync", lambda: _get(k, b, "vmi", "dst").get("status"))  # fmt: skip
+    assert not waiting["status"].get("activePods"), waiting["status"]
+
+    other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
+                                                  "connectURL": "10.9.9.9:9185"}})  # fmt: skip
+    with pytest.raises(LocalKubeError, match=r"spec\.sendTo\.connectURL: another cluster"):
+        _apply(k, a, other)
+
+    mid = f"mig-{uuid.uuid4().hex[:8]}"
+    _apply(k, b, _vmim("in", "dst", {"receive": {"migrationID": mid}}))
+    _apply(k, a, _vmim("out", "src", {"sendTo": {"migrationID": mid, "connectURL": SYNC}}))
+
+    def done() -> bool:
+        return {_phase(k, a, "vmim", "out"), _phase(k, b, "vmim", "in")} <= {"Succeeded", "Failed"}
+
+    _wait(done, 240, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
+                                                  _get(k, b, "vmim", "in").get("status")))  # fmt: skip
+    assert _phase(k, a, "vmim", "out") == "Succeeded", _get(k, a, "vmim", "out")["status"]
+    assert _phase(k, b, "vmim", "in") == "Succeeded", _get(k, b, "vmim", "in")["status"]
+    moved = _running(k, b, "dst")
+    node, _ = _pod_uid(moved)
+    assert node == moved["metadata"]["labels"]["kubevirt.io/nodeName"]
+    after, marker, smbios_after = _probe(cluster, moved)
+    assert marker == mark and smbios_after == smbios and after > before, (after, before)
+    assert _domain_uuid(cluster, moved) == uuid_before  # libvirt's domain: the same guest
+    _wait(lambda: _phase(k, a, "vmi", "src") == "Succeeded", 60, "src VMI Succeeded",
+          lambda: _get(k, a, "vmi", "src").get("status"))  # fmt: skip
+    _wait(lambda: not _live_launchers(k, a), 120, "src's launcher pod ended",
+          lambda: _live_launchers(k, a))  # fmt: skip
+    _wait(lambda: _get(k, b, "vm", "dst")["spec"]["runStrategy"] == "Always", 60,
+          "dst runStrategy restored", lambda: _get(k, b, "vm", "dst")["spec"])  # fmt: skip
+    _wait(lambda: _get(k, a, "vm", "src")["spec"]["runStrategy"] == "Halted", 60,
+          "src Halted, not started again", lambda: _get(k, a, "vm", "src")["spec"])  # fmt: skip
+    assert _phase(k, a, "vmi", "src") == "Succeeded"  # kept, not replaced
+
+
+def _domain_uuid(cluster: Cluster, vmi: dict[str, Any]) -> str:
+    """The UUID of the VMI's domain in its launcher's libvirt."""
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        argv = ["virsh", "-c", uri, "domuuid", domain]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().lower()
+
+
+def _live_launchers(k: Kubectl, ns: str) -> list[str]:
+    pods = json.loads(k("get", "pods", "-n", ns, "-l", "kubevirt.io=virt-launcher", "-o", "json"))
+    return [p["metadata"]["name"] for p in pods["items"]
+            if p["status"].get("phase") not in ("Succeeded", "Failed")]  # fmt: skip

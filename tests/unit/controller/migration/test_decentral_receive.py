@@ -1,0 +1,136 @@
+"""The receiving VMIM's plan (controller/migration/decentral_receive.py, not wired yet):
+target pod from the receiving VMI, handoff to its handler, then the sending side's end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.migration.decentral import PeerOutcome
+from controller.migration.decentral_receive import ReceiverInputs, plan_receiver
+from shared.launcherpod import LauncherPod
+from shared.model import (
+    MigrationPhase,
+    MigrationState,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIPhase,
+)
+from tests.unit.controller.builders import NOW, make_pod, make_vmi, vmi_dict
+
+RECV_UID = "recv-mig-uid"
+P = MigrationPhase
+
+
+def receiver(phase: str | None = None) -> VirtualMachineInstanceMigration:
+    body: dict[str, Any] = {
+        "metadata": {"name": "recv", "namespace": "ns-b", "uid": RECV_UID},
+        "spec": {"vmiName": "vm1", "receive": {"migrationID": "mig-1"}},
+    }
+    if phase:
+        body["status"] = {"phase": phase}
+    return VirtualMachineInstanceMigration.from_dict(body)
+
+
+def waiting_vmi(
+    *, phase: VMIPhase | None = None, state: MigrationState | None = None
+) -> VirtualMachineInstance:
+    raw = vmi_dict()
+    raw["metadata"]["namespace"] = "ns-b"
+    return make_vmi(raw=raw, uid="recv-vmi-uid", phase=phase, migration_state=state)
+
+
+def target_pod(phase: str = "Running") -> LauncherPod:
+    return make_pod(
+        uid="tgt",
+        name="virt-launcher-vm1-bbbbb",
+        node="node02",
+        phase=phase,
+        migration_uid=RECV_UID,
+    )
+
+
+def inputs(
+    m: VirtualMachineInstanceMigration,
+    vmi: VirtualMachineInstance | None,
+    pods: list[LauncherPod] | None = None,
+    outcome: tuple[PeerOutcome, str] | None = None,
+) -> ReceiverInputs:
+    return ReceiverInputs(migration=m, vmi=vmi, pods=pods or [], now=NOW, outcome=outcome)
+
+
+def test_waiting_vmi_gets_a_target_pod() -> None:
+    """A new receiving VMIM whose VMI waits creates its target pod (Scheduling)."""
+    plan = plan_receiver(inputs(receiver(), waiting_vmi()))
+    assert plan.create_target_pod and plan.status.phase == P.SCHEDULING
+
+
+def test_refuses_missing_or_running_receiving_vmi() -> None:
+    """No receiving VMI, or one that already runs a guest: Failed, saying which."""
+    gone = plan_receiver(inputs(receiver(), None))
+    assert gone.status.phase == P.FAILED
+    assert gone.status.migration_state is not None
+    assert "ns-b/vm1 does not exist" in (gone.status.migration_state.failure_reason or "")
+    busy = plan_receiver(inputs(receiver(), waiting_vmi(phase=VMIPhase.RUNNING)))
+    assert busy.status.phase == P.FAILED and not busy.create_target_pod
+
+
+def test_running_target_pod_is_handed_to_the_handler() -> None:
+    """The target pod runs: the receiving VMI's migrationState names it (PreparingTarget)."""
+    plan = plan_receiver(inputs(receiver("Scheduling"), waiting_vmi(), [target_pod()]))
+    assert plan.status.phase == P.PREPARING_TARGET
+    assert plan.vmi_state is not None
+    assert (plan.vmi_state.target_pod, plan.vmi_state.target_node) == (
+        "virt-launcher-vm1-bbbbb",
+        "node02",
+    )
+    assert plan.vmi_state.migration_uid == RECV_UID
+
+
+def test_published_target_then_sender_success_ends_succeeded() -> None:
+    """TargetReady once the handler published its address; on the sending side's success
+    Running with completed written for the target handler; Succeeded (finalizer released)
+    once the receiving VMI's nodeName is the target node."""
+    state = MigrationState(
+        migration_uid=RECV_UID,
+        target_node="node02",
+        target_pod="virt-launcher-vm1-bbbbb",
+        target_node_address="10.0.0.2",
+    )
+    m = receiver("PreparingTarget")
+    ready = plan_receiver(inputs(m, waiting_vmi(state=state), [target_pod()]))
+    assert ready.status.phase == P.TARGET_READY and ready.finalizer
+    won = (PeerOutcome.SUCCEEDED, "")
+    told = plan_receiver(inputs(m, waiting_vmi(state=state), [target_pod()], won))
+    assert told.status.phase == P.RUNNING and told.finalizer
+    assert told.vmi_state is not None and told.vmi_state.completed
+    taken = make_vmi(
+        raw=waiting_vmi().to_dict(),
+        uid="recv-vmi-uid",
+        node="node02",
+        migration_state=told.vmi_state,
+    )
+    done = plan_receiver(inputs(m, taken, [target_pod()], won))
+    assert done.status.phase == P.SUCCEEDED and done.finalizer is False
+
+
+def test_sender_failure_fails_and_deletes_the_target_pod() -> None:
+    """The sending side failed: the receiving VMIM fails and its target pod goes."""
+    plan = plan_receiver(
+        inputs(receiver("TargetReady"), waiting_vmi(), [target_pod()], (PeerOutcome.FAILED, "x"))
+    )
+    assert plan.status.phase == P.FAILED
+    assert [p.name for p in plan.delete_pods] == ["virt-launcher-vm1-bbbbb"]
+    assert plan.status.migration_state is not None
+    assert plan.status.migration_state.failure_reason == "the sending side failed: x"
+
+
+def test_lost_target_pod_fails_and_final_is_left_alone() -> None:
+    """A target pod lost after scheduling fails the VMIM; a final VMIM only lets go; a
+    target pod not running yet keeps it Scheduling."""
+    lost = plan_receiver(inputs(receiver("Scheduled"), waiting_vmi()))
+    assert lost.status.phase == P.FAILED
+    final = plan_receiver(inputs(receiver("Succeeded"), waiting_vmi()))
+    assert final.finalizer is False and final.status == receiver("Succeeded").status
+    pending = plan_receiver(inputs(receiver(), waiting_vmi(), [target_pod("Pending")]))
+    assert pending.status.phase == P.SCHEDULING and not pending.create_target_pod
+    assert pending.finalizer

@@ -1,0 +1,117 @@
+"""The sending VMIM's plan (controller/migration/decentral_send.py, not wired yet): offer,
+handoff to the source handler with the receiving side's target, report the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.migration.decentral import Pairing, PairingState, PeerOutcome, TargetHalf
+from controller.migration.decentral_send import SenderPlan, plan_sender
+from shared.model import (
+    MigrationPhase,
+    MigrationState,
+    VirtualMachineInstance,
+    VirtualMachineInstanceMigration,
+    VMIPhase,
+)
+from tests.unit.controller.builders import NOW, condition, make_vmi
+
+SEND_UID = "send-mig-uid"
+P = MigrationPhase
+TARGET = TargetHalf(
+    migration_id="mig-1",
+    namespace="ns-b",
+    vmim_name="recv",
+    vmi_name="vm1",
+    target_node="node02",
+    target_pod="virt-launcher-vm1-bbbbb",
+    target_node_address="10.0.0.2",
+    ports={"40001": 0},
+)
+READY = Pairing(state=PairingState.READY, target=TARGET)
+
+
+def sender(phase: str | None = None) -> VirtualMachineInstanceMigration:
+    body: dict[str, Any] = {
+        "metadata": {"name": "send", "namespace": "ns", "uid": SEND_UID},
+        "spec": {"vmiName": "vm1", "sendTo": {"migrationID": "mig-1", "connectURL": "h:9185"}},
+    }
+    if phase:
+        body["status"] = {"phase": phase}
+    return VirtualMachineInstanceMigration.from_dict(body)
+
+
+def running(state: MigrationState | None = None, **kw: Any) -> VirtualMachineInstance:
+    base: dict[str, Any] = {
+        "phase": VMIPhase.RUNNING,
+        "node": "node01",
+        "conditions": (condition("LiveMigratable"),),
+        "migration_state": state,
+    }
+    return make_vmi(**{**base, **kw})
+
+
+def plan(
+    m: VirtualMachineInstanceMigration,
+    vmi: VirtualMachineInstance | None,
+    offer: Pairing | None = None,
+    pod: str | None = "virt-launcher-vm1-aaaaa",
+) -> SenderPlan:
+    return plan_sender(m, vmi, offer=offer, source_pod=pod, now=NOW)
+
+
+def test_waits_pending_until_the_receiver_is_ready() -> None:
+    """No answer or a WAITING answer keeps the VMIM Pending, requeued; nothing written."""
+    waiting = Pairing(state=PairingState.WAITING, reason="no receiving VMIM for mig-1 yet")
+    for offer in (None, waiting):
+        got = plan(sender(), running(), offer)
+        assert got.plan.status.phase == P.PENDING and got.plan.vmi_state is None
+        assert got.plan.requeue_after and got.report is None
+
+
+def test_ready_pairing_hands_the_target_to_the_source_handler() -> None:
+    """READY: the source VMI's migrationState names the receiving target (TargetReady)."""
+    got = plan(sender(), running(), READY)
+    assert got.plan.status.phase == P.TARGET_READY
+    state = got.plan.vmi_state
+    assert state is not None and state.migration_uid == SEND_UID
+    assert (state.source_node, state.source_pod) == ("node01", "virt-launcher-vm1-aaaaa")
+    assert (state.target_pod, state.target_node_address) == ("virt-launcher-vm1-bbbbb", "10.0.0.2")
+
+
+def test_refusals_fail_and_are_reported() -> None:
+    """A REFUSED pairing, a non-migratable VMI, a missing VMI or source pod: Failed, the
+    reason reported to the peer."""
+    refused = Pairing(state=PairingState.REFUSED, reason="mig-1 has two receivers: a, b")
+    got = plan(sender(), running(), refused)
+    assert got.plan.status.phase == P.FAILED
+    assert got.report == (PeerOutcome.FAILED, "mig-1 has two receivers: a, b")
+    stuck = running(conditions=(condition("LiveMigratable", status="False", message="hostDisk"),))
+    assert plan(sender(), stuck, READY).report == (
+        PeerOutcome.FAILED,
+        "VMI ns/vm1 is not live-migratable: hostDisk",
+    )
+    assert plan(sender(), None, READY).plan.status.phase == P.FAILED
+    no_pod = plan(sender(), running(), READY, pod=None)
+    assert no_pod.report == (PeerOutcome.FAILED, "the VMI's source pod is gone")
+
+
+def test_follows_the_source_handler_to_success_and_ends_the_source() -> None:
+    """Started → Running; completed → Succeeded, reported, the source VMI migrated away."""
+    state = MigrationState(migration_uid=SEND_UID, start_timestamp="t", source_node="node01")
+    started = plan(sender("TargetReady"), running(state))
+    assert started.plan.status.phase == P.RUNNING and not started.source_done
+    done_state = MigrationState(migration_uid=SEND_UID, start_timestamp="t", completed=True)
+    done = plan(sender("Running"), running(done_state))
+    assert done.plan.status.phase == P.SUCCEEDED and done.source_done
+    assert done.report == (PeerOutcome.SUCCEEDED, "") and done.plan.finalizer is False
+
+
+def test_handler_failure_fails_and_final_is_left_alone() -> None:
+    """The source handler's failure is Failed and reported; a final VMIM only lets go."""
+    failed = MigrationState(migration_uid=SEND_UID, failed=True, failure_reason="proxy: refused")
+    got = plan(sender("Running"), running(failed))
+    assert got.plan.status.phase == P.FAILED
+    assert got.report == (PeerOutcome.FAILED, "proxy: refused")
+    final = plan(sender("Succeeded"), running())
+    assert final.plan.finalizer is False and final.report is None
