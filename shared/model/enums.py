@@ -15,14 +15,15 @@ class VMIPhase(enum.StrEnum):
 
     UNSET = ""
     PENDING = "Pending"
+    # A decentralized migration's receiving VMI: no launcher pod until the guest arrives.
+    # (Declared in phase order: controller/transitions.with_phases moves forward by it.)
+    WAITING_FOR_SYNC = "WaitingForSync"
     SCHEDULING = "Scheduling"
     SCHEDULED = "Scheduled"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     UNKNOWN = "Unknown"
-    # A decentralized migration's receiving VMI: no launcher pod until the guest arrives.
-    WAITING_FOR_SYNC = "WaitingForSync"
 
     def is_final(self) -> bool:
         """Succeeded and Failed never change again."""

@@ -241,10 +241,10 @@ def test_vm_and_migration_specs_are_walked() -> None:
         "spec.template.spec.domain.devices.gpus",
     ]
     vmim = VirtualMachineInstanceMigration.from_dict(
-        {"spec": {"vmiName": "a", "addedNodeSelector": {"a": "b"}, "sendTo": {}}}
+        {"spec": {"vmiName": "a", "addedNodeSelector": {"a": "b"}, "unknown": {}}}
     )
     assert [(e.path, e.message) for e in unsupported_fields(vmim)] == [
-        ("spec.sendTo", NOT_SUPPORTED)
+        ("spec.unknown", UNKNOWN_FIELD)
     ]
 
 

@@ -1,7 +1,8 @@
 """Decentralized live migration (KubeVirt 1.7): a VMIM's spec.sendTo / spec.receive and a
 VM's runStrategy WaitAsReceiver are typed and round-trip; bad values are refused at
-admission naming the field (KubeVirt's messages where it has one); well-formed ones are
-still refused as not supported, and the feature gate is KubeVirt's."""
+admission naming the field (KubeVirt's messages where it has one); well-formed ones in
+this cluster are admitted, another cluster's address, a VMIM that is both halves and a
+pool of receivers are refused as not supported; the feature gate is KubeVirt's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 
 from shared.clusterconfig import ClusterConfig
 from shared.model import VirtualMachine, VirtualMachineInstanceMigration
+from shared.model._unsupported_decentral import BOTH_HALVES, OTHER_CLUSTER, POOL_RECEIVER
 from shared.model.enums import RunStrategy
-from shared.model.unsupported import NOT_SUPPORTED, unsupported_fields
+from shared.model.pool import VirtualMachinePool
+from shared.model.unsupported import unsupported_fields
 from shared.model.validation import validate_migration
 from tests.unit.virt_api.admission.test_validate import client, review
 from virt_api.admission.gates import DECENTRALIZED_GATE_OFF, gate_errors
@@ -20,6 +23,8 @@ from virt_api.admission.validate import validate
 
 KIND = VirtualMachineInstanceMigration.KIND
 MEMORY = {"resources": {"requests": {"memory": "64Mi"}}}
+LOCAL = "virt-synchronization-controller.kubevirt.svc:9185"
+LOCAL_FQDN = "virt-synchronization-controller.kubevirt.svc.cluster.local:9185"
 GATE_ON = ClusterConfig(feature_gates=frozenset({"DecentralizedLiveMigration"}))
 
 
@@ -61,17 +66,41 @@ def test_both_halves_are_typed_and_round_trip() -> None:
 @pytest.mark.parametrize(
     "spec",
     [
-        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "10.0.0.5:9185"}}, id="sendTo"),
-        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "sync.kubevirt.svc:9185"}}, id="dns"),
-        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "[fd00::5]:9185"}}, id="ipv6"),
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": LOCAL}}, id="sendTo"),
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": LOCAL_FQDN}}, id="fqdn"),
         pytest.param({"receive": {"migrationID": "a"}}, id="receive"),
     ],
 )  # fmt: skip
-def test_a_well_formed_half_is_refused_as_not_supported_yet(spec: dict[str, Any]) -> None:
-    """A valid half passes validation but is refused, naming the field, as not supported
-    (no controller pairs the halves yet): never silently treated as a local migration."""
-    (key,) = spec
-    assert _problems(validate(KIND, _vmim(**spec))) == [(f"spec.{key}", NOT_SUPPORTED)]
+def test_a_half_in_this_cluster_is_admitted(spec: dict[str, Any]) -> None:
+    """A receiving half, and a sending half naming this cluster's synchronization
+    address, pass validation: the controller pairs them (docs/migration.md)."""
+    assert validate(KIND, _vmim(**spec)) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "fragment"),
+    [
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "10.0.0.5:9185"}}, "spec.sendTo.connectURL", OTHER_CLUSTER, id="ip"),
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "sync.other.svc:9185"}}, "spec.sendTo.connectURL", OTHER_CLUSTER, id="dns"),
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": "[fd00::5]:9185"}}, "spec.sendTo.connectURL", OTHER_CLUSTER, id="ipv6"),
+        pytest.param({"sendTo": {"migrationID": "a", "connectURL": LOCAL}, "receive": {"migrationID": "a"}}, "spec.receive", BOTH_HALVES, id="both"),
+    ],
+)  # fmt: skip
+def test_what_kubevirt_py_does_not_run_is_refused_naming_the_field(
+    spec: dict[str, Any], path: str, fragment: str
+) -> None:
+    """Another cluster's synchronization address, and a VMIM that is both halves, are
+    refused naming the field: never silently waiting or run as a local migration."""
+    assert _problems(validate(KIND, _vmim(**spec))) == [(path, fragment)]
+
+
+def test_a_pool_of_receivers_is_refused() -> None:
+    """A pool's VM template with WaitAsReceiver is refused naming the field."""
+    pool = VirtualMachinePool.from_dict(
+        {"spec": {"virtualMachineTemplate": {"spec": {"runStrategy": "WaitAsReceiver"}}}}
+    )
+    path = "spec.virtualMachineTemplate.spec.runStrategy"
+    assert _problems(unsupported_fields(pool)) == [(path, POOL_RECEIVER)]
 
 
 @pytest.mark.parametrize(
@@ -106,15 +135,12 @@ def test_a_bad_half_is_refused_naming_the_field(
     assert any(e.path == path and fragment in e.message for e in errors), _problems(errors)
 
 
-def test_wait_as_receiver_is_typed_and_refused_as_not_supported() -> None:
-    """A receiving VM's runStrategy parses (not 'unknown value') and is refused, named."""
+def test_wait_as_receiver_is_typed_and_admitted() -> None:
+    """A receiving VM's runStrategy parses (not 'unknown value') and is admitted."""
     vm = VirtualMachine.from_dict(_vm("WaitAsReceiver"))
     assert vm.spec.run_strategy is RunStrategy.WAIT_AS_RECEIVER
-    assert _problems(unsupported_fields(vm)) == [("spec.runStrategy", NOT_SUPPORTED)]
-    assert _problems(validate(VirtualMachine.KIND, _vm("WaitAsReceiver"))) == [
-        ("spec.runStrategy", NOT_SUPPORTED)
-    ]
-    assert validate(VirtualMachine.KIND, _vm("Always")) == []
+    assert unsupported_fields(vm) == []
+    assert validate(VirtualMachine.KIND, _vm("WaitAsReceiver")) == []
 
 
 @pytest.mark.parametrize(
@@ -137,12 +163,13 @@ def test_the_decentralized_gate_is_kubevirts(kind: str, obj: dict[str, Any], pat
 
 
 async def test_the_webhook_refuses_a_sending_vmim_naming_the_field() -> None:
-    """Through virt-api's /validate: a sendTo VMIM is refused (422) with KubeVirt's gate
-    message and the not-supported refusal, both at spec.sendTo."""
+    """Through virt-api's /validate: a sendTo VMIM to another cluster is refused (422)
+    with KubeVirt's gate message at spec.sendTo and the other-cluster refusal at
+    spec.sendTo.connectURL."""
     vmim = _vmim(sendTo={"migrationID": "mig-1", "connectURL": "10.0.0.5:9185"})
     async with client() as c:
         body = await (await c.post("/validate", json=review(KIND, vmim))).json()
     status = body["response"]["status"]
     assert body["response"]["allowed"] is False and status["code"] == 422
     assert f"spec.sendTo: {DECENTRALIZED_GATE_OFF}" in status["message"]
-    assert f"spec.sendTo: {NOT_SUPPORTED}" in status["message"]
+    assert f"spec.sendTo.connectURL: {OTHER_CLUSTER}" in status["message"]
