@@ -68,3 +68,33 @@ async def test_a_cancelled_or_settled_migration_is_not_overwritten() -> None:
         t = targets(with_state(fresh), writes)
         await t._record_prepare_failure(with_state(STATE), STATE, "preparing the target failed")
         assert writes.written == []
+
+
+class _Store:
+    def __init__(self, m: VirtualMachineInstanceMigration) -> None:
+        self.m = m
+        self.store = self
+
+    def get(self, key: str) -> VirtualMachineInstanceMigration:
+        return self.m
+
+
+def _vmim(half: dict[str, Any]) -> VirtualMachineInstanceMigration:
+    return VirtualMachineInstanceMigration.from_dict(
+        {"metadata": {"name": "m", "namespace": "ns", "uid": "m1"},
+         "spec": {"vmiName": "v", **half},
+         "status": {"migrationState": {"migrationUid": "m1", "targetNode": "b"}}}
+    )  # fmt: skip
+
+
+async def test_only_the_receiving_half_of_a_decentralized_migration_is_the_targets() -> None:
+    """The sending VMIM (sendTo) mirrors a state naming this node as target, but its VMI
+    is the source's: it is not prepared here. The receiving VMIM is, with its VMI."""
+    t = targets(with_state(STATE), Writes())
+    sending = _vmim({"sendTo": {"migrationID": "x", "connectURL": "h:1"}})
+    t._informer = cast(Informer[VirtualMachineInstanceMigration], _Store(sending))
+    assert await t._ours("ns/m") is None
+    t._informer = cast(
+        Informer[VirtualMachineInstanceMigration], _Store(_vmim({"receive": {"migrationID": "x"}}))
+    )
+    assert await t._ours("ns/m") == (with_state(STATE), STATE)
