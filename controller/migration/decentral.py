@@ -1,9 +1,9 @@
 """Decentralized live migration (KubeVirt 1.7 `sendTo` / `receive`): pairing the halves.
 
-NOT WIRED YET: the fields are still refused at admission (shared/model/unsupported.py
-TYPED_UNSUPPORTED), so no VMIM reaching the controller has either half. This module is the
-seam of docs/migration.md ("How it would fit"), pure and unit-tested, for the step that
-renders the receiving side's target pod and runs the handlers' migration:
+Wired into the migration controller by decentral_io.py (between namespaces of one
+cluster; another cluster's connectURL is refused at admission). This module is the seam
+of docs/migration.md: the receiving side's target pod is rendered from the receiving VMI,
+and the handlers run their usual migration between the two VMIs:
 
     sending VMIM (namespace A, spec.sendTo.migrationID X)
         └─ MigrationPeer.offer(SourceHalf) → Pairing

@@ -1,8 +1,8 @@
 """Decentralized live migration, the receiving VMIM (`spec.receive`): its plan.
 
-NOT WIRED YET (the field is refused at admission; controller/migration/decentral.py says
-why). The receiving VMI waits with no launcher pod; this plan gives it one from its own
-spec, in its own namespace, and publishes the target half for the sending side:
+Called by decentral_io.py from the migration controller. The receiving VMI waits with
+no launcher pod; this plan gives it one from its own spec, in its own namespace, and
+publishes the target half for the sending side:
 
     "" → Pending (receiving VMI exists and waits) → Scheduling (target pod created)
        → Scheduled (target pod Running) → PreparingTarget (the receiving VMI's

@@ -1,16 +1,17 @@
 """Decentralized live migration, the sending VMIM (`spec.sendTo`): its plan.
 
-NOT WIRED YET (the field is refused at admission; controller/migration/decentral.py says
-why). The sending side creates no target pod: it offers its half to the peer and, once
-the receiving side published its target, writes the source VMI's migrationState pointing
-at it, so the source handler runs its usual migrate through the proxy:
+Called by decentral_io.py from the migration controller. The sending side creates no
+target pod: it offers its half to the peer and, once the receiving side published its
+target, writes the source VMI's migrationState pointing at it (targetState naming the
+receiving VMI), so the source handler runs its usual migrate through the proxy:
 
     "" → Pending (the VMI runs, is live-migratable; offer: WAITING keeps it Pending)
        → PreparingTarget → TargetReady (paired: the source VMI's migrationState written)
        → Running (the source handler started) → Succeeded | Failed (reported to the peer)
 
-On success the source VMI has migrated away: `source_done` asks the controller to end it
-`Succeeded` (KubeVirt's decentralized semantics), not to move it to the target node.
+On success the source VMI has migrated away: the VMI controller ends it `Succeeded`
+(controller/vmi/receiver.py: its migrationState completed, naming another VMI as target),
+not moved to the target node; `source_done` says so to the caller.
 """
 
 from __future__ import annotations

@@ -113,8 +113,10 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
         _apply(k, a, other)
 
     mid = f"mig-{uuid.uuid4().hex[:8]}"
-    _apply(k, b, _vmim("in", "dst", {"receive": {"migrationID": mid}}))
+    # The sender first: it waits (Pending) for its receiver, whose target pod is then
+    # kept off the source's node.
     _apply(k, a, _vmim("out", "src", {"sendTo": {"migrationID": mid, "connectURL": SYNC}}))
+    _apply(k, b, _vmim("in", "dst", {"receive": {"migrationID": mid}}))
 
     def done() -> bool:
         return {_phase(k, a, "vmim", "out"), _phase(k, b, "vmim", "in")} <= {"Succeeded", "Failed"}

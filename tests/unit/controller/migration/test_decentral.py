@@ -1,4 +1,4 @@
-"""Decentralized live migration's pairing (controller/migration/decentral.py, not wired yet):
+"""Decentralized live migration's pairing (controller/migration/decentral.py):
 a sending half meets the one live receiving VMIM of its migrationID once the receiving
 side's target is published; the source VMI's migrationState points at that target."""
 

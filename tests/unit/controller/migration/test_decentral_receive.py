@@ -1,4 +1,4 @@
-"""The receiving VMIM's plan (controller/migration/decentral_receive.py, not wired yet):
+"""The receiving VMIM's plan (controller/migration/decentral_receive.py):
 target pod from the receiving VMI, handoff to its handler, then the sending side's end."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sending VMIM's plan (controller/migration/decentral_send.py, not wired yet): offer,
+"""The sending VMIM's plan (controller/migration/decentral_send.py): offer,
 handoff to the source handler with the receiving side's target, report the end."""
 
 from __future__ import annotations
