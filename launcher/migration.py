@@ -199,12 +199,14 @@ class SourceMigrator:
             dest_xml = migxml.with_slices(dest_xml, sizes)
         writable = migxml.writable_disks(dest_xml)
         shared = set(self._shared_disks()) - moved
-        name = migxml.domain_name(dest_xml)
+        name = migxml.domain_name(target_xml)
+        dest_name = name if name and name != self._domain else None
         return MigrationRequest(
             dest_uri=endpoint.libvirt_uri,
             migration_uri=endpoint.migration_uri,
             dest_xml=dest_xml,
-            dest_name=name if name != self._domain else None,
+            dest_name=dest_name,
+            persist_xml=migxml.renamed(dest_xml, dest_name) if dest_name else None,
             copy_disks=tuple(d for d in writable if d not in shared),
             shared_disks=tuple(d for d in writable if d in shared),
             disks_uri=endpoint.disks_uri,

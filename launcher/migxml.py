@@ -9,9 +9,11 @@ log, the console, agent and VNC sockets, and the cgroup partition (each launcher
 
 A decentralized migration (docs/migration.md) moves the guest to another VMI: the target
 prepared a domain of another name (`<namespace>_<name>` of the receiving VMI). The guest
-keeps the source's UUID (what it sees in SMBIOS, and what libvirt's ABI check compares);
-the domain takes the target's name and kubevirt metadata, so the target launcher finds it
-as its own.
+keeps the source's UUID (what it sees in SMBIOS, and what libvirt's ABI check compares)
+and takes the target's kubevirt metadata; libvirt refuses a destination definition of
+another name, so the name changes by the migration's destination name
+(`VIR_MIGRATE_PARAM_DEST_NAME`) and the persistent definition (`renamed`), and the target
+launcher finds the domain as its own.
 """
 
 from __future__ import annotations
@@ -51,11 +53,17 @@ def domain_name(xml: str) -> str:
     return ET.fromstring(xml).findtext("name") or ""
 
 
+def renamed(xml: str, name: str) -> str:
+    """`xml` with the domain named `name`."""
+    root = ET.fromstring(xml)
+    element = root.find("name")
+    if element is not None:
+        element.text = name
+    return ET.tostring(root, encoding="unicode")
+
+
 def _identity(src: ET.Element, tgt: ET.Element) -> None:
-    """The target's name and kubevirt metadata on the source's definition (its UUID kept)."""
-    name = src.find("name")
-    if name is not None:
-        name.text = tgt.findtext("name")
+    """The target's kubevirt metadata on the source's definition (name and UUID kept)."""
     ours, theirs = src.find("metadata"), tgt.find("metadata")
     if ours is not None and theirs is not None:
         index = list(src).index(ours)

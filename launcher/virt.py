@@ -225,7 +225,7 @@ class Virt:
         params: dict[str, Any] = {
             libvirt.VIR_MIGRATE_PARAM_URI: request.migration_uri,
             libvirt.VIR_MIGRATE_PARAM_DEST_XML: request.dest_xml,
-            libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: request.dest_xml,
+            libvirt.VIR_MIGRATE_PARAM_PERSIST_XML: request.persist_xml or request.dest_xml,
         }
         if request.dest_name:
             params[libvirt.VIR_MIGRATE_PARAM_DEST_NAME] = request.dest_name

@@ -24,8 +24,10 @@ class MigrationRequest:
     dest_uri: str  # the destination daemon, e.g. qemu+unix:///system?socket=…
     migration_uri: str  # the memory stream, e.g. unix:///…/mem.sock
     dest_xml: str
-    # The domain's name on the destination when it differs (a decentralized migration).
+    # The domain's name on the destination when it differs (a decentralized migration),
+    # and its persistent definition then (dest_xml under that name); None: dest_xml's.
     dest_name: str | None = None
+    persist_xml: str | None = None
     copy_disks: tuple[str, ...] = ()  # target devs whose top layer is copied (NBD)
     shared_disks: tuple[str, ...] = ()  # writable target devs both sides open (not copied)
     disks_uri: str | None = None

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.migxml import XmlMismatch, destination_xml, with_slices, writable_disks
+from launcher.migxml import (
+    XmlMismatch,
+    destination_xml,
+    renamed,
+    with_slices,
+    writable_disks,
+)
 
 SOURCE = """<domain type="qemu"><name>default_x</name><uuid>u-1</uuid>
 <os><type>hvm</type><kernel>/a/cd/kernel_boot/kernel</kernel>
@@ -58,8 +64,9 @@ def test_a_different_domain_is_refused() -> None:
 
 def test_a_decentralized_target_renames_the_domain_and_keeps_the_guest_uuid() -> None:
     """A target prepared for another VMI (another name, its own uuid: a decentralized
-    migration) gets the source's definition under the target's name and kubevirt
-    metadata, the source's uuid kept (the guest's identity, libvirt's ABI check)."""
+    migration) gets the source's definition with the target's kubevirt metadata, the
+    source's name and uuid kept (libvirt's ABI check compares both; the name changes by
+    the destination name), and `renamed` gives the persistent definition's name."""
     meta = (
         '<metadata><kubevirt:kubevirt xmlns:kubevirt="http://kubevirt.io">'
         "<kubevirt:namespace>{ns}</kubevirt:namespace><kubevirt:uid>{uid}</kubevirt:uid>"
@@ -70,8 +77,10 @@ def test_a_decentralized_target_renames_the_domain_and_keeps_the_guest_uuid() ->
         "<name>default_x</name><uuid>u-1</uuid>",
         "<name>b_y</name><uuid>u-2</uuid>" + meta.format(ns="b", uid="u-2"),
     )
-    out = ET.fromstring(destination_xml(source, target))
-    assert out.findtext("name") == "b_y"
+    xml = destination_xml(source, target)
+    out = ET.fromstring(xml)
+    assert out.findtext("name") == "default_x"
+    assert ET.fromstring(renamed(xml, "b_y")).findtext("name") == "b_y"
     assert out.findtext("uuid") == "u-1"
     found = [e.text for e in out.iter() if e.tag.endswith("namespace")]
     assert found == ["b"]

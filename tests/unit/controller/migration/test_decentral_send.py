@@ -14,7 +14,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VMIPhase,
 )
-from tests.unit.controller.builders import NOW, condition, make_vmi
+from tests.unit.controller.builders import NOW, condition, make_vmi, vmi_dict
 
 SEND_UID = "send-mig-uid"
 P = MigrationPhase
@@ -115,3 +115,21 @@ def test_handler_failure_fails_and_final_is_left_alone() -> None:
     assert got.report == (PeerOutcome.FAILED, "proxy: refused")
     final = plan(sender("Succeeded"), running())
     assert final.plan.finalizer is False and final.report is None
+
+
+def test_a_vmi_with_claim_disks_is_refused_naming_them() -> None:
+    """A source VMI with a claim (or DataVolume) volume is not sent: the sending VMIM
+    fails at once naming the volume, before any handoff; the guest stays."""
+    raw = vmi_dict()
+    raw["spec"]["volumes"] = [
+        {"name": "root", "containerDisk": {"image": "x"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
+        {"name": "dv", "dataVolume": {"name": "d"}},
+    ]
+    vmi = make_vmi(raw=raw, phase=VMIPhase.RUNNING, node="node01")
+    planned = plan_sender(sender(), vmi, offer=None, source_pod="src", now=NOW)
+    assert planned.plan.status.phase is MigrationPhase.FAILED
+    state = planned.plan.status.migration_state
+    assert state is not None and state.failure_reason is not None
+    assert "(data, dv) is not supported by kubevirt-py" in state.failure_reason
+    assert planned.plan.vmi_state is None
