@@ -54,6 +54,7 @@ async def _migrate(
     *,
     shared: Mapping[str, str] | None = None,
     migrated: tuple[str, ...] = (),
+    target: str = TARGET,
 ) -> list[MigrationInfo]:
     published: list[MigrationInfo] = []
     final = asyncio.Event()
@@ -74,7 +75,7 @@ async def _migrate(
     async with asyncio.timeout(5):
         async with asyncio.TaskGroup() as tg:
             runner = tg.create_task(job.run())
-            args = MigrateArgs(address="/mig/x", domain_xml=TARGET, migrated_volumes=migrated)
+            args = MigrateArgs(address="/mig/x", domain_xml=target, migrated_volumes=migrated)
             job.start(args)
             await final.wait()
             runner.cancel()
@@ -137,3 +138,26 @@ async def test_a_volume_migration_copies_its_disk_at_the_source_size() -> None:
     slice_ = disk.find("slices/slice")
     assert slice_ is not None
     assert slice_.attrib == {"type": "storage", "offset": "0", "size": str(64 * 1024 * 1024)}
+
+
+async def test_a_target_of_another_name_renames_the_domain_on_arrival() -> None:
+    """A decentralized migration's target prepared `b_y` (its own uuid): the destination
+    definition keeps the source's name and uuid (libvirt's ABI check), the request names
+    `b_y` as the destination name and persists the definition under it; a usual target
+    (same name) asks for no renaming."""
+    virt = FakeVirt()
+    virt.finish.set()
+    other = TARGET.replace(
+        "<name>default_x</name><uuid>u-1</uuid>", "<name>b_y</name><uuid>u-2</uuid>"
+    )
+    await _migrate(virt, DowntimePolicy(relax_after_polls=1000), target=other)
+    (request,) = virt.requests
+    dest = ET.fromstring(request.dest_xml)
+    assert (dest.findtext("name"), dest.findtext("uuid")) == ("default_x", "u-1")
+    assert request.dest_name == "b_y" and request.persist_xml is not None
+    persisted = ET.fromstring(request.persist_xml)
+    assert (persisted.findtext("name"), persisted.findtext("uuid")) == ("b_y", "u-1")
+    virt = FakeVirt()
+    virt.finish.set()
+    await _migrate(virt, DowntimePolicy(relax_after_polls=1000))
+    assert (virt.requests[0].dest_name, virt.requests[0].persist_xml) == (None, None)
