@@ -15,7 +15,10 @@ status' `migration` map (pushed with domain events), matched to this migration b
 address it was given: the target's own address when both launchers share one host, or,
 when the target published proxy ports (targetDirectMigrationNodePorts), the migration's
 dir in the source pod where this handler's end of the proxy listens (`OutgoingMigrations`;
-handler.migration_proxy). That end closes when the migration ends, or the VMI leaves.
+handler.migration_proxy). Both pods' dirs are named by the same UID (libvirt hands the
+target the source's stream paths): a decentralized migration's is the receiving VMIM's
+(migrationState.targetState.migrationUID), as the target handler names its own. That
+end closes when the migration ends, or the VMI leaves.
 """
 
 from __future__ import annotations
@@ -103,8 +106,8 @@ class SourceStep:
 def launcher_address(state: MigrationState) -> str | None:
     """The `address` the source launcher migrates to: the proxy's dir in its own pod when
     the target published proxy ports, else the target's own (one-host) address."""
-    if state.target_direct_migration_node_ports and state.migration_uid:
-        return str(migration_dir(state.migration_uid))
+    if state.target_direct_migration_node_ports and (uid := state.proxy_uid()):
+        return str(migration_dir(uid))
     return state.target_node_address
 
 
@@ -246,17 +249,18 @@ class OutgoingMigrations:
         node: str,
     ) -> SourceStep:
         pod_uid = pod_on_node(vmi.status.active_pods, node)
-        if self._proxy is None or pod_uid is None or not state.migration_uid:
+        uid = state.proxy_uid()
+        if self._proxy is None or pod_uid is None or not uid:
             why = "no migration proxy configured" if pod_uid else "no source pod here"
             failed = dataclasses.replace(
                 state, failed=True, failure_reason=f"cannot migrate: {why}", end_timestamp=now
             )
             return SourceStep(state=failed)
         self.release(vmi.uid)  # a retried start
-        in_pod = migration_dir(state.migration_uid)
+        in_pod = migration_dir(uid)
         proxy = SourceProxy(
             self._proxy,
-            migration_uid=state.migration_uid,
+            migration_uid=uid,
             host=state.target_node_address or "",
             ports=decode_ports(state.target_direct_migration_node_ports),
             directory=on_node(pods_dir, pod_uid, in_pod),

@@ -75,6 +75,8 @@ class TargetHalf:
     """What the receiving side publishes once its target launcher and handler are ready."""
 
     migration_id: str
+    # The receiving VMIM's UID: it names the migration's dir in the target pod.
+    migration_uid: str = ""
     namespace: str
     vmim_name: str
     vmi_name: str
@@ -129,6 +131,7 @@ def target_half(receiver: Migration, vmi: VirtualMachineInstance | None) -> Targ
     if not (state.target_pod and state.target_node and state.target_node_address):
         return None
     return TargetHalf(
+        migration_uid=receiver.uid,
         migration_id=receive.migration_id,
         namespace=receiver.namespace,
         vmim_name=receiver.metadata.name or "",
@@ -207,7 +210,9 @@ def source_state(source: SourceHalf, target: TargetHalf, *, migration_uid: str) 
             domain_namespace=source.namespace,
         ),
         target_state=MigrationSideState(
-            domain_name=target.vmi_name, domain_namespace=target.namespace
+            migration_uid=target.migration_uid or None,
+            domain_name=target.vmi_name,
+            domain_namespace=target.namespace,
         ),
     )
 

@@ -21,6 +21,9 @@ class MigrationSideState(Model):
     virtual_machine_instance_uid: str | None = field(
         default=None, metadata=json_name("virtualMachineInstanceUID")
     )
+    # That side's VMIM: on the target side, what names the migration's dir in both
+    # launcher pods (handler/migration_proxy.py: the streams' sockets live there).
+    migration_uid: str | None = field(default=None, metadata=json_name("migrationUID"))
     domain_name: str | None = None
     domain_namespace: str | None = None
 
@@ -53,6 +56,14 @@ class MigrationState(Model):
     # Decentralized migration: the other VMI (controller/migration/decentral.py).
     source_state: MigrationSideState | None = None
     target_state: MigrationSideState | None = None
+
+    def proxy_uid(self) -> str | None:
+        """The UID naming the migration's dir in both launcher pods: the target side's
+        VMIM's in a decentralized migration (two VMIMs), else this migration's."""
+        target = self.target_state
+        if target is not None and target.migration_uid:
+            return target.migration_uid
+        return self.migration_uid
 
     def leaves_vmi(self, namespace: str, name: str) -> bool:
         """True when the guest goes to another VMI (a decentralized migration's source)."""

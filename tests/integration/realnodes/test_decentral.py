@@ -123,8 +123,9 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
 
     _wait(done, 240, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
                                                   _get(k, b, "vmim", "in").get("status")))  # fmt: skip
-    assert _phase(k, a, "vmim", "out") == "Succeeded", _get(k, a, "vmim", "out")["status"]
-    assert _phase(k, b, "vmim", "in") == "Succeeded", _get(k, b, "vmim", "in")["status"]
+    sent, received = _get(k, a, "vmim", "out")["status"], _get(k, b, "vmim", "in")["status"]
+    assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
+    assert received["phase"] == "Succeeded", received
     moved = _running(k, b, "dst")
     node, _ = _pod_uid(moved)
     assert node == moved["metadata"]["labels"]["kubevirt.io/nodeName"]

@@ -6,8 +6,9 @@ import dataclasses
 from typing import Any
 
 from handler.domains import DomainRecord
-from handler.migration_source import plan_source
-from shared.model import MigrationAbortStatus, MigrationState
+from handler.migration_proxy import migration_dir
+from handler.migration_source import launcher_address, plan_source
+from shared.model import MigrationAbortStatus, MigrationSideState, MigrationState
 from shared.wire.domain import DomainState, DomainStatus
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrationInfo, MigrationPhase, MigrationRole
@@ -89,3 +90,20 @@ def test_abort_before_start_needs_no_launcher() -> None:
     aborting = dataclasses.replace(BASE, abort_requested=True)
     step = plan_source(aborting, record(None), now=NOW)
     assert step.call is None and step.state is not None and step.state.failed
+
+
+def test_a_decentralized_migration_streams_through_the_receiving_vmims_dir() -> None:
+    """With proxy ports, the launcher migrates to the migration's dir in its pod, named
+    by the receiving VMIM's UID (targetState.migrationUID) when there is one: libvirt
+    hands the target the source's stream paths, and the target handler named its dir by
+    its own VMIM; a usual migration's dir is named by its own UID."""
+    usual = MigrationState(
+        migration_uid="send-uid-1234",
+        target_node_address="10.0.0.2",
+        target_direct_migration_node_ports={"49152": 0},
+    )
+    assert launcher_address(usual) == str(migration_dir("send-uid-1234"))
+    decentral = dataclasses.replace(
+        usual, target_state=MigrationSideState(migration_uid="recv-uid-5678")
+    )
+    assert launcher_address(decentral) == str(migration_dir("recv-uid-5678"))

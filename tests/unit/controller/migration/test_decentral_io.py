@@ -131,7 +131,11 @@ async def test_the_sender_hands_the_source_vmi_the_receiving_sides_target() -> N
     assert (state["sourceNode"], state["sourcePod"]) == ("node01", "virt-launcher-src-aaaaa")
     assert (state["targetNode"], state["targetNodeAddress"]) == ("node02", "10.1.0.2")
     assert state["targetDirectMigrationNodePorts"] == {"49152": 0}
-    assert state["targetState"] == {"domainName": "dst", "domainNamespace": "b"}
+    assert state["targetState"] == {
+        "migrationUID": "uid-in",
+        "domainName": "dst",
+        "domainNamespace": "b",
+    }
     assert state["sourceState"]["virtualMachineInstanceUID"] == "uid-src"
     assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "TargetReady"
 
