@@ -12,8 +12,9 @@ publishes the target half for the sending side:
          says completed, its handler takes the guest over) → Succeeded (it did: the
          receiving VMI's nodeName is the target node) | Failed (the sending side failed)
 
-A failed sending side, or the target pod lost, fails the receiving VMIM and deletes its
-target pod; it is not retried (KubeVirt's rule).
+A failed sending side, the target pod lost, a receiving VMI that is not a WaitAsReceiver
+VM's, or the VMIM deleted before the guest arrived fails the receiving VMIM and deletes
+its target pod; it is not retried (KubeVirt's rule).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datetime import datetime
 from controller.migration.decentral import PeerOutcome, target_half
 from controller.migration.logic import MigrationPlan
 from controller.transitions import with_phases
+from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import (
     MigrationPhase,
@@ -74,8 +76,14 @@ def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:
         return MigrationPlan(status=m.status, finalizer=False)
     if inp.outcome is not None and inp.outcome[0] == PeerOutcome.FAILED:
         return _fail(inp, f"the sending side failed: {inp.outcome[1] or 'no reason given'}")
+    arrived = inp.outcome is not None and inp.outcome[0] == PeerOutcome.SUCCEEDED
+    if m.metadata.is_deleting and not arrived:  # the guest never came: nothing to keep
+        return _fail(inp, "cancelled: the receiving VMIM was deleted")
     if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
         return _fail(inp, f"receiving VMI {m.vmi_key} does not exist or has ended")
+    if vmi.metadata.annotations.get(RECEIVER_ANNOTATION) != "true":
+        why = "its VM's runStrategy is not WaitAsReceiver"
+        return _fail(inp, f"VMI {vmi.key} is not a receiving VMI: {why}")
     return _plan_live(inp, vmi)
 
 

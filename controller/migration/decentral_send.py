@@ -11,7 +11,9 @@ receiving VMI), so the source handler runs its usual migrate through the proxy:
 
 On success the source VMI has migrated away: the VMI controller ends it `Succeeded`
 (controller/vmi/receiver.py: its migrationState completed, naming another VMI as target),
-not moved to the target node; `source_done` says so to the caller.
+not moved to the target node; `source_done` says so to the caller. Deleting the VMIM
+before its end cancels it: before the handoff it fails; after it, the source handler is
+asked to abort (abortRequested) and the VMIM follows it to its end.
 """
 
 from __future__ import annotations
@@ -127,9 +129,27 @@ def plan_sender(
     if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
         return _fail(m, f"VMI {m.vmi_key} does not exist or is not running", now)
     state = vmi.status.migration_state
-    if state is not None and state.migration_uid == m.uid:
-        return _follow(m, state, now)
+    ours = state if state is not None and state.migration_uid == m.uid else None
+    if m.metadata.is_deleting:
+        return _cancel(m, ours, now)
+    if ours is not None:
+        return _follow(m, ours, now)
     return _plan_pending(m, vmi, offer=offer, source_pod=source_pod, now=now)
+
+
+def _cancel(
+    m: VirtualMachineInstanceMigration, state: MigrationState | None, now: datetime
+) -> SenderPlan:
+    """Deleted before it ended: before the handoff it just fails; after it the source
+    handler is asked to abort, and the VMIM follows it to its end (the guest stays)."""
+    if state is None:
+        return _fail(m, "cancelled before the handoff", now)
+    if state.completed or state.failed:
+        return _follow(m, state, now)
+    if state.abort_requested:
+        return SenderPlan(plan=MigrationPlan(status=m.status, finalizer=True))
+    aborting = dataclasses.replace(state, abort_requested=True)
+    return SenderPlan(plan=MigrationPlan(status=m.status, vmi_state=aborting, finalizer=True))
 
 
 def _plan_pending(

@@ -3,10 +3,12 @@ target pod from the receiving VMI, handoff to its handler, then the sending side
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from controller.migration.decentral import PeerOutcome
 from controller.migration.decentral_receive import ReceiverInputs, plan_receiver
+from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import (
     MigrationPhase,
@@ -36,6 +38,7 @@ def waiting_vmi(
 ) -> VirtualMachineInstance:
     raw = vmi_dict()
     raw["metadata"]["namespace"] = "ns-b"
+    raw["metadata"]["annotations"] = {RECEIVER_ANNOTATION: "true"}
     return make_vmi(raw=raw, uid="recv-vmi-uid", phase=phase, migration_state=state)
 
 
@@ -134,3 +137,31 @@ def test_lost_target_pod_fails_and_final_is_left_alone() -> None:
     pending = plan_receiver(inputs(receiver(), waiting_vmi(), [target_pod("Pending")]))
     assert pending.status.phase == P.SCHEDULING and not pending.create_target_pod
     assert pending.finalizer
+
+
+def test_a_vmi_that_is_not_a_receiver_is_refused() -> None:
+    """A receiving VMIM naming a VMI no WaitAsReceiver VM made (a usual VMI starting)
+    fails at once, naming why, and no target pod is created for it."""
+    raw = vmi_dict()
+    raw["metadata"]["namespace"] = "ns-b"
+    usual = make_vmi(raw=raw, uid="recv-vmi-uid", phase=VMIPhase.PENDING)
+    out = plan_receiver(inputs(receiver(), usual))
+    assert out.status.phase is P.FAILED and not out.create_target_pod
+    state = out.status.migration_state
+    assert state is not None and "is not a receiving VMI" in (state.failure_reason or "")
+
+
+def test_deleting_the_receiver_before_the_guest_arrived_cancels_it() -> None:
+    """Deleted while waiting: Failed, its target pod deleted. Deleted after the sender
+    succeeded: it goes on (the guest is arriving in its target pod)."""
+    m = receiver("PreparingTarget")
+    meta = dataclasses.replace(m.metadata, deletion_timestamp="2025-01-02T03:04:00Z")
+    gone = dataclasses.replace(m, metadata=meta)
+    pods = [target_pod()]
+    out = plan_receiver(inputs(gone, waiting_vmi(), pods))
+    assert out.status.phase is P.FAILED and [p.uid for p in out.delete_pods] == ["tgt"]
+    state = MigrationState(migration_uid=RECV_UID, target_node="node02", target_pod="t")
+    arrived = plan_receiver(
+        inputs(gone, waiting_vmi(state=state), pods, outcome=(PeerOutcome.SUCCEEDED, ""))
+    )
+    assert arrived.status.phase is not P.FAILED and not arrived.delete_pods

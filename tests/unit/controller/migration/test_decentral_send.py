@@ -3,6 +3,7 @@ handoff to the source handler with the receiving side's target, report the end."
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from controller.migration.decentral import Pairing, PairingState, PeerOutcome, TargetHalf
@@ -133,3 +134,23 @@ def test_a_vmi_with_claim_disks_is_refused_naming_them() -> None:
     assert state is not None and state.failure_reason is not None
     assert "(data, dv) is not supported by kubevirt-py" in state.failure_reason
     assert planned.plan.vmi_state is None
+
+
+def deleted(m: VirtualMachineInstanceMigration) -> VirtualMachineInstanceMigration:
+    meta = dataclasses.replace(m.metadata, deletion_timestamp="2025-01-02T03:04:00Z")
+    return dataclasses.replace(m, metadata=meta)
+
+
+def test_deleting_the_sender_cancels_it() -> None:
+    """Deleted before the handoff: Failed, finalizer released. After it: the source
+    handler is asked to abort (abortRequested on the VMI), the finalizer kept until the
+    handler settles; then it fails as the handler reported."""
+    before = plan(deleted(sender("Pending")), running())
+    assert before.plan.status.phase is MigrationPhase.FAILED and before.plan.finalizer is False
+    handed = MigrationState(migration_uid=SEND_UID, source_node="node01", target_node="node02")
+    during = plan(deleted(sender("Running")), running(handed))
+    assert during.plan.vmi_state is not None and during.plan.vmi_state.abort_requested
+    assert during.plan.finalizer is True
+    aborted = dataclasses.replace(handed, abort_requested=True, failed=True, failure_reason="x")
+    after = plan(deleted(sender("Running")), running(aborted))
+    assert after.plan.status.phase is MigrationPhase.FAILED and after.plan.finalizer is False
