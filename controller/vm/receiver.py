@@ -49,6 +49,6 @@ def restored_strategy(vm: VirtualMachine, vmi: VirtualMachineInstance | None) ->
     wanted = vm.metadata.annotations.get(RESTORE_RUN_STRATEGY_ANNOTATION, "")
     try:
         strategy = RunStrategy(wanted)
-    except ValueError:
+    except ValueError:  # absent (a bad value is refused at admission)
         return RunStrategy.ALWAYS
     return RunStrategy.ALWAYS if strategy is RunStrategy.WAIT_AS_RECEIVER else strategy

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 
+from shared.labels import RESTORE_RUN_STRATEGY_ANNOTATION
 from shared.model._validate_common import DNS1123_SUBDOMAIN, Errors
+from shared.model.enums import RunStrategy
+from shared.model.meta import ObjectMeta
 from shared.model.migration import MigrationSpec
 
 MAX_PORT = 65535
@@ -69,3 +72,13 @@ def check_decentralized(errs: Errors, spec: MigrationSpec) -> None:
         and send.migration_id != receive.migration_id
     ):
         errs.add("spec.sendTo.migrationID", ID_MISMATCH, send.migration_id)
+
+
+def check_restore_run_strategy(errs: Errors, meta: ObjectMeta) -> None:
+    """A VM's `kubevirt.io/restore-run-strategy` (what a receiving VM runs as once its
+    guest arrived) names a run strategy other than WaitAsReceiver."""
+    value = meta.annotations.get(RESTORE_RUN_STRATEGY_ANNOTATION)
+    allowed = [str(s) for s in RunStrategy if s is not RunStrategy.WAIT_AS_RECEIVER]
+    if value is not None and value not in allowed:
+        path = f"metadata.annotations.{RESTORE_RUN_STRATEGY_ANNOTATION}"
+        errs.add(path, f"must be one of {', '.join(allowed)}", value)

@@ -16,7 +16,7 @@ from shared.model._validate_common import (
 )
 from shared.model._validate_cpufeatures import validate_cpu_features
 from shared.model._validate_credentials import validate_access_credentials
-from shared.model._validate_decentral import check_decentralized
+from shared.model._validate_decentral import check_decentralized, check_restore_run_strategy
 from shared.model._validate_devices import validate_clock, validate_devices, validate_features
 from shared.model._validate_devopts import validate_device_options
 from shared.model._validate_devtags import validate_luns_and_tags
@@ -123,6 +123,7 @@ def validate_vm(
     """Every problem in a VM: its metadata, run strategy and template."""
     errs = Errors()
     _validate_metadata(errs, vm.metadata, name_required=False)
+    check_restore_run_strategy(errs, vm.metadata)
     if vm.spec.run_strategy is not None and vm.spec.running is not None:
         errs.add("spec.running", "running and runStrategy are mutually exclusive", vm.spec.running)
     check_strings(errs, "spec.template.metadata", vm.spec.template.metadata.to_dict())

@@ -173,3 +173,16 @@ async def test_the_webhook_refuses_a_sending_vmim_naming_the_field() -> None:
     assert body["response"]["allowed"] is False and status["code"] == 422
     assert f"spec.sendTo: {DECENTRALIZED_GATE_OFF}" in status["message"]
     assert f"spec.sendTo.connectURL: {OTHER_CLUSTER}" in status["message"]
+
+
+@pytest.mark.parametrize("value", ["Sometimes", "WaitAsReceiver", "always", ""])
+def test_a_bad_restore_run_strategy_is_refused_naming_the_annotation(value: str) -> None:
+    """kubevirt.io/restore-run-strategy must name a run strategy (not WaitAsReceiver):
+    refused at admission naming the annotation; a good one passes."""
+    vm = _vm("WaitAsReceiver")
+    vm["metadata"]["annotations"] = {"kubevirt.io/restore-run-strategy": value}
+    path = "metadata.annotations.kubevirt.io/restore-run-strategy"
+    ((where, message),) = _problems(validate(VirtualMachine.KIND, vm))
+    assert where == path and message.startswith("must be one of Always, ")
+    vm["metadata"]["annotations"] = {"kubevirt.io/restore-run-strategy": "Manual"}
+    assert validate(VirtualMachine.KIND, vm) == []
