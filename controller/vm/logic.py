@@ -332,8 +332,9 @@ def _printable_up(vmi: VirtualMachineInstance) -> PrintableStatus:
     phase = vmi.status.phase_or_unset
     if phase in STARTING_PHASES:
         return PrintableStatus.STARTING
-    if phase != VMIPhase.RUNNING:
-        return PrintableStatus.UNKNOWN
+    if phase != VMIPhase.RUNNING:  # WaitingForSync: a receiving VM (controller/vm/receiver.py)
+        waiting = phase == VMIPhase.WAITING_FOR_SYNC
+        return PrintableStatus.WAITING_FOR_RECEIVER if waiting else PrintableStatus.UNKNOWN
     state = vmi.status.migration_state
     if state is not None and state.start_timestamp and not state.end_timestamp:
         return PrintableStatus.MIGRATING

@@ -148,6 +148,8 @@ class PrintableStatus(enum.StrEnum):
     PVC_NOT_FOUND = "ErrorPvcNotFound"
     DATA_VOLUME_ERROR = "DataVolumeError"
     WAITING_FOR_VOLUME_BINDING = "WaitingForVolumeBinding"
+    # A WaitAsReceiver VM whose guest has not arrived (decentralized migration).
+    WAITING_FOR_RECEIVER = "WaitingForReceiver"
 
 
 class StateChangeAction(enum.StrEnum):

@@ -71,7 +71,8 @@ def test_a_running_vm_moves_to_another_namespace(
     kv_restored: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
     """Gate DecentralizedLiveMigration on; VM `src` runs in namespace A; VM `dst` in B
-    waits (WaitAsReceiver: its VMI WaitingForSync with no launcher pod). A receiving VMIM
+    waits (WaitAsReceiver: its VMI WaitingForSync with no launcher pod, the VM printing
+    WaitingForReceiver). A receiving VMIM
     in B and a sending VMIM in A with the same migrationID move the guest: both VMIMs
     Succeeded, the receiving VMI Running in B on its node, the guest the same (its uptime
     went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's), the
@@ -106,6 +107,9 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     waiting = _wait(lambda: _phase(k, b, "vmi", "dst") == "WaitingForSync" and _get(k, b, "vmi", "dst"),
                     60, "dst WaitingForSync", lambda: _get(k, b, "vmi", "dst").get("status"))  # fmt: skip
     assert not waiting["status"].get("activePods"), waiting["status"]
+    _wait(lambda: _get(k, b, "vm", "dst").get("status", {}).get("printableStatus")
+          == "WaitingForReceiver", 60, "dst WaitingForReceiver",
+          lambda: _get(k, b, "vm", "dst").get("status"))  # fmt: skip
 
     other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
                                                   "connectURL": "10.9.9.9:9185"}})  # fmt: skip

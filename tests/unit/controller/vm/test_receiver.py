@@ -8,17 +8,19 @@ import dataclasses
 
 import pytest
 
+from controller.vm.logic import Backoff, plan_vm
 from controller.vm.receiver import restored_strategy, sent_away
 from controller.vm.vmibody import vmi_from_template
 from shared.labels import RECEIVER_ANNOTATION, RESTORE_RUN_STRATEGY_ANNOTATION
 from shared.model import (
     MigrationSideState,
     MigrationState,
+    PrintableStatus,
     RunStrategy,
     VirtualMachine,
     VMIPhase,
 )
-from tests.unit.controller.builders import make_vm, make_vmi
+from tests.unit.controller.builders import NOW, make_vm, make_vmi
 
 
 def receiver_vm(restore: str | None = None) -> VirtualMachine:
@@ -63,3 +65,11 @@ def test_the_sending_vm_is_halted_once_its_guest_left() -> None:
     assert restored_strategy(make_vm(run_strategy="Halted"), gone) is None
     ongoing = dataclasses.replace(state, completed=False)
     assert not sent_away(make_vmi(phase=VMIPhase.RUNNING, migration_state=ongoing))
+
+
+def test_a_waiting_receiver_vm_prints_waiting_for_receiver() -> None:
+    """`kubectl get vm` shows WaitingForReceiver (KubeVirt's) while its VMI waits."""
+    vmi = make_vmi(phase=VMIPhase.WAITING_FOR_SYNC, owner_vm=True)
+    plan = plan_vm(receiver_vm(), vmi, now=NOW, backoff=Backoff(base=1, cap=2))
+    assert plan.status.printable_status is PrintableStatus.WAITING_FOR_RECEIVER
+    assert not plan.create_vmi and plan.delete_vmi_uid is None
