@@ -65,8 +65,25 @@ def _fail(inp: ReceiverInputs, reason: str) -> MigrationPlan:
     return MigrationPlan(
         status=dataclasses.replace(status, migration_state=state),
         delete_pods=doomed,
+        vmi_state=_failed_vmi_state(inp, state),
         finalizer=True if doomed else None,
     )
+
+
+def _failed_vmi_state(inp: ReceiverInputs, state: MigrationState) -> MigrationState | None:
+    """The failure written to a waiting receiving VMI (which then fails, not retried);
+    None for a VMI that is gone, not a receiver, already running or already told."""
+    vmi = inp.vmi
+    if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
+        return None
+    if vmi.metadata.annotations.get(RECEIVER_ANNOTATION) != "true":
+        return None
+    if vmi.status.phase_or_unset == VMIPhase.RUNNING:
+        return None
+    current = vmi.status.migration_state
+    if current is not None and current.failed:
+        return None
+    return state
 
 
 def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:

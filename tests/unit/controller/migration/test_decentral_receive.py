@@ -117,7 +117,9 @@ def test_published_target_then_sender_success_ends_succeeded() -> None:
 
 
 def test_sender_failure_fails_and_deletes_the_target_pod() -> None:
-    """The sending side failed: the receiving VMIM fails and its target pod goes."""
+    """The sending side failed: the receiving VMIM fails, its target pod goes, and the
+    waiting receiving VMI is told (its migrationState failed: the VMI controller fails
+    it); a VMI already told is not written again."""
     plan = plan_receiver(
         inputs(receiver("TargetReady"), waiting_vmi(), [target_pod()], (PeerOutcome.FAILED, "x"))
     )
@@ -125,6 +127,10 @@ def test_sender_failure_fails_and_deletes_the_target_pod() -> None:
     assert [p.name for p in plan.delete_pods] == ["virt-launcher-vm1-bbbbb"]
     assert plan.status.migration_state is not None
     assert plan.status.migration_state.failure_reason == "the sending side failed: x"
+    assert plan.vmi_state is not None and plan.vmi_state.failed
+    told = waiting_vmi(state=plan.vmi_state)
+    again = plan_receiver(inputs(receiver("TargetReady"), told, [], (PeerOutcome.FAILED, "x")))
+    assert again.vmi_state is None
 
 
 def test_lost_target_pod_fails_and_final_is_left_alone() -> None:

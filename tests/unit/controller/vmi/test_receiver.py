@@ -12,6 +12,7 @@ from shared.model import (
     MigrationSideState,
     MigrationState,
     VirtualMachineInstance,
+    VMIConditionType,
     VMIPhase,
 )
 from tests.unit.controller.builders import NOW, make_pod, make_vmi, vmi_dict
@@ -94,3 +95,17 @@ def test_an_unmarked_vmi_is_not_a_receiver() -> None:
     plan = plan_vmi(vmi, [], now=NOW, unschedulable_timeout=TIMEOUT)
     assert plan.create_pod
     assert dataclasses.replace(plan.status).phase is not VMIPhase.WAITING_FOR_SYNC
+
+
+def test_a_failed_migration_fails_the_receiving_vmi() -> None:
+    """The receiving VMIM wrote a failed migrationState: the VMI is Failed with reason
+    DecentralizedLiveMigrationFailure and the failure's text (not retried)."""
+    raw = vmi_dict()
+    raw["metadata"]["annotations"] = {RECEIVER_ANNOTATION: "true"}
+    state = MigrationState(migration_uid="recv-mig", failed=True, failure_reason="boom")
+    vmi = make_vmi(raw=raw, phase=VMIPhase.WAITING_FOR_SYNC, migration_state=state)
+    plan = plan_vmi(vmi, [], now=NOW, unschedulable_timeout=TIMEOUT)
+    assert plan.status.phase is VMIPhase.FAILED
+    assert plan.status.reason == "DecentralizedLiveMigrationFailure"
+    sync = plan.status.condition(VMIConditionType.SYNCHRONIZED)
+    assert sync is not None and sync.message == "boom"
