@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import structlog
+
 from shared.model import (
     MigrationSideState,
     MigrationState,
@@ -35,6 +37,7 @@ from shared.model import (
 )
 
 Migration = VirtualMachineInstanceMigration
+log = structlog.get_logger("controller.migration.decentral")
 
 
 class PairingState(enum.StrEnum):
@@ -218,26 +221,30 @@ def source_state(source: SourceHalf, target: TargetHalf, *, migration_uid: str) 
 
 
 class InProcessPeer:
-    """The peer in one cluster: answered from the controller's own VMIM and VMI caches."""
+    """The peer in one cluster: answered from the controller's own VMIM and VMI caches.
+    The sending side's end needs no message here: it is the sending VMIM's own phase, in
+    the same cache (`outcomes` reads it), so a controller restart loses nothing."""
 
     def __init__(
         self,
         *,
         receivers: Callable[[str], Sequence[Migration]],
         vmis: Callable[[str], VirtualMachineInstance | None],
+        outcomes: Callable[[str], tuple[PeerOutcome, str] | None],
     ) -> None:
         self._receivers = receivers
         self._vmis = vmis
-        self._outcomes: dict[str, tuple[PeerOutcome, str]] = {}
+        self._outcomes = outcomes
 
     def offer(self, source: SourceHalf) -> Pairing:
         """Pair from the caches (no I/O)."""
         return pair(source, receivers=self._receivers(source.migration_id), vmis=self._vmis)
 
     def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
-        """Record the sending side's end for the receiving VMIM's next sync."""
-        self._outcomes[migration_id] = (outcome, reason)
+        """Nothing to send: the sending VMIM's phase is the record."""
+        log.info("decentral_sender_ended", migration_id=migration_id, outcome=str(outcome),
+                 reason=reason)  # fmt: skip
 
     def outcome(self, migration_id: str) -> tuple[PeerOutcome, str] | None:
-        """The sending side's end, once reported."""
-        return self._outcomes.get(migration_id)
+        """The sending side's end, once it ended."""
+        return self._outcomes(migration_id)

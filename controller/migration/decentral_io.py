@@ -68,10 +68,15 @@ class DecentralMigrations:
 
     def __init__(self, informers: Informers) -> None:
         self._informers = informers
-        self.peer = InProcessPeer(receivers=self._by_id, vmis=informers.vmis.store.get)
+        self.peer = InProcessPeer(
+            receivers=self._by_id, vmis=informers.vmis.store.get, outcomes=self._outcome
+        )
 
     def _by_id(self, mid: str) -> list[Migration]:
         return self._informers.migrations.store.by_index(MIGRATION_ID_INDEX, mid)
+
+    def _outcome(self, mid: str) -> tuple[PeerOutcome, str] | None:
+        return sender_outcome(_senders(self._by_id(mid), mid))
 
     def peer_keys(self, m: Migration) -> list[str]:
         """The other VMIMs of `m`'s migrationID (to wake when `m` changes)."""
@@ -98,7 +103,7 @@ class DecentralMigrations:
         """The plan for one sending or receiving VMIM."""
         mid = migration_id(m)
         if m.spec.receive is not None:
-            outcome = sender_outcome(_senders(self._by_id(mid), mid))
+            outcome = self.peer.outcome(mid)
             inputs = ReceiverInputs(migration=m, vmi=vmi, pods=pods, now=now, outcome=outcome)
             return plan_receiver(inputs)
         source_pod = _source_pod(vmi, pods) if vmi is not None else None
