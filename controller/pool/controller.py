@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from controller.owned import WRITE_TIMEOUT, FleetReconciler
+from controller.pool import preserve
 from controller.pool.logic import (
     Pool,
     PoolPlan,
@@ -30,6 +31,7 @@ from controller.pool.logic import (
 from controller.pool.policies import next_heal_check
 from controller.replicaset.logic import ScaleError
 from shared.kube import (
+    DATAVOLUMES,
     OWNER_INDEX,
     VMIS,
     VMPOOLS,
@@ -45,6 +47,7 @@ from shared.kube import (
     TransportError,
 )
 from shared.model import VirtualMachine, VirtualMachineInstance
+from shared.model.datavolume import DataVolume
 
 log = structlog.get_logger("controller.pool")
 
@@ -120,7 +123,10 @@ class PoolController(FleetReconciler[Pool]):
                 vmis={vm.name: v for vm in vms if (v := vmis.get(vm.key)) is not None},
                 now=self._clock(),
             )
-            error = await self._apply(pool, plan_pool(pool, vms, world=world))
+            plan = plan_pool(pool, vms, world=world)
+            error = await self._apply(pool, plan)
+            if not (pool.spec.paused or pool.metadata.is_deleting):
+                await self._adopt(pool, [vm for vm in vms if vm not in plan.delete])
             wait = next_heal_check(vms, pool.spec.autohealing, now=world.now)
             if wait is not None:  # a failing VM reaches minFailingToStartDuration then
                 self.queue.add_after(key, wait + 1)
@@ -129,6 +135,8 @@ class PoolController(FleetReconciler[Pool]):
             self.queue.add_rate_limited(key)
 
     async def _apply(self, pool: Pool, plan: PoolPlan) -> ScaleError | None:
+        kept, failed = await self._let_go(pool, plan.delete)
+        plan = dataclasses.replace(plan, delete=kept)
         # A proactive update's VMIs are expected gone too (one record: VMs and VMIs).
         restarts = {vm.name: v for vm in plan.update if plan.restart and (v := self._vmi(vm))}
         gone = [vm.uid for vm in plan.delete] + [v.uid for v in restarts.values()]
@@ -141,11 +149,53 @@ class PoolController(FleetReconciler[Pool]):
         writes += [self._update(pool, vm, restart=restarts.get(vm.name)) for vm in plan.update]
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(w) for w in writes]
-        errors = [e for t in tasks if (e := t.result()) is not None]
+        errors = [*failed, *(e for t in tasks if (e := t.result()) is not None)]
         if not errors:
             return None
         reason = "FailedCreate" if plan.create else "FailedDelete"
         return ScaleError(reason=reason, message=errors[0])
+
+    def _datavolume(self, namespace: str) -> preserve.Lookup:
+        store = self._informers.datavolumes.store
+        return lambda name: store.get(f"{namespace}/{name}")
+
+    async def _let_go(self, pool: Pool, doomed: Sequence[VM]) -> tuple[tuple[VM, ...], list[str]]:
+        """With statePreservation Offline, let go of each doomed VM's DataVolumes first:
+        the VMs whose DataVolumes are all let go (to delete), and the errors of the rest
+        (kept, retried)."""
+        if not doomed or not preserve.preserving(pool):
+            return tuple(doomed), []
+        lookup = self._datavolume(pool.namespace)
+        ready: list[VM] = []
+        errors: list[str] = []
+        for vm in doomed:
+            results = [await self._patch_owners(dv, preserve.released(dv, vm))
+                       for dv in preserve.to_release(vm, lookup)]  # fmt: skip
+            failures = [r for r in results if r is not None]
+            errors += failures
+            if not failures:
+                ready.append(vm)
+                log.info("vm_state_preserved", name=vm.name, datavolumes=len(results))
+        return tuple(ready), errors
+
+    async def _adopt(self, pool: Pool, vms: Sequence[VM]) -> None:
+        """Give each live member back its template DataVolumes left without a controller."""
+        live = [vm for vm in vms if not vm.metadata.is_deleting]
+        for vm, dv in preserve.to_adopt(live, self._datavolume(pool.namespace)):
+            if await self._patch_owners(dv, preserve.adopted(dv, vm)) is None:
+                log.info("datavolume_adopted", name=dv.name, vm=vm.name)
+
+    async def _patch_owners(self, dv: DataVolume, patch: dict[str, Any]) -> str | None:
+        """Patch a DataVolume's ownerReferences; an error message, or None (done, or
+        changed meanwhile: the next sync sees it again)."""
+        try:
+            async with asyncio.timeout(WRITE_TIMEOUT):
+                await self._client.patch(DATAVOLUMES, dv.name, patch, namespace=dv.namespace)
+        except (NotFound, Conflict):
+            return f"DataVolume {dv.name} changed meanwhile"
+        except (ApiError, TransportError, TimeoutError) as e:
+            return f"patching DataVolume {dv.name}: {e}"
+        return None
 
     async def _create(self, pool: Pool, index: int) -> str | None:
         body = vm_body(pool, index)
