@@ -15,8 +15,10 @@ from typing import Any
 
 import structlog
 
+from controller.deps import Deps
 from controller.owned import WRITE_TIMEOUT, FleetReconciler
 from controller.pool import preserve
+from controller.pool.keeper import Keeper
 from controller.pool.logic import (
     Pool,
     PoolPlan,
@@ -31,7 +33,6 @@ from controller.pool.logic import (
 from controller.pool.policies import next_heal_check
 from controller.replicaset.logic import ScaleError
 from shared.kube import (
-    DATAVOLUMES,
     OWNER_INDEX,
     VMIS,
     VMPOOLS,
@@ -41,13 +42,15 @@ from shared.kube import (
     Conflict,
     DeleteOptions,
     EventType,
+    Expectations,
     Handlers,
     NotFound,
+    StatusWriter,
     Store,
     TransportError,
+    WorkQueue,
 )
 from shared.model import VirtualMachine, VirtualMachineInstance
-from shared.model.datavolume import DataVolume
 
 log = structlog.get_logger("controller.pool")
 
@@ -65,6 +68,20 @@ class PoolController(FleetReconciler[Pool]):
     resource = VMPOOLS
     owned = VMS
     invalid_event = "pool_invalid"
+
+    def __init__(
+        self,
+        deps: Deps,
+        *,
+        queue: WorkQueue,
+        expectations: Expectations,
+        writer: StatusWriter[Pool],
+    ) -> None:
+        super().__init__(deps, queue=queue, expectations=expectations, writer=writer)
+        stores = self._informers
+        self._keeper = Keeper(
+            self._client, datavolumes=stores.datavolumes.store, vms=stores.vms.store
+        )
 
     def _owners(self) -> Store[Pool]:
         return self._informers.pools.store
@@ -86,12 +103,21 @@ class PoolController(FleetReconciler[Pool]):
         if key is not None:
             self.expectations.creation_observed(key)
         self.enqueue(key)
+        self._stray(vm, key)
 
     def _vm_updated(self, vm: VM) -> None:
         if vm.metadata.is_deleting:
             self._owned_deleted(vm)
+            self._stray(vm, self._owner(vm))
         else:
             self.enqueue(self._owner(vm))
+
+    def _stray(self, vm: VM, key: str | None) -> None:
+        """A held VM being deleted whose pool is gone: its pool's key synced to free it."""
+        if key is None and vm.metadata.is_deleting and preserve.held(vm):
+            self._keeper.flag_stray(vm)
+            ref = vm.metadata.controller_ref()
+            self.enqueue(f"{vm.namespace}/{ref.name}" if ref is not None else None)
 
     def vmi_handlers(self) -> Handlers[VMI]:
         """Callbacks for the VMI informer: a pool VM's VMI deleted (or being deleted)
@@ -113,10 +139,12 @@ class PoolController(FleetReconciler[Pool]):
 
     async def sync(self, key: str) -> None:
         pool = self._current(key)
+        await self._keeper.release_strays(key, pool)
         if pool is None:
             return
         vms = owned(pool, self._informers.vms.store.by_index(OWNER_INDEX, pool.uid))
-        error: ScaleError | None = None
+        failed = await self._keeper.finish(pool, vms)
+        error = ScaleError(reason="FailedDelete", message=failed[0]) if failed else None
         if self.expectations.satisfied(key):
             vmis = self._informers.vmis.store
             world = World(
@@ -124,9 +152,11 @@ class PoolController(FleetReconciler[Pool]):
                 now=self._clock(),
             )
             plan = plan_pool(pool, vms, world=world)
-            error = await self._apply(pool, plan)
+            error = await self._apply(pool, plan) or error
             if not (pool.spec.paused or pool.metadata.is_deleting):
-                await self._adopt(pool, [vm for vm in vms if vm not in plan.delete])
+                kept = [vm for vm in vms if vm not in plan.delete]
+                await self._keeper.adopt(pool, kept)
+                await self._keeper.hold(pool, kept)
             wait = next_heal_check(vms, pool.spec.autohealing, now=world.now)
             if wait is not None:  # a failing VM reaches minFailingToStartDuration then
                 self.queue.add_after(key, wait + 1)
@@ -135,7 +165,7 @@ class PoolController(FleetReconciler[Pool]):
             self.queue.add_rate_limited(key)
 
     async def _apply(self, pool: Pool, plan: PoolPlan) -> ScaleError | None:
-        kept, failed = await self._let_go(pool, plan.delete)
+        kept, failed = await self._keeper.let_go(pool, plan.delete)
         plan = dataclasses.replace(plan, delete=kept)
         # A proactive update's VMIs are expected gone too (one record: VMs and VMIs).
         restarts = {vm.name: v for vm in plan.update if plan.restart and (v := self._vmi(vm))}
@@ -154,48 +184,6 @@ class PoolController(FleetReconciler[Pool]):
             return None
         reason = "FailedCreate" if plan.create else "FailedDelete"
         return ScaleError(reason=reason, message=errors[0])
-
-    def _datavolume(self, namespace: str) -> preserve.Lookup:
-        store = self._informers.datavolumes.store
-        return lambda name: store.get(f"{namespace}/{name}")
-
-    async def _let_go(self, pool: Pool, doomed: Sequence[VM]) -> tuple[tuple[VM, ...], list[str]]:
-        """With statePreservation Offline, let go of each doomed VM's DataVolumes first:
-        the VMs whose DataVolumes are all let go (to delete), and the errors of the rest
-        (kept, retried)."""
-        if not doomed or not preserve.preserving(pool):
-            return tuple(doomed), []
-        lookup = self._datavolume(pool.namespace)
-        ready: list[VM] = []
-        errors: list[str] = []
-        for vm in doomed:
-            results = [await self._patch_owners(dv, preserve.released(dv, vm))
-                       for dv in preserve.to_release(vm, lookup)]  # fmt: skip
-            failures = [r for r in results if r is not None]
-            errors += failures
-            if not failures:
-                ready.append(vm)
-                log.info("vm_state_preserved", name=vm.name, datavolumes=len(results))
-        return tuple(ready), errors
-
-    async def _adopt(self, pool: Pool, vms: Sequence[VM]) -> None:
-        """Give each live member back its template DataVolumes left without a controller."""
-        live = [vm for vm in vms if not vm.metadata.is_deleting]
-        for vm, dv in preserve.to_adopt(live, self._datavolume(pool.namespace)):
-            if await self._patch_owners(dv, preserve.adopted(dv, vm)) is None:
-                log.info("datavolume_adopted", name=dv.name, vm=vm.name)
-
-    async def _patch_owners(self, dv: DataVolume, patch: dict[str, Any]) -> str | None:
-        """Patch a DataVolume's ownerReferences; an error message, or None (done, or
-        changed meanwhile: the next sync sees it again)."""
-        try:
-            async with asyncio.timeout(WRITE_TIMEOUT):
-                await self._client.patch(DATAVOLUMES, dv.name, patch, namespace=dv.namespace)
-        except (NotFound, Conflict):
-            return f"DataVolume {dv.name} changed meanwhile"
-        except (ApiError, TransportError, TimeoutError) as e:
-            return f"patching DataVolume {dv.name}: {e}"
-        return None
 
     async def _create(self, pool: Pool, index: int) -> str | None:
         body = vm_body(pool, index)

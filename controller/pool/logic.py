@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.pool import policies
+from controller.pool import policies, preserve
 from controller.replicaset.logic import ScaleError, scale_conditions
 from shared.model import API_VERSION, VirtualMachine, VirtualMachineInstance, parse_time
 from shared.model._codec import copy_json
@@ -148,7 +148,8 @@ def vm_spec(pool: Pool, index: int) -> dict[str, Any]:
 
 
 def vm_body(pool: Pool, index: int) -> dict[str, Any]:
-    """VM `<pool>-<index>`: the template's metadata and spec, labelled and owned by the pool."""
+    """VM `<pool>-<index>`: the template's metadata and spec, labelled and owned by the
+    pool (and held by its finalizer with opportunistic Offline: controller/pool/preserve.py)."""
     template = pool.spec.virtual_machine_template
     if template is None:
         raise InvalidPool("spec.virtualMachineTemplate is missing")
@@ -167,6 +168,7 @@ def vm_body(pool: Pool, index: int) -> dict[str, Any]:
             "labels": labels,
             "annotations": dict(meta.annotations),
             "ownerReferences": [pool.controller_reference(api_version=POOL_API_VERSION).to_dict()],
+            **({"finalizers": [preserve.POOL_FINALIZER]} if preserve.holding(pool) else {}),
         },
         "spec": vm_spec(pool, index),
     }

@@ -14,11 +14,19 @@ VM removed by the pool leaves behind, and which ones a pool VM takes back.
               pool gives each member back its DataVolumes left without a controller
               (ownerReference to the VM added): deleted with it again when Disabled.
 
-KubeVirt holds each pool VM with a finalizer to let go of its DataVolumes after deleting
-it; kubevirt-py lets go before deleting, which needs none for proactive scale-in. A VM
-deleted by someone else (opportunistic scale-in) would need that finalizer, so its
-statePreservation stays refused (shared/model/_validate_pool.py), as does Online (memory).
-A preserved VM is no VM at all (deleted): never counted as a replica, ready or not.
+    opportunistic Offline: a VM deleted by someone else. Its DataVolumes can only be let
+              go while the VM is held: the pool puts KubeVirt's finalizer
+              pool.kubevirt.io/finalizer on its VMs (made so, or patched), and for each
+              VM being deleted that carries it lets go of its DataVolumes, then removes
+              the finalizer (the garbage collector then deletes the VM and its VMI, not
+              its DataVolumes). Without Offline (or once the pool is being deleted, or
+              gone) the finalizer is only removed: nothing is held for good.
+
+KubeVirt puts that finalizer on every pool VM and lets go after deleting; kubevirt-py
+lets go before a proactive deletion, which needs no finalizer, and sets it only where
+opportunistic Offline needs it. Online (memory) stays refused
+(shared/model/_validate_pool.py). A preserved VM is no VM at all (deleted): never
+counted as a replica, ready or not.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from shared.model.datavolume import DataVolume
 from shared.model.pool import StatePreservation, VirtualMachinePool
 
 VM = VirtualMachine
+POOL_FINALIZER = "pool.kubevirt.io/finalizer"  # KubeVirt's, on the pool's VMs
 Lookup = Callable[[str], DataVolume | None]  # a DataVolume of the pool's namespace by name
 
 
@@ -41,6 +50,44 @@ def preserving(pool: VirtualMachinePool) -> bool:
     proactive = strategy.proactive if strategy is not None else None
     kept = proactive.state_preservation if proactive is not None else None
     return kept is StatePreservation.OFFLINE
+
+
+def holding(pool: VirtualMachinePool) -> bool:
+    """Whether the pool keeps the DataVolumes of VMs deleted by others (opportunistic
+    Offline): its VMs carry the finalizer then."""
+    strategy = pool.spec.scale_in_strategy
+    chosen = strategy.opportunistic if strategy is not None else None
+    kept = chosen.state_preservation if chosen is not None else None
+    return kept is StatePreservation.OFFLINE and not pool.metadata.is_deleting
+
+
+def held(vm: VM) -> bool:
+    """Whether the VM carries the pool's finalizer."""
+    return POOL_FINALIZER in vm.metadata.finalizers
+
+
+def to_hold(pool: VirtualMachinePool, vms: Iterable[VM]) -> list[VM]:
+    """The live VMs to give the finalizer (none unless the pool is holding)."""
+    if not holding(pool):
+        return []
+    return [vm for vm in vms if not vm.metadata.is_deleting and not held(vm)]
+
+
+def to_finish(vms: Iterable[VM]) -> list[VM]:
+    """The VMs being deleted that the pool still holds (its finalizer to remove)."""
+    return [vm for vm in vms if vm.metadata.is_deleting and held(vm)]
+
+
+def finalizers(vm: VM, *, hold: bool) -> dict[str, Any]:
+    """The merge patch adding (hold) or removing the pool's finalizer, at the VM's
+    resourceVersion."""
+    kept = [f for f in vm.metadata.finalizers if f != POOL_FINALIZER]
+    return {
+        "metadata": {
+            "resourceVersion": vm.metadata.resource_version,
+            "finalizers": [*kept, POOL_FINALIZER] if hold else kept,
+        }
+    }
 
 
 def _controlled_by(dv: DataVolume, vm: VM) -> bool:

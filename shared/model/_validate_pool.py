@@ -51,26 +51,15 @@ ONLINE_REFUSED = (
 )
 
 
-OPPORTUNISTIC_REFUSED = (
-    "is not supported by kubevirt-py for opportunistic scale-in: keeping the claims of a "
-    "VM deleted by someone else needs a pool finalizer on its VMs, which kubevirt-py does "
-    "not set; use proactive scale-in with Offline"
-)
-
-
 def _state_preservation(errs: Errors, strategy: ScaleInStrategy | None) -> None:
-    """Disabled and Offline (proactive) admitted; Online, and opportunistic Offline,
-    refused with the reason."""
+    """Disabled and Offline admitted; Online refused with the reason."""
     if strategy is None:
         return
     for kind, chosen in (("proactive", strategy.proactive),
                          ("opportunistic", strategy.opportunistic)):  # fmt: skip
         value = chosen.state_preservation if chosen is not None else None
-        where = f"spec.scaleInStrategy.{kind}.statePreservation"
         if value is StatePreservation.ONLINE:
-            errs.add(where, ONLINE_REFUSED, str(value))
-        elif value is StatePreservation.OFFLINE and kind == "opportunistic":
-            errs.add(where, f"Offline {OPPORTUNISTIC_REFUSED}", str(value))
+            errs.add(f"spec.scaleInStrategy.{kind}.statePreservation", ONLINE_REFUSED, str(value))
 
 
 def _max_unavailable(errs: Errors, value: int | str | None) -> None:

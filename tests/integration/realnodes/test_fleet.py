@@ -331,44 +331,49 @@ def owner_of(k: Kubectl, ns: str, name: str) -> str | None:
 
 
 def check_state_preserved(
-    k: Kubectl, ns: str, first: dict[str, str], running: Callable[[set[str]], Any]
+    k: Kubectl, ns: str, dvs: dict[str, str], running: Callable[[set[str]], Any]
 ) -> None:
-    """statePreservation Offline on the pool (pool-0 and pool-1 running): scaled to 1,
-    pool-1 goes but its DataVolume scratch-1 and its claim stay (same UIDs), with no
-    controller; scaled to 2, pool-1 is made again on them and owns scratch-1 again."""
+    """statePreservation Offline on the pool (pool-0, pool-1 and pool-2 running, their
+    DataVolumes' UIDs `dvs`): scaled to 2, pool-2 goes but scratch-2 and its claim stay
+    (same UIDs) with no controller; scaled to 3, pool-2 is made again on them and owns
+    scratch-2 again. statePreservation is then removed (Disabled again)."""
     claims = {n: d["claim"]["metadata"]["uid"] for n, d in scratch(k, ns).items()}
-    keep = [{"op": "add", "path": "/spec/scaleInStrategy/proactive/statePreservation",
-             "value": "Offline"}]  # fmt: skip
+    path = "/spec/scaleInStrategy/proactive/statePreservation"
+    keep = [{"op": "add", "path": path, "value": "Offline"}]
     k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(keep))
-    k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
-
-    def gone() -> bool:  # pool-1 deleted, not just being deleted (its index free again)
-        vms = json.loads(k("get", "vm", "-n", ns, "-l", "kubevirt.io/vmpool=pool", "-o", "json"))
-        return running({"pool-0"})() and len(vms["items"]) == 1
-
-    _wait(gone, 600, "pool-1 scaled in", lambda: scratch(k, ns), interval=2)
-    kept = scratch(k, ns)
-    assert {n: d["dv"]["metadata"]["uid"] for n, d in kept.items()} == first, kept
-    assert {n: d["claim"]["metadata"]["uid"] for n, d in kept.items()} == claims, kept
-    assert owner_of(k, ns, "scratch-1") is None and owner_of(k, ns, "scratch-0") == "pool-0"
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=2")
-    _wait(lambda: running({"pool-0", "pool-1"})() and owner_of(k, ns, "scratch-1") == "pool-1",
-          600, "pool-1 back on scratch-1", lambda: scratch(k, ns), interval=2)  # fmt: skip
-    assert check_own_claims(k, ns, {"pool-0", "pool-1"}) == first
+
+    def gone() -> bool:  # pool-2 deleted, not just being deleted (its index free again)
+        vms = json.loads(k("get", "vm", "-n", ns, "-l", "kubevirt.io/vmpool=pool", "-o", "json"))
+        return running({"pool-0", "pool-1"})() and len(vms["items"]) == 2
+
+    _wait(gone, 600, "pool-2 scaled in", lambda: scratch(k, ns), interval=2)
+    kept = scratch(k, ns)
+    assert {n: d["dv"]["metadata"]["uid"] for n, d in kept.items()} == dvs, kept
+    assert {n: d["claim"]["metadata"]["uid"] for n, d in kept.items()} == claims, kept
+    assert owner_of(k, ns, "scratch-2") is None and owner_of(k, ns, "scratch-1") == "pool-1"
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
+    everyone = {"pool-0", "pool-1", "pool-2"}
+    _wait(lambda: running(everyone)() and owner_of(k, ns, "scratch-2") == "pool-2",
+          600, "pool-2 back on scratch-2", lambda: scratch(k, ns), interval=2)  # fmt: skip
+    assert check_own_claims(k, ns, everyone) == dvs
     again = {n: d["claim"]["metadata"]["uid"] for n, d in scratch(k, ns).items()}
     assert again == claims, again
+    drop = [{"op": "remove", "path": path}]
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(drop))
 
 
 def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
     """A pool of 2 runs VMs pool-0 and pool-1, each with its own claim (DataVolume
     scratch-<n> from the pool's dataVolumeTemplate, owned by its VM); `kubectl scale
-    vmpool` to 3 adds pool-2 with scratch-2, and to 2 removes pool-2 (DescendingOrder)
-    and its DataVolume and claim with it (KubeVirt's default: no state preservation);
-    with statePreservation Offline, 2 → 1 keeps pool-1's and 1 → 2 gives them back
-    (check_state_preserved). Before that, a template change (a new
-    label on the VMI template) restarts pool-0's and pool-1's VMIs with the label, each on
-    its own claim, one at a time (maxUnavailable 1: never both without a Running VMI). The
-    controller's metrics show the pool's replicas and its DataVolumes' phase."""
+    vmpool` to 3 adds pool-2 with scratch-2; with statePreservation Offline, 3 → 2
+    keeps scratch-2 and 2 → 3 gives it back to pool-2 made again (check_state_preserved);
+    then without it (KubeVirt's default), to 1 removes pool-2 and pool-1 (DescendingOrder)
+    and their DataVolumes and claims with them (the taken-back scratch-2 too) while pool-0
+    keeps scratch-0. Before that, a template change (a new label on the VMI template)
+    restarts pool-0's and pool-1's VMIs with the label, each on its own claim, one at a
+    time (maxUnavailable 1: never both without a Running VMI). The controller's metrics
+    show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
 
@@ -405,13 +410,12 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
     assert check_own_claims(k, ns, {"pool-0", "pool-1"}) == first
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
     _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running", show, interval=2)
-    check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
-    k("scale", "vmpool", "pool", "-n", ns, "--replicas=2")
-    pair = {"scratch-0", "scratch-1"}
-    _wait(lambda: running({"pool-0", "pool-1"})() and set(scratch(k, ns)) == pair, 600,
-          "pool-2 and scratch-2 gone", show, interval=2)  # fmt: skip
-    assert check_own_claims(k, ns, {"pool-0", "pool-1"}) == first
-    check_state_preserved(k, ns, first, running)
+    third = check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
+    check_state_preserved(k, ns, third, running)
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
+    _wait(lambda: running({"pool-0"})() and set(scratch(k, ns)) == {"scratch-0"}, 600,
+          "only pool-0 and scratch-0", show, interval=2)  # fmt: skip
+    assert check_own_claims(k, ns, {"pool-0"}) == {"scratch-0": first["scratch-0"]}
     status = json.loads(k("get", "vmpool", "pool", "-n", ns, "-o", "json"))["status"]
-    assert status["replicas"] == 2 and status["labelSelector"] == "fleet=pool"
+    assert status["replicas"] == 1 and status["labelSelector"] == "fleet=pool"
     k("delete", "vmpool", "pool", "-n", ns, "--wait=true", "--timeout=120s")

@@ -1,7 +1,7 @@
 """Admission of a VirtualMachinePool's scaleInStrategy statePreservation
 (shared/model/_validate_pool.py): Disabled anywhere and Offline on proactive scale-in are
-admitted; Online (memory), Offline on opportunistic scale-in (needs a finalizer) and
-unknown values are refused naming the field."""
+admitted, and Offline on opportunistic scale-in too; Online (memory) and unknown values
+are refused naming the field."""
 
 from __future__ import annotations
 
@@ -27,11 +27,14 @@ def _errors(strategy: dict[str, Any]) -> list[Any]:
                        "selectionPolicy": {"sortPolicy": "DescendingOrder"}}},
         {"opportunistic": {"statePreservation": "Disabled"}},
         {"opportunistic": {}},
+        {"opportunistic": {"statePreservation": "Offline"}},
     ],
-    ids=["proactive-offline", "proactive-disabled", "opportunistic-disabled", "opportunistic"],
+    ids=["proactive-offline", "proactive-disabled", "opportunistic-disabled", "opportunistic",
+         "opportunistic-offline"],
 )  # fmt: skip
-def test_disabled_and_proactive_offline_are_admitted(strategy: dict[str, Any]) -> None:
-    """Disabled (KubeVirt's default) and proactive Offline: nothing refused."""
+def test_disabled_and_offline_are_admitted(strategy: dict[str, Any]) -> None:
+    """Disabled (KubeVirt's default) and Offline, proactive or opportunistic: nothing
+    refused."""
     assert [e.path for e in _errors(strategy)] == []
 
 
@@ -42,9 +45,6 @@ BAD = [
     pytest.param({"opportunistic": {"statePreservation": "Online"}},
                  "spec.scaleInStrategy.opportunistic.statePreservation", "memory",
                  id="opportunistic-online"),
-    pytest.param({"opportunistic": {"statePreservation": "Offline"}},
-                 "spec.scaleInStrategy.opportunistic.statePreservation", "finalizer",
-                 id="opportunistic-offline"),
     pytest.param({"proactive": {"statePreservation": "Sometimes"}},
                  "spec.scaleInStrategy.proactive.statePreservation", "Offline",
                  id="unknown-value"),
