@@ -3,8 +3,9 @@ DataVolumes let go of and taken back (their ownerReferences), the pool's finaliz
 and taken off its VMs. Each write is at the object's resourceVersion: one changed
 meanwhile is left for the next sync, which sees it again.
 
-    let_go(pool, doomed)   proactive Offline: each doomed VM's DataVolumes let go; the VMs
-                           now safe to delete, and the errors of the others (kept)
+    let_go(pool, doomed)   proactive Offline: each doomed VM's DataVolumes let go
+                           (otherwise a held VM's finalizer removed); the VMs now safe
+                           to delete, and the errors of the others (kept)
     adopt(pool, vms)       each live member's template DataVolumes without a controller
     hold(pool, vms)        opportunistic Offline: the finalizer on live VMs lacking it
     finish(pool, vms)      VMs being deleted that carry it: DataVolumes let go (when
@@ -66,14 +67,21 @@ class Keeper:
         return lambda name: self._datavolumes.get(f"{namespace}/{name}")
 
     async def let_go(self, pool: Pool, doomed: Sequence[VM]) -> tuple[tuple[VM, ...], list[str]]:
-        """With proactive Offline, let go of each doomed VM's DataVolumes first: the VMs
-        whose DataVolumes are all let go (to delete), and the errors of the others."""
-        if not doomed or not preserve.preserving(pool):
-            return tuple(doomed), []
+        """Before the pool deletes VMs (scale-in, autohealing): with proactive Offline
+        each one's DataVolumes let go; without, a held VM's finalizer removed (what the
+        pool deletes itself follows the proactive setting, as in KubeVirt). The VMs now
+        to delete, and the errors of the others (kept, retried)."""
+        keep = preserve.preserving(pool)
         ready: list[VM] = []
         errors: list[str] = []
         for vm in doomed:
-            failures = await self._release(vm)
+            if keep:
+                failures = await self._release(vm)
+            elif preserve.held(vm):
+                failure = await self._patch(VMS, vm, preserve.finalizers(vm, hold=False))
+                failures = [failure] if failure is not None else []
+            else:
+                failures = []
             errors += failures
             if not failures:
                 ready.append(vm)

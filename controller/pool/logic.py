@@ -8,7 +8,8 @@ to update to the current template, and the status (KubeVirt's pool controller).
     scale-in  proactive (default): the surplus is deleted in the sort policy's order
               (KubeVirt's default Random; AscendingOrder, DescendingOrder, Newest,
               Oldest), among the VMs its selectors allow; opportunistic / unmanaged:
-              nothing is deleted by the pool;
+              nothing is deleted by the pool; statePreservation Offline keeps the
+              DataVolumes of the VMs removed (controller/pool/preserve.py);
     update    a VM whose revision label differs from the template's hash is updated
               (among the VMs the strategy's selectors allow): proactive (default)
               rewrites the VM and restarts its VMI, in its sort order, within

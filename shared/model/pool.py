@@ -116,13 +116,6 @@ class ScaleInStrategy(Strategy):
     proactive: ProactiveScaleIn | None = None
     opportunistic: OpportunisticScaleIn | None = None
 
-    @property
-    def state_preservation(self) -> StatePreservation:
-        """The active kind's statePreservation, KubeVirt's Disabled by default."""
-        chosen = self.proactive or self.opportunistic
-        found = chosen.state_preservation if chosen is not None else None
-        return found or StatePreservation.DISABLED
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NameGeneration(Model):

@@ -117,3 +117,21 @@ async def test_held_vms_of_a_gone_pool_are_freed() -> None:
     await ctl.sync("ns/p")
     assert finalizers(api, "p-0") == [] and finalizers(api, "p-1") == []
     assert owners(api, "data-1") == ["p-1"]
+
+
+async def test_a_held_vm_the_pool_removes_itself_follows_the_proactive_setting() -> None:
+    """A held VM the pool deletes itself (autohealing: 3 start failures) with opportunistic
+    Offline: its finalizer is removed before the deletion, nothing kept (KubeVirt's rule:
+    what the pool deletes follows the proactive setting, Disabled here)."""
+    api, ctl, informers = await held_pool(HOLD)
+    raw = copy.deepcopy(api.stored(VMPOOLS, "ns/p"))
+    raw["spec"]["autohealing"] = {"startUpFailureThreshold": 1}
+    informers.pools.store.upsert("ns/p", VirtualMachinePool.from_dict(raw))
+    vm = api.stored(VMS, "ns/p-1")
+    vm["status"] = {"startFailure": {"consecutiveFailCount": 1}}
+    informers.vms.store.upsert("ns/p-1", VirtualMachine.from_dict(copy.deepcopy(vm)))
+    api.calls.clear()
+    await ctl.sync("ns/p")
+    writes = [c for c in api.calls if c[0] in ("patch", "delete")]
+    assert writes[:2] == [("patch", "virtualmachines"), ("delete", "virtualmachines")], writes
+    assert owners(api, "data-1") == ["p-1"]
