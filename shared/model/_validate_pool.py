@@ -2,7 +2,8 @@
 or a percentage 0-100%), the selectionPolicy selectors of scaleInStrategy and
 updateStrategy (a well-formed labelSelector; node selector requirements with a known
 operator and the values it takes), autohealing.minFailingToStartDuration (a positive Go
-duration). Each bad value names its field."""
+duration), scaleInStrategy's statePreservation (Disabled or Offline: Online is refused).
+Each bad value names its field."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import re
 
 from shared.duration import go_duration
 from shared.model._validate_common import Errors
-from shared.model.pool import PoolSelectors, PoolSpec, Strategy
+from shared.model.pool import (
+    PoolSelectors,
+    PoolSpec,
+    ScaleInStrategy,
+    StatePreservation,
+    Strategy,
+)
 
 PERCENT = re.compile(r"(\d{1,3})%")
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -25,6 +32,7 @@ def validate_pool_policies(errs: Errors, spec: PoolSpec) -> None:
         if selectors is not None:
             where = f"spec.{key}.proactive.selectionPolicy.selectors"
             _selectors(errs, where, selectors)
+    _state_preservation(errs, spec.scale_in_strategy)
     heal = spec.autohealing
     if heal is not None and heal.min_failing_to_start_duration is not None:
         where = "spec.autohealing.minFailingToStartDuration"
@@ -34,6 +42,24 @@ def validate_pool_policies(errs: Errors, spec: PoolSpec) -> None:
                 errs.add(where, "must be a positive duration", text)
         except ValueError:
             errs.add(where, "must be a Go duration (e.g. 5m, 90s, 1h30m)", text)
+
+
+ONLINE_REFUSED = (
+    "Online is not supported by kubevirt-py: keeping a scaled-in VM's memory needs a "
+    "memory snapshot restored on scale-out, which kubevirt-py cannot make (KubeVirt 1.8 "
+    "keeps only the claims for Online too); use Offline to keep the claims"
+)
+
+
+def _state_preservation(errs: Errors, strategy: ScaleInStrategy | None) -> None:
+    """Disabled and Offline admitted; Online refused with the reason."""
+    if strategy is None:
+        return
+    for kind, chosen in (("proactive", strategy.proactive),
+                         ("opportunistic", strategy.opportunistic)):  # fmt: skip
+        value = chosen.state_preservation if chosen is not None else None
+        if value is StatePreservation.ONLINE:
+            errs.add(f"spec.scaleInStrategy.{kind}.statePreservation", ONLINE_REFUSED, str(value))
 
 
 def _max_unavailable(errs: Errors, value: int | str | None) -> None:

@@ -77,7 +77,7 @@ def test_a_pool_template_is_checked_as_a_vm() -> None:
     """A pool whose template's VMI lacks memory is refused under
     spec.virtualMachineTemplate.spec.template.spec; unsupported strategy fields too."""
     assert [e.path for e in validate("VirtualMachinePool", admissible_pool())] == []
-    raw = admissible_pool(scaleInStrategy={"proactive": {"statePreservation": "Offline"}})
+    raw = admissible_pool(scaleInStrategy={"proactive": {"statePreservation": "Online"}})
     del raw["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]["domain"]["memory"]
     got = [e.path for e in validate("VirtualMachinePool", raw)]
     assert any(p.startswith("spec.virtualMachineTemplate.spec.template.spec.domain") for p in got)
