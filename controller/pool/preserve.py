@@ -3,11 +3,12 @@ VM removed by the pool leaves behind, and which ones a pool VM takes back.
 
     Disabled  (default) a removed VM's DataVolumes go with it (owned by the VM: the
               garbage collector deletes them, and their claims, after the VM);
-    Offline   proactive scale-in (and autohealing, which removes VMs the same way)
-              first lets go of the VM's DataVolumes (its ownerReference removed, at the
-              DataVolume's resourceVersion), then deletes the VM: the DataVolumes and
-              their claims (owned by the DataVolume) stay. A VM whose DataVolumes could
-              not all be let go is not deleted (retried): nothing is ever lost;
+    Offline   (Online the same) proactive scale-in (and autohealing, which removes
+              VMs the same way) first lets go of the VM's DataVolumes (its
+              ownerReference removed, at the DataVolume's resourceVersion), then deletes
+              the VM: the DataVolumes and their claims (owned by the DataVolume) stay. A
+              VM whose DataVolumes could not all be let go is not deleted (retried):
+              nothing is ever lost;
     reuse     scale-out takes the lowest free index, so VM `<pool>-<index>` comes back
               with the same name and so the same DataVolume names (`<template>-<index>`):
               its VM controller finds them Succeeded and starts the VMI on them, and the
@@ -24,8 +25,9 @@ VM removed by the pool leaves behind, and which ones a pool VM takes back.
 
 KubeVirt puts that finalizer on every pool VM and lets go after deleting; kubevirt-py
 lets go before a proactive deletion, which needs no finalizer, and sets it only where
-opportunistic Offline needs it. Online (memory) stays refused
-(shared/model/_validate_pool.py). A preserved VM is no VM at all (deleted): never
+opportunistic Offline needs it. Online ("claims and memory" in KubeVirt's API text) is
+handled as Offline, as KubeVirt 1.8's controller does (any value but Disabled keeps the
+DataVolumes; no memory is kept there either). A preserved VM is no VM at all (deleted): never
 counted as a replica, ready or not.
 """
 
@@ -49,7 +51,7 @@ def preserving(pool: VirtualMachinePool) -> bool:
     strategy = pool.spec.scale_in_strategy
     proactive = strategy.proactive if strategy is not None else None
     kept = proactive.state_preservation if proactive is not None else None
-    return kept is StatePreservation.OFFLINE
+    return kept is not None and kept is not StatePreservation.DISABLED
 
 
 def holding(pool: VirtualMachinePool) -> bool:
@@ -58,7 +60,8 @@ def holding(pool: VirtualMachinePool) -> bool:
     strategy = pool.spec.scale_in_strategy
     chosen = strategy.opportunistic if strategy is not None else None
     kept = chosen.state_preservation if chosen is not None else None
-    return kept is StatePreservation.OFFLINE and not pool.metadata.is_deleting
+    enabled = kept is not None and kept is not StatePreservation.DISABLED
+    return enabled and not pool.metadata.is_deleting
 
 
 def held(vm: VM) -> bool:

@@ -2,7 +2,7 @@
 or a percentage 0-100%), the selectionPolicy selectors of scaleInStrategy and
 updateStrategy (a well-formed labelSelector; node selector requirements with a known
 operator and the values it takes), autohealing.minFailingToStartDuration (a positive Go
-duration), scaleInStrategy's statePreservation (Disabled or Offline: Online is refused).
+duration), scaleInStrategy's statePreservation (a known value: the CRD's enum and the model's).
 Each bad value names its field."""
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from shared.model._validate_common import Errors
 from shared.model.pool import (
     PoolSelectors,
     PoolSpec,
-    ScaleInStrategy,
-    StatePreservation,
     Strategy,
 )
 
@@ -32,7 +30,6 @@ def validate_pool_policies(errs: Errors, spec: PoolSpec) -> None:
         if selectors is not None:
             where = f"spec.{key}.proactive.selectionPolicy.selectors"
             _selectors(errs, where, selectors)
-    _state_preservation(errs, spec.scale_in_strategy)
     heal = spec.autohealing
     if heal is not None and heal.min_failing_to_start_duration is not None:
         where = "spec.autohealing.minFailingToStartDuration"
@@ -42,24 +39,6 @@ def validate_pool_policies(errs: Errors, spec: PoolSpec) -> None:
                 errs.add(where, "must be a positive duration", text)
         except ValueError:
             errs.add(where, "must be a Go duration (e.g. 5m, 90s, 1h30m)", text)
-
-
-ONLINE_REFUSED = (
-    "Online is not supported by kubevirt-py: keeping a scaled-in VM's memory needs a "
-    "memory snapshot restored on scale-out, which kubevirt-py cannot make (KubeVirt 1.8 "
-    "keeps only the claims for Online too); use Offline to keep the claims"
-)
-
-
-def _state_preservation(errs: Errors, strategy: ScaleInStrategy | None) -> None:
-    """Disabled and Offline admitted; Online refused with the reason."""
-    if strategy is None:
-        return
-    for kind, chosen in (("proactive", strategy.proactive),
-                         ("opportunistic", strategy.opportunistic)):  # fmt: skip
-        value = chosen.state_preservation if chosen is not None else None
-        if value is StatePreservation.ONLINE:
-            errs.add(f"spec.scaleInStrategy.{kind}.statePreservation", ONLINE_REFUSED, str(value))
 
 
 def _max_unavailable(errs: Errors, value: int | str | None) -> None:

@@ -75,7 +75,7 @@ class StatePreservation(enum.StrEnum):
 
     DISABLED = "Disabled"  # KubeVirt's default: the VM and its claims deleted
     OFFLINE = "Offline"  # its DataVolumes (and so their claims) kept, reused on scale-out
-    ONLINE = "Online"  # claims and memory: refused (shared/model/_validate_pool.py)
+    ONLINE = "Online"  # "claims and memory": KubeVirt 1.8 keeps the claims only, as here
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -104,14 +104,16 @@ async def test_a_member_made_again_takes_its_datavolume_back() -> None:
     assert owners(api, "data-0") == ["p-0"]
 
 
-def test_only_proactive_offline_preserves() -> None:
-    """preserving(): proactive Offline only (Disabled, no strategy, opportunistic: no)."""
+def test_only_proactive_offline_or_online_preserves() -> None:
+    """preserving(): proactive Offline, and Online as KubeVirt 1.8 (any value but
+    Disabled); Disabled, no strategy, opportunistic only: no."""
 
     def pool(strategy: dict[str, Any] | None) -> VirtualMachinePool:
         spec = {"scaleInStrategy": strategy} if strategy is not None else {}
         return VirtualMachinePool.from_dict(pool_dict(1, **spec))
 
     assert preserve.preserving(pool(OFFLINE))
+    assert preserve.preserving(pool({"proactive": {"statePreservation": "Online"}}))
     assert not preserve.preserving(pool(DISABLED))
     assert not preserve.preserving(pool(None))
     assert not preserve.preserving(pool({"opportunistic": {"statePreservation": "Disabled"}}))
