@@ -29,7 +29,8 @@ TRACED_ROLES = ("virt-controller", "virt-handler")
 # Tracing makes every allocation slower and larger: a traced controller misses its 1 s
 # liveness probe under churn on 2 cores and is restarted (which resets what the soak
 # measures), and a traced handler's trace tables approach its 384Mi limit. While traced,
-# the probes wait longer and the memory limits are raised (RSS then includes the tables).
+# the probes wait longer and the memory limits are raised (RSS then includes the tables);
+# the controller's lease is longer too (enable()).
 _PROBE_WHILE_TRACED = {"timeoutSeconds": 15, "failureThreshold": 10, "periodSeconds": 20}
 _LIMITS_WHILE_TRACED = {"memory": "2Gi"}
 
@@ -59,6 +60,10 @@ def enable(kubectl: Kubectl, *, frames: int) -> None:
     for workload in WORKLOADS:
         _relax(kubectl, workload)
     kubectl("set", "env", "-n", NAMESPACE, *WORKLOADS, f"PYTHONTRACEMALLOC={frames}")
+    # A traced controller stalled past its 10 s renew deadline under churn and lost its
+    # lease (it exits then, and a restart resets what the soak measures): 60 s leases
+    # (renew deadline 40 s) while traced.
+    kubectl("set", "env", "-n", NAMESPACE, WORKLOADS[0], "VIRT_CONTROLLER_LEASE_SECONDS=60")
     for workload in WORKLOADS:
         kubectl("rollout", "status", "-n", NAMESPACE, workload, "--timeout=300s", timeout=330)
     # The rollout is done when the new pods are ready; the old ones may still be stopping,
