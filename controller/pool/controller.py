@@ -15,7 +15,10 @@ from typing import Any
 
 import structlog
 
+from controller.deps import Deps
 from controller.owned import WRITE_TIMEOUT, FleetReconciler
+from controller.pool import preserve
+from controller.pool.keeper import Keeper
 from controller.pool.logic import (
     Pool,
     PoolPlan,
@@ -39,10 +42,13 @@ from shared.kube import (
     Conflict,
     DeleteOptions,
     EventType,
+    Expectations,
     Handlers,
     NotFound,
+    StatusWriter,
     Store,
     TransportError,
+    WorkQueue,
 )
 from shared.model import VirtualMachine, VirtualMachineInstance
 
@@ -62,6 +68,20 @@ class PoolController(FleetReconciler[Pool]):
     resource = VMPOOLS
     owned = VMS
     invalid_event = "pool_invalid"
+
+    def __init__(
+        self,
+        deps: Deps,
+        *,
+        queue: WorkQueue,
+        expectations: Expectations,
+        writer: StatusWriter[Pool],
+    ) -> None:
+        super().__init__(deps, queue=queue, expectations=expectations, writer=writer)
+        stores = self._informers
+        self._keeper = Keeper(
+            self._client, datavolumes=stores.datavolumes.store, vms=stores.vms.store
+        )
 
     def _owners(self) -> Store[Pool]:
         return self._informers.pools.store
@@ -83,12 +103,21 @@ class PoolController(FleetReconciler[Pool]):
         if key is not None:
             self.expectations.creation_observed(key)
         self.enqueue(key)
+        self._stray(vm, key)
 
     def _vm_updated(self, vm: VM) -> None:
         if vm.metadata.is_deleting:
             self._owned_deleted(vm)
+            self._stray(vm, self._owner(vm))
         else:
             self.enqueue(self._owner(vm))
+
+    def _stray(self, vm: VM, key: str | None) -> None:
+        """A held VM being deleted whose pool is gone: its pool's key synced to free it."""
+        if key is None and vm.metadata.is_deleting and preserve.held(vm):
+            self._keeper.flag_stray(vm)
+            ref = vm.metadata.controller_ref()
+            self.enqueue(f"{vm.namespace}/{ref.name}" if ref is not None else None)
 
     def vmi_handlers(self) -> Handlers[VMI]:
         """Callbacks for the VMI informer: a pool VM's VMI deleted (or being deleted)
@@ -110,17 +139,24 @@ class PoolController(FleetReconciler[Pool]):
 
     async def sync(self, key: str) -> None:
         pool = self._current(key)
+        await self._keeper.release_strays(key, pool)
         if pool is None:
             return
         vms = owned(pool, self._informers.vms.store.by_index(OWNER_INDEX, pool.uid))
-        error: ScaleError | None = None
+        failed = await self._keeper.finish(pool, vms)
+        error = ScaleError(reason="FailedDelete", message=failed[0]) if failed else None
         if self.expectations.satisfied(key):
             vmis = self._informers.vmis.store
             world = World(
                 vmis={vm.name: v for vm in vms if (v := vmis.get(vm.key)) is not None},
                 now=self._clock(),
             )
-            error = await self._apply(pool, plan_pool(pool, vms, world=world))
+            plan = plan_pool(pool, vms, world=world)
+            error = await self._apply(pool, plan) or error
+            if not (pool.spec.paused or pool.metadata.is_deleting):
+                kept = [vm for vm in vms if vm not in plan.delete]
+                await self._keeper.adopt(pool, kept)
+                await self._keeper.hold(pool, kept)
             wait = next_heal_check(vms, pool.spec.autohealing, now=world.now)
             if wait is not None:  # a failing VM reaches minFailingToStartDuration then
                 self.queue.add_after(key, wait + 1)
@@ -129,6 +165,8 @@ class PoolController(FleetReconciler[Pool]):
             self.queue.add_rate_limited(key)
 
     async def _apply(self, pool: Pool, plan: PoolPlan) -> ScaleError | None:
+        kept, failed = await self._keeper.let_go(pool, plan.delete)
+        plan = dataclasses.replace(plan, delete=kept)
         # A proactive update's VMIs are expected gone too (one record: VMs and VMIs).
         restarts = {vm.name: v for vm in plan.update if plan.restart and (v := self._vmi(vm))}
         gone = [vm.uid for vm in plan.delete] + [v.uid for v in restarts.values()]
@@ -141,7 +179,7 @@ class PoolController(FleetReconciler[Pool]):
         writes += [self._update(pool, vm, restart=restarts.get(vm.name)) for vm in plan.update]
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(w) for w in writes]
-        errors = [e for t in tasks if (e := t.result()) is not None]
+        errors = [*failed, *(e for t in tasks if (e := t.result()) is not None)]
         if not errors:
             return None
         reason = "FailedCreate" if plan.create else "FailedDelete"

@@ -8,7 +8,8 @@ to update to the current template, and the status (KubeVirt's pool controller).
     scale-in  proactive (default): the surplus is deleted in the sort policy's order
               (KubeVirt's default Random; AscendingOrder, DescendingOrder, Newest,
               Oldest), among the VMs its selectors allow; opportunistic / unmanaged:
-              nothing is deleted by the pool;
+              nothing is deleted by the pool; statePreservation Offline keeps the
+              DataVolumes of the VMs removed (controller/pool/preserve.py);
     update    a VM whose revision label differs from the template's hash is updated
               (among the VMs the strategy's selectors allow): proactive (default)
               rewrites the VM and restarts its VMI, in its sort order, within
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.pool import policies
+from controller.pool import policies, preserve
 from controller.replicaset.logic import ScaleError, scale_conditions
 from shared.model import API_VERSION, VirtualMachine, VirtualMachineInstance, parse_time
 from shared.model._codec import copy_json
@@ -148,7 +149,8 @@ def vm_spec(pool: Pool, index: int) -> dict[str, Any]:
 
 
 def vm_body(pool: Pool, index: int) -> dict[str, Any]:
-    """VM `<pool>-<index>`: the template's metadata and spec, labelled and owned by the pool."""
+    """VM `<pool>-<index>`: the template's metadata and spec, labelled and owned by the
+    pool (and held by its finalizer with opportunistic Offline: controller/pool/preserve.py)."""
     template = pool.spec.virtual_machine_template
     if template is None:
         raise InvalidPool("spec.virtualMachineTemplate is missing")
@@ -167,6 +169,7 @@ def vm_body(pool: Pool, index: int) -> dict[str, Any]:
             "labels": labels,
             "annotations": dict(meta.annotations),
             "ownerReferences": [pool.controller_reference(api_version=POOL_API_VERSION).to_dict()],
+            **({"finalizers": [preserve.POOL_FINALIZER]} if preserve.holding(pool) else {}),
         },
         "spec": vm_spec(pool, index),
     }

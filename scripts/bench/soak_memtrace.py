@@ -26,9 +26,44 @@ WORKLOADS = ("deployment/virt-controller", "daemonset/virt-handler")
 TRACED_ROLES = ("virt-controller", "virt-handler")
 
 
+# Tracing makes every allocation slower and larger: a traced controller misses its 1 s
+# liveness probe under churn on 2 cores and is restarted (which resets what the soak
+# measures), and a traced handler's trace tables approach its 384Mi limit. While traced,
+# the probes wait longer and the memory limits are raised (RSS then includes the tables);
+# the controller's lease is longer too (enable()).
+_PROBE_WHILE_TRACED = {"timeoutSeconds": 15, "failureThreshold": 10, "periodSeconds": 20}
+_LIMITS_WHILE_TRACED = {"memory": "2Gi"}
+
+
+def _relax(kubectl: Kubectl, workload: str) -> None:
+    kind, name = workload.split("/")
+    spec = json.loads(
+        kubectl("get", "-n", NAMESPACE, workload, "-o", "jsonpath={.spec.template.spec}")
+    )
+    patch = []
+    for i, container in enumerate(spec["containers"]):
+        base = f"/spec/template/spec/containers/{i}"
+        for probe in ("livenessProbe", "readinessProbe"):
+            if probe in container:
+                for key, value in _PROBE_WHILE_TRACED.items():
+                    patch.append({"op": "add", "path": f"{base}/{probe}/{key}", "value": value})
+        if "resources" in container and "limits" in container["resources"]:
+            patch.append({"op": "add", "path": f"{base}/resources/limits",
+                          "value": _LIMITS_WHILE_TRACED})  # fmt: skip
+    if patch:
+        kubectl("patch", "-n", NAMESPACE, kind, name, "--type=json", "-p", json.dumps(patch))
+
+
 def enable(kubectl: Kubectl, *, frames: int) -> None:
-    """The controller and handlers restarted with tracemalloc on, and rolled out."""
+    """The controller and handlers restarted with tracemalloc on (probes and memory limits
+    relaxed for the tracing's cost), and rolled out."""
+    for workload in WORKLOADS:
+        _relax(kubectl, workload)
     kubectl("set", "env", "-n", NAMESPACE, *WORKLOADS, f"PYTHONTRACEMALLOC={frames}")
+    # A traced controller stalled past its 10 s renew deadline under churn and lost its
+    # lease (it exits then, and a restart resets what the soak measures): 60 s leases
+    # (renew deadline 40 s) while traced.
+    kubectl("set", "env", "-n", NAMESPACE, WORKLOADS[0], "VIRT_CONTROLLER_LEASE_SECONDS=60")
     for workload in WORKLOADS:
         kubectl("rollout", "status", "-n", NAMESPACE, workload, "--timeout=300s", timeout=330)
     # The rollout is done when the new pods are ready; the old ones may still be stopping,

@@ -2,7 +2,8 @@
 or a percentage 0-100%), the selectionPolicy selectors of scaleInStrategy and
 updateStrategy (a well-formed labelSelector; node selector requirements with a known
 operator and the values it takes), autohealing.minFailingToStartDuration (a positive Go
-duration). Each bad value names its field."""
+duration), scaleInStrategy's statePreservation (a known value: the CRD's enum and the model's).
+Each bad value names its field."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import re
 
 from shared.duration import go_duration
 from shared.model._validate_common import Errors
-from shared.model.pool import PoolSelectors, PoolSpec, Strategy
+from shared.model.pool import (
+    PoolSelectors,
+    PoolSpec,
+    Strategy,
+)
 
 PERCENT = re.compile(r"(\d{1,3})%")
 NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")

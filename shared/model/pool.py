@@ -70,6 +70,28 @@ class Unmanaged(Model):
     """unmanaged / opportunistic: the controller leaves the VMs alone."""
 
 
+class StatePreservation(enum.StrEnum):
+    """A scale-in's statePreservation: what is kept of a VM selected for scale-in."""
+
+    DISABLED = "Disabled"  # KubeVirt's default: the VM and its claims deleted
+    OFFLINE = "Offline"  # its DataVolumes (and so their claims) kept, reused on scale-out
+    ONLINE = "Online"  # "claims and memory": KubeVirt 1.8 keeps the claims only, as here
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProactiveScaleIn(Proactive):
+    """scaleInStrategy.proactive: the selection, and what is kept of a VM scaled in."""
+
+    state_preservation: StatePreservation | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpportunisticScaleIn(Unmanaged):
+    """scaleInStrategy.opportunistic: what is kept of a VM deleted by other means."""
+
+    state_preservation: StatePreservation | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Strategy(Model):
     """scaleInStrategy / updateStrategy: one of proactive, opportunistic, unmanaged."""
@@ -83,6 +105,16 @@ class Strategy(Model):
         """The proactive selection's sort policy, KubeVirt's Random by default."""
         chosen = self.proactive.selection_policy if self.proactive else None
         return chosen.sort_policy if chosen and chosen.sort_policy else SortPolicy.RANDOM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleInStrategy(Strategy):
+    """scaleInStrategy: proactive, opportunistic or unmanaged, with statePreservation.
+
+    The proactive and opportunistic kinds say what is kept of the VMs they remove."""
+
+    proactive: ProactiveScaleIn | None = None
+    opportunistic: OpportunisticScaleIn | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +156,7 @@ class PoolSpec(Model):
     virtual_machine_template: VMTemplateSpec | None = None
     paused: bool | None = None
     name_generation: NameGeneration | None = None
-    scale_in_strategy: Strategy | None = None
+    scale_in_strategy: ScaleInStrategy | None = None
     update_strategy: Strategy | None = None
     autohealing: Autohealing | None = None
     max_unavailable: int | str | None = None  # VMs or "N%" of replicas; KubeVirt's 100%

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -324,15 +324,56 @@ def check_fleet_series(k: Kubectl, ns: str) -> None:
     assert samples.get("kubevirt_vmi_launcher_pods_scheduled_total"), sorted(samples)
 
 
+def owner_of(k: Kubectl, ns: str, name: str) -> str | None:
+    """The name of DataVolume `name`'s controller (None: it has none)."""
+    refs = scratch(k, ns)[name]["dv"]["metadata"].get("ownerReferences") or []
+    return next((r["name"] for r in refs if r.get("controller")), None)
+
+
+def check_state_preserved(
+    k: Kubectl, ns: str, dvs: dict[str, str], running: Callable[[set[str]], Any]
+) -> None:
+    """statePreservation Offline on the pool (pool-0, pool-1 and pool-2 running, their
+    DataVolumes' UIDs `dvs`): scaled to 2, pool-2 goes but scratch-2 and its claim stay
+    (same UIDs) with no controller; scaled to 3, pool-2 is made again on them and owns
+    scratch-2 again. statePreservation is then removed (Disabled again)."""
+    claims = {n: d["claim"]["metadata"]["uid"] for n, d in scratch(k, ns).items()}
+    path = "/spec/scaleInStrategy/proactive/statePreservation"
+    keep = [{"op": "add", "path": path, "value": "Offline"}]
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(keep))
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=2")
+
+    def gone() -> bool:  # pool-2 deleted, not just being deleted (its index free again)
+        vms = json.loads(k("get", "vm", "-n", ns, "-l", "kubevirt.io/vmpool=pool", "-o", "json"))
+        return running({"pool-0", "pool-1"})() and len(vms["items"]) == 2
+
+    _wait(gone, 600, "pool-2 scaled in", lambda: scratch(k, ns), interval=2)
+    kept = scratch(k, ns)
+    assert {n: d["dv"]["metadata"]["uid"] for n, d in kept.items()} == dvs, kept
+    assert {n: d["claim"]["metadata"]["uid"] for n, d in kept.items()} == claims, kept
+    assert owner_of(k, ns, "scratch-2") is None and owner_of(k, ns, "scratch-1") == "pool-1"
+    k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
+    everyone = {"pool-0", "pool-1", "pool-2"}
+    _wait(lambda: running(everyone)() and owner_of(k, ns, "scratch-2") == "pool-2",
+          600, "pool-2 back on scratch-2", lambda: scratch(k, ns), interval=2)  # fmt: skip
+    assert check_own_claims(k, ns, everyone) == dvs
+    again = {n: d["claim"]["metadata"]["uid"] for n, d in scratch(k, ns).items()}
+    assert again == claims, again
+    drop = [{"op": "remove", "path": path}]
+    k("patch", "vmpool", "pool", "-n", ns, "--type=json", "-p", json.dumps(drop))
+
+
 def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: str) -> None:
     """A pool of 2 runs VMs pool-0 and pool-1, each with its own claim (DataVolume
     scratch-<n> from the pool's dataVolumeTemplate, owned by its VM); `kubectl scale
-    vmpool` to 3 adds pool-2 with scratch-2, and to 1 removes pool-2 and pool-1
-    (DescendingOrder) and their DataVolumes and claims with them (KubeVirt's default: no
-    state preservation) while pool-0 keeps scratch-0. Before that, a template change (a new
-    label on the VMI template) restarts pool-0's and pool-1's VMIs with the label, each on
-    its own claim, one at a time (maxUnavailable 1: never both without a Running VMI). The
-    controller's metrics show the pool's replicas and its DataVolumes' phase."""
+    vmpool` to 3 adds pool-2 with scratch-2; with statePreservation Offline, 3 → 2
+    keeps scratch-2 and 2 → 3 gives it back to pool-2 made again (check_state_preserved);
+    then without it (KubeVirt's default), to 1 removes pool-2 and pool-1 (DescendingOrder)
+    and their DataVolumes and claims with them (the taken-back scratch-2 too) while pool-0
+    keeps scratch-0. Before that, a template change (a new label on the VMI template)
+    restarts pool-0's and pool-1's VMIs with the label, each on its own claim, one at a
+    time (maxUnavailable 1: never both without a Running VMI). The controller's metrics
+    show the pool's replicas and its DataVolumes' phase."""
     k, ns = real_stack, fleet_ns
     k("apply", "-f", "-", stdin=json.dumps(vm_pool(ns, 2)))
 
@@ -369,7 +410,8 @@ def test_pool_scales_and_rolls_a_template_change(real_stack: Kubectl, fleet_ns: 
     assert check_own_claims(k, ns, {"pool-0", "pool-1"}) == first
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=3")
     _wait(running({"pool-0", "pool-1", "pool-2"}), 600, "pool-2 Running", show, interval=2)
-    check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
+    third = check_own_claims(k, ns, {"pool-0", "pool-1", "pool-2"})
+    check_state_preserved(k, ns, third, running)
     k("scale", "vmpool", "pool", "-n", ns, "--replicas=1")
     _wait(lambda: running({"pool-0"})() and set(scratch(k, ns)) == {"scratch-0"}, 600,
           "only pool-0 and scratch-0", show, interval=2)  # fmt: skip

@@ -77,11 +77,11 @@ def test_a_pool_template_is_checked_as_a_vm() -> None:
     """A pool whose template's VMI lacks memory is refused under
     spec.virtualMachineTemplate.spec.template.spec; unsupported strategy fields too."""
     assert [e.path for e in validate("VirtualMachinePool", admissible_pool())] == []
-    raw = admissible_pool(scaleInStrategy={"proactive": {"statePreservation": "Offline"}})
+    raw = admissible_pool(updateStrategy={"proactive": {"statePreservation": "Offline"}})
     del raw["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]["domain"]["memory"]
     got = [e.path for e in validate("VirtualMachinePool", raw)]
     assert any(p.startswith("spec.virtualMachineTemplate.spec.template.spec.domain") for p in got)
-    assert "spec.scaleInStrategy.proactive.statePreservation" in got
+    assert "spec.updateStrategy.proactive.statePreservation" in got
 
 
 def test_a_pool_with_per_vm_datavolumes_is_admitted() -> None:
