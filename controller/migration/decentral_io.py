@@ -34,6 +34,7 @@ def is_decentral(m: Migration) -> bool:
 
 
 def migration_id(m: Migration) -> str:
+    """The VMIM's migrationID ("" for a usual migration)."""
     half = m.spec.send_to or m.spec.receive
     return (half.migration_id if half is not None else None) or ""
 
