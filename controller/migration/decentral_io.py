@@ -25,7 +25,7 @@ from shared.model import (
 )
 
 Migration = VirtualMachineInstanceMigration
-OFFERING = frozenset({MigrationPhase.UNSET, MigrationPhase.PENDING})
+OFFERING = frozenset({MigrationPhase.UNSET, MigrationPhase.SYNCHRONIZING, MigrationPhase.PENDING})
 
 
 def is_decentral(m: Migration) -> bool:
@@ -84,6 +84,19 @@ class DecentralMigrations:
         mid = migration_id(m)
         return [o.key for o in self._by_id(mid) if o.key != m.key] if mid else []
 
+    def synchronized(self, receiver: Migration) -> bool:
+        """A live sending VMIM of the receiver's migrationID whose VMI runs on a node
+        (KubeVirt's receiving VMIM leaves WaitingForSync once the sender synchronized)."""
+        store = self._informers.vmis.store
+        mid = migration_id(receiver)
+        for m in _senders(self._by_id(mid), mid):
+            if m.is_final() or m.metadata.is_deleting:
+                continue
+            vmi = store.get(m.vmi_key)
+            if vmi is not None and vmi.status.node_name and not vmi.is_final():
+                return True
+        return False
+
     def source_node(self, receiver: Migration) -> str:
         """The sending VMI's node (the target pod is kept off it), "" while unknown."""
         store = self._informers.vmis.store
@@ -104,8 +117,14 @@ class DecentralMigrations:
         """The plan for one sending or receiving VMIM."""
         mid = migration_id(m)
         if m.spec.receive is not None:
-            outcome = self.peer.outcome(mid)
-            inputs = ReceiverInputs(migration=m, vmi=vmi, pods=pods, now=now, outcome=outcome)
+            inputs = ReceiverInputs(
+                migration=m,
+                vmi=vmi,
+                pods=pods,
+                now=now,
+                outcome=self.peer.outcome(mid),
+                synchronized=self.synchronized(m),
+            )
             return plan_receiver(inputs)
         source_pod = _source_pod(vmi, pods) if vmi is not None else None
         offer = None

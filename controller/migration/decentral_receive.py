@@ -4,7 +4,9 @@ Called by decentral_io.py from the migration controller. The receiving VMI waits
 no launcher pod; this plan gives it one from its own spec, in its own namespace, and
 publishes the target half for the sending side:
 
-    "" → Pending (receiving VMI exists and waits) → Scheduling (target pod created)
+    "" → WaitingForSync (no live sending VMIM of its migrationID with a running VMI yet:
+       KubeVirt's phase until the sending side synchronized)
+       → Pending (receiving VMI exists and waits) → Scheduling (target pod created)
        → Scheduled (target pod Running) → PreparingTarget (the receiving VMI's
        migrationState names the target pod: its handler prepares the target launcher)
        → TargetReady (the handler published its address: `decentral.target_half` answers)
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controller.migration.decentral import PeerOutcome, target_half
-from controller.migration.logic import MigrationPlan
+from controller.migration.logic import WAIT_FOR_CAPACITY, MigrationPlan
 from controller.transitions import with_phases
 from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
@@ -51,6 +53,8 @@ class ReceiverInputs:
     now: datetime
     # The sending side's end, once reported (InProcessPeer.outcome).
     outcome: tuple[PeerOutcome, str] | None = None
+    # A live sending VMIM of this migrationID whose VMI runs on a node (decentral_io).
+    synchronized: bool = False
 
 
 def _targets(inp: ReceiverInputs) -> list[LauncherPod]:
@@ -91,22 +95,34 @@ def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:
     m, vmi = inp.migration, inp.vmi
     if m.status.phase_or_unset.is_final():
         return MigrationPlan(status=m.status, finalizer=False)
+    why = _why_failed(inp)
+    if why is not None or vmi is None:
+        return _fail(inp, why or f"receiving VMI {m.vmi_key} does not exist")
+    if m.status.phase_or_unset in (P.UNSET, P.WAITING_FOR_SYNC) and not inp.synchronized:
+        status = with_phases(m.status, [P.WAITING_FOR_SYNC], inp.now)
+        return MigrationPlan(status=status, finalizer=True, requeue_after=WAIT_FOR_CAPACITY)
+    return _plan_live(inp, vmi)
+
+
+def _why_failed(inp: ReceiverInputs) -> str | None:
+    """Why the receiving VMIM fails now (None: it goes on)."""
+    m, vmi = inp.migration, inp.vmi
     if inp.outcome is not None and inp.outcome[0] == PeerOutcome.FAILED:
-        return _fail(inp, f"the sending side failed: {inp.outcome[1] or 'no reason given'}")
+        return f"the sending side failed: {inp.outcome[1] or 'no reason given'}"
     arrived = inp.outcome is not None and inp.outcome[0] == PeerOutcome.SUCCEEDED
     if m.metadata.is_deleting and not arrived:  # the guest never came: nothing to keep
-        return _fail(inp, "cancelled: the receiving VMIM was deleted")
+        return "cancelled: the receiving VMIM was deleted"
     if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
-        return _fail(inp, f"receiving VMI {m.vmi_key} does not exist or has ended")
+        return f"receiving VMI {m.vmi_key} does not exist or has ended"
     if vmi.metadata.annotations.get(RECEIVER_ANNOTATION) != "true":
         why = "its VM's runStrategy is not WaitAsReceiver"
-        return _fail(inp, f"VMI {vmi.key} is not a receiving VMI: {why}")
-    return _plan_live(inp, vmi)
+        return f"VMI {vmi.key} is not a receiving VMI: {why}"
+    return None
 
 
 def _plan_live(inp: ReceiverInputs, vmi: VirtualMachineInstance) -> MigrationPlan:
     """Before the target pod runs: create it, wait for it, or fail when it is lost."""
-    status = with_phases(inp.migration.status, [P.PENDING], inp.now)
+    status = with_phases(inp.migration.status, [P.WAITING_FOR_SYNC, P.PENDING], inp.now)
     targets = _targets(inp)
     if not targets:
         if status.phase_or_unset != P.PENDING:

@@ -5,8 +5,10 @@ target pod: it offers its half to the peer and, once the receiving side publishe
 target, writes the source VMI's migrationState pointing at it (targetState naming the
 receiving VMI), so the source handler runs its usual migrate through the proxy:
 
-    "" → Pending (the VMI runs, is live-migratable; offer: WAITING keeps it Pending)
-       → PreparingTarget → TargetReady (paired: the source VMI's migrationState written)
+    "" → Synchronizing (KubeVirt's phase until the receiving side answered: the offer
+         WAITING keeps it there) → Pending (paired; waiting for the VMI to run and be
+         live-migratable) → Scheduling → Scheduled → PreparingTarget → TargetReady
+         (handed off: the source VMI's migrationState written, naming the target pod)
        → Running (the source handler started) → Succeeded | Failed (reported to the peer)
 
 On success the source VMI has migrated away: the VMI controller ends it `Succeeded`
@@ -34,6 +36,7 @@ from controller.transitions import with_phases
 from shared.model import (
     MigrationPhase,
     MigrationState,
+    MigrationStatus,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
     VMIConditionType,
@@ -160,24 +163,32 @@ def _plan_pending(
     source_pod: str | None,
     now: datetime,
 ) -> SenderPlan:
-    """Before the handoff: wait for the VMI and the receiver, or hand off."""
-    status = with_phases(m.status, [P.PENDING], now)
+    """Before the handoff: wait for the receiver and the VMI, or hand off."""
     problem = _not_movable(vmi)
     if problem:
         return _fail(m, problem, now)
-    if problem == "" or offer is None or offer.state == PairingState.WAITING:
-        plan = MigrationPlan(status=status, finalizer=True, requeue_after=WAIT_FOR_CAPACITY)
-        return SenderPlan(plan=plan)
+    if offer is None or offer.state == PairingState.WAITING:
+        return _wait(with_phases(m.status, [P.SYNCHRONIZING], now))
     if offer.state == PairingState.REFUSED or offer.target is None:
         return _fail(m, offer.reason or "the receiving side refused", now)
+    status = with_phases(m.status, [P.SYNCHRONIZING, P.PENDING], now)
+    if problem == "":
+        return _wait(status)
     half = source_half(m, vmi, source_pod) if source_pod else None
     if half is None:
         return _fail(m, "the VMI's source pod is gone", now)
     new = source_state(half, offer.target, migration_uid=m.uid)
-    status = with_phases(status, [P.PREPARING_TARGET, P.TARGET_READY], now)
+    handoff = [P.SCHEDULING, P.SCHEDULED, P.PREPARING_TARGET, P.TARGET_READY]
+    status = with_phases(status, handoff, now)
     plan = MigrationPlan(
         status=dataclasses.replace(status, migration_state=new), vmi_state=new, finalizer=True
     )
+    return SenderPlan(plan=plan)
+
+
+def _wait(status: MigrationStatus) -> SenderPlan:
+    """Not handed off yet: look again shortly (the other half's change also wakes it)."""
+    plan = MigrationPlan(status=status, finalizer=True, requeue_after=WAIT_FOR_CAPACITY)
     return SenderPlan(plan=plan)
 
 

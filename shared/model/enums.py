@@ -34,6 +34,11 @@ class MigrationPhase(enum.StrEnum):
     """VirtualMachineInstanceMigration phase; "" means not yet set."""
 
     UNSET = ""
+    # KubeVirt's decentralized migration (sendTo / receive): before Pending, in this order
+    # (phases only move forward in declaration order, controller/transitions.py). The
+    # receiving VMIM waits for its sending half, the sending VMIM for the receiver's target.
+    WAITING_FOR_SYNC = "WaitingForSync"
+    SYNCHRONIZING = "Synchronizing"
     PENDING = "Pending"
     SCHEDULING = "Scheduling"
     SCHEDULED = "Scheduled"

@@ -103,7 +103,7 @@ class Rig:
 async def test_the_receiver_renders_its_target_pod_and_the_sender_waits() -> None:
     """The receiving VMIM creates one target pod in namespace b from the receiving VMI,
     labelled with its own UID and kept off the sending VMI's node; the sending VMIM
-    creates none and stays Pending while the target half is not published."""
+    creates none and stays Synchronizing while the target half is not published."""
     rig = Rig()
     await rig.ctl.sync("b/in")
     (pod,) = rig.pods()
@@ -113,8 +113,28 @@ async def test_the_receiver_renders_its_target_pod_and_the_sender_waits() -> Non
     assert "node01" in str(pod["spec"]["affinity"])
     await rig.ctl.sync("a/out")
     assert len(rig.pods()) == 1
-    assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "Pending"
+    assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "Synchronizing"
     assert "migrationState" not in rig.api.stored(VMIS, "a/src")["status"]
+
+
+async def test_the_receiver_waits_for_sync_until_a_live_sender_is_there() -> None:
+    """With no sending VMIM of its migrationID (or only a final one) the receiving VMIM
+    stays WaitingForSync and creates no target pod; a live sender whose VMI runs lets it
+    go on (Pending, then its target pod)."""
+    rig = Rig()
+    sender = rig.api.stored(VMIMS, "a/out")
+    rig.informers.migrations.store.remove("a/out")
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "WaitingForSync"
+    assert rig.pods() == []
+    rig.vmim({**sender, "status": {"phase": "Failed"}})
+    rig.refresh("b/in")
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "Failed"
+    rig = Rig()
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "Scheduling"
+    assert len(rig.pods()) == 1
 
 
 async def test_the_sender_hands_the_source_vmi_the_receiving_sides_target() -> None:

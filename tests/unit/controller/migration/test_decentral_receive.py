@@ -57,8 +57,49 @@ def inputs(
     vmi: VirtualMachineInstance | None,
     pods: list[LauncherPod] | None = None,
     outcome: tuple[PeerOutcome, str] | None = None,
+    *,
+    synchronized: bool = True,
 ) -> ReceiverInputs:
-    return ReceiverInputs(migration=m, vmi=vmi, pods=pods or [], now=NOW, outcome=outcome)
+    return ReceiverInputs(
+        migration=m,
+        vmi=vmi,
+        pods=pods or [],
+        now=NOW,
+        outcome=outcome,
+        synchronized=synchronized,
+    )
+
+
+def test_waits_for_sync_until_the_sending_side_is_there() -> None:
+    """No live sending half yet: the receiving VMIM sits in KubeVirt's WaitingForSync
+    phase, requeued, with no target pod; once it is there, WaitingForSync gives way to
+    Pending and the target pod is created (Scheduling)."""
+    for m in (receiver(), receiver("WaitingForSync")):
+        wait = plan_receiver(inputs(m, waiting_vmi(), synchronized=False))
+        assert wait.status.phase == P.WAITING_FOR_SYNC and not wait.create_target_pod
+        assert wait.requeue_after and wait.finalizer and wait.vmi_state is None
+    go = plan_receiver(inputs(receiver("WaitingForSync"), waiting_vmi()))
+    assert go.create_target_pod and go.status.phase == P.SCHEDULING
+    seen = [t.phase for t in go.status.phase_transition_timestamps]
+    assert seen == [P.PENDING, P.SCHEDULING]
+    first = plan_receiver(inputs(receiver(), waiting_vmi()))
+    seen = [t.phase for t in first.status.phase_transition_timestamps]
+    assert seen == [P.WAITING_FOR_SYNC, P.PENDING, P.SCHEDULING]
+
+
+def test_a_failed_sender_fails_a_receiver_still_waiting_for_sync() -> None:
+    """The sending side failed before it synchronized: the receiving VMIM fails from
+    WaitingForSync (not retried), its VMI told."""
+    got = plan_receiver(
+        inputs(
+            receiver("WaitingForSync"),
+            waiting_vmi(),
+            [],
+            (PeerOutcome.FAILED, "gone"),
+            synchronized=False,
+        )
+    )
+    assert got.status.phase == P.FAILED and got.vmi_state is not None and got.vmi_state.failed
 
 
 def test_waiting_vmi_gets_a_target_pod() -> None:

@@ -61,13 +61,34 @@ def plan(
     return plan_sender(m, vmi, offer=offer, source_pod=pod, now=NOW)
 
 
-def test_waits_pending_until_the_receiver_is_ready() -> None:
-    """No answer or a WAITING answer keeps the VMIM Pending, requeued; nothing written."""
+def test_waits_synchronizing_until_the_receiver_is_ready() -> None:
+    """No answer or a WAITING answer keeps the VMIM in KubeVirt's Synchronizing phase,
+    requeued; nothing written to the VMI."""
     waiting = Pairing(state=PairingState.WAITING, reason="no receiving VMIM for mig-1 yet")
     for offer in (None, waiting):
-        got = plan(sender(), running(), offer)
+        for m in (sender(), sender("Synchronizing")):
+            got = plan(m, running(), offer)
+            assert got.plan.status.phase == P.SYNCHRONIZING and got.plan.vmi_state is None
+            assert got.plan.requeue_after and got.report is None
+            assert got.plan.finalizer
+
+
+def test_paired_but_vmi_not_ready_waits_pending() -> None:
+    """Paired while the VMI is not running (or its LiveMigratable condition is not in
+    yet): Synchronizing gives way to Pending, and nothing is handed off."""
+    for vmi in (running(phase=VMIPhase.SCHEDULED), running(conditions=())):
+        got = plan(sender("Synchronizing"), vmi, READY)
         assert got.plan.status.phase == P.PENDING and got.plan.vmi_state is None
         assert got.plan.requeue_after and got.report is None
+
+
+def test_the_phases_are_recorded_in_kubevirts_order() -> None:
+    """Handed off at the first sync: phaseTransitionTimestamps list Synchronizing, Pending,
+    Scheduling, Scheduled, PreparingTarget, TargetReady, in that order."""
+    got = plan(sender(), running(), READY)
+    seen = [t.phase for t in got.plan.status.phase_transition_timestamps]
+    assert seen == [P.SYNCHRONIZING, P.PENDING, P.SCHEDULING, P.SCHEDULED,
+                    P.PREPARING_TARGET, P.TARGET_READY]  # fmt: skip
 
 
 def test_ready_pairing_hands_the_target_to_the_source_handler() -> None:
