@@ -30,6 +30,13 @@ MIGRATION_PREFIX = "kubevirt-migrate-vm-"
 NOT_RUNNING = "VM is not running"
 ALREADY_RUNNING = "VM is already running"
 UNDERWAY = "unable to complete request: stop/start already underway"
+# A WaitAsReceiver VM (a decentralized migration's receiving side): KubeVirt's virt-api
+# has no case for it. start: "VM is already running" while its VMI waits, else accepted
+# with nothing done; stop: accepted, only a grace period reaches the VMI (runStrategy
+# kept); restart: "VM is not running" without a VMI, else accepted. KubeVirt records
+# restart's stop/start requests, which its VM controller ignores while WaitAsReceiver
+# (and would act on once the guest arrived): kubevirt-py writes none.
+_RECEIVER = RunStrategy.WAIT_AS_RECEIVER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +196,8 @@ def _start(s: _Subject, opts: VmOptions) -> VmWrites:
         start = {"action": "Start"}
         changes = [s.stop_request(), start] if finished else [start]
         return VmWrites(status_ops=change_request_ops(s.raw, changes, ref=s.ref))
+    if strategy is _RECEIVER:  # virt-api has no case for it: accepted, nothing done
+        return VmWrites()
     raise conflict(s.ref, f"{strategy} does not support manual start requests")
 
 
@@ -208,6 +217,8 @@ def _stop(s: _Subject, opts: VmOptions) -> VmWrites:
             )
         ops = change_request_ops(s.raw, [s.stop_request()], ref=s.ref)
         return VmWrites(vmi_patch=vmi_patch, status_ops=ops)
+    if strategy is _RECEIVER:  # the runStrategy stays; only a grace period is written
+        return VmWrites(vmi_patch=vmi_patch)
     return VmWrites(vmi_patch=vmi_patch, spec_patch=s.running_patch(RunStrategy.HALTED))
 
 
@@ -216,6 +227,8 @@ def _restart(s: _Subject, opts: VmOptions) -> VmWrites:
         raise conflict(s.ref, f"{s.strategy} does not support manual restart requests")
     if s.vmi is None:
         raise conflict(s.ref, NOT_RUNNING)
+    if s.strategy is _RECEIVER:  # accepted, no stop/start requests written
+        return VmWrites()
     ops = change_request_ops(s.raw, [s.stop_request(), {"action": "Start"}], ref=s.ref)
     kill = s.vmi.uid if opts.grace_period == 0 else None
     return VmWrites(status_ops=ops, kill_pod_of=kill)

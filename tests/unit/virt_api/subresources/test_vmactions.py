@@ -129,6 +129,25 @@ def test_refusals_are_conflicts_in_kubevirt_words(
     assert status["details"] == {"name": "vm1", "group": "kubevirt.io", "kind": "virtualmachine"}
 
 
+def test_a_receiving_vm_is_left_as_kubevirt_leaves_it() -> None:
+    """runStrategy WaitAsReceiver (KubeVirt's virt-api has no case for it): start while its
+    VMI waits is "VM is already running", without a VMI it is accepted with nothing done;
+    stop never turns the strategy into Halted (only a grace period reaches the VMI);
+    restart is "VM is not running" without a VMI, else accepted with no requests written."""
+    receiving = with_status("WaitAsReceiver")
+    waiting = vmi(phase="WaitingForSync", node="")
+    with pytest.raises(Conflict, match="VM is already running"):
+        plan(VMAction.START, NO_OPTS, receiving, waiting)
+    assert plan(VMAction.START, NO_OPTS, receiving, None) == VmWrites()
+    for current in (waiting, None):
+        assert plan(VMAction.STOP, NO_OPTS, receiving, current) == VmWrites()
+    graced = plan(VMAction.STOP, VmOptions(grace_period=5), receiving, waiting)
+    assert graced == VmWrites(vmi_patch={"spec": {"terminationGracePeriodSeconds": 5}})
+    with pytest.raises(Conflict, match="VM is not running"):
+        plan(VMAction.RESTART, NO_OPTS, receiving, None)
+    assert plan(VMAction.RESTART, VmOptions(grace_period=0), receiving, waiting) == VmWrites()
+
+
 def test_start_paused_sets_the_start_strategy() -> None:
     """StartOptions.paused on a Halted VM: Always and the template's startStrategy Paused."""
     writes = plan(VMAction.START, VmOptions(paused=True), with_status("Halted"), None)
