@@ -32,8 +32,11 @@ from controller.transitions import with_phases
 from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import (
+    ConditionStatus,
+    MigrationCondition,
     MigrationPhase,
     MigrationState,
+    MigrationStatus,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
     VMIPhase,
@@ -41,6 +44,10 @@ from shared.model import (
 )
 
 P = MigrationPhase
+# KubeVirt's VMIM condition type, its reason and its message while the receiving side waits.
+BLOCKED = "decentralizedMigrationBlocked"
+NOT_MIGRATABLE_REASON = "DecentralizedNotLiveMigratable"
+WAITING_FOR_SYNC_MESSAGE = "waiting for incoming synchronization, unable to proceed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +98,36 @@ def _failed_vmi_state(inp: ReceiverInputs, state: MigrationState) -> MigrationSt
 
 
 def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:
-    """The plan for one receiving VMIM."""
+    """The plan for one receiving VMIM, its `decentralizedMigrationBlocked` condition
+    present while it waits for the sending side (KubeVirt's)."""
+    plan = _plan(inp)
+    status = with_blocked(plan.status, inp.now)
+    return plan if status is plan.status else dataclasses.replace(plan, status=status)
+
+
+def with_blocked(status: MigrationStatus, now: datetime) -> MigrationStatus:
+    """`status` with KubeVirt's `decentralizedMigrationBlocked` condition while it is
+    WaitingForSync (reason and message as its synchronization controller writes them on
+    the receiving VMI, the VMIM mirroring it), without it in any other phase."""
+    old = status.condition(BLOCKED)
+    others = tuple(c for c in status.conditions if c.type != BLOCKED)
+    if status.phase_or_unset is not P.WAITING_FOR_SYNC:
+        return status if old is None else dataclasses.replace(status, conditions=others)
+    if old is not None and old.is_true and old.message == WAITING_FOR_SYNC_MESSAGE:
+        return status
+    stamp = format_time(now)
+    blocked = MigrationCondition(
+        type=BLOCKED,
+        status=ConditionStatus.TRUE,
+        reason=NOT_MIGRATABLE_REASON,
+        message=WAITING_FOR_SYNC_MESSAGE,
+        last_probe_time=stamp,
+        last_transition_time=stamp,
+    )
+    return dataclasses.replace(status, conditions=(*others, blocked))
+
+
+def _plan(inp: ReceiverInputs) -> MigrationPlan:
     m, vmi = inp.migration, inp.vmi
     if m.status.phase_or_unset.is_final():
         return MigrationPlan(status=m.status, finalizer=False)

@@ -71,6 +71,7 @@ from shared.model.meta import (
     utc_now,
 )
 from shared.model.migration import (
+    MigrationCondition,
     MigrationSideState,
     MigrationSpec,
     MigrationState,
@@ -161,6 +162,7 @@ __all__ = [
     "Memory",
     "MemoryStatus",
     "MigrationAbortStatus",
+    "MigrationCondition",
     "MigrationMethod",
     "MigrationMode",
     "MigrationPhase",

@@ -9,7 +9,7 @@ from typing import ClassVar
 from shared.model._codec import Model, json_name
 from shared.model.enums import MigrationAbortStatus, MigrationMode, MigrationPhase
 from shared.model.kubevirt import MigrationConfiguration
-from shared.model.meta import PhaseTransition
+from shared.model.meta import PhaseTransition, _Condition
 from shared.model.objects import KubeObject
 
 
@@ -104,12 +104,22 @@ class MigrationSpec(Model):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MigrationCondition(_Condition):
+    """A VMIM condition (KubeVirt's types are lowerCamel: decentralizedMigrationBlocked)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MigrationStatus(Model):
     """VMIM status."""
 
     phase: MigrationPhase | None = None
     phase_transition_timestamps: tuple[PhaseTransition, ...] = ()
     migration_state: MigrationState | None = None
+    conditions: tuple[MigrationCondition, ...] = ()
+
+    def condition(self, type_: str) -> MigrationCondition | None:
+        """The condition of that type, if present."""
+        return next((c for c in self.conditions if c.type == type_), None)
 
     @property
     def phase_or_unset(self) -> MigrationPhase:

@@ -212,3 +212,27 @@ def test_deleting_the_receiver_before_the_guest_arrived_cancels_it() -> None:
         inputs(gone, waiting_vmi(state=state), pods, outcome=(PeerOutcome.SUCCEEDED, ""))
     )
     assert arrived.status.phase is not P.FAILED and not arrived.delete_pods
+
+
+def test_waiting_for_sync_carries_kubevirts_blocked_condition() -> None:
+    """While WaitingForSync the receiving VMIM has KubeVirt's decentralizedMigrationBlocked
+    condition (True, DecentralizedNotLiveMigratable, its waiting message), kept as it is on
+    the next sync (no new write); once it moves on, and when it fails, the condition goes."""
+    wait = plan_receiver(inputs(receiver(), waiting_vmi(), synchronized=False))
+    (cond,) = wait.status.conditions
+    assert (cond.type, cond.status, cond.reason) == (
+        "decentralizedMigrationBlocked",
+        "True",
+        "DecentralizedNotLiveMigratable",
+    )
+    assert cond.message == "waiting for incoming synchronization, unable to proceed"
+    waiting = dataclasses.replace(receiver(), status=wait.status)
+    wire = waiting.to_dict()["status"]["conditions"]
+    assert wire[0]["type"] == "decentralizedMigrationBlocked"
+    assert VirtualMachineInstanceMigration.from_dict(waiting.to_dict()) == waiting
+    again = plan_receiver(inputs(waiting, waiting_vmi(), synchronized=False))
+    assert again.status == wait.status
+    go = plan_receiver(inputs(waiting, waiting_vmi()))
+    assert go.status.phase == P.SCHEDULING and go.status.conditions == ()
+    failed = plan_receiver(inputs(waiting, waiting_vmi(), [], (PeerOutcome.FAILED, "x")))
+    assert failed.status.phase == P.FAILED and failed.status.conditions == ()
