@@ -24,7 +24,7 @@ from tests.integration.realnodes.test_shared_storage import (
     _template,
 )
 from tests.integration.realnodes.test_storage import _apply, _get, _running
-from tests.integration.realnodes.test_story import _pod_uid, _wait
+from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _wait
 
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name
@@ -72,9 +72,9 @@ def test_a_running_vm_moves_to_another_namespace(
 ) -> None:
     """Gate DecentralizedLiveMigration on; VM `src` runs in namespace A; VM `dst` in B
     waits (WaitAsReceiver: its VMI WaitingForSync with no launcher pod, the VM printing
-    WaitingForReceiver). A receiving VMIM
-    in B and a sending VMIM in A with the same migrationID move the guest: both VMIMs
-    Succeeded, the receiving VMI Running in B on its node, the guest the same (its uptime
+    WaitingForReceiver; virtctl start refused, stop changing nothing). A sending VMIM in
+    A (Synchronizing until its receiver is there) and a receiving VMIM in B with the same
+    migrationID move the guest: both VMIMs Succeeded through KubeVirt's phases, the receiving VMI Running in B on its node, the guest the same (its uptime
     went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's), the
     source VMI Succeeded and its launcher pod no longer running, VM dst took its
     restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted). A
@@ -110,6 +110,13 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     _wait(lambda: _get(k, b, "vm", "dst").get("status", {}).get("printableStatus")
           == "WaitingForReceiver", 60, "dst WaitingForReceiver",
           lambda: _get(k, b, "vm", "dst").get("status"))  # fmt: skip
+    # virtctl on a WaitAsReceiver VM, as KubeVirt's virt-api answers: start refused while
+    # its VMI waits, stop accepted without touching the runStrategy.
+    started = _virtctl(k.kubeconfig, b, "start", "dst")
+    assert started.returncode != 0, started
+    assert "VM is already running" in started.stderr + started.stdout, started
+    assert _virtctl(k.kubeconfig, b, "stop", "dst").returncode == 0
+    assert _get(k, b, "vm", "dst")["spec"]["runStrategy"] == "WaitAsReceiver"
 
     other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
                                                   "connectURL": "10.9.9.9:9185"}})  # fmt: skip
@@ -117,9 +124,11 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
         _apply(k, a, other)
 
     mid = f"mig-{uuid.uuid4().hex[:8]}"
-    # The sender first: it waits (Pending) for its receiver, whose target pod is then
-    # kept off the source's node.
+    # The sender first: it waits (KubeVirt's Synchronizing) for its receiver, whose
+    # target pod is then kept off the source's node.
     _apply(k, a, _vmim("out", "src", {"sendTo": {"migrationID": mid, "connectURL": SYNC}}))
+    _wait(lambda: _phase(k, a, "vmim", "out") == "Synchronizing", 60, "out Synchronizing",
+          lambda: _get(k, a, "vmim", "out").get("status"))  # fmt: skip
     _apply(k, b, _vmim("in", "dst", {"receive": {"migrationID": mid}}))
 
     def done() -> bool:
@@ -130,6 +139,11 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     sent, received = _get(k, a, "vmim", "out")["status"], _get(k, b, "vmim", "in")["status"]
     assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
     assert received["phase"] == "Succeeded", received
+    handoff = ["Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running"]
+    assert _phases(sent) == ["Synchronizing", "Pending", *handoff, "Succeeded"], sent
+    assert _phases(received) == ["WaitingForSync", "Pending", *handoff, "Succeeded"], received
+    assert not [c for c in received.get("conditions", [])
+                if c["type"] == "decentralizedMigrationBlocked"], received  # fmt: skip
     moved = _running(k, b, "dst")
     node, _ = _pod_uid(moved)
     assert node == moved["metadata"]["labels"]["kubevirt.io/nodeName"]
@@ -145,6 +159,11 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     _wait(lambda: _get(k, a, "vm", "src")["spec"]["runStrategy"] == "Halted", 60,
           "src Halted, not started again", lambda: _get(k, a, "vm", "src")["spec"])  # fmt: skip
     assert _phase(k, a, "vmi", "src") == "Succeeded"  # kept, not replaced
+
+
+def _phases(status: dict[str, Any]) -> list[str]:
+    """The VMIM's phases in the order it went through them."""
+    return [t["phase"] for t in status.get("phaseTransitionTimestamps", [])]
 
 
 def _domain_uuid(cluster: Cluster, vmi: dict[str, Any]) -> str:
