@@ -18,6 +18,7 @@ from controller.config import MigrationConfig
 from controller.deps import Deps
 from controller.informers import UID_INDEX, VMI_KEY_INDEX, VMI_UID_INDEX
 from controller.migration.decentral_io import DecentralMigrations, is_decentral
+from controller.migration.decentral_receive import with_vmi_blocked
 from controller.migration.logic import (
     IN_FLIGHT,
     Capacity,
@@ -45,6 +46,7 @@ from shared.labels import MIGRATION_FINALIZER
 from shared.launcherpod import LauncherPod
 from shared.model import (
     MigrationPhase,
+    MigrationState,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
@@ -239,8 +241,8 @@ class MigrationController(Reconciler):
                 vmi, m, source_node=source, claims=self._block_claims(vmi)
             )
             await self._pods.create(m.key, pod, involved=m, what="migration target pod")
-        if plan.vmi_state is not None and vmi is not None:
-            await self._write_vmi_state(vmi, plan)
+        if (plan.vmi_state is not None or plan.vmi_blocked is not None) and vmi is not None:
+            await self._write_vmi(vmi, plan)
         new = dataclasses.replace(
             m,
             metadata=apply_metadata(m.metadata, MIGRATION_FINALIZER, keep=plan.finalizer),
@@ -271,21 +273,16 @@ class MigrationController(Reconciler):
             message = f"Migration failed: {why}"
             self._recorder.event(new, EventType.WARNING, "FailedMigration", message)
 
-    async def _write_vmi_state(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
-        state = plan.vmi_state
-        old = vmi.status.migration_state
-        if state is not None and old is not None and old.migration_uid == state.migration_uid:
-            # The policy was chosen at the handoff: keep it (plans do not carry it).
-            state = dataclasses.replace(
-                state,
-                migration_policy_name=old.migration_policy_name,
-                migration_configuration=old.migration_configuration,
-            )
-        elif state is not None:
-            state = await self._policy.stamp(vmi, state)
-        if old == state:
+    async def _write_vmi(self, vmi: VirtualMachineInstance, plan: MigrationPlan) -> None:
+        """The plan's migrationState and DecentralizedLiveMigrationFailure on the VMI."""
+        status = vmi.status
+        if plan.vmi_state is not None:
+            state = await self._stamped(vmi, plan.vmi_state)
+            status = dataclasses.replace(status, migration_state=state)
+        if plan.vmi_blocked is not None:
+            status = with_vmi_blocked(status, blocked=plan.vmi_blocked, now=self._clock())
+        if status == vmi.status:
             return
-        status = dataclasses.replace(vmi.status, migration_state=state)
         new = dataclasses.replace(vmi, status=status)
         refresh = refresher(self._client, VMIS, VirtualMachineInstance, vmi.key)
         written = await self._vmi_writer.write_status(vmi, new, refresh=refresh)
@@ -293,4 +290,16 @@ class MigrationController(Reconciler):
             self._vmi_recent.remember(written)
             for type_, reason, message in vmi_transition_events(vmi.status, written.status):
                 self._recorder.event(written, type_, reason, message)
-        log.info("migration_state_written", vmi=vmi.key)
+        log.info("migration_vmi_status_written", vmi=vmi.key)
+
+    async def _stamped(self, vmi: VirtualMachineInstance, state: MigrationState) -> MigrationState:
+        """`state` with the migration policy: kept from the VMI's for the same migration
+        (chosen at the handoff; plans do not carry it), else chosen now."""
+        old = vmi.status.migration_state
+        if old is not None and old.migration_uid == state.migration_uid:
+            return dataclasses.replace(
+                state,
+                migration_policy_name=old.migration_policy_name,
+                migration_configuration=old.migration_configuration,
+            )
+        return await self._policy.stamp(vmi, state)

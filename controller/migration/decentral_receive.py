@@ -16,7 +16,15 @@ publishes the target half for the sending side:
 
 A failed sending side, the target pod lost, a receiving VMI that is not a WaitAsReceiver
 VM's, or the VMIM deleted before the guest arrived fails the receiving VMIM and deletes
-its target pod; it is not retried (KubeVirt's rule).
+its target pod; it is not retried (KubeVirt's rule). The receiving VMI is told (its
+migrationState failed and completed, as KubeVirt's) and keeps waiting in WaitingForSync:
+a new pair of VMIMs may move the guest to it.
+
+While the VMIM is WaitingForSync its VMI carries KubeVirt's
+`DecentralizedLiveMigrationFailure` condition (written by the migration controller with
+the VMI's migrationState: `MigrationPlan.vmi_blocked`), cleared when the VMIM moves on or
+fails, as KubeVirt's synchronization controller does; the VMIM mirrors it as
+`decentralizedMigrationBlocked`.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from datetime import datetime
 
 from controller.migration.decentral import PeerOutcome, target_half
 from controller.migration.logic import WAIT_FOR_CAPACITY, MigrationPlan
-from controller.transitions import with_phases
+from controller.transitions import vmi_condition, with_phases
 from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import (
@@ -39,11 +47,14 @@ from shared.model import (
     MigrationStatus,
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
+    VMIConditionType,
     VMIPhase,
+    VMIStatus,
     format_time,
 )
 
 P = MigrationPhase
+VMI_FAILURE = VMIConditionType.DECENTRALIZED_LIVE_MIGRATION_FAILURE
 # KubeVirt's VMIM condition type, its reason and its message while the receiving side waits.
 BLOCKED = "decentralizedMigrationBlocked"
 NOT_MIGRATABLE_REASON = "DecentralizedNotLiveMigratable"
@@ -71,7 +82,13 @@ def _targets(inp: ReceiverInputs) -> list[LauncherPod]:
 def _fail(inp: ReceiverInputs, reason: str) -> MigrationPlan:
     status = with_phases(inp.migration.status, [P.FAILED], inp.now)
     state = status.migration_state or MigrationState(migration_uid=inp.migration.uid)
-    state = dataclasses.replace(state, failed=True, failure_reason=state.failure_reason or reason)
+    state = dataclasses.replace(
+        state,
+        failed=True,
+        completed=True,
+        end_timestamp=state.end_timestamp or format_time(inp.now),
+        failure_reason=state.failure_reason or reason,
+    )
     doomed = tuple(p for p in _targets(inp) if not p.deleting)
     return MigrationPlan(
         status=dataclasses.replace(status, migration_state=state),
@@ -82,7 +99,7 @@ def _fail(inp: ReceiverInputs, reason: str) -> MigrationPlan:
 
 
 def _failed_vmi_state(inp: ReceiverInputs, state: MigrationState) -> MigrationState | None:
-    """The failure written to a waiting receiving VMI (which then fails, not retried);
+    """The failure written to a waiting receiving VMI (which keeps waiting, as KubeVirt's);
     None for a VMI that is gone, not a receiver, already running or already told."""
     vmi = inp.vmi
     if vmi is None or vmi.is_final() or vmi.metadata.is_deleting:
@@ -98,11 +115,35 @@ def _failed_vmi_state(inp: ReceiverInputs, state: MigrationState) -> MigrationSt
 
 
 def plan_receiver(inp: ReceiverInputs) -> MigrationPlan:
-    """The plan for one receiving VMIM, its `decentralizedMigrationBlocked` condition
-    present while it waits for the sending side (KubeVirt's)."""
+    """The plan for one receiving VMIM, its `decentralizedMigrationBlocked` condition and
+    its VMI's `DecentralizedLiveMigrationFailure` present while it waits for the sending
+    side (KubeVirt's); a final VMIM leaves its VMI's condition alone (a newer VMIM's)."""
     plan = _plan(inp)
     status = with_blocked(plan.status, inp.now)
-    return plan if status is plan.status else dataclasses.replace(plan, status=status)
+    blocked = None
+    if inp.vmi is not None and not inp.migration.status.phase_or_unset.is_final():
+        blocked = status.phase_or_unset is P.WAITING_FOR_SYNC
+    return dataclasses.replace(plan, status=status, vmi_blocked=blocked)
+
+
+def with_vmi_blocked(status: VMIStatus, *, blocked: bool, now: datetime) -> VMIStatus:
+    """The receiving VMI's `status` with KubeVirt's `DecentralizedLiveMigrationFailure`
+    condition (reason and message as its synchronization controller's) when `blocked`,
+    without it otherwise."""
+    if not blocked:
+        return (
+            status
+            if status.condition(VMI_FAILURE) is None
+            else status.without_condition(VMI_FAILURE)
+        )
+    return vmi_condition(
+        status,
+        VMI_FAILURE,
+        ConditionStatus.TRUE,
+        reason=NOT_MIGRATABLE_REASON,
+        message=WAITING_FOR_SYNC_MESSAGE,
+        now=now,
+    )
 
 
 def with_blocked(status: MigrationStatus, now: datetime) -> MigrationStatus:

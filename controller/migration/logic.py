@@ -66,6 +66,9 @@ class MigrationPlan:
     delete_pods: tuple[LauncherPod, ...] = ()
     # The VMI's new status.migrationState (None: leave it).
     vmi_state: MigrationState | None = None
+    # A receiving VMI's DecentralizedLiveMigrationFailure condition (decentral_receive):
+    # True sets it, False clears it, None leaves it.
+    vmi_blocked: bool | None = None
     finalizer: bool | None = None
     requeue_after: float | None = None
 

@@ -32,8 +32,6 @@ class FailureReason(enum.StrEnum):
     POD_REJECTED = "PodRejected"  # not a failure yet: another launcher pod follows
     NODE_UNRESPONSIVE = "NodeUnresponsive"
     LAUNCHER_DIED = str(ConditionReason.LAUNCHER_DIED)  # the handler writes it too
-    # A receiving VMI whose decentralized migration failed (KubeVirt's condition name).
-    DECENTRALIZED_MIGRATION_FAILED = "DecentralizedLiveMigrationFailure"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,8 @@
   its pod (activePods). Once the target handler took the guest over (it writes nodeName),
   the VMI is Running there with its node label, and that node's handler reconciles it as
   after any migration. A failed migration (the receiving VMIM writes it to the VMI's
-  migrationState) fails it, as KubeVirt's: delete both VMIMs and the receiving VM to retry.
+  migrationState, failed and completed) leaves it WaitingForSync, as KubeVirt's: a new
+  pair of VMIMs may move the guest to it.
 - The sending VMI whose guest went to the other VMI (migrationState completed, its
   targetState naming another VMI) ends Succeeded: its launcher pods are torn down as for
   any final VMI; the guest lives on in the receiving VMI.
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from controller.transitions import with_phases
-from controller.vmi.plan import FailureReason, VMIPlan, failed
+from controller.vmi.plan import VMIPlan
 from shared.labels import NODE_NAME_LABEL, RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import VirtualMachineInstance, VMIPhase
@@ -55,13 +56,9 @@ def plan_receiver(
     vmi: VirtualMachineInstance, pods: Sequence[LauncherPod], *, now: datetime
 ) -> VMIPlan:
     """WaitingForSync, activePods the target pod; Running once the guest was taken over;
-    Failed when its migration failed (the receiving VMIM wrote it: not retried)."""
+    still WaitingForSync when its migration failed (KubeVirt's: the receiving VMIM wrote
+    it to its migrationState; the guest never came, so no nodeName)."""
     status = with_phases(vmi.status, [VMIPhase.WAITING_FOR_SYNC], now)
-    state = status.migration_state
-    if state is not None and state.failed:
-        why = state.failure_reason or "the decentralized migration failed"
-        status = failed(status, FailureReason.DECENTRALIZED_MIGRATION_FAILED, why, now)
-        return VMIPlan(status=status, finalizer=True)
     active = {p.uid: p.node_name for p in pods if p.node_name and not p.terminal}
     if dict(status.active_pods) != active:
         status = dataclasses.replace(status, active_pods=active)

@@ -75,6 +75,8 @@ class VMIConditionType(enum.StrEnum):
     HOT_VCPU_CHANGE = "HotVCPUChange"  # a live sockets change not applied yet
     HOT_MEMORY_CHANGE = "HotMemoryChange"  # a live memory raise not plugged yet
     VOLUMES_CHANGE = "VolumesChange"  # a volume migration pending (updateVolumesStrategy)
+    # A receiving VMI waiting for its decentralized migration's sending side.
+    DECENTRALIZED_LIVE_MIGRATION_FAILURE = "DecentralizedLiveMigrationFailure"
 
 
 class VMConditionType(enum.StrEnum):

@@ -72,7 +72,8 @@ def test_a_running_vm_moves_to_another_namespace(
 ) -> None:
     """Gate DecentralizedLiveMigration on; VM `src` runs in namespace A; VM `dst` in B
     waits (WaitAsReceiver: its VMI WaitingForSync with no launcher pod, the VM printing
-    WaitingForReceiver; virtctl start refused, stop changing nothing). A sending VMIM in
+    WaitingForReceiver; virtctl start refused, stop changing nothing; a lone receiving
+    VMIM deleted fails, dst waiting on, told, as KubeVirt's). A sending VMIM in
     A (Synchronizing until its receiver is there) and a receiving VMIM in B with the same
     migrationID move the guest: both VMIMs Succeeded through KubeVirt's phases, the receiving VMI Running in B on its node, the guest the same (its uptime
     went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's), the
@@ -117,6 +118,7 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     assert "VM is already running" in started.stderr + started.stdout, started
     assert _virtctl(k.kubeconfig, b, "stop", "dst").returncode == 0
     assert _get(k, b, "vm", "dst")["spec"]["runStrategy"] == "WaitAsReceiver"
+    _a_lone_receiver_fails(k, b)
 
     other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
                                                   "connectURL": "10.9.9.9:9185"}})  # fmt: skip
@@ -145,6 +147,8 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     assert not [c for c in received.get("conditions", [])
                 if c["type"] == "decentralizedMigrationBlocked"], received  # fmt: skip
     moved = _running(k, b, "dst")
+    assert not [c for c in moved["status"].get("conditions", [])
+                if c["type"] == "DecentralizedLiveMigrationFailure"], moved  # fmt: skip
     node, _ = _pod_uid(moved)
     assert node == moved["metadata"]["labels"]["kubevirt.io/nodeName"]
     after, marker, smbios_after = _probe(cluster, moved)
@@ -159,6 +163,34 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     _wait(lambda: _get(k, a, "vm", "src")["spec"]["runStrategy"] == "Halted", 60,
           "src Halted, not started again", lambda: _get(k, a, "vm", "src")["spec"])  # fmt: skip
     assert _phase(k, a, "vmi", "src") == "Succeeded"  # kept, not replaced
+
+
+def _blocked(k: Kubectl, ns: str) -> list[dict[str, Any]]:
+    """VMI dst's DecentralizedLiveMigrationFailure conditions."""
+    conditions = _get(k, ns, "vmi", "dst").get("status", {}).get("conditions", [])
+    return [c for c in conditions if c["type"] == "DecentralizedLiveMigrationFailure"]
+
+
+def _a_lone_receiver_fails(k: Kubectl, b: str) -> None:
+    """A receiving VMIM with no sender waits (WaitingForSync), VMI dst carrying KubeVirt's
+    DecentralizedLiveMigrationFailure; deleted, it fails and VMI dst keeps waiting, as
+    KubeVirt's: its migrationState failed and completed, the condition gone (the next
+    pair of VMIMs then moves the guest into it)."""
+    _apply(k, b, _vmim("lone", "dst", {"receive": {"migrationID": f"lone-{uuid.uuid4().hex[:8]}"}}))
+    (cond,) = _wait(lambda: _blocked(k, b), 60, "dst blocked",
+                    lambda: _get(k, b, "vmi", "dst").get("status"))  # fmt: skip
+    assert cond["status"] == "True" and cond["reason"] == "DecentralizedNotLiveMigratable"
+    assert cond["message"] == "waiting for incoming synchronization, unable to proceed"
+    assert _phase(k, b, "vmim", "lone") == "WaitingForSync"
+    k("delete", "vmim", "lone", "-n", b, "--wait=true", "--timeout=60s")
+
+    def told() -> dict[str, Any] | None:
+        status: dict[str, Any] = _get(k, b, "vmi", "dst").get("status", {})
+        return status if status.get("migrationState", {}).get("failed") else None
+
+    status = _wait(told, 60, "dst told", lambda: _get(k, b, "vmi", "dst").get("status"))
+    assert status["phase"] == "WaitingForSync", status
+    assert status["migrationState"]["completed"] and not _blocked(k, b), status
 
 
 def _phases(status: dict[str, Any]) -> list[str]:

@@ -173,3 +173,55 @@ def test_the_senders_end_is_read_from_its_vmim() -> None:
     assert sender_outcome([sent("Failed", "boom")]) == (PeerOutcome.FAILED, "boom")
     assert sender_outcome([sent("Running"), sent("Failed")]) is None
     assert sender_outcome([]) is None
+
+
+def _vmi_failure(rig: Rig) -> list[dict[str, Any]]:
+    """The stored receiving VMI's DecentralizedLiveMigrationFailure conditions."""
+    conditions = rig.api.stored(VMIS, "b/dst")["status"].get("conditions", [])
+    return [c for c in conditions if c["type"] == "DecentralizedLiveMigrationFailure"]
+
+
+async def test_the_waiting_receiving_vmi_carries_kubevirts_failure_condition() -> None:
+    """While its VMIM is WaitingForSync the receiving VMI has KubeVirt's
+    DecentralizedLiveMigrationFailure condition (True, DecentralizedNotLiveMigratable,
+    its synchronization controller's waiting message, no probe time), written once; the
+    condition goes when the VMIM moves on to Pending."""
+    rig = Rig()
+    sender = rig.api.stored(VMIMS, "a/out")
+    rig.informers.migrations.store.remove("a/out")
+    await rig.ctl.sync("b/in")
+    (cond,) = _vmi_failure(rig)
+    assert (cond["status"], cond["reason"]) == ("True", "DecentralizedNotLiveMigratable")
+    assert cond["message"] == "waiting for incoming synchronization, unable to proceed"
+    assert "lastProbeTime" not in cond and cond["lastTransitionTime"]
+    assert rig.api.stored(VMIS, "b/dst")["status"]["phase"] == "WaitingForSync"
+    rig.vmi(rig.api.stored(VMIS, "b/dst"))
+    rig.refresh("b/in")
+    before = rig.api.stored(VMIS, "b/dst")["metadata"].get("resourceVersion")
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIS, "b/dst")["metadata"].get("resourceVersion") == before
+    rig.vmim(sender)
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "Scheduling"
+    assert _vmi_failure(rig) == []
+
+
+async def test_a_failed_receiving_vmim_leaves_its_vmi_waiting_and_told() -> None:
+    """The sending VMIM failed while the receiver waited: the receiving VMIM fails, its
+    VMI's condition is cleared and its migrationState says failed and completed (with an
+    end time), as KubeVirt's; nothing here ends the VMI (it stays WaitingForSync)."""
+    rig = Rig()
+    rig.informers.migrations.store.remove("a/out")
+    await rig.ctl.sync("b/in")
+    assert _vmi_failure(rig)
+    rig.vmi(rig.api.stored(VMIS, "b/dst"))
+    rig.refresh("b/in")
+    sender = rig.api.stored(VMIMS, "a/out")
+    rig.vmim({**sender, "status": {"phase": "Failed"}})
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "Failed"
+    status = rig.api.stored(VMIS, "b/dst")["status"]
+    assert _vmi_failure(rig) == [] and status["phase"] == "WaitingForSync"
+    state = status["migrationState"]
+    assert state["failed"] and state["completed"] and state["endTimestamp"]
+    assert state["migrationUid"] == "uid-in"

@@ -4,10 +4,15 @@ target pod from the receiving VMI, handoff to its handler, then the sending side
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
-from controller.migration.decentral import PeerOutcome
-from controller.migration.decentral_receive import ReceiverInputs, plan_receiver
+from controller.migration.decentral import PairingState, PeerOutcome, SourceHalf, pair
+from controller.migration.decentral_receive import (
+    ReceiverInputs,
+    plan_receiver,
+    with_vmi_blocked,
+)
 from shared.labels import RECEIVER_ANNOTATION
 from shared.launcherpod import LauncherPod
 from shared.model import (
@@ -18,6 +23,8 @@ from shared.model import (
     VMIPhase,
 )
 from tests.unit.controller.builders import NOW, make_pod, make_vmi, vmi_dict
+
+LATER = NOW + timedelta(minutes=1)
 
 RECV_UID = "recv-mig-uid"
 P = MigrationPhase
@@ -159,8 +166,8 @@ def test_published_target_then_sender_success_ends_succeeded() -> None:
 
 def test_sender_failure_fails_and_deletes_the_target_pod() -> None:
     """The sending side failed: the receiving VMIM fails, its target pod goes, and the
-    waiting receiving VMI is told (its migrationState failed: the VMI controller fails
-    it); a VMI already told is not written again."""
+    waiting receiving VMI is told (its migrationState failed and completed with an end
+    time, as KubeVirt's: the VMI keeps waiting); a VMI already told is not written again."""
     plan = plan_receiver(
         inputs(receiver("TargetReady"), waiting_vmi(), [target_pod()], (PeerOutcome.FAILED, "x"))
     )
@@ -169,6 +176,8 @@ def test_sender_failure_fails_and_deletes_the_target_pod() -> None:
     assert plan.status.migration_state is not None
     assert plan.status.migration_state.failure_reason == "the sending side failed: x"
     assert plan.vmi_state is not None and plan.vmi_state.failed
+    assert plan.vmi_state.completed and plan.vmi_state.end_timestamp
+    assert plan.status.migration_state == plan.vmi_state
     told = waiting_vmi(state=plan.vmi_state)
     again = plan_receiver(inputs(receiver("TargetReady"), told, [], (PeerOutcome.FAILED, "x")))
     assert again.vmi_state is None
@@ -236,3 +245,53 @@ def test_waiting_for_sync_carries_kubevirts_blocked_condition() -> None:
     assert go.status.phase == P.SCHEDULING and go.status.conditions == ()
     failed = plan_receiver(inputs(waiting, waiting_vmi(), [], (PeerOutcome.FAILED, "x")))
     assert failed.status.phase == P.FAILED and failed.status.conditions == ()
+
+
+def test_the_receiving_vmi_is_blocked_while_its_vmim_waits_for_sync() -> None:
+    """The plan asks for the receiving VMI's DecentralizedLiveMigrationFailure while the
+    VMIM is WaitingForSync, for its removal once it moves on or fails, and leaves it
+    alone for a final VMIM (a newer VMIM of the VMI decides) or without a VMI."""
+    wait = plan_receiver(inputs(receiver(), waiting_vmi(), synchronized=False))
+    assert wait.vmi_blocked is True
+    go = plan_receiver(inputs(receiver("WaitingForSync"), waiting_vmi()))
+    assert go.status.phase == P.SCHEDULING and go.vmi_blocked is False
+    lost = (PeerOutcome.FAILED, "x")
+    failed = plan_receiver(inputs(receiver("WaitingForSync"), waiting_vmi(), [], lost))
+    assert failed.status.phase == P.FAILED and failed.vmi_blocked is False
+    assert plan_receiver(inputs(receiver("Failed"), waiting_vmi())).vmi_blocked is None
+    assert plan_receiver(inputs(receiver(), None)).vmi_blocked is None
+
+
+def test_the_vmi_condition_is_kubevirts_and_kept_while_blocked() -> None:
+    """with_vmi_blocked writes KubeVirt's condition (True, DecentralizedNotLiveMigratable,
+    the waiting message, no probe time), keeps it unchanged on the next sync (its
+    transition time too), and removes only it when no longer blocked."""
+    vmi = waiting_vmi(phase=VMIPhase.WAITING_FOR_SYNC)
+    blocked = with_vmi_blocked(vmi.status, blocked=True, now=NOW)
+    cond = blocked.condition("DecentralizedLiveMigrationFailure")
+    assert cond is not None and cond.is_true
+    assert cond.reason == "DecentralizedNotLiveMigratable" and cond.last_probe_time is None
+    assert cond.message == "waiting for incoming synchronization, unable to proceed"
+    assert with_vmi_blocked(blocked, blocked=True, now=LATER) is blocked
+    cleared = with_vmi_blocked(blocked, blocked=False, now=LATER)
+    assert cleared.conditions == vmi.status.conditions
+    assert with_vmi_blocked(vmi.status, blocked=False, now=NOW) is vmi.status
+
+
+def test_a_new_vmim_pair_retries_after_a_failed_one() -> None:
+    """After a failed migration the receiving VMI still waits with the old, failed
+    migrationState: a new receiving VMIM pairs with a new sender, creates its target pod
+    and hands it to the handler under its own UID (KubeVirt lets a new pair retry)."""
+    old = MigrationState(migration_uid="old-uid", failed=True, completed=True)
+    vmi = waiting_vmi(phase=VMIPhase.WAITING_FOR_SYNC, state=old)
+    source = SourceHalf(migration_id="mig-1", namespace="ns-a", vmim_name="out",
+                        vmi_name="src", vmi_uid="s", source_node="node01",
+                        source_pod="virt-launcher-src")  # fmt: skip
+    offered = pair(source, receivers=[receiver("Scheduling")], vmis=lambda _: vmi)
+    assert offered.state is PairingState.WAITING, offered.reason
+    start = plan_receiver(inputs(receiver("WaitingForSync"), vmi))
+    assert start.create_target_pod and start.status.phase == P.SCHEDULING
+    handed = plan_receiver(inputs(receiver("Scheduling"), vmi, [target_pod()]))
+    assert handed.status.phase == P.PREPARING_TARGET
+    assert handed.vmi_state is not None and handed.vmi_state.migration_uid == RECV_UID
+    assert not handed.vmi_state.failed and not handed.vmi_state.completed

@@ -97,15 +97,24 @@ def test_an_unmarked_vmi_is_not_a_receiver() -> None:
     assert dataclasses.replace(plan.status).phase is not VMIPhase.WAITING_FOR_SYNC
 
 
-def test_a_failed_migration_fails_the_receiving_vmi() -> None:
-    """The receiving VMIM wrote a failed migrationState: the VMI is Failed with reason
-    DecentralizedLiveMigrationFailure and the failure's text (not retried)."""
+def test_a_failed_migration_leaves_the_receiving_vmi_waiting() -> None:
+    """The receiving VMIM wrote a failed (and completed) migrationState, its target pod
+    gone: the VMI stays WaitingForSync, as KubeVirt's, with no launcher pod of its own,
+    no activePods, nodeName or reason, its migrationState kept (a new VMIM pair may
+    retry)."""
     raw = vmi_dict()
     raw["metadata"]["annotations"] = {RECEIVER_ANNOTATION: "true"}
-    state = MigrationState(migration_uid="recv-mig", failed=True, failure_reason="boom")
+    state = MigrationState(
+        migration_uid="recv-mig", failed=True, completed=True, failure_reason="boom"
+    )
     vmi = make_vmi(raw=raw, phase=VMIPhase.WAITING_FOR_SYNC, migration_state=state)
+    vmi = dataclasses.replace(
+        vmi, status=dataclasses.replace(vmi.status, active_pods={"gone-uid": "node-b"})
+    )
     plan = plan_vmi(vmi, [], now=NOW, unschedulable_timeout=TIMEOUT)
-    assert plan.status.phase is VMIPhase.FAILED
-    assert plan.status.reason == "DecentralizedLiveMigrationFailure"
-    sync = plan.status.condition(VMIConditionType.SYNCHRONIZED)
-    assert sync is not None and sync.message == "boom"
+    assert plan.status.phase is VMIPhase.WAITING_FOR_SYNC
+    assert not plan.create_pod and not plan.labels
+    assert dict(plan.status.active_pods) == {}
+    assert plan.status.reason is None and plan.status.node_name is None
+    assert plan.status.migration_state == state
+    assert plan.status.condition(VMIConditionType.SYNCHRONIZED) is None
