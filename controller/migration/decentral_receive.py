@@ -131,11 +131,9 @@ def with_vmi_blocked(status: VMIStatus, *, blocked: bool, now: datetime) -> VMIS
     condition (reason and message as its synchronization controller's) when `blocked`,
     without it otherwise."""
     if not blocked:
-        return (
-            status
-            if status.condition(VMI_FAILURE) is None
-            else status.without_condition(VMI_FAILURE)
-        )
+        if status.condition(VMI_FAILURE) is None:
+            return status
+        return status.without_condition(VMI_FAILURE)
     return vmi_condition(
         status,
         VMI_FAILURE,
