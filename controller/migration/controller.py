@@ -50,6 +50,7 @@ from shared.model import (
     VirtualMachineInstance,
     VirtualMachineInstanceMigration,
 )
+from shared.volumemigration import destination_claims
 
 log = structlog.get_logger("controller.migration")
 
@@ -225,10 +226,11 @@ class MigrationController(Reconciler):
         """The VMI's block-mode claims from the cache: the target pod has their devices
         (a Filesystem claim is only mounted; the target never makes a disk.img on it),
         and a volume migration's destination claims (the target makes their disk.img to
-        the claim's size: docs/volume-migration.md)."""
+        the claim's size: docs/volume-migration.md), as are a receiving VMI's claims (a
+        decentralized migration copies into them)."""
         store = self._informers.claims.store
         found = {n: store.get(f"{vmi.namespace}/{n}") for n in claim_names(vmi)}
-        moved = {v.destination_claim for v in vmi.status.migrated_volumes}
+        moved = destination_claims(vmi)
         return {n: c for n, c in found.items() if c is not None and (c.block or n in moved)}
 
     async def _apply(

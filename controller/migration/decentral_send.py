@@ -33,7 +33,9 @@ from controller.migration.decentral import (
 )
 from controller.migration.logic import WAIT_FOR_CAPACITY, MigrationPlan
 from controller.transitions import with_phases
+from shared import vmstate
 from shared.model import (
+    ConditionReason,
     MigrationPhase,
     MigrationState,
     MigrationStatus,
@@ -83,16 +85,14 @@ def _fail(m: VirtualMachineInstanceMigration, reason: str, now: datetime) -> Sen
 
 
 def stored_volumes(vmi: VirtualMachineInstance) -> list[str]:
-    """The VMI's volumes on storage of its own namespace or node (claims, DataVolumes,
-    ephemeral claims, hostDisks, memory dumps): not moved by kubevirt-py's decentralized
-    migration yet (the receiving VM's claims would have to be the copy's destination)."""
+    """The VMI's volumes on storage of its own namespace or node that have no counterpart
+    to be copied into (ephemeral claims, hostDisks, memory dumps): not moved by
+    kubevirt-py's decentralized migration. Claims and DataVolumes are copied into the
+    receiving VMI's claims of the same volume names (shared/volumemigration.py)."""
     return [
         v.name or ""
         for v in vmi.spec.volumes
-        if v.claim is not None
-        or v.ephemeral is not None
-        or v.host_disk is not None
-        or v.memory_dump is not None
+        if v.ephemeral is not None or v.host_disk is not None or v.memory_dump is not None
     ]
 
 
@@ -101,18 +101,27 @@ def _not_movable(vmi: VirtualMachineInstance) -> str | None:
     if stored := stored_volumes(vmi):
         names = ", ".join(stored)
         return (
-            f"VMI {vmi.key}: decentralized migration of volumes on claims or host disks "
-            f"({names}) is not supported by kubevirt-py"
+            f"VMI {vmi.key}: decentralized migration of ephemeral, hostDisk or memory-dump "
+            f"volumes ({names}) is not supported by kubevirt-py"
         )
     if vmi.status.phase_or_unset != VMIPhase.RUNNING:
         return ""
     migratable = vmi.status.condition(VMIConditionType.LIVE_MIGRATABLE)
     if migratable is None:
         return ""
-    if not migratable.is_true:
+    if not migratable.is_true and not _only_claims_block(vmi, migratable.reason):
         why = migratable.message or migratable.reason or "not live-migratable"
         return f"VMI {vmi.key} is not live-migratable: {why}"
     return None
+
+
+def _only_claims_block(vmi: VirtualMachineInstance, reason: str | None) -> bool:
+    """LiveMigratable is False only for claims that are not shared (ReadWriteOnce): the
+    decentralized migration copies them, as a volume migration does. The handler's
+    DisksNotLiveMigratable otherwise names a hostDisk or an ephemeral volume (refused
+    above) or the persistent-state claim (not copied: it stays refused)."""
+    disks = reason == ConditionReason.DISKS_NOT_MIGRATABLE
+    return disks and vmstate.vmi_claim(vmi) is None
 
 
 def plan_sender(

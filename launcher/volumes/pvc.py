@@ -9,7 +9,9 @@ The disk is the claim's, not the pod's: a migration target opens the same file (
 is live-migratable only on a ReadWriteMany claim) and never makes one, so it is marked
 shared and is not copied by the migration. The exception is a volume migration's
 destination claim (shared.volumemigration): the target makes its disk.img to the claim's
-size as a first start would, and the migration copies the disk into it, not shared.
+size as a first start would, and the migration copies the disk into it, not shared; so is a
+decentralized migration's receiving VMI's claim (the guest's claim disk of the same
+volume name is copied into it).
 Opened with cache=none where the filesystem takes O_DIRECT (KubeVirt's default;
 writethrough otherwise), so no host page cache holds guest writes when the other
 node's QEMU takes over."""
@@ -33,8 +35,9 @@ async def resolve(req: VolumeRequest, source: PersistentVolumeClaimSource) -> Re
     mount = req.ctx.mount_of(req.name)
     readonly = bool(source.read_only)
     device = req.ctx.block_device_of(req.name)
-    # A volume migration's destination claim, on the target: the migration copies the
-    # disk into it. (The source's own disk stays shared: it names the volumes it copies.)
+    # A volume migration's destination claim, or a receiving VMI's claim, on the target:
+    # the migration copies the disk into it. (The source's own disk stays shared: it names
+    # the volumes it copies.)
     shared = not (req.ctx.incoming and req.name in migrated_volumes(req.vmi))
     if _is_block(device):
         return ResolvedDisk(

@@ -70,3 +70,20 @@ def test_a_volume_migration_names_its_volumes_in_the_migrate_arguments() -> None
     assert MigrateArgs.from_wire(wire or {}).migrated_volumes == ("b", "data")
     with pytest.raises(InvalidArgument, match="migratedVolumes"):
         MigrateArgs.from_wire({"address": "a", "migratedVolumes": "data"})
+
+
+def test_a_decentralized_migration_names_the_claims_in_the_migrate_arguments() -> None:
+    """A source VMI handed off to another VMI (its migrationState's targetState names the
+    receiving VMI): its claim volumes reach the launcher's migrate call, to be copied
+    into the receiving VMI's claims."""
+    raw = vmi("1Gi").to_dict()
+    raw["metadata"]["namespace"] = "ns-a"
+    raw["spec"]["volumes"] = [
+        {"name": "root", "containerDisk": {"image": "x"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
+    ]
+    raw["status"] = {"migrationState": {"migrationUid": "u", "targetState": {
+        "domainName": "a", "domainNamespace": "ns-b"}}}  # fmt: skip
+    todo = SourceStep(call=Method.MIGRATE, args=MigrateArgs(address="unix:///a").to_wire())
+    wire = with_limits(todo, VirtualMachineInstance.from_dict(raw), MigrationLimits()).args
+    assert MigrateArgs.from_wire(wire or {}).migrated_volumes == ("data",)

@@ -290,6 +290,23 @@ async def test_a_volume_migration_target_makes_the_destination_disk_not_shared(
     assert (await volumes.resolve(req, migrating.spec.volumes[0].source())).shared
 
 
+async def test_a_receiving_vmis_claim_is_made_on_the_target_not_shared(tmp_path: Path) -> None:
+    """A decentralized migration's receiving VMI (annotated, WaitingForSync) on its
+    target: its claim's absent disk.img is made sparse to the claim's size and is not
+    shared (the migration copies the source's claim disk into it)."""
+    raw = _vmi(_pvc()).to_dict()
+    raw["metadata"]["annotations"] = {"kubevirt.io/decentralized-receiver": "true"}
+    raw["status"] = {"phase": "WaitingForSync"}
+    receiving = VirtualMachineInstance.from_dict(raw)
+    ctx = dataclasses.replace(_ctx(tmp_path, data=64 * MI), incoming=True)
+    mount = _mount(ctx, "data")
+    req = volumes.VolumeRequest(vmi=receiving, name="data", ctx=ctx, field="spec.volumes[0]")
+    resolved = await volumes.resolve(req, receiving.spec.volumes[0].source())
+    disk = mount / "disk.img"
+    assert (resolved.path, resolved.created, resolved.shared) == (disk, (disk,), False)
+    assert disk.stat().st_size == 64 * MI
+
+
 async def test_a_shared_host_disk_is_shared_and_never_made_on_a_target(tmp_path: Path) -> None:
     """hostDisk.shared: true → a shared disk (left in place by a migration) opened
     cache=none or writethrough as a claim's; on a migration target an absent file is

@@ -118,6 +118,26 @@ def test_refusals_fail_and_are_reported() -> None:
     assert no_pod.report == (PeerOutcome.FAILED, "the VMI's source pod is gone")
 
 
+def test_claims_not_shared_do_not_block_the_sending() -> None:
+    """LiveMigratable False for a claim that is not shared (DisksNotLiveMigratable): the
+    decentralized migration copies it, so the VMI is handed off; with a persistent-state
+    claim (not copied) the same reason still fails the VMIM."""
+    rwo = condition(
+        "LiveMigratable",
+        status="False",
+        reason="DisksNotLiveMigratable",
+        message="cannot migrate VMI: PVC c is not shared (ReadWriteOnce)",
+    )
+    handed = plan(sender(), running(conditions=(rwo,)), READY)
+    assert handed.plan.vmi_state is not None and handed.plan.status.phase == P.TARGET_READY
+    raw = vmi_dict()
+    raw["spec"]["domain"]["devices"]["tpm"] = {"persistent": True}
+    stateful = make_vmi(raw=raw, phase=VMIPhase.RUNNING, node="node01", conditions=(rwo,))
+    got = plan(sender(), stateful, READY)
+    assert got.plan.status.phase == P.FAILED and got.report is not None
+    assert "is not live-migratable: cannot migrate VMI: PVC c" in got.report[1]
+
+
 def test_follows_the_source_handler_to_success_and_ends_the_source() -> None:
     """Started → Running; completed → Succeeded, reported, the source VMI migrated away."""
     state = MigrationState(migration_uid=SEND_UID, start_timestamp="t", source_node="node01")
@@ -139,21 +159,29 @@ def test_handler_failure_fails_and_final_is_left_alone() -> None:
     assert final.plan.finalizer is False and final.report is None
 
 
-def test_a_vmi_with_claim_disks_is_refused_naming_them() -> None:
-    """A source VMI with a claim (or DataVolume) volume is not sent: the sending VMIM
-    fails at once naming the volume, before any handoff; the guest stays."""
+def test_claims_are_sent_host_disks_and_memory_dumps_refused_naming_them() -> None:
+    """A source VMI with claim and DataVolume volumes is sent (they are copied into the
+    receiving VMI's claims); one with a hostDisk or a memory dump is not: the sending VMIM
+    fails at once naming those volumes, before any handoff; the guest stays."""
     raw = vmi_dict()
     raw["spec"]["volumes"] = [
         {"name": "root", "containerDisk": {"image": "x"}},
         {"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
         {"name": "dv", "dataVolume": {"name": "d"}},
     ]
+    claims = make_vmi(raw=raw, phase=VMIPhase.RUNNING, node="node01")
+    waiting = plan_sender(sender(), claims, offer=None, source_pod="src", now=NOW)
+    assert waiting.plan.status.phase is MigrationPhase.SYNCHRONIZING
+    raw["spec"]["volumes"] += [
+        {"name": "host", "hostDisk": {"path": "/d.img", "type": "Disk"}},
+        {"name": "dump", "memoryDump": {"claimName": "m", "hotpluggable": True}},
+    ]
     vmi = make_vmi(raw=raw, phase=VMIPhase.RUNNING, node="node01")
     planned = plan_sender(sender(), vmi, offer=None, source_pod="src", now=NOW)
     assert planned.plan.status.phase is MigrationPhase.FAILED
     state = planned.plan.status.migration_state
     assert state is not None and state.failure_reason is not None
-    assert "(data, dv) is not supported by kubevirt-py" in state.failure_reason
+    assert "volumes (host, dump) is not supported by kubevirt-py" in state.failure_reason
     assert planned.plan.vmi_state is None
 
 
