@@ -18,13 +18,17 @@ from localkube.deploy import Kubectl
 from localkube.errors import LocalKubeError
 from tests.integration.realnodes.test_live_change import _patch_kv, kv_restored
 from tests.integration.realnodes.test_shared_storage import (
+    LIVE_SECTOR,
     _agent_connected,
     _guest_sh,
     _libvirt,
+    _read,
     _template,
+    _write,
 )
 from tests.integration.realnodes.test_storage import _apply, _get, _running
 from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _wait
+from tests.integration.realnodes.test_volume_migration import _claim, _volume_claim
 
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name
@@ -37,12 +41,11 @@ PROBE = (
 )
 
 
-def _vm(name: str, *, strategy: str) -> dict[str, Any]:
-    """The tiny guest on its containerDisk only (copied by the migration)."""
-    template = copy.deepcopy(_template("unused"))
+def _vm(name: str, *, strategy: str, claim: str) -> dict[str, Any]:
+    """The tiny guest on its containerDisk (copied by the migration) with `claim` as vdb
+    (volume `data`: the source's copied into the receiver's)."""
+    template = copy.deepcopy(_template(claim))
     spec = template["spec"]
-    spec["volumes"] = spec["volumes"][:1]
-    spec["domain"]["devices"]["disks"] = spec["domain"]["devices"]["disks"][:1]
     kernel = spec["domain"]["firmware"]["kernelBoot"]
     kernel["kernelArgs"] = "console=ttyS0 panic=-1 quiet"
     template["metadata"]["labels"] = {"kubevirt.io/vm": name}
@@ -76,7 +79,9 @@ def test_a_running_vm_moves_to_another_namespace(
     VMIM deleted fails, dst waiting on, told, as KubeVirt's). A sending VMIM in
     A (Synchronizing until its receiver is there) and a receiving VMIM in B with the same
     migrationID move the guest: both VMIMs Succeeded through KubeVirt's phases, the receiving VMI Running in B on its node, the guest the same (its uptime
-    went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's), the
+    went on, the marker it wrote in memory is there, its SMBIOS UUID is the source's),
+    what it wrote on its ReadWriteOnce claim in A read back from dst's claim of another
+    class in B (a storage migration into the receiving VM's own disk), the
     source VMI Succeeded and its launcher pod no longer running, VM dst took its
     restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted). A
     sendTo naming another cluster is refused first."""
@@ -96,12 +101,18 @@ def test_a_running_vm_moves_to_another_namespace(
 
 
 def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
-    _apply(k, a, _vm("src", strategy="Always"))
-    _apply(k, b, _vm("dst", strategy="WaitAsReceiver"))
+    # Each VM's own claim: a node-local ReadWriteOnce one in A (not shared: copied), a
+    # claim of another class in B (its disk.img made by the target, the copy's end).
+    _apply(k, a, _claim("dec-src", "64Mi", storage_class="local-storage"))
+    _apply(k, b, _claim("dec-dst", "1Gi", storage_class="csi-local"))
+    _apply(k, a, _vm("src", strategy="Always", claim="dec-src"))
+    _apply(k, b, _vm("dst", strategy="WaitAsReceiver", claim="dec-dst"))
     source = _running(k, a, "src")
     _agent_connected(k, a, "src")
     mark = f"KVPY-DECENTRAL {uuid.uuid4().hex[:12]}"
     _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
+    on_disk = f"KVPY-DECENTRAL-DISK {uuid.uuid4().hex[:12]}"
+    _write(cluster, source, LIVE_SECTOR, on_disk)
     before, _, smbios = _probe(cluster, source)
     uuid_before = _domain_uuid(cluster, source)
     assert smbios == uuid_before, (smbios, uuid_before)
@@ -154,6 +165,8 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     after, marker, smbios_after = _probe(cluster, moved)
     assert marker == mark and smbios_after == smbios and after > before, (after, before)
     assert _domain_uuid(cluster, moved) == uuid_before  # libvirt's domain: the same guest
+    assert _read(cluster, moved, LIVE_SECTOR) == on_disk  # copied into dst's own claim
+    assert _volume_claim(moved) == "dec-dst"
     _wait(lambda: _phase(k, a, "vmi", "src") == "Succeeded", 60, "src VMI Succeeded",
           lambda: _get(k, a, "vmi", "src").get("status"))  # fmt: skip
     _wait(lambda: not _live_launchers(k, a), 120, "src's launcher pod ended",
