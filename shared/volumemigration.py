@@ -50,8 +50,11 @@ def decentral_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
         vmi.metadata.annotations.get(RECEIVER_ANNOTATION) == "true"
         and vmi.status.phase_or_unset in _RECEIVER_WAITING
     )
-    if not (sending or receiving):
-        return frozenset()
+    return claim_volumes(vmi) if sending or receiving else frozenset()
+
+
+def claim_volumes(vmi: VirtualMachineInstance) -> frozenset[str]:
+    """The VMI's claim volumes (persistentVolumeClaim, dataVolume) in its pod, by name."""
     return frozenset(
         v.name for v in vmi.spec.volumes if v.name and v.claim is not None and not v.is_hotplug
     )

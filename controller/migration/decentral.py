@@ -35,6 +35,7 @@ from shared.model import (
     VirtualMachineInstanceMigration,
     VMIPhase,
 )
+from shared.volumemigration import claim_volumes
 
 Migration = VirtualMachineInstanceMigration
 log = structlog.get_logger("controller.migration.decentral")
@@ -66,6 +67,8 @@ class SourceHalf:
     vmi_uid: str
     source_node: str
     source_pod: str
+    # Its claim volumes, copied into the receiving VMI's claims of the same names.
+    claim_volumes: tuple[str, ...] = ()
 
     @property
     def vmi_key(self) -> str:
@@ -159,6 +162,19 @@ def _receiving_vmi_problem(vmi: VirtualMachineInstance) -> str | None:
     return None
 
 
+def _claims_differ(source: SourceHalf, vmi: VirtualMachineInstance) -> str | None:
+    """Each claim volume of the source is copied into the receiving VMI's claim of the
+    same name: both VMIs must have the same claim volumes (None: they do)."""
+    ours, theirs = set(source.claim_volumes), claim_volumes(vmi)
+    if ours == theirs:
+        return None
+    return (
+        f"the claim volumes of {source.vmi_key} ({', '.join(sorted(ours)) or 'none'}) and "
+        f"of receiving VMI {vmi.key} ({', '.join(sorted(theirs)) or 'none'}) differ: each "
+        "claim is copied into the receiving VMI's claim of the same volume name"
+    )
+
+
 def _one_receiver(source: SourceHalf, receivers: Sequence[Migration]) -> Migration | Pairing:
     """The one live receiving VMIM of the source's migrationID, or why there is none."""
     mid = source.migration_id
@@ -188,7 +204,7 @@ def pair(
     vmi = vmis(key)
     if vmi is None:
         return Pairing(state=PairingState.WAITING, reason=f"receiving VMI {key} does not exist")
-    if (problem := _receiving_vmi_problem(vmi)) is not None:
+    if (problem := _receiving_vmi_problem(vmi) or _claims_differ(source, vmi)) is not None:
         return Pairing(state=PairingState.REFUSED, reason=problem)
     target = target_half(receiver, vmi)
     if target is None:

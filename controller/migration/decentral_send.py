@@ -44,6 +44,7 @@ from shared.model import (
     VMIConditionType,
     VMIPhase,
 )
+from shared.volumemigration import claim_volumes
 
 P = MigrationPhase
 
@@ -73,6 +74,7 @@ def source_half(
         vmi_uid=vmi.uid,
         source_node=vmi.status.node_name,
         source_pod=source_pod,
+        claim_volumes=tuple(sorted(claim_volumes(vmi))),
     )
 
 

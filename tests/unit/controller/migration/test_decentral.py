@@ -116,6 +116,25 @@ def test_refuses_two_receivers_self_and_unfit_receiving_vmi() -> None:
         assert got.state == PairingState.REFUSED and words in got.reason
 
 
+def test_claim_volumes_pair_only_with_the_same_claim_volumes() -> None:
+    """Each source claim is copied into the receiving VMI's claim of the same volume
+    name: a receiving VMI with the same claim volumes pairs READY; one lacking `data` (or
+    having claims the source lacks) is REFUSED naming both sides' claim volumes."""
+    source = dataclasses.replace(SOURCE, claim_volumes=("data",))
+    raw = vmi_dict()
+    raw["metadata"]["namespace"] = "ns-b"
+    raw["spec"]["volumes"] = [{"name": "data", "dataVolume": {"name": "blank"}}]
+    same = make_vmi(raw=raw, uid="recv-vmi-uid", migration_state=PUBLISHED)
+    assert pair(source, receivers=[vmim()], vmis=lookup(same).get).state == PairingState.READY
+    bare = pair(source, receivers=[vmim()], vmis=lookup(receiving_vmi(state=PUBLISHED)).get)
+    assert bare.state == PairingState.REFUSED
+    assert bare.reason.startswith(
+        "the claim volumes of ns-a/vm1 (data) and of receiving VMI ns-b/vm1 (none) differ"
+    )
+    extra = pair(SOURCE, receivers=[vmim()], vmis=lookup(same).get)
+    assert extra.state == PairingState.REFUSED and "(none) and of receiving" in extra.reason
+
+
 def test_final_receivers_and_other_ids_are_ignored() -> None:
     """A final receiving VMIM or one for another migrationID does not pair."""
     done = VirtualMachineInstanceMigration.from_dict(

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from controller.migration.decentral import Pairing, PairingState, PeerOutcome, TargetHalf
-from controller.migration.decentral_send import SenderPlan, plan_sender
+from controller.migration.decentral_send import SenderPlan, plan_sender, source_half
 from shared.model import (
     MigrationPhase,
     MigrationState,
@@ -161,7 +161,7 @@ def test_handler_failure_fails_and_final_is_left_alone() -> None:
 
 def test_claims_are_sent_host_disks_and_memory_dumps_refused_naming_them() -> None:
     """A source VMI with claim and DataVolume volumes is sent (they are copied into the
-    receiving VMI's claims); one with a hostDisk or a memory dump is not: the sending VMIM
+    receiving VMI's claims, its half naming them); one with a hostDisk or a memory dump is not: the sending VMIM
     fails at once naming those volumes, before any handoff; the guest stays."""
     raw = vmi_dict()
     raw["spec"]["volumes"] = [
@@ -172,6 +172,8 @@ def test_claims_are_sent_host_disks_and_memory_dumps_refused_naming_them() -> No
     claims = make_vmi(raw=raw, phase=VMIPhase.RUNNING, node="node01")
     waiting = plan_sender(sender(), claims, offer=None, source_pod="src", now=NOW)
     assert waiting.plan.status.phase is MigrationPhase.SYNCHRONIZING
+    half = source_half(sender(), claims, "src")  # offered: the receiver must have them too
+    assert half is not None and half.claim_volumes == ("data", "dv")
     raw["spec"]["volumes"] += [
         {"name": "host", "hostDisk": {"path": "/d.img", "type": "Disk"}},
         {"name": "dump", "memoryDump": {"claimName": "m", "hotpluggable": True}},
