@@ -15,7 +15,7 @@ from shared.model import VirtualMachine
 from shared.model.pool import VirtualMachinePool
 from tests.unit.controller.pool.test_controller import observe_vms, rig
 from tests.unit.controller.pool.test_logic import pool_dict
-from tests.unit.controller.pool.test_preserve import owners, seed_datavolume
+from tests.unit.controller.pool.test_preserve import owners, pool_of_two
 
 HOLD = {"opportunistic": {"statePreservation": "Offline"}}
 
@@ -36,15 +36,7 @@ def delete_by_someone(api: Any, informers: Any, name: str) -> VirtualMachine:
 async def held_pool(strategy: dict[str, Any]) -> tuple[Any, Any, Any]:
     """A pool of 2 made with opportunistic Offline (p-0, p-1 held, each owning data-<n>),
     then given `strategy`."""
-    api, ctl, informers = rig(pool_dict(2, scaleInStrategy=HOLD))
-    await ctl.sync("ns/p")
-    observe_vms(api, ctl, informers)
-    for i in (0, 1):
-        seed_datavolume(api, informers, f"data-{i}", informers.vms.store.get(f"ns/p-{i}"))
-    raw = copy.deepcopy(api.stored(VMPOOLS, "ns/p"))
-    raw["spec"]["scaleInStrategy"] = strategy
-    informers.pools.store.upsert("ns/p", VirtualMachinePool.from_dict(raw))
-    return api, ctl, informers
+    return await pool_of_two(HOLD, scaleInStrategy=strategy)
 
 
 def test_only_opportunistic_offline_makes_vms_held() -> None:

@@ -33,17 +33,23 @@ def seed_datavolume(api: Any, informers: Any, name: str, vm: VirtualMachine | No
     informers.datavolumes.store.upsert(f"ns/{name}", DataVolume.from_dict(stored))
 
 
-async def two_members(strategy: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """A pool of 2 (p-0, p-1, each owning its data-<n>), then scaled to 1."""
+async def pool_of_two(strategy: dict[str, Any], **then: Any) -> tuple[Any, Any, Any]:
+    """A pool of 2 made with `strategy` (p-0, p-1, each owning its data-<n>), then its
+    spec changed by `then` in the cache."""
     api, ctl, informers = rig(pool_dict(2, scaleInStrategy=strategy))
     await ctl.sync("ns/p")
     observe_vms(api, ctl, informers)
     for i in (0, 1):
         seed_datavolume(api, informers, f"data-{i}", informers.vms.store.get(f"ns/p-{i}"))
     raw = copy.deepcopy(api.stored(VMPOOLS, "ns/p"))
-    raw["spec"]["replicas"] = 1
+    raw["spec"].update(then)
     informers.pools.store.upsert("ns/p", VirtualMachinePool.from_dict(raw))
     return api, ctl, informers
+
+
+async def two_members(strategy: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """A pool of 2 (p-0, p-1, each owning its data-<n>), then scaled to 1."""
+    return await pool_of_two(strategy, replicas=1)
 
 
 def owners(api: Any, name: str) -> list[str]:
