@@ -93,7 +93,21 @@ def _migrated(k: Kubectl, ns: str, source: str) -> dict[str, Any]:
     def phases() -> list[str]:
         return [str(m.get("status", {}).get("phase")) for m in vmims()]
 
-    _wait(lambda: phases() == ["Succeeded"], 300, "the VMIM Succeeded", phases)
+    def diagnosis() -> str:
+        """The phases, the VMI's migrationState and each handler's and launcher's last
+        migration log lines: what a migration stuck in Running was doing."""
+        state = _get(k, ns, "vmi", NAME).get("status", {}).get("migrationState")
+        lines = [f"phases {phases()}", f"migrationState {json.dumps(state)}"]
+        for where, selector in (
+            ("kubevirt", "kubevirt.io=virt-handler"),
+            (ns, "kubevirt.io=virt-launcher"),
+        ):
+            logs = k("logs", "-n", where, "-l", selector, "--all-containers", "--prefix",
+                     "--tail", "400", check=False)  # fmt: skip
+            lines += [ln[:400] for ln in str(logs).splitlines() if "migrat" in ln][-40:]
+        return "\n".join(lines)
+
+    _wait(lambda: phases() == ["Succeeded"], 300, "the VMIM Succeeded", diagnosis)
     moved: dict[str, Any] = _wait(
         lambda: (v := _get(k, ns, "vmi", NAME)).get("status", {}).get("nodeName")
         not in (None, source) and v.get("status", {}).get("phase") == "Running" and v,
