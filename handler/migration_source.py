@@ -80,12 +80,13 @@ def completion_timeout(vmi: VirtualMachineInstance, limits: MigrationLimits) -> 
 def with_limits(
     todo: SourceStep, vmi: VirtualMachineInstance, limits: MigrationLimits
 ) -> SourceStep:
-    """A migrate step carrying the bandwidth, timeout and switches in force."""
+    """A migrate step carrying the bandwidth, timeouts and switches in force."""
     args = MigrateArgs.from_wire(todo.args or {})
     limited = dataclasses.replace(
         args,
         bandwidth_mib=limits.bandwidth_mib,
         timeout_seconds=completion_timeout(vmi, limits),
+        progress_timeout_seconds=limits.progress_timeout,
         allow_auto_converge=limits.allow_auto_converge,
         allow_post_copy=limits.allow_post_copy,
         migrated_volumes=tuple(sorted(migrated_volumes(vmi))),
@@ -225,6 +226,7 @@ class OutgoingMigrations:
                 policy=state.migration_policy_name,
                 bandwidth_mib=limits.bandwidth_mib,
                 timeout_seconds=(todo.args or {}).get("timeoutSeconds"),
+                progress_timeout_seconds=limits.progress_timeout,
                 auto_converge=limits.allow_auto_converge,
                 post_copy=limits.allow_post_copy,
             )

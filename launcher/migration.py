@@ -24,6 +24,7 @@ from launcher.migration_endpoint import (
     close_endpoint,
     open_endpoint,
 )
+from launcher.migration_stall import StallWatch, stall_reason
 from launcher.virttypes import JobStats, MigrationRequest
 from shared.model import format_time, utc_now
 from shared.wire.migration import (
@@ -81,8 +82,13 @@ class SourceMigrator:
         progress_interval: float = PROGRESS_INTERVAL,
         shared_disks: Callable[[], Mapping[str, str]] = dict,
         session: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._virt = virt
+        self._clock = clock
+        # The current job's progress (progressTimeout), and its stall reason once aborted.
+        self._watch = StallWatch(timeout=None, started=clock())
+        self._stalled: str | None = None
         self._session = session
         self._shared_disks = shared_disks
         self._domain = domain
@@ -150,6 +156,8 @@ class SourceMigrator:
         endpoint = Endpoint(address=Path(args.address), session=self._session)
         request = await self._request(endpoint, args)
         self._set(replace(self.info, phase=MigrationPhase.RUNNING))
+        self._watch = StallWatch(timeout=args.progress_timeout_seconds, started=self._clock())
+        self._stalled = None
         log.info(
             "migration_started",
             target=args.address,
@@ -157,13 +165,14 @@ class SourceMigrator:
             shared_disks=list(request.shared_disks),
             bandwidth_mib=request.bandwidth_mib,
             timeout_seconds=request.timeout,
+            progress_timeout_seconds=args.progress_timeout_seconds,
             auto_converge=request.auto_converge,
             post_copy=request.post_copy,
         )
         started = time.monotonic()
         failure = await self._run_job(request)
         if failure is not None:
-            await self._after_failure(failure)
+            await self._after_failure(self._stalled or failure)
             return
         stats = await self._completed_stats()
         log.info("migration_succeeded", seconds=round(time.monotonic() - started, 3))
@@ -251,6 +260,26 @@ class SourceMigrator:
             if self.info.abort_requested:
                 # An abort that landed before QEMU began streaming was a no-op.
                 await self._virt.abort_job(self._domain)
+            else:
+                await self._abort_if_stalled(stats)
+
+    async def _abort_if_stalled(self, stats: JobStats) -> None:
+        """KubeVirt's progressTimeout: no progress for that long aborts the job, which then
+        fails with the stall as its reason (the guest stays here)."""
+        now = self._clock()
+        self._watch.saw(stats, now=now)
+        seconds = self._watch.stalled_for(now=now)
+        if seconds is None or self._stalled is not None:
+            return
+        log.warning(
+            "migration_stalled",
+            seconds=seconds,
+            progress_timeout_seconds=self._watch.timeout,
+            data_processed=stats.data_processed,
+            data_remaining=stats.data_remaining,
+        )
+        await self._virt.abort_job(self._domain)
+        self._stalled = stall_reason(seconds)
 
     async def _completed_stats(self) -> JobStats | None:
         try:

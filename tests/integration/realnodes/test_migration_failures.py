@@ -1,6 +1,7 @@
-"""Live migrations between real nodes that do not finish: cancelled while running, or
-with a target whose QEMU dies mid-migration. Either way the guest stays on the source,
-still running (the same VMI, its console ticking). While a migration runs, connections
+"""Live migrations between real nodes that do not finish: cancelled while running, with
+a target whose QEMU is frozen mid-migration (aborted after the KubeVirt CR's
+progressTimeout without progress), or with a target whose QEMU dies mid-migration. Either
+way the guest stays on the source, still running (the same VMI, its console ticking). While a migration runs, connections
 to the target handler's proxy ports without a handler certificate (plain garbage, TLS
 without a client certificate) are refused and logged, and the migration carries on.
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import ssl
+import subprocess
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -27,6 +30,7 @@ import yaml
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_migration import _last_tick
+from tests.integration.realnodes.test_shared_storage import _libvirt
 from tests.integration.realnodes.test_story import (
     REPO,
     _pod_uid,
@@ -86,8 +90,12 @@ def _running_demo(k: Kubectl, cluster: Cluster, ns: str) -> tuple[dict[str, Any]
 
 
 def _vmim(k: Kubectl, ns: str) -> dict[str, Any]:
+    """The namespace's newest VMIM ({} when none)."""
     items = json.loads(k("get", "vmim", "-n", ns, "-o", "json"))["items"]
-    return items[0] if items else {}
+    newest: dict[str, Any] = max(
+        items, key=lambda m: m["metadata"]["creationTimestamp"], default={}
+    )
+    return newest
 
 
 def _migrating(k: Kubectl, cluster: Cluster, ns: str) -> dict[str, Any]:
@@ -194,22 +202,90 @@ def _target_qemu(k: Kubectl, ns: str, vmim: dict[str, Any]) -> list[int]:
     return found
 
 
-def test_a_target_dying_mid_migration_leaves_the_guest_on_the_source(
+# The KubeVirt CR's progressTimeout while the frozen target's migration starts: long enough
+# for the target's QEMU to start (progress is counted from the job's start, as KubeVirt does).
+STALL_SECONDS = 8
+
+
+def _progress_timeout(k: Kubectl, seconds: int | None) -> None:
+    """Set (None: unset) the KubeVirt CR's migrations.progressTimeout."""
+    patch = {"spec": {"configuration": {"migrations": {"progressTimeout": seconds}}}}
+    k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p", json.dumps(patch))
+
+
+def _memory_sent(cluster: Cluster, vmi: dict[str, Any]) -> bool:
+    """The source's migration job has sent memory: the target's QEMU is set up and reads."""
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        done = subprocess.run(["virsh", "-c", uri, "domjobinfo", domain],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    sent = re.search(r"^Memory processed:\s+([\d.]+)", done.stdout, re.MULTILINE)
+    return sent is not None and float(sent.group(1)) > 0
+
+
+def _launcher_log(k: Kubectl, ns: str, pod_uid: str) -> str:
+    items = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    (name,) = [p["metadata"]["name"] for p in items if p["metadata"]["uid"] == pod_uid]
+    return k("logs", "-n", ns, name, "-c", "compute", check=False)
+
+
+def _failed(k: Kubectl, ns: str) -> dict[str, Any]:
+    failed: dict[str, Any] = _wait(
+        lambda: (m := _vmim(k, ns)).get("status", {}).get("phase") == "Failed" and m,
+        240, "the VMIM Failed", lambda: _vmim(k, ns).get("status"),
+    )  # fmt: skip
+    return failed
+
+
+def _frozen_target_stalls(k: Kubectl, cluster: Cluster, ns: str, vmi: dict[str, Any]) -> str:
+    """A migration started under progressTimeout=STALL_SECONDS whose target's QEMU is
+    SIGSTOPped once memory flows: the source launcher aborts it as stalled (the QEMU is
+    thawed then, for its libvirt to wind the migration up); the VMIM's failureReason."""
+    _progress_timeout(k, STALL_SECONDS)
+    try:
+        vmim = _migrating(k, cluster, ns)  # Running: the handler's migrate call was made
+    finally:
+        _progress_timeout(k, None)
+    _wait(partial(_memory_sent, cluster, vmi), 120, "memory on its way to the target")
+    pids = _wait(partial(_target_qemu, k, ns, vmim), 60, "the target's QEMU")
+    _, source_pod = _pod_uid(vmi)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        _wait(lambda: "migration_stalled" in _launcher_log(k, ns, source_pod), 180,
+              "the source launcher aborting the stalled migration")  # fmt: skip
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    reason: str = _failed(k, ns)["status"]["migrationState"].get("failureReason", "")
+    return reason
+
+
+def test_a_target_frozen_or_dying_mid_migration_leaves_the_guest_on_the_source(
     slow_migrations: Kubectl, real_cluster: Cluster, real_namespace: str
 ) -> None:
-    """The target's QEMU is SIGKILLed while the migration runs: the VMIM ends Failed with a
-    reason, the guest keeps running on the source (same VMI, console ticking)."""
+    """The target's QEMU is frozen (SIGSTOP) while the migration runs, under a KubeVirt CR
+    progressTimeout of STALL_SECONDS: the source launcher aborts the migration after that
+    long without progress and the VMIM ends Failed with KubeVirt's reason ("Live migration
+    stuck for N seconds and has been aborted", N at least STALL_SECONDS and well below the
+    default 150). Then a second migration's target QEMU is SIGKILLed: that VMIM ends Failed
+    with a reason too. Each time the guest keeps running on the source (same VMI, console
+    ticking)."""
     k, ns = slow_migrations, real_namespace
     vmi, tick = _running_demo(k, real_cluster, ns)
+    reason = _frozen_target_stalls(k, real_cluster, ns, vmi)
+    stuck = re.fullmatch(r"Live migration stuck for (\d+) seconds and has been aborted", reason)
+    assert stuck is not None and STALL_SECONDS <= int(stuck.group(1)) < 150, reason
+    vmi = _stays_on_source(k, real_cluster, ns, vmi, tick)
+    tick = _last_tick(real_cluster, *_pod_uid(vmi))
+
     vmim = _migrating(k, real_cluster, ns)
     pids = _wait(partial(_target_qemu, k, ns, vmim), 60, "the target's QEMU")
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    failed = _wait(
-        lambda: (m := _vmim(k, ns)).get("status", {}).get("phase") == "Failed" and m,
-        240, "the VMIM Failed", lambda: _vmim(k, ns).get("status"),
-    )  # fmt: skip
-    reason = failed["status"]["migrationState"].get("failureReason")
-    assert reason, failed["status"]
+    failed = _failed(k, ns)
+    assert failed["metadata"]["uid"] == vmim["metadata"]["uid"]
+    assert failed["status"]["migrationState"].get("failureReason"), failed["status"]
     _stays_on_source(k, real_cluster, ns, vmi, tick)

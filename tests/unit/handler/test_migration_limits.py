@@ -1,16 +1,26 @@
 """The source handler puts the migration limits in force (the KubeVirt CR's, read live)
-into the launcher's migrate call: bandwidth, completion timeout, auto-converge, post-copy."""
+into the launcher's migrate call: bandwidth, completion and progress timeouts,
+auto-converge, post-copy."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from handler.daemon import Handler
+from handler.launchers import LauncherState
 from handler.migration_source import SourceStep, completion_timeout, with_limits
 from shared.clusterconfig import MigrationLimits
-from shared.model import VirtualMachineInstance
+from shared.kube import Registry
+from shared.model import KubeVirt, MigrationState, VirtualMachineInstance
 from shared.wire.errors import InvalidArgument
 from shared.wire.launcher_api import Method
 from shared.wire.migration import MigrateArgs
+from tests.unit.handler.fakes import NODE, FakeApi
+from tests.unit.handler.test_daemon import _config
 
 
 def vmi(memory: str) -> VirtualMachineInstance:
@@ -27,6 +37,7 @@ def test_the_limits_reach_the_migrate_arguments() -> None:
     )
     args = MigrateArgs.from_wire(with_limits(todo, vmi("4Gi"), limits).args or {})
     assert (args.address, args.bandwidth_mib, args.timeout_seconds) == ("unix:///a", 16, 40)
+    assert args.progress_timeout_seconds == 150
     assert args.allow_auto_converge and not args.allow_post_copy
 
 
@@ -87,3 +98,49 @@ def test_a_decentralized_migration_names_the_claims_in_the_migrate_arguments() -
     todo = SourceStep(call=Method.MIGRATE, args=MigrateArgs(address="unix:///a").to_wire())
     wire = with_limits(todo, VirtualMachineInstance.from_dict(raw), MigrationLimits()).args
     assert MigrateArgs.from_wire(wire or {}).migrated_volumes == ("data",)
+
+
+class RecordingLauncher:
+    """A launcher that records the arguments of each call."""
+
+    state = LauncherState.CONNECTED
+    since = 0.0
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Method, Mapping[str, Any]]] = []
+
+    async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
+        self.calls.append((method, dict(args or {})))
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("migrations", "expected"),
+    [
+        pytest.param({"progressTimeout": 7}, 7, id="the-crs"),
+        pytest.param({"bandwidthPerMigration": "1Mi"}, 150, id="kubevirts-default"),
+    ],
+)
+async def test_the_handler_passes_the_kubevirt_crs_progress_timeout(
+    tmp_path: Path, migrations: dict[str, Any], expected: int
+) -> None:
+    """The source handler's migrate call carries the KubeVirt CR's
+    migrations.progressTimeout as read live (KubeVirt's 150 s when the CR leaves it
+    unset), for the launcher to abort a migration stalled that long."""
+    handler = Handler(_config(tmp_path), api=FakeApi(), registry=Registry())
+    kv = {"metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+          "spec": {"configuration": {"migrations": migrations}}}  # fmt: skip
+    handler.live.apply(KubeVirt.from_dict(kv))
+    state = MigrationState(
+        migration_uid="m1", source_node=NODE, target_node="b", target_node_address="/mig/x"
+    )
+    raw = vmi("1Gi").to_dict()
+    raw["status"] = {"nodeName": NODE, "migrationState": state.to_dict()}
+    launcher = RecordingLauncher()
+    await handler.outgoing.step(
+        VirtualMachineInstance.from_dict(raw), state, launcher, None,
+        now="2026-11-30T00:00:00Z", pods_dir=tmp_path, node=NODE,
+    )  # fmt: skip
+    ((method, args),) = launcher.calls
+    assert method is Method.MIGRATE
+    assert MigrateArgs.from_wire(args).progress_timeout_seconds == expected
