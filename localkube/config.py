@@ -34,9 +34,14 @@ class NodeKind(StrEnum):
 
 
 def read_image_list(path: Path) -> tuple[tuple[str, Path], ...]:
+    """scripts/build-images' output, saved in a file: one ``<ref> <oci archive>`` per line."""
+    return parse_image_list(path.read_text())
+
+
+def parse_image_list(text: str) -> tuple[tuple[str, Path], ...]:
     """scripts/build-images' output: one ``<ref> <oci archive>`` per line."""
     images = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if line.strip():
             ref, archive = line.split(maxsplit=1)
             images.append((ref, Path(archive)))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from localkube.cluster import Cluster
-from localkube.config import REPO, ClusterConfig, NodeKind, read_image_list
+from localkube.config import REPO, ClusterConfig, NodeKind, parse_image_list
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
 from localkube.realnode.noderes import NodeResources
@@ -86,10 +86,7 @@ def build_registry(repo: Path = REPO) -> Path:
 
 def build_images(repo: Path = REPO) -> tuple[tuple[str, Path], ...]:
     """Run scripts/build-images; the (ref, OCI archive) pairs, or ComponentFailed."""
-    out = _build(repo, "build-images", "image build")
-    listing = Path(os.environ.get("TMPDIR", "/tmp")) / f"kvpy-images-{os.getpid()}.list"
-    listing.write_text(out)
-    return read_image_list(listing)
+    return parse_image_list(_build(repo, "build-images", "image build"))
 
 
 def private_cluster_config(

@@ -239,13 +239,21 @@ def main() -> None:
         help="longest wait for the host to settle (kubelet mode: < 25%% busy before the first "
         "create; process mode: < 50%% before (b)'s second sample)",
     )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="where the daemons' and pods' logs are kept (default: a new directory under "
+        "$TMPDIR, printed at the end)",
+    )
     args = parser.parse_args()
     kind = NodeKind(args.nodes)
     print(
         f"kubevirt-py handler benchmark ({os.cpu_count()} cores, TCG guest, {args.vmis} VMIs, "
         f"{kind} nodes)"
     )
-    work = Path(tempfile.mkdtemp(prefix="bench-handler-"))
+    work = args.logs or Path(tempfile.mkdtemp(prefix="bench-handler-"))
+    work.mkdir(parents=True, exist_ok=True)
     if kind == NodeKind.KUBELET:
         run_real_nodes(args, work)
     else:

@@ -101,6 +101,8 @@ def run_bench(
     if cluster is not None:  # the session's cluster of that kind, up (and deployed: REAL)
         request.getfixturevalue(cluster)
         argv = [*argv, "--session", str(os.getpid())]
+    if bench == "bench-handler":  # its logs in the test's own dir, not left in $TMPDIR
+        argv = [*argv, "--logs", str(request.getfixturevalue("tmp_path"))]
     began = time.monotonic()
     done = subprocess.run(
         [str(REPO / "scripts" / bench), *argv],
