@@ -9,6 +9,7 @@ loop revisits it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ class DomainCache:
     def __init__(self, *, on_change: OnChange) -> None:
         self._records: dict[str, DomainRecord] = {}
         self._generations: dict[str, int] = {}
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._on_change = on_change
         self.events = 0
 
@@ -55,11 +57,31 @@ class DomainCache:
         """Bumped by every pushed event for this uid (see `apply_reply`)."""
         return self._generations.get(uid, 0)
 
+    def next_event(self, uid: str) -> asyncio.Future[None]:
+        """Done when the next pushed event for `uid` arrives (cancel it to stop waiting):
+        lets a launcher call that may hang (the guest agent of a guest just paused) give
+        way to what the event says."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(uid, set())
+        waiters.add(waiter)
+        waiter.add_done_callback(lambda w: self._unwait(uid, w))
+        return waiter
+
+    def _unwait(self, uid: str, waiter: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(uid)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[uid]
+
     def apply_event(self, event: DomainEvent) -> None:
         """Record a pushed event and announce the VMI."""
         uid = event.domain.vmi_uid
         self.events += 1
         self._generations[uid] = self.generation(uid) + 1
+        for waiter in list(self._waiters.get(uid, ())):
+            if not waiter.done():
+                waiter.set_result(None)
         record = DomainRecord(
             status=event.domain, source=event.reason, deleted=event.type is EventType.DELETED
         )

@@ -10,6 +10,7 @@ that, and a settled guest costs one agent call per interval. The OS facts are re
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import structlog
@@ -57,3 +58,28 @@ class GuestFacts:
         settled_at = now if due or self.settled_at is None else self.settled_at
         self.settled_at = settled_at
         return max(0.0, settled_at + refresh_every - now)
+
+
+async def refresh_unless_interrupted(
+    facts: GuestFacts,
+    launcher: LauncherPort,
+    *,
+    interrupt: asyncio.Future[None],
+    now: float,
+    retry: float,
+    refresh_every: float,
+) -> float:
+    """`facts.refresh`, given up (its launcher call cancelled) as soon as `interrupt` is
+    done: a domain event came, and what it says (a guest just paused, whose agent will not
+    answer until its call times out) is written now instead of after the agent's timeout.
+    The facts keep what they had; the seconds until the next visit: `retry`."""
+    async with asyncio.TaskGroup() as tg:
+        asking = tg.create_task(
+            facts.refresh(launcher, now=now, retry=retry, refresh_every=refresh_every)
+        )
+        interrupt.add_done_callback(lambda _: asking.cancel())
+        asking.add_done_callback(lambda _: interrupt.cancel())
+    if asking.cancelled():
+        log.info("guest_info_interrupted")
+        return retry
+    return asking.result()

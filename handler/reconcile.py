@@ -20,7 +20,7 @@ import structlog
 from handler import commands, hotresources, linkstate, nichotplug, vsock
 from handler.domains import DomainRecord
 from handler.errors import Superseded, SyncError
-from handler.guest import GuestFacts
+from handler.guest import GuestFacts, refresh_unless_interrupted
 from handler.launchers import (
     LauncherState,
     launcher_socket,
@@ -237,8 +237,10 @@ class Reconciler:
             return  # (and the Paused write waits on no launcher call; Resumed asks again)
         local.guest = local.guest or GuestFacts()
         step.revisit.append(
-            await local.guest.refresh(
+            await refresh_unless_interrupted(
+                local.guest,
                 step.launcher,
+                interrupt=self._d.domains.next_event(step.vmi.uid),
                 now=self._d.clock(),
                 retry=self._o.guest_info_retry,
                 refresh_every=self._o.guest_interfaces_refresh,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from pathlib import Path
@@ -330,6 +331,34 @@ async def test_paused_guest_is_written_without_asking_its_agent() -> None:
     rig.push(dataclasses.replace(paused, state=DomainState.RUNNING, reason="Unpaused"))
     await rig.process(key)
     assert launcher.count(Method.GET_INTERFACES) == asked + 1
+
+
+async def test_a_hanging_agent_call_gives_way_to_the_next_domain_event() -> None:
+    """A reconcile waiting on the guest agent (a guest paused just after the call went out
+    answers only at the agent's timeout) gives the call up when the launcher pushes a
+    domain event: it ends at once, and the next reconcile writes Paused. Nothing is left
+    waiting on the domain cache."""
+    rig = Rig()
+    key = await running(rig)
+    launcher = rig.launcher(key)
+    assert launcher.domain is not None
+    agent = dataclasses.replace(launcher.domain, agent_connected=True)
+    rig.push(agent, "AgentConnected")
+    launcher.hang.add(Method.GET_INTERFACES)
+    asking = asyncio.create_task(rig.process(key))
+    for _ in range(100):  # until the reconcile is in the agent call
+        if launcher.count(Method.GET_INTERFACES):
+            break
+        await asyncio.sleep(0)
+    assert launcher.count(Method.GET_INTERFACES) == 1
+    rig.push(dataclasses.replace(agent, state=DomainState.PAUSED, reason="User"))
+    async with asyncio.timeout(5):
+        await asking
+    rig.informer_sync()
+    vmi = await rig.process(key)
+    assert cond(rig, key, VMIConditionType.PAUSED) == (ConditionStatus.TRUE, "PausedByUser")
+    assert vmi.status.phase is VMIPhase.RUNNING
+    assert not rig.domains._waiters
 
 
 async def test_pod_termination_stops_the_guest_and_succeeds() -> None:
