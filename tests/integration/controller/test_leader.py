@@ -33,8 +33,9 @@ async def pod_creates(proc: ControllerProcess) -> float:
 async def test_failover_between_two_replicas(
     kube: KubeClient, ns: str, kubevirt_cluster: Cluster, tmp_path: Path
 ) -> None:
-    """One of two replicas leads; SIGKILL it and the other takes over (6 s lease) and
-    schedules new VMIs; SIGTERM releases the Lease so a fresh replica takes over."""
+    """One of two replicas leads and only it queues keys (the standby's VMI queue counts no
+    add); SIGKILL it and the other takes over (6 s lease) and schedules new VMIs; SIGTERM
+    releases the Lease so a fresh replica takes over."""
     a = ControllerProcess(kubevirt_cluster, ns, tmp_path / "a.log", identity="replica-a")
     b = ControllerProcess(kubevirt_cluster, ns, tmp_path / "b.log", identity="replica-b")
     c = ControllerProcess(kubevirt_cluster, ns, tmp_path / "c.log", identity="replica-c")
@@ -49,6 +50,9 @@ async def test_failover_between_two_replicas(
         await wait_phase(kube, ns, "before", "Scheduled")
         assert await pod_creates(standby) == 0
         assert await pod_creates(leader) == 1
+        vmi_queue = {"name": "virt-controller-vmi"}
+        assert await standby.metric("kubevirt_workqueue_adds_total", **vmi_queue) == 0
+        assert await leader.metric("kubevirt_workqueue_adds_total", **vmi_queue) >= 1
 
         assert await leader.stop(signal.SIGKILL) == -signal.SIGKILL
         await wait_for(standby.is_leader, bool, what="standby takes over", timeout=60)
