@@ -19,8 +19,9 @@ from shared.kube import (
 )
 from shared.labels import CREATED_BY_LABEL
 from tests.unit.controller.builders import pod_dict, vmi_dict
-from tests.unit.controller.churn import ControllerRig, vm_dict
+from tests.unit.controller.churn import ControllerRig, WatchedApi, vm_dict
 from tests.unit.controller.kubevirt.test_controller import kubevirt
+from tests.unit.leakcheck import grown, sizes
 
 POD = "virt-launcher-a-abcde"
 
@@ -93,6 +94,34 @@ async def test_a_standby_queues_nothing_while_its_caches_follow_the_cluster() ->
         assert (len(loop.queue), loop.queue.pending_delayed()) == (0, 0), loop.queue.name
         assert _adds(rig, loop) == 0, loop.queue.name
     assert not rig.ctl.leading.is_set()
+
+
+async def _vmi_lived_and_went(rig: ControllerRig, name: str, uid: str) -> None:
+    """A VMI as another leader runs it, seen by the standby: created, its pod made and
+    running, the VMI running, then pod and VMI deleted."""
+    api, pod = rig.api, f"virt-launcher-{name}-abcde"
+    raw = vmi_dict(name)
+    raw["metadata"]["uid"] = uid
+    await api.create(VMIS, raw, namespace="ns")
+    await api.create(PODS, pod_dict(pod, uid=f"pod-{uid}", vmi_uid=uid), namespace="ns")
+    running = {"spec": {"nodeName": "node01"}, "status": {"phase": "Running"}}
+    await api.patch(PODS, pod, running, namespace="ns")
+    await api.patch(
+        VMIS, name, {"status": {"phase": "Running"}}, namespace="ns", subresource="status"
+    )
+    await api.delete(PODS, pod, namespace="ns")
+    await api.delete(VMIS, name, namespace="ns")
+
+
+async def test_a_standby_keeps_nothing_per_vmi_gone() -> None:
+    """The soak's finding: after a warm-up VMI, five more live and go while the controller
+    stands by, and no table its object graph reaches (queues included) holds more."""
+    rig = ControllerRig(standby=True)
+    await _vmi_lived_and_went(rig, "warm", _uid(100))
+    before = sizes(rig.ctl, skip=(WatchedApi,))
+    for i in range(1, 6):
+        await _vmi_lived_and_went(rig, f"vmi{i}", _uid(100 + i))
+    assert grown(before, sizes(rig.ctl, skip=(WatchedApi,))) == {}
 
 
 async def test_a_standby_handlers_still_apply_the_kubevirt_configuration() -> None:
