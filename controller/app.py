@@ -4,9 +4,18 @@
     /healthz /readyz /metrics                          ├─ one TaskGroup
     leader election → while leading: the work queues' workers ┘
 
-A standby keeps its caches synced and its queues filling; on election its workers drain
-them at once. Losing the Lease ends the daemon (LeadershipLost), as KubeVirt's does: the
-Deployment restarts it as a standby.
+A standby keeps its caches synced (virt-api's admission and subresources and the live
+KubeVirt configuration read them; the handlers' side tables, bounded by the caches, stay
+fed) but fills no work queue: every queue is gated by `leading`, so a standby holds no key,
+no delayed requeue and no backoff, whatever churns while it stands by. On election
+`open_queues` sets `leading` and re-delivers every cached object to the handlers
+(`Informer.resync`: an update with old is new), so each loop queues what it would for a
+change and nothing that changed while standing by is missed; then its workers start. An
+object deleted while standing by is not queued: no loop's sync of a gone key acts beyond
+its own tables, except what the resync reaches through an object still cached (a gone
+VMI's PodDisruptionBudget through the budget informer, a held VM of a gone pool through
+the VM informer). Losing the Lease ends the daemon (LeadershipLost, exit 1), as KubeVirt's
+does: the Deployment restarts it as a standby, so the queues never close again.
 """
 
 from __future__ import annotations
@@ -66,6 +75,8 @@ class Controller:
     ) -> None:
         self.config = config
         self.registry = registry
+        # Set once elected (open_queues); every loop's queue ignores keys until then.
+        self.leading = asyncio.Event()
         vmi_recent: Recent[VirtualMachineInstance] = Recent()
         self.informers: Informers = build_informers(
             client,
@@ -87,6 +98,7 @@ class Controller:
             vmi_recent=vmi_recent,
             vmi_writer=StatusWriter(client, VMIS, model=VirtualMachineInstance, registry=registry),
             recorder=self.recorder,
+            leading=self.leading,
         )
         self.loops: Loops = build_loops(config, deps, registry, self.live)
         self.loops.register(self.informers)
@@ -146,8 +158,19 @@ class Controller:
                 tg.create_task(informer.run(), name=f"informer-{informer.name}")
             tg.create_task(self.elector.run(self._lead), name="leader-election")
 
+    def open_queues(self) -> int:
+        """Elected: the queues accept keys from now on, and every cached object is
+        re-delivered to the handlers, which queue its keys as for a change (each key once:
+        the queues dedupe). No await between the two, so no event falls in a gap; objects
+        the informers deliver later are queued by their own events. Returns the keys queued."""
+        self.leading.set()
+        for informer in self.informers.all():
+            informer.resync()
+        return sum(len(loop.queue) for loop, _ in self.loops.workers(self.config.workers))
+
     async def _lead(self) -> None:
         log.info("leading", identity=self.config.leader.identity)
+        log.info("queues_resynced", keys=self.open_queues())
         await wait_for_sync(*self.informers.all(), timeout=SYNC_TIMEOUT)
         workers = self.config.workers
         loops = self.loops

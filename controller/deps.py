@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from controller.informers import Informers
 from controller.recent import Recent
 from shared.kube import DiscardRecorder, KubeClient, Recorder, StatusWriter
+from shared.kube.workqueue import Gate
 from shared.model import Clock, VirtualMachineInstance
 
 
@@ -30,3 +31,6 @@ class Deps:
     # VMI status writes made by loops other than the VMI controller's own.
     vmi_writer: StatusWriter[VirtualMachineInstance]
     recorder: Recorder = field(default_factory=DiscardRecorder)
+    # Set when this replica is elected: until then the loops' queues ignore every key (a
+    # standby fills none; controller.app re-queues the caches at election). None: ungated.
+    leading: Gate | None = None

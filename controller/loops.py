@@ -204,8 +204,10 @@ def build_loops(config: Config, deps: Deps, registry: Registry, live: LiveConfig
     )
 
 
-def _queue(name: str, registry: Registry) -> WorkQueue:
-    return WorkQueue(QueueConfig(name=f"virt-controller-{name}"), registry=registry)
+def _queue(name: str, deps: Deps, registry: Registry) -> WorkQueue:
+    """A loop's queue, gated by `deps.leading` (a standby's queues stay empty)."""
+    config = QueueConfig(name=f"virt-controller-{name}")
+    return WorkQueue(config, registry=registry, gate=deps.leading)
 
 
 def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> RunPath:
@@ -221,7 +223,7 @@ def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
         vmi=_vmi(config, deps, registry, templates=templates),
         vm=VMController(
             deps,
-            queue=_queue("vm", registry),
+            queue=_queue("vm", deps, registry),
             expectations=Expectations(),
             writer=StatusWriter(client, VMS, model=VirtualMachine, registry=registry),
             timing=config.timing,
@@ -230,7 +232,7 @@ def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
         ),
         migration=MigrationController(
             deps,
-            queue=_queue("migration", registry),
+            queue=_queue("migration", deps, registry),
             pods=PodWriter(client, Expectations(), deps.recorder),
             writer=StatusWriter(
                 client, VMIMS, model=VirtualMachineInstanceMigration, registry=registry
@@ -240,17 +242,17 @@ def _run_path(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
         ),
         kubevirt=KubeVirtController(
             deps,
-            queue=_queue("kubevirt", registry),
+            queue=_queue("kubevirt", deps, registry),
             live=live,
             writer=StatusWriter(client, KUBEVIRTS, model=KubeVirt, registry=registry),
         ),
         workload=_workload(config, deps, registry, live),
-        node=NodeController(deps, queue=_queue("node", registry), timing=config.timing),
+        node=NodeController(deps, queue=_queue("node", deps, registry), timing=config.timing),
         budgets=DisruptionBudgetController(
-            deps, queue=_queue("disruption-budget", registry), config=migrations
+            deps, queue=_queue("disruption-budget", deps, registry), config=migrations
         ),
         evacuation=EvacuationController(
-            deps, queue=_queue("evacuation", registry), config=migrations
+            deps, queue=_queue("evacuation", deps, registry), config=migrations
         ),
     )
 
@@ -263,52 +265,52 @@ def _families(config: Config, deps: Deps, registry: Registry, live: LiveConfig) 
     return Families(
         replicaset=ReplicaSetController(
             deps,
-            queue=_queue("replicaset", registry),
+            queue=_queue("replicaset", deps, registry),
             expectations=Expectations(),
             writer=writer(VMIRSS, model=VirtualMachineInstanceReplicaSet),
             timing=config.timing,
         ),
         pool=PoolController(
             deps,
-            queue=_queue("pool", registry),
+            queue=_queue("pool", deps, registry),
             expectations=Expectations(),
             writer=writer(VMPOOLS, model=VirtualMachinePool),
         ),
         datavolume=DataVolumeController(
             deps,
-            queue=_queue("datavolume", registry),
+            queue=_queue("datavolume", deps, registry),
             writer=writer(DATAVOLUMES, model=DataVolume),
             worker=WorkerImage(image=image, pull_policy=pull),
         ),
         uploadclaim=UploadClaimController(
             deps,
-            queue=_queue("uploadclaim", registry),
+            queue=_queue("uploadclaim", deps, registry),
             worker=WorkerImage(image=image, pull_policy=pull),
         ),
         export=ExportController(
             deps,
-            queue=_queue("export", registry),
+            queue=_queue("export", deps, registry),
             writer=writer(VMEXPORTS, model=VirtualMachineExport),
             exporter=ExporterImage(image=image, pull_policy=pull),
         ),
         snapshot=SnapshotController(
             deps,
-            queue=_queue("vmsnapshot", registry),
+            queue=_queue("vmsnapshot", deps, registry),
             writer=writer(VMSNAPSHOTS, model=VirtualMachineSnapshot),
         ),
         restore=RestoreController(
             deps,
-            queue=_queue("vmrestore", registry),
+            queue=_queue("vmrestore", deps, registry),
             writer=writer(VMRESTORES, model=VirtualMachineRestore),
         ),
         clone=CloneController(
             deps,
-            queue=_queue("vmclone", registry),
+            queue=_queue("vmclone", deps, registry),
             writer=writer(VMCLONES, model=VirtualMachineClone),
         ),
         backup=BackupController(
             deps,
-            queue=_queue("vmbackup", registry),
+            queue=_queue("vmbackup", deps, registry),
             writer=writer(VMBACKUPS, model=VirtualMachineBackup),
             target=TargetImage(image=image, pull_policy=pull),
             cluster=live.current,
@@ -321,7 +323,7 @@ def _vmi(
 ) -> VMIController:
     return VMIController(
         deps,
-        queue=_queue("vmi", registry),
+        queue=_queue("vmi", deps, registry),
         pods=PodWriter(deps.client, Expectations(), deps.recorder),
         # One attempt: a Conflict re-plans the sync from fresh state (KubeVirt's way).
         writer=StatusWriter(
@@ -340,7 +342,7 @@ def _vmi(
 def _workload(config: Config, deps: Deps, registry: Registry, live: LiveConfig) -> WorkloadUpdater:
     return WorkloadUpdater(
         deps,
-        queue=_queue("workload-update", registry),
+        queue=_queue("workload-update", deps, registry),
         image=lambda: config.template.launcher_image,
         cluster=live.current,
         outdated=registry.gauge(

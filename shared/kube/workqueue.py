@@ -8,6 +8,9 @@ Invariants:
 - `add_after` keeps only the earliest pending delay per key.
 - `shut_down()` stops accepting keys and cancels pending delays; workers keep draining
   what is already queued, then `run_workers` returns.
+- A gated queue (`gate`: the controller's "this replica leads" event) ignores every add,
+  delayed add and rate-limited add while its gate is not set: a standby keeps no keys, no
+  timers and no backoff (the controller re-queues every cached object when it is elected).
 
 Delays use injected `Timers` (the running loop's `call_later` by default), so no task is
 spawned per delayed key and tests can fire timers by hand.
@@ -42,6 +45,12 @@ class Timers(Protocol):
     """Schedules a plain callback after a delay (no task per timer)."""
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class Gate(Protocol):
+    """Whether a gated queue accepts keys now (`asyncio.Event` is one)."""
+
+    def is_set(self) -> bool: ...
 
 
 class LoopTimers:
@@ -108,8 +117,10 @@ class WorkQueue:
         registry: Registry,
         clock: MonotonicClock = time.monotonic,
         timers: Timers | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.name = config.name
+        self._gate = gate
         self._clock = clock
         self._timers: Timers = timers or LoopTimers()
         self._backoff = ItemBackoff(config.retry)
@@ -126,9 +137,14 @@ class WorkQueue:
 
     # ---- adding -------------------------------------------------------------------------
 
+    @property
+    def accepting(self) -> bool:
+        """False after shut_down and while the gate (if any) is not set."""
+        return not self._shutting_down and (self._gate is None or self._gate.is_set())
+
     def add(self, key: str) -> None:
-        """Queue `key` unless it is already queued; ignored after shut_down."""
-        if self._shutting_down:
+        """Queue `key` unless it is already queued; ignored unless `accepting`."""
+        if not self.accepting:
             return
         if key in self._dirty:
             return
@@ -141,7 +157,7 @@ class WorkQueue:
 
     def add_after(self, key: str, delay: float) -> None:
         """Queue `key` after `delay` seconds; an earlier pending delay for it wins."""
-        if self._shutting_down:
+        if not self.accepting:
             return
         if delay <= 0:
             self.add(key)
@@ -157,7 +173,7 @@ class WorkQueue:
 
     def add_rate_limited(self, key: str) -> None:
         """Queue `key` after its per-key backoff (which grows until `forget`)."""
-        if self._shutting_down:
+        if not self.accepting:
             return
         self._m.retries.inc()
         self.add_after(key, self._backoff.when(key))

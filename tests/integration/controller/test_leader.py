@@ -15,6 +15,7 @@ from tests.integration.controller.harness import (
     ControllerProcess,
     create_vmi,
     launcher_pods,
+    scrape_metric,
     vmi_body,
     wait_phase,
 )
@@ -26,6 +27,12 @@ async def leaders(*procs: ControllerProcess) -> list[ControllerProcess]:
     return [p for p in procs if await p.is_leader()]
 
 
+async def vmi_queue_adds(proc: ControllerProcess) -> float:
+    """Keys its VMI queue took (the label is `name`, so not through `metric`)."""
+    labels = {"name": "virt-controller-vmi"}
+    return await scrape_metric(proc.port, "kubevirt_workqueue_adds_total", labels)
+
+
 async def pod_creates(proc: ControllerProcess) -> float:
     return await proc.metric("kubevirt_rest_client_requests_total", resource="pods", verb="create")
 
@@ -33,8 +40,9 @@ async def pod_creates(proc: ControllerProcess) -> float:
 async def test_failover_between_two_replicas(
     kube: KubeClient, ns: str, kubevirt_cluster: Cluster, tmp_path: Path
 ) -> None:
-    """One of two replicas leads; SIGKILL it and the other takes over (6 s lease) and
-    schedules new VMIs; SIGTERM releases the Lease so a fresh replica takes over."""
+    """One of two replicas leads and only it queues keys (the standby's VMI queue counts no
+    add); SIGKILL it and the other takes over (6 s lease) and schedules new VMIs; SIGTERM
+    releases the Lease so a fresh replica takes over."""
     a = ControllerProcess(kubevirt_cluster, ns, tmp_path / "a.log", identity="replica-a")
     b = ControllerProcess(kubevirt_cluster, ns, tmp_path / "b.log", identity="replica-b")
     c = ControllerProcess(kubevirt_cluster, ns, tmp_path / "c.log", identity="replica-c")
@@ -49,6 +57,8 @@ async def test_failover_between_two_replicas(
         await wait_phase(kube, ns, "before", "Scheduled")
         assert await pod_creates(standby) == 0
         assert await pod_creates(leader) == 1
+        assert await vmi_queue_adds(standby) == 0
+        assert await vmi_queue_adds(leader) >= 1
 
         assert await leader.stop(signal.SIGKILL) == -signal.SIGKILL
         await wait_for(standby.is_leader, bool, what="standby takes over", timeout=60)

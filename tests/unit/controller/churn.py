@@ -122,9 +122,10 @@ def _plural_of(obj: Mapping[str, Any]) -> str:
 
 class ControllerRig:
     """The whole controller (controller.app.Controller) over a WatchedApi, workers run by
-    hand; delayed requeues fire on a hand-moved clock."""
+    hand; delayed requeues fire on a hand-moved clock. It leads from the start unless
+    `standby` (then `ctl.open_queues()` is its election)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, standby: bool = False) -> None:
         self.api = WatchedApi()
         self.registry = Registry()
         self.ctl = Controller(Config(namespace="ns"), cast(KubeClient, self.api), self.registry)
@@ -134,6 +135,8 @@ class ControllerRig:
             loop.queue._timers = self.timers  # no real timers: `later` fires them
         inf = self.ctl.informers
         self.api.informers = {VMIS.plural: inf.vmis, PODS.plural: inf.pods, VMS.plural: inf.vms}
+        if not standby:
+            self.ctl.open_queues()
 
     async def settle(self) -> None:
         """Run every queued key through its loop until no queue has work, then write the

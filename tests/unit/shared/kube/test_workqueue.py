@@ -288,3 +288,30 @@ async def test_run_workers_needs_a_worker() -> None:
 
     with pytest.raises(ValueError, match="at least one worker"):
         await queue.run_workers(0, process)
+
+
+async def test_a_closed_gate_drops_adds_delays_and_retries() -> None:
+    """While its gate is not set a gated queue keeps nothing: no key, no timer, no backoff,
+    no add counted; once set it queues as an ungated queue does."""
+    registry = Registry()
+    clock = FakeClock()
+    timers = FakeTimers(clock)
+    gate = asyncio.Event()
+    queue = WorkQueue(QueueConfig("vmi"), registry=registry, clock=clock, timers=timers, gate=gate)
+    queue.add("ns/a")
+    queue.add_after("ns/b", 5.0)
+    queue.add_rate_limited("ns/c")
+    assert not queue.accepting
+    assert (len(queue), queue.pending_delayed(), timers.pending()) == (0, 0, [])
+    assert queue.num_requeues("ns/c") == 0
+    adds = registry.get("kubevirt_workqueue_adds_total")
+    assert isinstance(adds, Counter)
+    assert adds.labels("vmi").value == 0
+
+    gate.set()
+    queue.add("ns/a")
+    queue.add_after("ns/b", 5.0)
+    assert queue.accepting
+    assert (len(queue), queue.pending_delayed()) == (1, 1)
+    timers.advance(5.0)
+    assert [await queue.get(), await queue.get()] == ["ns/a", "ns/b"]
