@@ -57,10 +57,10 @@ class DomainCache:
         """Bumped by every pushed event for this uid (see `apply_reply`)."""
         return self._generations.get(uid, 0)
 
-    def next_event(self, uid: str) -> asyncio.Future[None]:
-        """Done when the next pushed event for `uid` arrives (cancel it to stop waiting):
-        lets a launcher call that may hang (the guest agent of a guest just paused) give
-        way to what the event says."""
+    def next_state_change(self, uid: str) -> asyncio.Future[None]:
+        """Done when a pushed event changes the state of `uid`'s domain (paused, shut off,
+        gone...; cancel it to stop waiting): lets a launcher call that may hang (the guest
+        agent of a guest just paused) give way to what the event says."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._waiters.setdefault(uid, set())
         waiters.add(waiter)
@@ -79,9 +79,11 @@ class DomainCache:
         uid = event.domain.vmi_uid
         self.events += 1
         self._generations[uid] = self.generation(uid) + 1
-        for waiter in list(self._waiters.get(uid, ())):
-            if not waiter.done():
-                waiter.set_result(None)
+        old = self._records.get(uid)
+        if old is None or old.status.state != event.domain.state or event.type is EventType.DELETED:
+            for waiter in list(self._waiters.get(uid, ())):
+                if not waiter.done():
+                    waiter.set_result(None)
         record = DomainRecord(
             status=event.domain, source=event.reason, deleted=event.type is EventType.DELETED
         )

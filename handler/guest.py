@@ -70,8 +70,8 @@ async def refresh_unless_interrupted(
     refresh_every: float,
 ) -> float:
     """`facts.refresh`, given up (its launcher call cancelled) as soon as `interrupt` is
-    done: a domain event came, and what it says (a guest just paused, whose agent will not
-    answer until its call times out) is written now instead of after the agent's timeout.
+    done: the domain's state changed, and what it says (a guest just paused, whose agent
+    will not answer until its call times out) is written now, not after that timeout.
     The facts keep what they had; the seconds until the next visit: `retry`."""
     async with asyncio.TaskGroup() as tg:
         asking = tg.create_task(

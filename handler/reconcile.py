@@ -240,7 +240,7 @@ class Reconciler:
             await refresh_unless_interrupted(
                 local.guest,
                 step.launcher,
-                interrupt=self._d.domains.next_event(step.vmi.uid),
+                interrupt=self._d.domains.next_state_change(step.vmi.uid),
                 now=self._d.clock(),
                 retry=self._o.guest_info_retry,
                 refresh_every=self._o.guest_interfaces_refresh,
