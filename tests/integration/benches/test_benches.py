@@ -20,7 +20,9 @@ docs/performance.md has the dated table.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,13 +103,20 @@ def run_bench(
     if cluster is not None:  # the session's cluster of that kind, up (and deployed: REAL)
         request.getfixturevalue(cluster)
         argv = [*argv, "--session", str(os.getpid())]
-    if bench == "bench-handler":  # its logs in the test's own dir, not left in $TMPDIR
-        argv = [*argv, "--logs", str(request.getfixturevalue("tmp_path"))]
+    # bench-handler's logs (and its bare launchers' sockets: a short path) in a dir removed
+    # afterwards, not left in $TMPDIR.
+    logs = Path(tempfile.mkdtemp(prefix="bench-handler-")) if bench == "bench-handler" else None
+    if logs is not None:
+        argv = [*argv, "--logs", str(logs)]
     began = time.monotonic()
-    done = subprocess.run(
-        [str(REPO / "scripts" / bench), *argv],
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [str(REPO / "scripts" / bench), *argv],
+            capture_output=True, text=True, timeout=1800, check=False,
+        )  # fmt: skip
+    finally:
+        if logs is not None:
+            shutil.rmtree(logs, ignore_errors=True)
     print(f"{bench} {' '.join(argv)}: {time.monotonic() - began:.0f} s")
     out = done.stdout
     assert done.returncode == 0, (
