@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +99,11 @@ def run_real_nodes(args: argparse.Namespace, work: Path) -> None:
     began = time.monotonic()
     measured: list[Cluster] = []
     try:
-        with real_cluster(args.session, certs=work / "certs") as (cluster, kubectl):
+        # The cluster's keys only while it runs (the logs stay in `work` for the reader).
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-certs-") as certs,
+            real_cluster(args.session, certs=Path(certs)) as (cluster, kubectl),
+        ):
             if args.cpu_allocation_ratio is not None:
                 set_ratio(kubectl, args.cpu_allocation_ratio)
             print(f"    (images, cluster and deployment ready in {time.monotonic() - began:.0f} s)")

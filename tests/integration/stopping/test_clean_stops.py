@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -136,9 +137,22 @@ def _child_of(pid: int) -> int | None:
 
 def test_bench_handler_killed_by_timeout_leaves_nothing(bin_dir: Path) -> None:
     """`timeout 30 scripts/bench-handler` (real nodes): the benchmark's private cluster,
-    started within those 30 s, is gone 30 s after `timeout` ended it."""
+    started within those 30 s, is gone 30 s after `timeout` ended it, and so are its
+    certificates and keys (its logs dir keeps only logs)."""
     script = REPO / "scripts" / "bench-handler"
-    proc = subprocess.Popen(["timeout", str(BENCH_TIMEOUT), str(script), "--vmis", "2"])
+    logs = Path(tempfile.mkdtemp(prefix="bench-handler-"))
+    try:
+        _bench_killed(bin_dir, [str(script), "--vmis", "2", "--logs", str(logs)])
+        keys = sorted(str(p) for p in logs.rglob("*") if p.suffix in (".key", ".crt"))
+        assert keys == [], f"the benchmark left its keys behind: {keys}"
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def _bench_killed(bin_dir: Path, argv: list[str]) -> None:
+    """Run `argv` under `timeout 30`: it had started its cluster when killed, and its
+    footprint is gone within AFTER_TIMEOUT."""
+    proc = subprocess.Popen(["timeout", str(BENCH_TIMEOUT), *argv])
     _poll("the benchmark's process", lambda: _child_of(proc.pid) is not None, proc)
     bench = _child_of(proc.pid)
     assert bench is not None
