@@ -5,8 +5,8 @@
     leader election → while leading: the work queues' workers ┘
 
 A standby keeps its caches synced (virt-api's admission and subresources and the live
-KubeVirt configuration read them; the handlers' side tables, bounded by the caches, stay
-fed) but fills no work queue: every queue is gated by `leading`, so a standby holds no key,
+KubeVirt configuration read them; the event handlers' side tables, bounded by the caches,
+stay fed) but fills no work queue: every queue is gated by `leading`, so a standby holds no key,
 no delayed requeue and no backoff, whatever churns while it stands by. On election
 `open_queues` sets `leading` and re-delivers every cached object to the handlers
 (`Informer.resync`: an update with old is new), so each loop queues what it would for a
