@@ -3,7 +3,9 @@ with a claim only when the claim is ReadWriteMany (shared storage, never copied)
 claim makes it LiveMigratable=False (DisksNotLiveMigratable) and its VMIM fails.
 
 The shared claim is on the cluster's `shared-storage` class: ReadWriteMany local PVs on one
-host directory every node mounts, the stand-in for NFS (localkube/realnode/storage.py).
+host directory every node mounts, the stand-in for NFS (localkube/realnode/storage.py). The
+same VM has a hostDisk marked `shared: true` in that directory too: a path every node sees,
+migrated the same way (left in place, opened by the target).
 Data is written and read inside the guest through its agent (`guest-exec`, with the guest's
 page cache dropped before each read, so what is read comes from the disk)."""
 
@@ -15,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from localkube.realnode.storage import SHARED_SUBDIR
 from tests.integration.realnodes.test_migration import _last_tick, _private
 from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
 from tests.integration.realnodes.test_story import _pod_uid, _virtctl, _wait
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.cluster
 IMAGE = "registry.local/kubevirt-py/tiny-guest:v1"
 LIVE_SECTOR = 8  # the data written while running lives at 4 KiB (the boot counter at 0)
 MOVED_SECTOR = 16  # and what the target writes after the migration at 8 KiB
+HOST_DISK = "shared-hd"  # the VM's hostDisk volume (shared: true), vdc in the guest
 
 
 def _claim(name: str, *, mode: str, storage_class: str | None) -> dict[str, Any]:
@@ -77,6 +82,36 @@ def _template(claim: str) -> dict[str, Any]:
     }
 
 
+def _with_shared_host_disk(template: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The template with a hostDisk at `path` (shared: true; made at the first start) as vdc."""
+    spec = template["spec"]
+    spec["domain"]["devices"]["disks"].append({"name": HOST_DISK, "disk": {"bus": "virtio"}})
+    source = {"path": str(path), "type": "DiskOrCreate", "capacity": "16Mi", "shared": True}
+    spec["volumes"].append({"name": HOST_DISK, "hostDisk": source})
+    return template
+
+
+def _host_disk_xml(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
+    """The shared hostDisk's <disk> in the domain the VMI's launcher runs now."""
+    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
+    with _libvirt(cluster, vmi) as uri:
+        done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    disks = ET.fromstring(done.stdout).iterfind("devices/disk")
+    (disk,) = [d for d in disks if d.find(f"alias[@name='ua-{HOST_DISK}']") is not None]
+    return disk
+
+
+def _assert_shared_host_disk(disk: ET.Element) -> None:
+    """A raw file opened with cache none (the disk's file system, ext4, has O_DIRECT)."""
+    driver, source, target = disk.find("driver"), disk.find("source"), disk.find("target")
+    assert driver is not None and source is not None and target is not None
+    assert (driver.get("type"), driver.get("cache")) == ("raw", "none"), ET.tostring(disk)
+    assert target.get("dev") == "vdc", ET.tostring(disk)
+    assert (source.get("file") or "").endswith(f"/{HOST_DISK}/disk.img"), ET.tostring(disk)
+
+
 @contextmanager
 def _libvirt(cluster: Cluster, vmi: dict[str, Any]) -> Iterator[str]:
     """A libvirt URI for the VMI's launcher's own daemon (its socket in the pod's private
@@ -117,16 +152,18 @@ def _guest_sh(cluster: Cluster, vmi: dict[str, Any], script: str) -> str:
     return base64.b64decode(status.get("out-data", "")).decode()
 
 
-def _write(cluster: Cluster, vmi: dict[str, Any], sector: int, text: str) -> None:
-    script = f"printf '{text}\\n' | dd of=/dev/vdb bs=512 seek={sector} conv=notrunc,fsync"
+def _write(
+    cluster: Cluster, vmi: dict[str, Any], sector: int, text: str, *, dev: str = "vdb"
+) -> None:
+    script = f"printf '{text}\\n' | dd of=/dev/{dev} bs=512 seek={sector} conv=notrunc,fsync"
     _guest_sh(cluster, vmi, script)
 
 
-def _read(cluster: Cluster, vmi: dict[str, Any], sector: int) -> str:
-    """The first line at `sector` of vdb as the guest reads it from the disk."""
+def _read(cluster: Cluster, vmi: dict[str, Any], sector: int, *, dev: str = "vdb") -> str:
+    """The first line at `sector` of `dev` as the guest reads it from the disk."""
     script = (
         "sync; echo 3 >/proc/sys/vm/drop_caches; "
-        f"dd if=/dev/vdb bs=512 skip={sector} count=1 2>/dev/null | tr -d '\\000' | head -n 1"
+        f"dd if=/dev/{dev} bs=512 skip={sector} count=1 2>/dev/null | tr -d '\\000' | head -n 1"
     )
     return _guest_sh(cluster, vmi, script).strip()
 
@@ -158,16 +195,23 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     migration through the proxy (console ticking on), the source copied only the
     containerDisk overlay and left the claim's disk to the target, which opened the very
     same disk.img; what the target writes lands in that file, and both survive a VM restart
-    (the boot counter goes on from 1)."""
+    (the boot counter goes on from 1). Its hostDisk with `shared: true` (vdc, a file in the
+    directory every node sees) goes the same way: made at the first start, opened raw with
+    cache none on both nodes, not copied by the migration; the target reads what the source
+    wrote, and both sides' writes are in the one file on the host, read again after a
+    restart."""
     k, ns, kubeconfig = real_stack, real_namespace, real_cluster.kubeconfig
     _apply(k, ns, _claim("shared", mode="ReadWriteMany", storage_class="shared-storage"))
+    host_disk = real_cluster.config.nodes_dir / SHARED_SUBDIR / f"hostdisk-{ns}" / "disk.img"
+    template = _with_shared_host_disk(_template("shared"), host_disk)
     vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
           "metadata": {"name": "shared"},
-          "spec": {"runStrategy": "Always", "template": _template("shared")}}  # fmt: skip
+          "spec": {"runStrategy": "Always", "template": template}}  # fmt: skip
     _apply(k, ns, vm)
     first = _running(k, ns, "shared")
     assert _disk_lines(real_cluster, first, 1) == ["KUBEVIRT-PY-DISK vdb ro=0 found=0 wrote=1"]
-    info = first["status"]["volumeStatus"][-1]["persistentVolumeClaimInfo"]
+    (data,) = [v for v in first["status"]["volumeStatus"] if v["name"] == "data"]
+    info = data["persistentVolumeClaimInfo"]
     assert (info["claimName"], info["accessModes"]) == ("shared", ["ReadWriteMany"])
     _wait(lambda: any(c["type"] == "LiveMigratable" and c["status"] == "True"
                       for c in _get(k, ns, "vmi", "shared")["status"].get("conditions", [])),
@@ -175,6 +219,8 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     _agent_connected(k, ns, "shared")
     live = f"KVPY-LIVE {uuid.uuid4().hex[:12]}"
     _write(real_cluster, first, LIVE_SECTOR, live)
+    _write(real_cluster, first, LIVE_SECTOR, f"{live} vdc", dev="vdc")
+    _assert_shared_host_disk(_host_disk_xml(real_cluster, first))
     source, source_pod = _pod_uid(first)
     source_name = _pod_name(k, ns, source_pod)
     before = _last_tick(real_cluster, source, source_pod)
@@ -187,11 +233,17 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     _wait(lambda: _last_tick(real_cluster, target, target_pod) > before, 120,
           "ticks continue on the target's console")  # fmt: skip
     assert _read(real_cluster, moved, LIVE_SECTOR) == live
+    assert _read(real_cluster, moved, LIVE_SECTOR, dev="vdc") == f"{live} vdc"
+    _assert_shared_host_disk(_host_disk_xml(real_cluster, moved))
     after = f"KVPY-MOVED {uuid.uuid4().hex[:12]}"
     _write(real_cluster, moved, MOVED_SECTOR, after)
+    _write(real_cluster, moved, MOVED_SECTOR, f"{after} vdc", dev="vdc")
 
     started = _launcher_log_event(k, ns, source_name, "migration_started")
-    assert (started["disks"], started["shared_disks"]) == (["vda"], ["vdb"]), started
+    assert (started["disks"], started["shared_disks"]) == (["vda"], ["vdb", "vdc"]), started
+    on_host = host_disk.read_bytes()  # the one file both nodes opened, left in place
+    assert on_host[LIVE_SECTOR * 512 :].startswith(f"{live} vdc\n".encode())
+    assert on_host[MOVED_SECTOR * 512 :].startswith(f"{after} vdc\n".encode())
     claim = _get(k, ns, "pvc", "shared")
     pv = _get(k, ns, "pv", claim["spec"]["volumeName"])
     disk = (Path(pv["spec"]["local"]["path"]) / "disk.img").read_bytes()
@@ -206,6 +258,7 @@ def test_vm_on_a_read_write_many_claim_live_migrates_and_keeps_its_data(
     _agent_connected(k, ns, "shared")
     assert _read(real_cluster, second, LIVE_SECTOR) == live
     assert _read(real_cluster, second, MOVED_SECTOR) == after
+    assert _read(real_cluster, second, MOVED_SECTOR, dev="vdc") == f"{after} vdc"
 
 
 def _moved(k: Kubectl, ns: str, name: str, source: str) -> dict[str, Any]:
