@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from shared.model._codec import Model, json_name
 from shared.model.enums import MigrationAbortStatus, MigrationMode, MigrationPhase
-from shared.model.kubevirt import MigrationConfiguration
 from shared.model.meta import PhaseTransition, _Condition
+from shared.model.migrationconfig import MigrationConfiguration
 from shared.model.objects import KubeObject
 
 
