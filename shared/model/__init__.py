@@ -81,12 +81,11 @@ if TYPE_CHECKING:
     )
     from shared.model.migration import (
         MigrationCondition,
-        MigrationSideState,
         MigrationSpec,
-        MigrationState,
         MigrationStatus,
         VirtualMachineInstanceMigration,
     )
+    from shared.model.migrationstate import MigrationSideState, MigrationState
     from shared.model.objects import KubeObject
     from shared.model.replicaset import (
         ReplicaSetCondition,
@@ -154,10 +153,8 @@ _EXPORTS = {  # submodule: its names, space-separated
         "Clock ObjectMeta OwnerReference PhaseTransition VMCondition VMICondition "
         "format_time now_rfc3339 parse_time utc_now"
     ),
-    "migration": (
-        "MigrationCondition MigrationSideState MigrationSpec MigrationState "
-        "MigrationStatus VirtualMachineInstanceMigration"
-    ),
+    "migration": "MigrationCondition MigrationSpec MigrationStatus VirtualMachineInstanceMigration",
+    "migrationstate": "MigrationSideState MigrationState",
     "objects": "KubeObject",
     "replicaset": (
         "ReplicaSetCondition ReplicaSetConditionType ReplicaSetSpec ReplicaSetStatus "

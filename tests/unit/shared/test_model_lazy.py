@@ -53,8 +53,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_the_launcher_loads_no_vm_pool_or_instancetype_model() -> None:
     """Importing everything a Sync needs (launcher.serve) and validating a VMI loads
-    neither the VM, the pool, the instance type and preference, the KubeVirt CR nor their
-    validation, nor the zone database (a clock's timezone loads it when validated)."""
+    neither the VM, the pool, the instance type and preference, the KubeVirt CR, the VMIM
+    nor their validation, nor the zone database (a clock's timezone loads it when
+    validated)."""
     code = (
         "import sys\n"
         "import launcher.serve\n"
@@ -62,7 +63,7 @@ def test_the_launcher_loads_no_vm_pool_or_instancetype_model() -> None:
         "from shared.model import VirtualMachineInstance\n"
         "heavy = [m for m in ('shared.model.vm', 'shared.model.replicaset',"
         " 'shared.model.instancetype', 'shared.model.preference', 'shared.model.pool',"
-        " 'shared.model.kubevirt', 'zoneinfo')"
+        " 'shared.model.kubevirt', 'shared.model.migration', 'zoneinfo')"
         " if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
