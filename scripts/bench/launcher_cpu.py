@@ -5,10 +5,13 @@ host moves the figures little) at the launcher's marks: the interpreter's start,
 path's imports (``launcher.main``, what spawning libvirtd needs), the rest of the launcher
 (``launcher.serve``), then a Sync of the tiny guest's VMI through the real DomainManager
 (parse, validate, plan, domain XML, config drive) against a fake libvirt, twice (the second
-Sync is the status-only path), with bytecode cached as in the image. Prints the median of each step over the rounds, ms of CPU.
+Sync is the status-only path), with bytecode cached as in the image. Prints the median of
+each step over the rounds, ms of CPU.
 
-    python scripts/bench/launcher_cpu.py [--rounds 7] [--profile out.prof]
+    python scripts/bench/launcher_cpu.py [--rounds 7] [--profile out.prof] [--against DIR]
 
+``--against`` measures another tree too (e.g. ``git archive main`` unpacked), its rounds
+interleaved with this tree's.
 ``--profile`` runs one more round under cProfile and writes its stats there (imports and
 the first Sync), printing the top functions by cumulative time.
 """
