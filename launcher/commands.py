@@ -7,21 +7,14 @@ from typing import Any
 
 import structlog
 
-from launcher.backup import Backups
 from launcher.errors import CommandError
-from launcher.expand import DiskExpander
 from launcher.guest import filesystems, guest_exec, guest_info, interfaces, users
 from launcher.hotplug import Hotplug
-from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager
 from launcher.memorydump import MemoryDumps
 from launcher.migration import Migrations
-from launcher.nichotplug import NicHotplug
 from launcher.portforward import PortForwards
-from launcher.resources import Resources
-from shared.wire.backup import BackupBeginArgs
 from shared.wire.domain import DomainStatus
-from shared.wire.expand import ExpandDisksArgs
 from shared.wire.launcher_api import (
     AttachVolumeArgs,
     DetachVolumeArgs,
@@ -32,11 +25,8 @@ from shared.wire.launcher_api import (
     NoArgs,
     SyncArgs,
 )
-from shared.wire.links import LinkStatesArgs
 from shared.wire.memorydump import MemoryDumpArgs
 from shared.wire.migration import MigrateArgs
-from shared.wire.nics import SyncInterfacesArgs
-from shared.wire.resources import HotplugResourcesArgs
 from shared.wire.server import RpcServer
 from shared.wire.stats import DomainStats
 
@@ -154,19 +144,12 @@ def register(
     hotplug: Hotplug,
     *,
     forwards: PortForwards | None = None,
-    expander: DiskExpander | None = None,
-    resources: Resources | None = None,
-    links: LinkStates | None = None,
-    backups: Backups | None = None,
     dumps: MemoryDumps | None = None,
-    nics: NicHotplug | None = None,
 ) -> None:
     """Register every command of the tables against ``manager``, ``migrations`` and
     ``hotplug``; with ``forwards``, ForwardPort too, and each Sync applies the listed
-    forwards; with ``expander``, ExpandDisks; with ``resources``, HotplugResources (CPU and
-    memory hotplug); with ``links``, SetLinkStates (live interface links); with ``backups``,
-    BackupBegin/BackupStatus; with ``dumps``, MemoryDump; with ``nics``, SyncInterfaces
-    (NIC hotplug)."""
+    forwards; with ``dumps``, MemoryDump. The commands no start needs (disk expansion,
+    resource and NIC hotplug, link states, backups) are launcher.ondemand's."""
     for method, op in COMMANDS.items():
         if forwards is not None and method is Method.SYNC:
             continue  # registered with the forwards below
@@ -189,30 +172,8 @@ def register(
             return await hop(hotplug, args)
 
         server.register(str(method), hhandler)
-    if expander is not None:
-        _register_expand(server, expander)
-    if resources is not None:
-        _register_resources(server, resources)
-    if links is not None:
-        _register_links(server, links)
-    if backups is not None:
-        _register_backups(server, backups)
     if dumps is not None:
         _register_dumps(server, dumps)
-    if nics is not None:
-        _register_nics(server, nics)
-
-
-def _register_backups(server: RpcServer, backups: Backups) -> None:
-    async def begin(args: Mapping[str, Any]) -> Any:
-        return (await backups.begin(BackupBeginArgs.from_wire(args))).to_wire()
-
-    async def status(args: Mapping[str, Any]) -> Any:
-        NoArgs.from_wire(args)
-        return (await backups.status()).to_wire()
-
-    server.register(str(Method.BACKUP_BEGIN), begin)
-    server.register(str(Method.BACKUP_STATUS), status)
 
 
 def _register_dumps(server: RpcServer, dumps: MemoryDumps) -> None:
@@ -220,34 +181,6 @@ def _register_dumps(server: RpcServer, dumps: MemoryDumps) -> None:
         return dumps.request(MemoryDumpArgs.from_wire(args)).to_wire()
 
     server.register(str(Method.MEMORY_DUMP), memory_dump)
-
-
-def _register_nics(server: RpcServer, nics: NicHotplug) -> None:
-    async def sync_interfaces(args: Mapping[str, Any]) -> Any:
-        return (await nics.sync(SyncInterfacesArgs.from_wire(args))).to_wire()
-
-    server.register(str(Method.SYNC_INTERFACES), sync_interfaces)
-
-
-def _register_links(server: RpcServer, links: LinkStates) -> None:
-    async def set_link_states(args: Mapping[str, Any]) -> Any:
-        return await links.apply(LinkStatesArgs.from_wire(args))
-
-    server.register(str(Method.SET_LINK_STATES), set_link_states)
-
-
-def _register_expand(server: RpcServer, expander: DiskExpander) -> None:
-    async def expand_disks(args: Mapping[str, Any]) -> Any:
-        return (await expander.expand(ExpandDisksArgs.from_wire(args))).to_wire()
-
-    server.register(str(Method.EXPAND_DISKS), expand_disks)
-
-
-def _register_resources(server: RpcServer, resources: Resources) -> None:
-    async def hotplug_resources(args: Mapping[str, Any]) -> Any:
-        return (await resources.apply(HotplugResourcesArgs.from_wire(args))).to_wire()
-
-    server.register(str(Method.HOTPLUG_RESOURCES), hotplug_resources)
 
 
 def _register_forwards(server: RpcServer, manager: DomainManager, forwards: PortForwards) -> None:

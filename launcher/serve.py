@@ -20,25 +20,21 @@ import structlog
 from launcher import cmdsocket
 from launcher import commands as launcher_commands
 from launcher import podnet as launcher_podnet
-from launcher.backup import Backups
 from launcher.cmdsocket import CommandSocket
 from launcher.config import Config, VirtType
 from launcher.daemonpaths import DaemonPaths
 from launcher.disks import DiskContext
 from launcher.errors import DaemonDied
-from launcher.expand import DiskExpander
 from launcher.hotplug import Hotplug, HotplugConfig
 from launcher.libvirtd import LibvirtDaemon
-from launcher.linkstate import LinkStates
 from launcher.manager import DomainManager, Identity
 from launcher.memorydump import MemoryDumpConfig, MemoryDumps
 from launcher.migration import EndpointConfig, Migrations, SourceMigrator
 from launcher.migration_endpoint import LINK_ROOT
-from launcher.nichotplug import NicConfig, NicHotplug
 from launcher.notifier import Notifier
+from launcher.ondemand import OnDemandCommands
 from launcher.plan import HostPaths
 from launcher.portforward import PortForwards
-from launcher.resources import Resources
 from launcher.virt import Virt
 from shared import podlayout, podnet
 from shared.daemon import Shutdown
@@ -133,19 +129,13 @@ async def _serve(
         vmi=lambda: manager.vmi,
         wired=lambda: launcher_podnet.masquerade_wired(network_file),
     )
-    expander = DiskExpander(virt=virt, domain=lambda: manager.identity.domain)
-    resources = Resources(virt=virt, domain=lambda: manager.identity.domain)
-    links = LinkStates(virt=virt, domain=lambda: manager.identity.domain)
-    backups = Backups(virt=virt, domain=lambda: manager.identity.domain)
     dumps = MemoryDumps(
         virt=virt, domain=lambda: manager.identity.domain, config=MemoryDumpConfig()
     )
-    nics = NicHotplug(virt=virt, domain=lambda: manager.identity.domain,
-                      config=NicConfig(network_file=network_file))  # fmt: skip
-    launcher_commands.register(
-        server, manager, migrations, hotplug, forwards=forwards, expander=expander,
-        resources=resources, links=links, backups=backups, dumps=dumps, nics=nics,
-    )  # fmt: skip
+    launcher_commands.register(server, manager, migrations, hotplug, forwards=forwards, dumps=dumps)
+    OnDemandCommands(
+        virt=virt, domain=lambda: manager.identity.domain, network_file=network_file
+    ).register(server)
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(cmdsocket.watch(commands.serving), name="command-server")

@@ -25,7 +25,8 @@ from shared.cpulabels import DEFAULT_OBSOLETE_MODELS
 from shared.kube.informer import Handlers
 from shared.model import EvictionStrategy, FieldError, InvalidObject, QuantityError
 from shared.model._validate_common import DNS1123_SUBDOMAIN
-from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration, MigrationConfiguration
+from shared.model.kubevirt import KubeVirt, KubeVirtConfiguration
+from shared.model.migrationconfig import MigrationConfiguration
 from shared.model.quantity import MI, parse_bytes
 from shared.seccompconfig import localhost_profile
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from shared.clusterconfig import InvalidKubeVirt, MigrationLimits, resolve_migrations
 from shared.model import FieldError
-from shared.model.kubevirt import MigrationConfiguration
+from shared.model.migrationconfig import MigrationConfiguration
 from shared.model.migrationpolicy import MigrationPolicy
 
 

@@ -9,12 +9,15 @@ wrong first."""
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
 from shared.labels import RESTORE_RUN_STRATEGY_ANNOTATION
 from shared.model._validate_common import DNS1123_SUBDOMAIN, Errors
 from shared.model.enums import RunStrategy
 from shared.model.meta import ObjectMeta
-from shared.model.migration import MigrationSpec
+
+if TYPE_CHECKING:  # annotations only: a VMI's validation (the launcher's) loads no VMIM model
+    from shared.model.migration import MigrationSpec
 
 MAX_PORT = 65535
 # KubeVirt's ValidatingAdmissionPolicy message for a VMIM that is both halves.

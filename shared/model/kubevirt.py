@@ -15,6 +15,7 @@ from typing import ClassVar
 from shared.model._codec import Model, json_name
 from shared.model.binding import NetworkConfiguration
 from shared.model.meta import VMCondition
+from shared.model.migrationconfig import MigrationConfiguration
 from shared.model.objects import KubeObject
 from shared.model.selector import LabelSelector
 
@@ -29,24 +30,6 @@ class DeveloperConfiguration(Model):
     use_emulation: bool | None = None
     cpu_allocation_ratio: int | None = None
     memory_overcommit: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MigrationConfiguration(Model):
-    """spec.configuration.migrations (bandwidthPerMigration is a quantity, e.g. "64Mi")."""
-
-    parallel_migrations_per_cluster: int | None = None
-    parallel_outbound_migrations_per_node: int | None = None
-    bandwidth_per_migration: str | None = None
-    completion_timeout_per_gi_b: int | None = field(
-        default=None, metadata=json_name("completionTimeoutPerGiB")
-    )
-    progress_timeout: int | None = None
-    allow_auto_converge: bool | None = None
-    allow_post_copy: bool | None = None
-    # A NetworkAttachmentDefinition in the KubeVirt CR's namespace: the handlers' migration
-    # proxies use its interface (`migration0`) instead of the pod network (shared/mignet.py).
-    network: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

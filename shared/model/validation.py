@@ -8,6 +8,8 @@ domain XML builder escapes everything regardless.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shared.model._validate_common import (
     Errors,
     ValidationLimits,
@@ -38,9 +40,11 @@ from shared.model._validate_probes import validate_probes
 from shared.model._validate_volumes import INTERFACE_MODELS, validate_networks, validate_volumes
 from shared.model.errors import FieldError, InvalidMigration, InvalidVM, InvalidVMI
 from shared.model.meta import ObjectMeta
-from shared.model.migration import VirtualMachineInstanceMigration
-from shared.model.vm import VirtualMachine
 from shared.model.vmi import VirtualMachineInstance, VMISpec
+
+if TYPE_CHECKING:  # annotations only: a VMI's validation (the launcher's) loads no VM model
+    from shared.model.migration import VirtualMachineInstanceMigration
+    from shared.model.vm import VirtualMachine
 
 __all__ = [
     "DISK_BUSES",

@@ -18,7 +18,7 @@ from shared.model.enums import (
     VMIPhase,
 )
 from shared.model.meta import ConditionsMixin, PhaseTransition, VMICondition
-from shared.model.migration import MigrationState
+from shared.model.migrationstate import MigrationState
 from shared.model.objects import KubeObject
 from shared.model.probes import Probe
 from shared.model.scheduling import (

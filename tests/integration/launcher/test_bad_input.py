@@ -162,3 +162,17 @@ def test_launcher_reports_libvirt_start_failure() -> None:
     assert code == 2
     last = launcher.logs().strip().splitlines()[-1]
     assert last.startswith("virt-launcher-py: libvirtd exited"), last
+
+
+async def test_a_command_loaded_on_demand_answers_from_its_group(idle: Launcher) -> None:
+    """The commands no start needs (launcher.ondemand) are listed by ``info`` from the
+    start, and the first of them loads its group on a real launcher: BackupStatus with no
+    backup started is refused with the backups' typed error; the launcher serves on."""
+    async with RpcClient.connect(idle.socket) as client:
+        info = await client.call("info", {}, tier=Tier.SHORT)
+    assert {str(Method.BACKUP_BEGIN), str(Method.SYNC_INTERFACES)} <= set(info["methods"])
+    with pytest.raises(CommandFailed) as failed:
+        await call(idle, Method.BACKUP_STATUS)
+    assert failed.value.code == "libvirt_error", failed.value
+    assert "no backup was started" in failed.value.message
+    assert await call(idle, Method.PING) == "pong"
