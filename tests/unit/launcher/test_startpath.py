@@ -10,23 +10,19 @@ from pathlib import Path
 import pytest
 
 from launcher.cmdsocket import import_off_loop
+from tests.unit.importcheck import loaded_by
 
 
 def test_the_start_path_imports_nothing_heavy() -> None:
     """Importing launcher.main (all it needs to start libvirtd) loads neither the model,
     the domain XML builder, libvirt-python nor the wire client: those load while the
     daemon starts (launcher.serve)."""
-    code = (
-        "import sys\n"
-        "import launcher.main\n"
-        "heavy = [m for m in ('shared.model', 'launcher.manager', 'launcher.domxml', 'libvirt',"
-        " 'launcher.serve', 'shared.wire.client', 'shared.wire.server') if m in sys.modules]\n"
-        "print('HEAVY', heavy)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    assert "HEAVY []" in out, out
+    heavy = (
+        "shared.model", "launcher.manager", "launcher.domxml", "libvirt", "launcher.serve",
+        "shared.wire.client", "shared.wire.server",
+    )  # fmt: skip
+    loaded, out = loaded_by("import launcher.main", heavy)
+    assert loaded == [], out
 
 
 def test_the_launcher_loads_yaml_only_for_cloud_init_keys() -> None:
