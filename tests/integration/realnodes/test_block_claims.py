@@ -8,7 +8,6 @@ Block claim is then hotplugged into that running VMI."""
 from __future__ import annotations
 
 import json
-import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_shared_storage import _libvirt, _template
+from tests.integration.realnodes.test_shared_storage import _domain_xml, _template
 from tests.integration.realnodes.test_storage import _apply, _disk_lines, _get, _running
 from tests.integration.realnodes.test_story import _serial, _virtctl, _wait
 
@@ -31,12 +30,8 @@ def _vmi(name: str, node: str) -> dict[str, Any]:
 
 
 def _domain_disks(cluster: Cluster, vmi: dict[str, Any]) -> dict[str, ET.Element]:
-    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
-    with _libvirt(cluster, vmi) as uri:
-        done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    disks = ET.fromstring(done.stdout).iter("disk")
+    """The domain's disks by target name."""
+    disks = _domain_xml(cluster, vmi).iter("disk")
     return {d.find("target").get("dev", ""): d for d in disks}  # type: ignore[union-attr]
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -23,7 +22,7 @@ from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from tests.integration.realnodes.test_multus import _apply, _bridge_nad, _secondary_vmi
 from tests.integration.realnodes.test_network import _guest_says, _running_vmi
-from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh, _libvirt
+from tests.integration.realnodes.test_shared_storage import _agent_connected, _domain_xml, _guest_sh
 from tests.integration.realnodes.test_story import _wait
 
 pytestmark = pytest.mark.cluster
@@ -74,15 +73,6 @@ def _vm(nad: str) -> dict[str, Any]:
     spec = _vmi(nad)["spec"]
     return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": NAME},
             "spec": {"runStrategy": "Always", "template": {"metadata": {}, "spec": spec}}}  # fmt: skip
-
-
-def _domain(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
-    domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
-    with _libvirt(cluster, vmi) as uri:
-        done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return ET.fromstring(done.stdout)
 
 
 def _by_alias(root: ET.Element, tag: str) -> dict[str, ET.Element]:
@@ -160,7 +150,7 @@ def test_a_q35_guest_runs_with_every_disk_and_interface_option(
     _apply(k, ns, claim, _bridge_nad("opts-net", f"{address}/25"), _vm("opts-net"))
     vmi = _running_vmi(k, ns, NAME)
     assert vmi["spec"]["domain"]["machine"]["type"] == "q35"
-    root = _domain(real_cluster, vmi)
+    root = _domain_xml(real_cluster, vmi)
     assert "q35" in (_attrs(root.find("os/type"))["machine"])
     ports = [c for c in root.iterfind("devices/controller") if c.get("model") == "pcie-root-port"]
     used = {

@@ -23,9 +23,8 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_disk_nic_options import _domain
 from tests.integration.realnodes.test_node_labels import _unschedulable
-from tests.integration.realnodes.test_shared_storage import _agent_connected, _guest_sh
+from tests.integration.realnodes.test_shared_storage import _agent_connected, _domain_xml, _guest_sh
 from tests.integration.realnodes.test_storage import _apply, _running
 from tests.integration.realnodes.test_story import REPO, _wait
 
@@ -189,7 +188,7 @@ def test_autoattach_vsock_gets_a_node_cid_or_names_the_missing_device(
         running = _running(k, ns, "vsock")
         cid = running["status"]["VSOCKCID"]
         assert cid >= 3
-        vsock = _domain(real_cluster, running).find("devices/vsock/cid")
+        vsock = _domain_xml(real_cluster, running).find("devices/vsock/cid")
         assert vsock is not None and vsock.get("address") == str(cid)
         return
     cond = _wait(lambda: _unschedulable(k, ns, "vsock"), 120, "vsock VMI Unschedulable")

@@ -91,14 +91,19 @@ def _with_shared_host_disk(template: dict[str, Any], path: Path) -> dict[str, An
     return template
 
 
-def _host_disk_xml(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
-    """The shared hostDisk's <disk> in the domain the VMI's launcher runs now."""
+def _domain_xml(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
+    """The domain the VMI's launcher runs now, as libvirt dumps it."""
     domain = f"{vmi['metadata']['namespace']}_{vmi['metadata']['name']}"
     with _libvirt(cluster, vmi) as uri:
         done = subprocess.run(["virsh", "-c", uri, "dumpxml", domain],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    disks = ET.fromstring(done.stdout).iterfind("devices/disk")
+    return ET.fromstring(done.stdout)
+
+
+def _host_disk_xml(cluster: Cluster, vmi: dict[str, Any]) -> ET.Element:
+    """The shared hostDisk's <disk> in the domain the VMI's launcher runs now."""
+    disks = _domain_xml(cluster, vmi).iterfind("devices/disk")
     (disk,) = [d for d in disks if d.find(f"alias[@name='ua-{HOST_DISK}']") is not None]
     return disk
 
