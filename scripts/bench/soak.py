@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -226,6 +227,8 @@ def main() -> None:
         print(f"soak {stopped} after {len(samples)} samples (the verdict above covers only "
               "them); its cluster is gone", file=sys.stderr)  # fmt: skip
         raise SystemExit(128 + stopped.signum) from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the deployment's certificates and keys
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -156,11 +157,15 @@ def test_launcher_reports_libvirt_start_failure() -> None:
     """When libvirtd cannot start, the launcher exits non-zero with a one-line reason."""
     root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
     launcher = Launcher(root=root, vmi=tiny_vmi(), extra_args=("--libvirtd", "/bin/false"))
-    launcher.start(wait_ready=False)
-    assert launcher.process is not None
-    code = launcher.process.wait(30)
+    try:
+        launcher.start(wait_ready=False)
+        assert launcher.process is not None
+        code = launcher.process.wait(30)
+        last = launcher.logs().strip().splitlines()[-1]
+    finally:
+        launcher.kill()
+        shutil.rmtree(root, ignore_errors=True)
     assert code == 2
-    last = launcher.logs().strip().splitlines()[-1]
     assert last.startswith("virt-launcher-py: libvirtd exited"), last
 
 

@@ -122,30 +122,31 @@ async def test_events_reach_notify_socket_and_survive_reconnects(launchers: Fact
     async def on_event(args: Any) -> None:
         events.append(DomainEvent.from_wire(args))
 
-    notify = Path(tempfile.mkdtemp(prefix="kvn", dir="/tmp")) / "notify.sock"
-    # It ends paused, and a paused guest cannot hear ACPI: a short grace spares the
-    # teardown's wait for it (the launcher destroys the domain when the grace ends).
-    launcher = launchers(notify_socket=notify, grace=1)
-    async with asyncio.TaskGroup() as tg:
-        server = RpcServer(info=ServerInfo(server="test-handler"))
-        server.register(NOTIFY_METHOD, on_event)
-        serving = tg.create_task(server.serve(notify))
-        await _boot(launcher)
-        await wait_for(
-            lambda: any(e.domain.state == "Running" for e in events),
-            timeout=30, what="Running event", last=lambda: events,
-        )  # fmt: skip
-        serving.cancel()
-        await asyncio.sleep(0.5)
-        await call(launcher, Method.PAUSE)  # happens while nobody listens
-        restarted = RpcServer(info=ServerInfo(server="test-handler"))
-        restarted.register(NOTIFY_METHOD, on_event)
-        serving = tg.create_task(restarted.serve(notify))
-        await wait_for(
-            lambda: any(e.domain.state == "Paused" for e in events),
-            timeout=30, what="Paused event after reconnect", last=lambda: events,
-        )  # fmt: skip
-        serving.cancel()
+    with tempfile.TemporaryDirectory(prefix="kvn", dir="/tmp") as notify_dir:
+        notify = Path(notify_dir) / "notify.sock"
+        # It ends paused, and a paused guest cannot hear ACPI: a short grace spares the
+        # teardown's wait for it (the launcher destroys the domain when the grace ends).
+        launcher = launchers(notify_socket=notify, grace=1)
+        async with asyncio.TaskGroup() as tg:
+            server = RpcServer(info=ServerInfo(server="test-handler"))
+            server.register(NOTIFY_METHOD, on_event)
+            serving = tg.create_task(server.serve(notify))
+            await _boot(launcher)
+            await wait_for(
+                lambda: any(e.domain.state == "Running" for e in events),
+                timeout=30, what="Running event", last=lambda: events,
+            )  # fmt: skip
+            serving.cancel()
+            await asyncio.sleep(0.5)
+            await call(launcher, Method.PAUSE)  # happens while nobody listens
+            restarted = RpcServer(info=ServerInfo(server="test-handler"))
+            restarted.register(NOTIFY_METHOD, on_event)
+            serving = tg.create_task(restarted.serve(notify))
+            await wait_for(
+                lambda: any(e.domain.state == "Paused" for e in events),
+                timeout=30, what="Paused event after reconnect", last=lambda: events,
+            )  # fmt: skip
+            serving.cancel()
 
 
 async def test_empty_and_host_disks_are_attached(launchers: Factory) -> None:
