@@ -27,7 +27,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PYCACHE = "/tmp/kubevirt-py-launcher-cpu-pycache"
+# Bytecode kept with the project's other caches (scripts/lib/common.sh's KV_CACHE).
+PYCACHE = str(
+    Path(os.environ.get("KUBEVIRT_PY_CACHE", Path.home() / ".cache" / "kubevirt-py"))
+    / "launcher-cpu-pycache"
+)
 
 CHILD = r"""
 import time
