@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -124,12 +125,27 @@ class Kube:
         return resp
 
 
+def certs_dir(kubeconfig: Path) -> Path:
+    """Where the loader writes the kubeconfig's embedded certificate and key: beside it (in
+    the cluster's state dir, purged with it), not /tmp, emptied first. The loader removes its
+    files only at a clean exit, and a node agent is often SIGKILLed: its private key was left
+    in /tmp at every kill. Called once per agent process (the loader caches its files)."""
+    path = kubeconfig.with_suffix(".certs")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700, parents=True)
+    return path
+
+
 @asynccontextmanager
 async def connect(kubeconfig: Path) -> AsyncIterator[Kube]:
     """A Kube for the kubeconfig's current context; closes the connection pool on exit."""
     cfg = client.Configuration()
     async with asyncio.timeout(REQUEST_TIMEOUT):
-        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+        await config.load_kube_config(
+            config_file=str(kubeconfig),
+            client_configuration=cfg,
+            temp_file_path=str(certs_dir(kubeconfig)),
+        )
     api = client.ApiClient(configuration=cfg)
     try:
         yield Kube(api)

@@ -53,7 +53,12 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture
 async def kube_api(kube_cluster: Cluster) -> AsyncIterator[client.ApiClient]:
     """An admin (system:masters) ApiClient for the session cluster."""
-    api = await config.new_client_from_config(config_file=str(kube_cluster.kubeconfig))
+    # The embedded certificate and key go to the cluster's state dir (purged with it), not
+    # /tmp, where an interrupted session would leave them.
+    api = await config.new_client_from_config(
+        config_file=str(kube_cluster.kubeconfig),
+        temp_file_path=str(kube_cluster.kubeconfig.parent),
+    )
     async with api:
         yield api
 
