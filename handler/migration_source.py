@@ -152,7 +152,12 @@ def _finished(state: MigrationState, info: MigrationInfo, *, now: str) -> Migrat
     if info.aborted or state.abort_requested:
         return _aborted(state, info.failure_reason or "aborted", now=end)
     reason = info.failure_reason or "migration failed"
-    return dataclasses.replace(state, failed=True, failure_reason=reason, end_timestamp=end)
+    # The launcher's own abort (progressTimeout, completion timeout): KubeVirt's handler
+    # reports it failed, abortStatus Succeeded, with the launcher's reason as it is.
+    status = MigrationAbortStatus.SUCCEEDED if info.timed_out else None
+    return dataclasses.replace(
+        state, failed=True, failure_reason=reason, abort_status=status, end_timestamp=end
+    )
 
 
 def _aborted(state: MigrationState, reason: str, *, now: str) -> MigrationState:

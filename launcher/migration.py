@@ -24,7 +24,7 @@ from launcher.migration_endpoint import (
     close_endpoint,
     open_endpoint,
 )
-from launcher.migration_stall import StallWatch, stall_reason
+from launcher.migration_stall import StallWatch, completion_reason, stall_reason
 from launcher.virttypes import JobStats, MigrationRequest
 from shared.model import format_time, utc_now
 from shared.wire.migration import (
@@ -172,7 +172,7 @@ class SourceMigrator:
         started = time.monotonic()
         failure = await self._run_job(request)
         if failure is not None:
-            await self._after_failure(self._stalled or failure)
+            await self._after_failure(failure, completion_timeout=request.timeout)
             return
         stats = await self._completed_stats()
         log.info("migration_succeeded", seconds=round(time.monotonic() - started, 3))
@@ -226,14 +226,20 @@ class SourceMigrator:
             post_copy=args.allow_post_copy,
         )
 
-    async def _after_failure(self, reason: str) -> None:
+    async def _after_failure(self, failure: str, *, completion_timeout: float) -> None:
+        """A stalled job (progressTimeout, already aborted) or one past its completion
+        timeout (aborted here) ends with KubeVirt's reason and counts as timed out."""
         assert self.info is not None
         aborted = self.info.abort_requested
-        if not aborted and "timed out" in reason:
+        reason, timed_out = failure, False
+        if self._stalled is not None:
+            reason, timed_out = self._stalled, True
+        elif not aborted and "timed out" in failure:
             with contextlib.suppress(Exception):
                 await self._virt.abort_job(self._domain)
-        log.warning("migration_failed", reason=reason, aborted=aborted)
-        self._finish(failure=reason, aborted=aborted)
+            reason, timed_out = completion_reason(completion_timeout), True
+        log.warning("migration_failed", reason=reason, aborted=aborted, error=failure)
+        self._finish(failure=reason, aborted=aborted, timed_out=timed_out)
 
     async def _progress(self) -> None:
         polls = 0
@@ -288,7 +294,12 @@ class SourceMigrator:
             return None
 
     def _finish(
-        self, *, failure: str | None = None, aborted: bool = False, stats: JobStats | None = None
+        self,
+        *,
+        failure: str | None = None,
+        aborted: bool = False,
+        timed_out: bool = False,
+        stats: JobStats | None = None,
     ) -> None:
         assert self.info is not None
         info = replace(
@@ -296,6 +307,7 @@ class SourceMigrator:
             phase=MigrationPhase.FAILED if failure else MigrationPhase.SUCCEEDED,
             failure_reason=failure,
             aborted=aborted,
+            timed_out=timed_out,
             end_timestamp=format_time(utc_now()),
         )
         self._set(_with_stats(info, stats) if stats is not None else info)

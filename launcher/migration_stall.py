@@ -51,3 +51,8 @@ def _less(a: int | None, b: int | None) -> bool:
 def stall_reason(seconds: int) -> str:
     """The failure reason, in KubeVirt's words."""
     return f"Live migration stuck for {seconds} seconds and has been aborted"
+
+
+def completion_reason(seconds: float) -> str:
+    """The failure reason of a job past its completion timeout, in KubeVirt's words."""
+    return f"Live migration is not completed after {int(seconds)} seconds and has been aborted"

@@ -66,6 +66,9 @@ class MigrationInfo:
     failure_reason: str | None = None
     abort_requested: bool = False
     aborted: bool = False
+    # The launcher aborted the job itself (progressTimeout, completion timeout): KubeVirt
+    # reports such a migration failed with abortStatus Succeeded and its own reason.
+    timed_out: bool = False
     elapsed_ms: int | None = None
     downtime_ms: int | None = None
     data_total: int | None = None
@@ -78,6 +81,7 @@ class MigrationInfo:
             "phase": str(self.phase),
             "abortRequested": self.abort_requested,
             "aborted": self.aborted,
+            "timedOut": self.timed_out,
         }
         optional = {
             "targetAddress": self.target_address,
@@ -109,6 +113,7 @@ class MigrationInfo:
             failure_reason=_opt_str(data, "failureReason"),
             abort_requested=bool(data.get("abortRequested", False)),
             aborted=bool(data.get("aborted", False)),
+            timed_out=bool(data.get("timedOut", False)),
             elapsed_ms=_opt_int(data, "elapsedMs"),
             downtime_ms=_opt_int(data, "downtimeMs"),
             data_total=_opt_int(data, "dataTotal"),

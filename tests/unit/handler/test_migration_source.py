@@ -85,6 +85,20 @@ def test_abort_cancels_a_running_migration_then_records_it() -> None:
     assert done.state is not None and done.state.abort_status is MigrationAbortStatus.SUCCEEDED
 
 
+def test_the_launchers_own_abort_is_failed_with_abort_status_and_its_reason() -> None:
+    """A job the launcher aborted itself (progressTimeout, completion timeout) ends as
+    KubeVirt's handler writes it: failed, abortStatus Succeeded, the launcher's reason
+    unprefixed; a plain failure carries no abortStatus."""
+    reason = "Live migration stuck for 3 seconds and has been aborted"
+    failed = record(MigrationPhase.FAILED, failure_reason=reason, timed_out=True)
+    step = plan_source(READY, failed, now=NOW)
+    assert step.state is not None and step.state.failed
+    assert step.state.abort_status is MigrationAbortStatus.SUCCEEDED
+    assert step.state.failure_reason == reason
+    plain = plan_source(READY, record(MigrationPhase.FAILED, failure_reason="boom"), now=NOW)
+    assert plain.state is not None and plain.state.abort_status is None
+
+
 def test_abort_before_start_needs_no_launcher() -> None:
     """abortRequested before migrate was sent: failed + aborted at once."""
     aborting = dataclasses.replace(BASE, abort_requested=True)

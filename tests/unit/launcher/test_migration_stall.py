@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -88,7 +89,7 @@ async def test_a_migration_that_stops_moving_is_aborted_after_the_progress_timeo
     virt = ScriptedVirt(itertools.chain(moving, itertools.repeat((300, 700))))
     info = await _run(virt, progress_timeout=3)
     assert virt.aborts == 1
-    assert info.phase is MigrationPhase.FAILED and not info.aborted
+    assert info.phase is MigrationPhase.FAILED and not info.aborted and info.timed_out
     assert info.failure_reason == "Live migration stuck for 3 seconds and has been aborted"
     assert (info.data_processed, info.data_remaining) == (300, 700)
 
@@ -120,6 +121,29 @@ async def test_without_a_progress_timeout_a_stalled_migration_is_left_to_the_tim
     virt = ScriptedVirt(itertools.repeat((300, 700), 50))
     info = await _run(virt, progress_timeout=None)
     assert virt.aborts == 0 and info.phase is MigrationPhase.SUCCEEDED
+
+
+class TimingOutVirt(ScriptedVirt):
+    """A migrate call that never progresses and ends as the launcher's libvirt call
+    timeout does (KubeVirt's completionTimeoutPerGiB budget spent)."""
+
+    async def migrate(self, name: str, request: MigrationRequest) -> None:
+        raise LibvirtFailure("libvirt call migrate timed out")
+
+
+async def test_a_migration_past_its_completion_timeout_is_aborted_in_kubevirts_words() -> None:
+    """The job's completion timeout ran out: libvirt's job is aborted and the migration
+    fails timed out (abortStatus Succeeded at the handler) with KubeVirt's reason, not the
+    call's "timed out"."""
+    virt = TimingOutVirt(itertools.repeat((300, 700)))
+    info = await _run(virt, progress_timeout=None)
+    assert virt.aborts == 1
+    assert info.phase is MigrationPhase.FAILED and not info.aborted and info.timed_out
+    assert info.failure_reason is not None
+    assert re.fullmatch(
+        r"Live migration is not completed after \d+ seconds and has been aborted",
+        info.failure_reason,
+    ), info.failure_reason
 
 
 def test_the_watch_counts_from_the_start_and_from_each_progress() -> None:
