@@ -283,11 +283,17 @@ def with_guest_interfaces(
 ) -> tuple[VMIInterfaceStatus, ...]:
     """status.interfaces with what the guest agent reports: each VMI interface it matched
     (by MAC) gets the guest's interface name and addresses and infoSource "domain,
-    guest-agent"; a masquerade interface keeps the pod's IP, which is where the guest is
-    reached (its own address is QEMU's NAT-internal one); interfaces the guest has
-    beyond the VMI's are listed with infoSource "guest-agent"."""
+    guest-agent"; a masquerade interface keeps the pod's IPs, which is where the guest is
+    reached (its own address is QEMU's NAT-internal one), and so does a passt one (the
+    guest holds the first pod's IPs, passt's DHCP and DHCPv6 gave them; the agent would
+    add its SLAAC and link-local addresses); interfaces the guest has beyond the VMI's
+    are listed with infoSource "guest-agent"."""
     by_name = {g.name: g for g in guest if g.name}
-    nat = {i.name for i in vmi.spec.domain.devices.interfaces if i.masquerade is not None}
+    nat = {
+        i.name
+        for i in vmi.spec.domain.devices.interfaces
+        if i.masquerade is not None or i.uses_passt()
+    }
     out = []
     for cur in (c for c in current if c.info_source != "guest-agent"):  # the agent's own: anew
         g = by_name.get(cur.name) if cur.name else None

@@ -79,22 +79,35 @@ def passt_interfaces(
     vmi: VirtualMachineInstance, *, socket_dir: Path, keep_addresses: bool = False
 ) -> tuple[PasstInterface, ...]:
     """The passt-bound interfaces: a socket each in `socket_dir` (QEMU's own directory).
-    `keep_addresses` (a migration target): each passt gives the guest the address it
-    already holds, the VMI's status.interfaces address (the first pod's IP), not this
-    pod's (KubeVirt 1.8's passt: the guest's address is kept across migrations)."""
-    kept = {i.name: i.ip_address for i in vmi.status.interfaces if keep_addresses and i.name}
+    `keep_addresses` (a migration target): each passt gives the guest the addresses it
+    already holds, the VMI's status.interfaces addresses (the first pod's IPs, one per
+    family), not this pod's (KubeVirt 1.8's passt: the guest's address is kept across
+    migrations)."""
+    kept = {
+        i.name: _one_per_family(i.ip_addresses or ((i.ip_address,) if i.ip_address else ()))
+        for i in vmi.status.interfaces
+        if keep_addresses and i.name
+    }
     return tuple(
         PasstInterface(
             alias=i.name or "",
             socket=socket_dir / f"passt-{i.name}.sock",
             mac=i.mac_address or guest_mac(vmi.metadata.uid or "", i.name or ""),
             forwards=_passt_forwards(i),
-            guest_address=kept.get(i.name or ""),
+            guest_addresses=kept.get(i.name or "", ()),
             own_mac=guest_mac(vmi.metadata.uid or "", f"{i.name}/passt"),
         )
         for i in vmi.spec.domain.devices.interfaces
         if i.uses_passt()
     )
+
+
+def _one_per_family(addresses: tuple[str, ...]) -> tuple[str, ...]:
+    """The first IPv4 and the first IPv6 address of `addresses`, in their order."""
+    seen: dict[bool, str] = {}
+    for a in addresses:
+        seen.setdefault(":" in a, a)
+    return tuple(seen.values())
 
 
 def _passt_forwards(iface: Interface) -> tuple[tuple[str, tuple[int, ...]], ...]:

@@ -15,6 +15,11 @@ already holds (`--address`, the first pod's IP from the VMI's status), so the gu
 its address and stays reachable on the target pod's IP. Open TCP connections do not
 survive: carrying them needs passt's own migration (TCP_REPAIR through passt-repair, passt
 2025_02 and later, over vhost-user), which Debian 12's passt (2023_03) does not have.
+
+On a dual-stack pod QEMU connects to the launcher, which relays to passt's own socket and
+leaves out the guest's IPv6 frames from `::` (launcher/passtfilter.py: passt 2023_03 would
+otherwise send inbound IPv6 connections to `::` after the guest's duplicate address
+detection), and the migration target's passt is told the guest's IPv6 address too.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 import structlog
 
 from launcher.errors import LibvirtFailure
+from launcher.passtfilter import PasstFilter, pod_has_ipv6
 from launcher.qemuns import QEMU_NS
 
 log = structlog.get_logger("launcher.passt")
@@ -49,9 +55,10 @@ class PasstInterface:
     mac: str
     # ("tcp"|"udp", ports); an empty tuple of ports: every port
     forwards: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    # The guest's IPv4 address when it is not this pod's (a migration target keeps the
-    # address the guest took from the first pod); None: passt takes the pod's own.
-    guest_address: str | None = None
+    # The guest's addresses (IPv4, and IPv6 on a dual-stack pod) when they are not this
+    # pod's (a migration target keeps those the guest took from the first pod); (): passt
+    # takes the pod's own.
+    guest_addresses: tuple[str, ...] = ()
     # passt's own MAC (the guest's gateway): the same on every pod the VMI runs in, so the
     # guest's ARP entry for it stays right after a migration; None: the pod interface's.
     own_mac: str | None = None
@@ -67,16 +74,21 @@ def guest_mac(uid: str, alias: str) -> str:
     return ":".join(f"{b:02x}" for b in (b"\x02" + digest))
 
 
-def argv(iface: PasstInterface) -> list[str]:
-    """passt in the foreground on the interface's socket, forwarding what it lists (no PID
-    file: passt writes it after dropping to an unprivileged user, and the launcher holds
-    the process anyway)."""
-    args = ["passt", "--foreground", "--socket", str(iface.socket)]
+def inner_socket(iface: PasstInterface) -> Path:
+    """passt's own socket when the launcher relays QEMU's stream to it (passtfilter)."""
+    return iface.socket.with_name(f"{iface.socket.stem}-passt.sock")
+
+
+def argv(iface: PasstInterface, *, socket: Path | None = None) -> list[str]:
+    """passt in the foreground on `socket` (the interface's, which QEMU opens, unless the
+    launcher relays), forwarding what it lists (no PID file: passt writes it after dropping
+    to an unprivileged user, and the launcher holds the process anyway)."""
+    args = ["passt", "--foreground", "--socket", str(socket or iface.socket)]
     flags = {"tcp": "--tcp-ports", "udp": "--udp-ports"}
     for proto, ports in iface.forwards:  # passt forwards nothing it is not told to
         args += [flags[proto], ",".join(str(p) for p in sorted(set(ports))) if ports else "all"]
-    if iface.guest_address:  # inbound to the pod's own address still reaches the guest
-        args += ["--address", iface.guest_address]
+    for address in iface.guest_addresses:  # inbound to the pod's addresses reaches the guest
+        args += ["--address", address]
     if iface.own_mac:
         args += ["--mac-addr", iface.own_mac]
     return args
@@ -134,21 +146,29 @@ def _how(proc: asyncio.subprocess.Process) -> str:
 class Passt:
     """The passt processes of this launcher's domain (children of the launcher)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, relay: bool | None = None) -> None:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._logs: dict[str, Path] = {}
+        self._filters: dict[str, PasstFilter] = {}
+        self._relay = relay  # None: relay when the pod has a global IPv6 address
 
     async def start(self, ifaces: Sequence[PasstInterface]) -> None:
-        """Each interface's passt running and listening on its socket (before QEMU)."""
+        """Each interface's passt running and listening on its socket (before QEMU); on a
+        dual-stack pod passt listens on its own socket and the launcher's filter on the
+        interface's (passtfilter)."""
+        if self._relay is None:
+            self._relay = pod_has_ipv6()
         for iface in ifaces:
             if iface.alias in self._procs and self._procs[iface.alias].returncode is None:
                 continue
+            socket = inner_socket(iface) if self._relay else iface.socket
             iface.socket.unlink(missing_ok=True)
+            socket.unlink(missing_ok=True)
             logfile = iface.socket.with_suffix(".log")
             try:
                 with logfile.open("wb") as out:
                     proc = await asyncio.create_subprocess_exec(
-                        *argv(iface),
+                        *argv(iface, socket=socket),
                         stdin=asyncio.subprocess.DEVNULL,
                         stdout=out,
                         stderr=out,
@@ -157,13 +177,22 @@ class Passt:
                 raise LibvirtFailure(f"interface {iface.alias}: passt is not installed") from e
             self._procs[iface.alias] = proc
             self._logs[iface.alias] = logfile
-            await self._listening(iface, proc)
-            log.info("passt_started", interface=iface.alias, pid=proc.pid, uid=os.getuid())
+            await self._listening(iface, proc, socket=socket)
+            if self._relay:
+                relay = PasstFilter(iface.alias, listen=iface.socket, passt_socket=socket)
+                await relay.start()
+                self._filters[iface.alias] = relay
+            log.info(
+                "passt_started", interface=iface.alias, pid=proc.pid, uid=os.getuid(),
+                relayed=bool(self._relay),
+            )  # fmt: skip
 
-    async def _listening(self, iface: PasstInterface, proc: asyncio.subprocess.Process) -> None:
+    async def _listening(
+        self, iface: PasstInterface, proc: asyncio.subprocess.Process, *, socket: Path
+    ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + START_TIMEOUT
-        while not iface.socket.exists():
+        while not socket.exists():
             if proc.returncode is not None or loop.time() > deadline:
                 err = ""
                 with contextlib.suppress(OSError):
@@ -192,7 +221,10 @@ class Passt:
         return "; ".join(gone)
 
     async def stop(self) -> None:
-        """Terminate every passt (the guest's NICs lose their wire)."""
+        """Terminate every passt and relay (the guest's NICs lose their wire)."""
+        for relay in self._filters.values():
+            await relay.stop()
+        self._filters.clear()
         for alias, proc in list(self._procs.items()):
             if proc.returncode is None:
                 proc.terminate()

@@ -188,15 +188,15 @@ class VirtualMachineInstance(KubeObject):
     ) -> tuple[VMIInterfaceStatus, ...]:
         """status.interfaces from the spec: name, the MAC when the spec pins one, and for
         interfaces on the pod network the pod's IP (masquerade NATs the guest behind it,
-        KubeVirt reports it the same way); a masquerade interface on a dual-stack pod lists
-        both of the pod's IPs (`pod_ips`, IPv4 first) in ipAddresses."""
+        KubeVirt reports it the same way); a masquerade or passt interface on a dual-stack
+        pod lists both of the pod's IPs (`pod_ips`, IPv4 first) in ipAddresses."""
         on_pod = {n.name for n in self.spec.networks if n.primary}
         out = []
         for iface in self.spec.domain.devices.interfaces:
             if iface.state == LinkState.ABSENT:
                 continue  # hot-unplugged
             ip = pod_ip if iface.name in on_pod else None
-            both = iface.masquerade is not None
+            both = iface.masquerade is not None or iface.uses_passt()
             out.append(
                 VMIInterfaceStatus(
                     name=iface.name,

@@ -214,9 +214,13 @@ def test_bridge_and_passt_guests_hold_the_pod_ip(
     over TCP 7, HTTP 80 and UDP 7; the bridge VMI is not live-migratable
     (InterfaceNotLiveMigratable), the passt one is. passt runs under its seccomp profile
     (KubeVirt's plus its sandbox calls, `kubevirt/passt.json`, named by the pod;
-    assert_passt_confined). Then the passt VMI live-migrates: the guest keeps its address
-    (status.interfaces, from the guest agent too) and a pod reaches it on the target pod's
-    IP over TCP 7, HTTP 80 and UDP 7 (KubeVirt 1.8's passt migration)."""
+    assert_passt_confined). Dual-stack: passt's own DHCPv6 hands the passt guest the launcher
+    pod's IPv6 address, the same pod reaches it there over HTTP 80 (through the launcher's
+    filter of the guest's frames from `::`, launcher/passtfilter.py), and the VMI's
+    status.interfaces[0].ipAddresses lists both pod IPs, IPv4 first. Then the passt VMI
+    live-migrates: the guest keeps its addresses (status.interfaces, from the guest agent
+    too) and a pod reaches it on the target pod's IP over TCP 7, HTTP 80 and UDP 7, and on
+    the target pod's IPv6 address over HTTP 80 (KubeVirt 1.8's passt migration)."""
     k, ns = real_stack, real_namespace
     target = _start_pod(k, ns, _pod("pinged-passt", IDLE))
     passt = _vmi_manifest("passt", binding="binding", kernel_args=f"kvpy.ping={target['podIP']}")
@@ -235,7 +239,7 @@ def _bridge_and_passt_serve(
     k: Kubectl, real_cluster: Cluster, ns: str, target: dict[str, Any]
 ) -> None:
     ips = {}
-    for name, markers in (("bridged", ()), ("passt", ("KUBEVIRT-PY-PING-",))):
+    for name, markers in (("bridged", ()), ("passt", ("KUBEVIRT-PY-PING-", "KUBEVIRT-PY-DHCP6"))):
         vmi = _running_vmi(k, ns, name)
         ips[name] = pod_ip = _launcher_ip(k, ns, vmi)
         serial = _guest_says(
@@ -250,6 +254,8 @@ def _bridge_and_passt_serve(
         else:
             assert migratable["status"] == "True", migratable
     assert f"KUBEVIRT-PY-PING-OK {target['podIP']}" in serial, serial[-1500:]
+    passt_ips = _launcher_ips(k, ns, vmi)  # passt's own DHCPv6 hands the pod's IPv6 over
+    assert f"KUBEVIRT-PY-DHCP6 eth0 {passt_ips[1]} " in serial, serial[-1500:]
     requests = {
         name: bindings.compute_memory_request(k, ns, _pod_uid(_running_vmi(k, ns, name))[1])
         for name in ips
@@ -257,10 +263,14 @@ def _bridge_and_passt_serve(
     assert requests["passt"] - requests["bridged"] == parse_bytes(bindings.OVERHEAD), requests
     assert_passt_confined(k, real_cluster, ns, vmi)
     node, _ = _pod_uid(_running_vmi(k, ns, "bridged"))
-    logs = _probe(k, ns, "probe-bridge", ips["bridged"], ips["passt"], node=_other(node))
+    hosts = (ips["bridged"], *passt_ips)
+    logs = _probe(k, ns, "probe-bridge", *hosts, node=_other(node))
     for pod_ip in ips.values():
         _assert_served(logs, pod_ip)
-    _passt_migrates_keeping_its_address(k, ns, ips["passt"])
+    assert f"{passt_ips[1]} http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
+    (iface,) = _named_vmi(k, ns, "passt")["status"]["interfaces"]
+    assert iface["ipAddresses"] == passt_ips, iface
+    _passt_migrates_keeping_its_address(k, ns, passt_ips)
 
 
 def _named_vmi(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
@@ -268,7 +278,7 @@ def _named_vmi(k: Kubectl, ns: str, name: str) -> dict[str, Any]:
     return json.loads(out) if out else {}
 
 
-def _passt_migrates_keeping_its_address(k: Kubectl, ns: str, address: str) -> None:
+def _passt_migrates_keeping_its_address(k: Kubectl, ns: str, addresses: list[str]) -> None:
     source, _ = _pod_uid(_running_vmi(k, ns, "passt"))
     vmim = {
         "apiVersion": "kubevirt.io/v1",
@@ -289,8 +299,8 @@ def _passt_migrates_keeping_its_address(k: Kubectl, ns: str, address: str) -> No
         return _named_vmi(k, ns, "passt").get("status", {}).get("nodeName")  # type: ignore[no-any-return]
 
     _wait(lambda: node() not in (None, source), 120, "the passt VMI on the other node", node)
-    new_ip = _launcher_ip(k, ns, _named_vmi(k, ns, "passt"))
-    assert new_ip != address
+    new_ip, new_ip6 = _launcher_ips(k, ns, _named_vmi(k, ns, "passt"))
+    assert new_ip != addresses[0]
 
     def reported() -> dict[str, Any]:
         (iface,) = _named_vmi(k, ns, "passt")["status"]["interfaces"]
@@ -300,8 +310,11 @@ def _passt_migrates_keeping_its_address(k: Kubectl, ns: str, address: str) -> No
         lambda: "guest-agent" in ((i := reported()).get("infoSource") or "") and i,
         120, "the guest agent's interface report", reported,
     )  # fmt: skip
-    assert agent["ipAddress"] == address, agent  # the guest kept its address
-    _assert_served(_probe(k, ns, "probe-passt-moved", new_ip, node=source), new_ip)
+    assert agent["ipAddress"] == addresses[0], agent  # the guest kept its addresses
+    assert agent["ipAddresses"] == addresses, agent
+    logs = _probe(k, ns, "probe-passt-moved", new_ip, new_ip6, node=source)
+    _assert_served(logs, new_ip)
+    assert f"{new_ip6} http80 KUBEVIRT-PY-HTTP-OK" in logs, logs
 
 
 def test_masquerade_vm_serves_after_live_migration(

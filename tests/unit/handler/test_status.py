@@ -280,7 +280,9 @@ def test_a_claim_not_known_shared_blocks_migration(modes: list[str] | None, text
 def test_guest_agent_interfaces_fill_names_and_addresses_masquerade_keeps_the_pod_ip() -> None:
     """The agent's guest-side name reaches every matched interface (infoSource "domain,
     guest-agent"); a masquerade interface keeps the pod IP it is reached at, a bridge one
-    takes the guest's addresses; the guest's other interfaces are listed as "guest-agent"."""
+    takes the guest's addresses; the guest's other interfaces are listed as "guest-agent".
+    A passt interface keeps both pod IPs (the guest's SLAAC and link-local addresses the
+    agent lists are not where it is reached)."""
     raw = vmi_dict()
     raw["spec"]["domain"]["devices"]["interfaces"] = [
         {"name": "default", "masquerade": {}},
@@ -304,6 +306,22 @@ def test_guest_agent_interfaces_fill_names_and_addresses_masquerade_keeps_the_po
     assert (extra.interface_name, extra.info_source) == ("docker0", "guest-agent")
     again = with_guest_interfaces(vmi, (nat, br, extra), guest)
     assert again == (nat, br, extra)  # stable: an idle resync writes nothing
+    raw["spec"]["domain"]["devices"]["interfaces"] = [
+        {"name": "default", "binding": {"name": "passt"}}
+    ]
+    raw["spec"]["networks"] = [{"name": "default", "pod": {}}]
+    passt = VirtualMachineInstance.from_dict(raw)
+    pod_ips = ("198.18.1.5", "fd0d:4a03:aeea:1::5")
+    agent = VMIInterfaceStatus(
+        name="default", interface_name="eth0", ip_address="198.18.1.5",
+        ip_addresses=("198.18.1.5", "fd0d:4a03:aeea:1::5", "fd0d:4a03:aeea:1:0:ff:fe00:1"),
+        info_source="guest-agent",
+    )  # fmt: skip
+    (kept,) = with_guest_interfaces(
+        passt, passt.interface_statuses(pod_ip=pod_ips[0], pod_ips=pod_ips), (agent,)
+    )
+    assert (kept.interface_name, kept.ip_addresses, kept.info_source) == (
+        "eth0", pod_ips, "domain, guest-agent")  # fmt: skip
 
 
 def test_fs_freeze_status_follows_the_launcher() -> None:

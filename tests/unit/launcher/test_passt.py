@@ -59,7 +59,7 @@ async def test_passt_listens_before_qemu_and_stops_with_the_domain(
     """start returns once passt's socket exists; a second start keeps the running one;
     stop ends it. A passt that exits says why, naming the interface."""
     iface = PasstInterface(alias="default", socket=tmp_path / "p.sock", mac=guest_mac("u", "d"))
-    passt = Passt()
+    passt = Passt(relay=False)
     await passt.start([iface])
     assert iface.socket.exists()
     await passt.start([iface])
@@ -69,7 +69,7 @@ async def test_passt_listens_before_qemu_and_stops_with_the_domain(
         LibvirtFailure,
         match=r"interface bad: passt did not start \(exited with status 1\): Failed to bind",
     ):
-        await Passt().start([bad])
+        await Passt(relay=False).start([bad])
 
 
 async def test_a_passt_gone_after_listening_says_how_it_ended(
@@ -77,7 +77,7 @@ async def test_a_passt_gone_after_listening_says_how_it_ended(
 ) -> None:
     """A passt that listened and then ended is reported with its signal and its log's last
     line (said beside a domain QEMU could not start); a running one is not reported."""
-    passt = Passt()
+    passt = Passt(relay=False)
     running = PasstInterface(alias="ok", socket=tmp_path / "ok.sock", mac="02:00:00:00:00:03")
     await passt.start([running])
     dying = PasstInterface(alias="gone", socket=tmp_path / "--die.sock", mac="02:00:00:00:00:04")
@@ -99,7 +99,7 @@ def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
     assert iface.mac == guest_mac(vmi.metadata.uid or "", "default")
     assert iface.own_mac == guest_mac(vmi.metadata.uid or "", "default/passt") != iface.mac
     assert iface.forwards == (("tcp", (7,)),)
-    assert iface.guest_address is None
+    assert iface.guest_addresses == ()
     pod = TemplateService(TemplateConfig(launcher_image=IMAGE)).launcher_pod(
         make_vmi(raw=_passt_vmi())
     )
@@ -112,19 +112,28 @@ def test_plan_pod_and_migratability_of_a_passt_vmi(tmp_path: Path) -> None:
 
 
 def test_a_migration_target_keeps_the_guests_address(tmp_path: Path) -> None:
-    """On a migration target each passt is told the address the VMI's status holds (the
-    first pod's IP, which the guest keeps) and passt's own stable MAC; a first start
-    leaves both to passt's defaults but the MAC."""
+    """On a migration target each passt is told the addresses the VMI's status holds (the
+    first pod's IPs, one per family, which the guest keeps) and passt's own stable MAC; a
+    first start leaves the addresses to passt's defaults but not the MAC. A status with
+    only ipAddress (single-stack) gives that one."""
     raw = _passt_vmi()
-    raw["status"] = {"interfaces": [{"name": "default", "ipAddress": "198.18.1.7"}]}
+    raw["status"] = {"interfaces": [{
+        "name": "default", "ipAddress": "198.18.1.7",
+        "ipAddresses": ["198.18.1.7", "fd0d:4a03:aeea:1::7", "fd0d:4a03:aeea:1::8"],
+    }]}  # fmt: skip
     vmi = VirtualMachineInstance.from_dict(raw)
     (target,) = passt_interfaces(vmi, socket_dir=tmp_path, keep_addresses=True)
-    assert target.guest_address == "198.18.1.7"
+    assert target.guest_addresses == ("198.18.1.7", "fd0d:4a03:aeea:1::7")
     args = argv(target)
-    assert args[args.index("--address") + 1] == "198.18.1.7"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--address"] == [
+        "198.18.1.7", "fd0d:4a03:aeea:1::7"]  # fmt: skip
     assert args[args.index("--mac-addr") + 1] == target.own_mac
     (first,) = passt_interfaces(vmi, socket_dir=tmp_path)
     assert "--address" not in argv(first) and "--mac-addr" in argv(first)
+    raw["status"] = {"interfaces": [{"name": "default", "ipAddress": "198.18.1.7"}]}
+    vmi = VirtualMachineInstance.from_dict(raw)
+    (single,) = passt_interfaces(vmi, socket_dir=tmp_path, keep_addresses=True)
+    assert single.guest_addresses == ("198.18.1.7",)
 
 
 def test_passt_devices_sit_on_slots_libvirt_leaves_free() -> None:

@@ -38,23 +38,24 @@ def test_a_good_vm_ipv6_network_cidr_passes() -> None:
 
 def _vmi(binding: str) -> VirtualMachineInstance:
     raw = vmi_dict()
-    raw["spec"]["domain"]["devices"]["interfaces"] = [{"name": "p", binding: {}}]
+    value = {"name": "passt"} if binding == "binding" else {}
+    raw["spec"]["domain"]["devices"]["interfaces"] = [{"name": "p", binding: value}]
     raw["spec"]["networks"] = [{"name": "p", "pod": {}}]
     return VirtualMachineInstance.from_dict(raw)
 
 
-def test_masquerade_reports_both_pod_ips() -> None:
-    """On a dual-stack pod a masquerade interface lists both pod IPs (IPv4 first) in
-    ipAddresses, ipAddress the IPv4 one; bridge (the guest takes the IPv4 address only) and
-    passt (the guest agent reports what the guest has; the first pod's IPv6 address would
-    be stale after a migration) and a single-stack pod list the one IP, as before."""
+def test_masquerade_and_passt_report_both_pod_ips() -> None:
+    """On a dual-stack pod a masquerade or passt interface (`passtBinding` or the `passt`
+    plugin: passt's DHCPv6 hands the guest the pod's IPv6 address) lists both pod IPs
+    (IPv4 first) in ipAddresses, ipAddress the IPv4 one; bridge (the guest takes the IPv4
+    address only) and a single-stack pod list the one IP, as before."""
     both = ("198.18.1.5", "fd0d:4a03:aeea:1::5")
-    (s,) = _vmi("masquerade").interface_statuses(pod_ip=both[0], pod_ips=both)
-    assert (s.ip_address, s.ip_addresses) == (both[0], both)
-    for binding in ("bridge", "passtBinding"):
-        (other,) = _vmi(binding).interface_statuses(pod_ip=both[0], pod_ips=both)
-        assert other.ip_addresses == (both[0],), binding
-    (single,) = _vmi("masquerade").interface_statuses(pod_ip=both[0])
+    for binding in ("masquerade", "passtBinding", "binding"):
+        (s,) = _vmi(binding).interface_statuses(pod_ip=both[0], pod_ips=both)
+        assert (s.ip_address, s.ip_addresses) == (both[0], both), binding
+    (bridged,) = _vmi("bridge").interface_statuses(pod_ip=both[0], pod_ips=both)
+    assert bridged.ip_addresses == (both[0],)
+    (single,) = _vmi("binding").interface_statuses(pod_ip=both[0])
     assert single.ip_addresses == (both[0],)
 
 
