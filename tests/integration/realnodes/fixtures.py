@@ -12,20 +12,20 @@ running virt-api never loads (its APIService then never becomes Available).
   the production overlay with this machine's images and TCG; at its end the daemons' logs
   must hold no work item failed with a traceback (logscan.py);
 - ``fault_windows`` (session): when the tests marked ``faults`` ran, which that check excuses;
-- ``peer_stack`` (session, started when a test first asks for it): a second real-node
-  cluster (one node) peered with ``real_cluster`` (localkube/realnode/peering.py: pods of
-  each reach the other's), kubevirt-py deployed on it with the first deployment's CA (the
-  migration proxies and the synchronization endpoints trust each other), the gate
-  DecentralizedLiveMigration on in both KubeVirt CRs; the same log check at its end.
+- ``peer_stack`` (session): a second real-node cluster (one node) peered with
+  ``real_cluster`` (localkube/realnode/peering.py: pods of each reach the other's),
+  kubevirt-py deployed on it with the first deployment's CA (the migration proxies and the
+  synchronization endpoints trust each other), the gate DecentralizedLiveMigration on in
+  both KubeVirt CRs; the same log check at its end. Only when a collected test asks for
+  it: ``peer_start`` then starts it in a thread as soon as ``real_stack`` is up
+  (peerstack.py), overlapping the tests before the first that uses it.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,9 +35,10 @@ from localkube.config import NodeKind
 from localkube.deploy import Kubectl, deploy
 from localkube.errors import LocalKubeError
 from localkube.realnode.namespaces import KUBELET_SYSCTLS
-from localkube.testing import peer_session_cluster, session_cluster
+from localkube.testing import session_cluster
 from shared.clusterconfig import DECENTRALIZED_MIGRATION_GATE
 from tests.integration.realnodes.logscan import Window, daemon_failures
+from tests.integration.realnodes.peerstack import PeerStack, PeerStart, gate_on
 
 
 @pytest.fixture(scope="session")
@@ -74,70 +75,57 @@ def real_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def peer_start(
+    real_cluster: Cluster, real_certs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PeerStart]:
+    """The peer stack's start (not started yet: real_stack or peer_stack starts it); at its
+    end the peer cluster torn down, before real_cluster."""
+    start = PeerStart(
+        first=real_cluster, ca=real_certs / "ca", certs=tmp_path_factory.mktemp("peer-certs")
+    )
+    yield start
+    start.close()
+
+
+@pytest.fixture(scope="session")
 def real_stack(
-    real_cluster: Cluster, real_kubectl: Kubectl, real_certs: Path, fault_windows: list[Window]
+    request: pytest.FixtureRequest,
+    real_cluster: Cluster,
+    real_kubectl: Kubectl,
+    real_certs: Path,
+    fault_windows: list[Window],
+    peer_start: PeerStart,
 ) -> Iterator[Kubectl]:
     """kubevirt-py deployed as an operator would, onto the real nodes; at the end, no work
-    item may have failed with a traceback outside a test that injects faults."""
+    item may have failed with a traceback outside a test that injects faults. When a
+    collected test asks for peer_stack, the peer stack starts now, in the background."""
     deploy(real_kubectl, certs=real_certs, real_nodes=True, timeout=300)
+    if any("peer_stack" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        peer_start.start()
     yield real_kubectl
     _check_daemon_logs(real_kubectl, fault_windows)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PeerStack:
-    """The session's second cluster, peered with the first, kubevirt-py running on it."""
-
-    kubectl: Kubectl
-    cluster: Cluster
-    node: str  # its one node
-    certs: Path  # its deployment's certificates (``ca/`` is real_stack's)
-    seconds: float  # how long it took to come up (cluster, peering, deploy)
-
-
 @pytest.fixture(scope="session")
 def peer_stack(
-    real_stack: Kubectl,
-    real_cluster: Cluster,
-    real_certs: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    fault_windows: list[Window],
+    real_stack: Kubectl, peer_start: PeerStart, fault_windows: list[Window]
 ) -> Iterator[PeerStack]:
     """A second real-node cluster peered with real_cluster, kubevirt-py deployed on it with
-    real_stack's CA; DecentralizedLiveMigration on in both KubeVirt CRs. Failing to start
-    fails the tests using it with the reason; at its end the same log check as real_stack."""
-    started, failure = time.monotonic(), ""
+    real_stack's CA; DecentralizedLiveMigration on in both KubeVirt CRs (A's set here, in
+    the main thread, between tests). Failing to start fails the tests using it with the
+    reason; at its end the same log check as real_stack (the cluster is torn down by
+    peer_start)."""
+    waited, failure = time.monotonic(), ""
     try:
-        with peer_session_cluster(real_cluster) as cluster:
-            kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
-            certs = tmp_path_factory.mktemp("peer-certs")
-            shutil.copytree(real_certs / "ca", certs / "ca")
-            deploy(kubectl, certs=certs, real_nodes=True, timeout=300)
-            for k in (kubectl, real_stack):
-                _gate_on(k, DECENTRALIZED_MIGRATION_GATE)
-            seconds = round(time.monotonic() - started, 1)
-            print(f"PEER-STACK up in {seconds}s")
-            node = cluster.config.nodes[0]
-            yield PeerStack(
-                kubectl=kubectl, cluster=cluster, node=node, certs=certs, seconds=seconds
-            )
-            _check_daemon_logs(kubectl, fault_windows, where=" of the peer cluster")
+        peer = peer_start.result()
+        gate_on(real_stack, DECENTRALIZED_MIGRATION_GATE)
     except LocalKubeError as e:
         failure = str(e)
     if failure:
         pytest.fail(f"peer cluster unavailable: {failure}", pytrace=False)
-
-
-def _gate_on(k: Kubectl, gate: str) -> None:
-    """``gate`` added to the KubeVirt CR's feature gates unless there."""
-    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
-    dev = kv["spec"].get("configuration", {}).get("developerConfiguration", {})
-    gates = dev.get("featureGates", [])
-    if gate not in gates:
-        body = {
-            "spec": {"configuration": {"developerConfiguration": {"featureGates": [*gates, gate]}}}
-        }
-        k("patch", "kv", "kubevirt", "-n", "kubevirt", "--type=merge", "-p", json.dumps(body))
+    print(f"PEER-STACK up in {peer.seconds}s, waited for {time.monotonic() - waited:.1f}s")
+    yield peer
+    _check_daemon_logs(peer.kubectl, fault_windows, where=" of the peer cluster")
 
 
 def _check_daemon_logs(kubectl: Kubectl, fault_windows: list[Window], *, where: str = "") -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from localkube.__main__ import _peer_cluster
 from localkube.config import NodeKind
+from localkube.errors import LocalKubeError
 from localkube.realnode import peering
 from localkube.realnode.peering import Peering, PeerSide, Route, routes_to
 from localkube.testing import PEER_NODES, private_cluster_config
@@ -94,3 +96,20 @@ def test_a_named_session_cluster_has_its_own_dirs_and_one_node() -> None:
     assert second.state_dir.name == "test-42-kubelet-b"
     assert str(second.nodes_dir) == "/var/lib/kvt42kb"
     assert second.nodes == PEER_NODES and first.nodes == ("node01", "node02")
+
+
+def test_the_cli_finds_the_cluster_to_peer_with_in_its_state_dir(tmp_path: Path) -> None:
+    """`up --peer STATE_DIR`: the other cluster's nodes are those it has node kubeconfigs
+    for, its block its net.json's; a dir holding no real-node cluster is refused, named."""
+    config = private_cluster_config(Path("/bin"), session=7, kind=NodeKind.KUBELET, name="b")
+    other = tmp_path / "cluster"
+    with pytest.raises(LocalKubeError, match=str(other)):
+        _peer_cluster(config, other)
+    (other / "kubeconfig").mkdir(parents=True)
+    for user in ("node-node02", "node-node01", "admin", "kube-proxy"):
+        (other / "kubeconfig" / f"{user}.kubeconfig").touch()
+    (other / "net.json").write_text('{"block": 5}\n')
+    found = _peer_cluster(config, other)
+    assert found.config.nodes == ("node01", "node02")
+    assert found.paths.root == other
+    assert found.peer_side() == PeerSide(state_dir=other, block=5, nodes=("node01", "node02"))
