@@ -19,6 +19,7 @@ from pathlib import Path
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl, deploy
+from localkube.errors import LocalKubeError
 from localkube.testing import peer_session_cluster
 from shared.clusterconfig import DECENTRALIZED_MIGRATION_GATE
 
@@ -44,6 +45,7 @@ class PeerStart:
         self._thread: threading.Thread | None = None
         self._stack: PeerStack | None = None
         self._error: BaseException | None = None
+        self._closing = threading.Event()  # the session ends: no deploy after the cluster
 
     def start(self) -> None:
         """Start it in the background (once)."""
@@ -62,7 +64,9 @@ class PeerStart:
         return self._stack
 
     def close(self) -> None:
-        """Join the start, then tear down what it started (nothing if it never started)."""
+        """Join the start (which stops short of the deploy once the cluster is up), then
+        tear down what it started (nothing if it never started)."""
+        self._closing.set()
         if self._thread is not None:
             self._thread.join()
         self._exits.close()
@@ -76,6 +80,8 @@ class PeerStart:
     def _up(self) -> PeerStack:
         started = time.monotonic()
         cluster = self._exits.enter_context(peer_session_cluster(self._first))
+        if self._closing.is_set():
+            raise LocalKubeError("the session ended before the peer cluster was up")
         kubectl = Kubectl(cluster.config.bin_dir / "kubectl", cluster.kubeconfig)
         shutil.copytree(self._ca, self._certs / "ca")
         deploy(kubectl, certs=self._certs, real_nodes=True, timeout=300)
