@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from localkube import testing
 from localkube.__main__ import _peer_cluster
+from localkube.cluster import Cluster
 from localkube.config import NodeKind
 from localkube.errors import LocalKubeError
 from localkube.realnode import peering
@@ -113,3 +115,27 @@ def test_the_cli_finds_the_cluster_to_peer_with_in_its_state_dir(tmp_path: Path)
     assert found.config.nodes == ("node01", "node02")
     assert found.paths.root == other
     assert found.peer_side() == PeerSide(state_dir=other, block=5, nodes=("node01", "node02"))
+
+
+def test_the_reaper_finds_a_dead_sessions_second_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead session's clusters (process-mode, real-node, and its named second one) are
+    each torn down with the config they were made with (the second: its own dirs and node,
+    so its namespaces and peering go too); a live session's are left alone."""
+    downed: list[tuple[str, tuple[str, ...]]] = []
+
+    async def down(self: Cluster, *, purge: bool = False) -> None:
+        downed.append((self.config.state_dir.name, self.config.nodes))
+
+    monkeypatch.setattr(testing, "TEST_STATE_ROOT", tmp_path)
+    monkeypatch.setattr(Cluster, "down", down)
+    monkeypatch.setattr(testing, "pid_alive", lambda pid: pid == 7)
+    for name in ("test-99-kubelet-b", "test-99-kubelet", "test-99", "test-7-kubelet-b"):
+        (tmp_path / name).mkdir()
+    assert sorted(testing.reap_stale_test_clusters(Path("/bin"))) == [99, 99, 99]
+    assert sorted(downed) == [
+        ("test-99", ("node01", "node02")),
+        ("test-99-kubelet", ("node01", "node02")),
+        ("test-99-kubelet-b", PEER_NODES),
+    ]
