@@ -40,6 +40,18 @@ from shared.clusterconfig import DECENTRALIZED_MIGRATION_GATE
 from tests.integration.realnodes.logscan import Window, daemon_failures
 from tests.integration.realnodes.peerstack import PeerStack, PeerStart, gate_on
 
+# The session fixtures, and PeerStack (what peer_stack yields: tests import it from here).
+__all__ = [
+    "PeerStack",
+    "fault_windows",
+    "peer_stack",
+    "peer_start",
+    "real_certs",
+    "real_cluster",
+    "real_kubectl",
+    "real_stack",
+]
+
 
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator[Cluster]:
