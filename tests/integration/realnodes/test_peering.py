@@ -12,7 +12,7 @@ import pytest
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
 from localkube.realnode.netplan import NetPlan
-from tests.integration.realnodes.peerstack import PeerStack
+from tests.integration.realnodes.fixtures import PeerStack
 from tests.integration.realnodes.test_nodes import PY_IMAGE, _pod_status, _wait
 
 pytestmark = pytest.mark.cluster
