@@ -106,12 +106,14 @@ class Peering:
         """The veth pair's ends: on A's bridge, on B's bridge."""
         return (f"kvp{self.a.block}to{self.b.block}", f"kvp{self.b.block}to{self.a.block}")
 
-    def node_routes(self) -> tuple[tuple[str, Route], ...]:
-        """(node namespace, route) for every node of both clusters."""
+    def node_routes(
+        self, sides: tuple[PeerSide, ...] | None = None
+    ) -> tuple[tuple[str, Route], ...]:
+        """(node namespace, route) for every node of both clusters (or of ``sides``)."""
         found = []
         for side, other in ((self.a, self.b), (self.b, self.a)):
-            for node in side.nodes:
-                found += [(side.plan.netns(node), route) for route in routes_to(other)]
+            if sides is None or side in sides:
+                found += [(side.plan.netns(n), r) for n in side.nodes for r in routes_to(other)]
         return tuple(found)
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,9 +139,11 @@ class Peering:
         log.info("clusters_peered", blocks=[self.a.block, self.b.block], link=end_a)
 
     async def down(self) -> None:
-        """Undo ``up``: routes in the namespaces still there, the veth pair, the ARP setting
-        of the bridges still there; then forget the record on both sides."""
-        for netns, route in reversed(self.node_routes()):
+        """Undo ``up``: the routes and ARP setting of each side whose cluster is still there
+        (its state dir: once it is gone, its block and namespace names may be another
+        cluster's), the veth pair; then forget the record on both sides."""
+        there = tuple(side for side in (self.a, self.b) if side.state_dir.is_dir())
+        for netns, route in reversed(self.node_routes(there)):
             if (NETNS_DIR / netns).exists():
                 with contextlib.suppress(CommandFailed):  # a route already gone
                     cmd = ["ip", "netns", "exec", netns, "ip", "route", "del", *route.args()]
@@ -150,7 +154,7 @@ class Peering:
                     await run_cmd(["ip", "link", "del", end])
         for side in (self.a, self.b):
             _record(side.state_dir, self, keep=False)
-            if not recorded(side.state_dir):  # its bridge joined to no other cluster
+            if side in there and not recorded(side.state_dir):  # joined to no other
                 _arp_ignore(side.plan.bridge, 0)
         log.info("clusters_unpeered", blocks=[self.a.block, self.b.block])
 

@@ -46,6 +46,10 @@ class PeerStart:
         self._stack: PeerStack | None = None
         self._error: BaseException | None = None
         self._closing = threading.Event()  # the session ends: no deploy after the cluster
+        # Set when the start is over. Waited on instead of Thread.join: Python 3.11's join,
+        # interrupted by a stop signal (localkube.stopping), marks the running thread as
+        # stopped, and a later join then returns at once (the cluster torn down under it).
+        self._done = threading.Event()
 
     def start(self) -> None:
         """Start it in the background (once)."""
@@ -56,8 +60,7 @@ class PeerStart:
     def result(self) -> PeerStack:
         """The stack once up (started here if it was not); its start's error otherwise."""
         self.start()
-        assert self._thread is not None
-        self._thread.join()
+        self._done.wait()
         if self._error is not None:
             raise self._error
         assert self._stack is not None
@@ -68,7 +71,7 @@ class PeerStart:
         tear down what it started (nothing if it never started)."""
         self._closing.set()
         if self._thread is not None:
-            self._thread.join()
+            self._done.wait()
         self._exits.close()
 
     def _run(self) -> None:
@@ -76,6 +79,8 @@ class PeerStart:
             self._stack = self._up()
         except BaseException as e:  # handed to result() in the main thread
             self._error = e
+        finally:
+            self._done.set()
 
     def _up(self) -> PeerStack:
         started = time.monotonic()

@@ -139,3 +139,31 @@ def test_the_reaper_finds_a_dead_sessions_second_cluster(
         ("test-99-kubelet", ("node01", "node02")),
         ("test-99-kubelet-b", PEER_NODES),
     ]
+
+
+async def test_undo_leaves_a_gone_clusters_namespaces_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Undoing a peering whose other cluster is gone (no state dir: its block and namespace
+    names may be another cluster's by now) deletes only the routes of the side still there,
+    in reverse order, and forgets the record."""
+    a, b = _sides(tmp_path)
+    joined = Peering(a=a, b=b)
+    b.state_dir.mkdir()
+    peering._record(b.state_dir, joined, keep=True)
+    netns_dir = tmp_path / "netns"
+    netns_dir.mkdir()
+    for name in ("kv0-node01", "kv0-node02", "kv3-peer01"):
+        (netns_dir / name).touch()
+    ran: list[list[str]] = []
+
+    async def run_cmd(argv: list[str], **_: object) -> str:
+        ran.append(argv)
+        return ""
+
+    monkeypatch.setattr(peering, "NETNS_DIR", netns_dir)
+    monkeypatch.setattr(peering, "run_cmd", run_cmd)
+    await joined.down()
+    prefix = ["ip", "netns", "exec", "kv3-peer01", "ip", "route", "del"]
+    assert ran == [[*prefix, *r.args()] for r in reversed(routes_to(a))]
+    assert peering.recorded(b.state_dir) == []
