@@ -20,6 +20,7 @@ from pathlib import Path
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl, deploy
 from localkube.errors import LocalKubeError
+from localkube.stopping import stop_signals
 from localkube.testing import peer_session_cluster
 from shared.clusterconfig import DECENTRALIZED_MIGRATION_GATE
 
@@ -70,9 +71,10 @@ class PeerStart:
         """Join the start (which stops short of the deploy once the cluster is up), then
         tear down what it started (nothing if it never started)."""
         self._closing.set()
-        if self._thread is not None:
-            self._done.wait()
-        self._exits.close()
+        with stop_signals().tearing_down():  # a stop signal now forces (kills) instead
+            if self._thread is not None:
+                self._done.wait()
+            self._exits.close()
 
     def _run(self) -> None:
         try:
