@@ -3,8 +3,8 @@
 
 Its start (≈ 30 s: a one-node cluster, then a deploy) runs in a thread of its own once
 ``real_stack`` is up, when a collected test asks for ``peer_stack``, so that it overlaps
-the tests before that one; ``peer_stack`` joins it. Whatever happens, ``close`` joins the
-thread and tears the cluster down (and the peering with it), once.
+the tests before that one; ``peer_stack`` waits for it. Whatever happens, ``close`` waits
+for the start to end and tears the cluster down (and the peering with it), once.
 """
 
 from __future__ import annotations
