@@ -21,7 +21,7 @@ host processes. Printed:
     migrated with a VirtualMachineInstanceMigration; VMIM created -> Succeeded, and the
     guest downtime libvirt measured (from the source handler's migration_source_finished);
 (f) migration total time and downtime of the launcher vs a raw libvirt migration between
-    the same two daemons, in this run (scripts/bench/bench_migration.py, two bare launchers).
+    the same two daemons, in this run (scripts/bench-migration, two bare launchers).
 (e) runs on real nodes too (through the handlers' migration proxy); (f) is process mode only.
 
 A report, not a test: exits 0 whether or not targets are met.
@@ -182,12 +182,12 @@ async def teardown(
 def run_process_mode(args: argparse.Namespace, work: Path) -> None:
     with process_cluster(args.session) as cluster:
         uvloop.run(bench(cluster, args, work))
-    print("(f) launcher vs raw libvirt migration, same two daemons (bench_migration.py):")
+    print("(f) launcher vs raw libvirt migration, same two daemons (scripts/bench-migration):")
     sys.stdout.flush()
-    script = REPO / "scripts" / "bench" / "bench_migration.py"
-    subprocess.run(
-        [sys.executable, str(script), "--rounds", str(args.migration_rounds)], check=False
-    )
+    script = REPO / "scripts" / "bench-migration"
+    done = subprocess.run([str(script), "--rounds", str(args.migration_rounds)], check=False)
+    if done.returncode != 0:  # a report whatever the figures, but a crashed (f) is no report
+        sys.exit(f"(f) scripts/bench-migration exited {done.returncode}")
 
 
 def main() -> None:

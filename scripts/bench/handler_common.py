@@ -157,19 +157,23 @@ async def pause_latencies(
     return out
 
 
-async def delete_all(kube: KubeClient, *, keep: str = "", timeout: float = 300) -> None:
-    """Delete the benchmark's VMIs (all but `keep`) and wait until they are gone."""
+async def delete_all(kube: KubeClient, *, keep: str = "", timeout: float = 300) -> int:
+    """Delete the benchmark's VMIs (all but `keep`) and wait until they are gone; how many
+    were deleted."""
+    deleted = 0
     for item in (await kube.list(VMIS, namespace=NAMESPACE)).items:
         if item["metadata"]["name"] != keep:
             with contextlib.suppress(NotFound):
                 await kube.delete(VMIS, item["metadata"]["name"], namespace=NAMESPACE)
+                deleted += 1
 
     async def gone() -> bool:
         left = (await kube.list(VMIS, namespace=NAMESPACE)).items
         return len(left) == (1 if keep else 0)
 
     with contextlib.suppress(AssertionError):
-        await until_async(gone, "benchmark VMIs deleted", timeout=timeout, interval=1)
+        await until_async(gone, "benchmark VMIs deleted", timeout=timeout, interval=0.25)
+    return deleted
 
 
 async def migrate_last(
@@ -177,8 +181,8 @@ async def migrate_last(
 ) -> None:
     """(e): delete all VMIs but `keep`, then migrate it through the cluster with a VMIM; the
     guest downtime is what the source handler logged (migration_source_finished)."""
-    await delete_all(kube, keep=keep, timeout=600)
-    await asyncio.sleep(5)  # let the guests' QEMUs and their pods go
+    if await delete_all(kube, keep=keep, timeout=600):
+        await asyncio.sleep(5)  # let the deleted guests' QEMUs and their pods go
     body = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstanceMigration",

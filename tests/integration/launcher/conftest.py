@@ -28,6 +28,10 @@ from tests.integration.launcher.harness import (
 )
 
 SHARED_BLOCK_SIZE = {"logical": 512, "physical": 4096, "discardGranularity": 65536}
+# `launchers` stops each launcher by SIGTERM afterwards; a guest still booting is deaf to ACPI,
+# so its launcher would idle through the whole grace before destroying it. The tests that check
+# the SIGTERM path (test_lifecycle) pass their own grace.
+TEARDOWN_GRACE = 1
 REQUIRED_TOOLS = ("libvirtd", "qemu-system-x86_64", "tini", "genisoimage", "qemu-img", "unshare")
 
 
@@ -56,11 +60,13 @@ def guest() -> Path:
 
 @pytest.fixture
 def launchers(guest: Path) -> Iterator[Callable[..., Launcher]]:
-    """Start launchers on demand; every one is stopped and checked for leftovers afterwards."""
+    """Start launchers on demand (grace TEARDOWN_GRACE unless given); every one is stopped
+    and checked for leftovers afterwards."""
     started: list[Launcher] = []
 
     def make(vmi: dict[str, Any] | None = None, **kwargs: Any) -> Launcher:
         root = Path(tempfile.mkdtemp(prefix="kvl", dir="/tmp"))
+        kwargs.setdefault("grace", TEARDOWN_GRACE)
         launcher = Launcher(root=root, vmi=vmi or tiny_vmi(), **kwargs)
         started.append(launcher)
         launcher.start()

@@ -124,9 +124,9 @@ async def test_events_reach_notify_socket_and_survive_reconnects(launchers: Fact
 
     with tempfile.TemporaryDirectory(prefix="kvn", dir="/tmp") as notify_dir:
         notify = Path(notify_dir) / "notify.sock"
-        # It ends paused, and a paused guest cannot hear ACPI: a short grace spares the
-        # teardown's wait for it (the launcher destroys the domain when the grace ends).
-        launcher = launchers(notify_socket=notify, grace=1)
+        # It ends paused, and a paused guest cannot hear ACPI: the fixture's short grace
+        # spares the teardown's wait for it (the launcher destroys the domain when it ends).
+        launcher = launchers(notify_socket=notify)
         async with asyncio.TaskGroup() as tg:
             server = RpcServer(info=ServerInfo(server="test-handler"))
             server.register(NOTIFY_METHOD, on_event)

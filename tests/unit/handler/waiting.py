@@ -19,9 +19,10 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0)
 
 
 async def until_async(
-    probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0, interval: float = 1.0
+    probe: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0, interval: float = 0.25
 ) -> None:
-    """Like `until`, for a probe that has to await (an RPC, an HTTP request)."""
+    """Like `until`, for a probe that has to await (an RPC, an HTTP request: cheap, so
+    repeated every `interval`, a quarter of a second unless said)."""
     try:
         async with asyncio.timeout(timeout):
             while True:
