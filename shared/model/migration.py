@@ -57,6 +57,8 @@ class MigrationStatus(Model):
     phase_transition_timestamps: tuple[PhaseTransition, ...] = ()
     migration_state: MigrationState | None = None
     conditions: tuple[MigrationCondition, ...] = ()
+    # A receiving VMIM's: where the sending cluster's controller dials (KubeVirt's field).
+    synchronization_addresses: tuple[str, ...] = ()
 
     def condition(self, type_: str) -> MigrationCondition | None:
         """The condition of that type, if present."""
