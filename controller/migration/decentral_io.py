@@ -108,8 +108,13 @@ class DecentralMigrations:
         for m in self._by_id(mid):
             self._wake_key(m.key)
 
+    def _senders(self, mid: str) -> list[Migration]:
+        """This cluster's sending VMIMs of `mid` that pair in process (not the ones sending
+        to another cluster)."""
+        return [m for m in _senders(self._by_id(mid), mid) if self.remote_url(m) is None]
+
     def _outcome(self, mid: str) -> tuple[PeerOutcome, str] | None:
-        return sender_outcome(_senders(self._by_id(mid), mid)) or self.desk.outcome(mid)
+        return sender_outcome(self._senders(mid)) or self.desk.outcome(mid)
 
     def remote_url(self, m: Migration) -> str | None:
         """The sending VMIM's connectURL when it names another cluster (None: this one)."""
@@ -127,7 +132,7 @@ class DecentralMigrations:
         WaitingForSync once the sender synchronized)."""
         store = self._informers.vmis.store
         mid = migration_id(receiver)
-        for m in _senders(self._by_id(mid), mid):
+        for m in self._senders(mid):
             if m.is_final() or m.metadata.is_deleting:
                 continue
             vmi = store.get(m.vmi_key)
@@ -139,7 +144,7 @@ class DecentralMigrations:
         """The sending VMI's node (the target pod is kept off it), "" while unknown or in
         another cluster."""
         store = self._informers.vmis.store
-        for m in _senders(self._by_id(migration_id(receiver)), migration_id(receiver)):
+        for m in self._senders(migration_id(receiver)):
             vmi = store.get(m.vmi_key)
             if vmi is not None and vmi.status.node_name:
                 return vmi.status.node_name

@@ -1,0 +1,123 @@
+"""Decentralized migration with another cluster, in the migration controller: a sending
+VMIM whose connectURL cannot be reached fails naming it and leaves the guest alone; a
+receiving VMIM follows another cluster's sender through the synchronization desk
+(offer → out of WaitingForSync, report → the guest taken over) and lists this
+controller's synchronization addresses."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from controller.migration.sync_config import SyncConfig
+from shared.kube import VMIMS, VMIS
+from shared.wire.sync import Pairing, PairingState, PeerOutcome, Report, SourceHalf
+from tests.unit.controller.migration.test_decentral_io import MID, Rig, _vmi
+from tests.unit.virt_api.subresources.certs import Pki, gen_certs
+
+ADDRESS = "10.1.0.9:9185"
+# The other cluster's sender: the same namespace and name as the receiver is fine there.
+THEIRS = SourceHalf(
+    migration_id=MID, namespace="b", vmim_name="out", vmi_name="dst", vmi_uid="their-uid",
+    source_node="node01", source_pod="virt-launcher-dst-zzzzz",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    pki, _ = gen_certs(tmp_path_factory.mktemp("pki"))
+    return pki
+
+
+def _sync(pki: Pki) -> SyncConfig:
+    cert_dir: Path = pki.root / "virt-synchronization-controller-certs"
+    return SyncConfig(cert_dir=cert_dir, advertise_host="10.1.0.9", timeout=2.0)
+
+
+def _dead_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_an_unreachable_connect_url_fails_the_sending_vmim_naming_it(pki: Pki) -> None:
+    """Nothing answers at connectURL: the sending VMIM stays Synchronizing for the first
+    failed dials, then fails with a reason naming connectURL; the source VMI's
+    migrationState is never written (the guest keeps running where it is)."""
+    url = _dead_url()
+    rig = Rig(sync=_sync(pki), connect_url=url)
+    for _ in range(2):
+        await rig.ctl.sync("a/out")
+        assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "Synchronizing"
+        rig.refresh("a/out")
+    await rig.ctl.sync("a/out")
+    status = rig.api.stored(VMIMS, "a/out")["status"]
+    assert status["phase"] == "Failed"
+    reason = status["migrationState"]["failureReason"]
+    assert reason.startswith(f"connectURL {url}: synchronization failed 3 times: ")
+    src = rig.api.stored(VMIS, "a/src")["status"]
+    assert "migrationState" not in src and src["phase"] == "Running"
+
+
+async def test_a_receiver_follows_another_clusters_sender(pki: Pki) -> None:
+    """The receiving VMIM waits until another cluster's sender offered through the desk,
+    then renders its target pod (no source node of this cluster to avoid), lists this
+    controller's synchronizationAddresses; once its target is published the desk answers
+    READY with the target half; the sender's success report completes the receiving
+    VMI's migrationState (its handler takes the guest over)."""
+    rig = Rig(sync=_sync(pki))
+    rig.informers.migrations.store.remove("a/out")  # the sender is in the other cluster
+    await rig.ctl.sync("b/in")
+    stored = rig.api.stored(VMIMS, "b/in")["status"]
+    assert stored["phase"] == "WaitingForSync"
+    assert stored["synchronizationAddresses"] == [ADDRESS]
+    desk = rig.ctl.decentral.desk
+    waiting = desk.answer(THEIRS)
+    assert waiting == Pairing(
+        state=PairingState.WAITING, reason="receiving side b/dst not ready yet"
+    )
+    rig.refresh("b/in")
+    await rig.ctl.sync("b/in")
+    assert rig.api.stored(VMIMS, "b/in")["status"]["phase"] == "Scheduling"
+    (pod,) = rig.pods()
+    assert "node01" not in str(pod["spec"].get("affinity"))
+    published = {"migrationUid": "uid-in", "targetNode": "node02", "targetPod": "virt-launcher-dst-b",
+                 "targetNodeAddress": "10.2.0.7", "targetDirectMigrationNodePorts": {"49152": 0}}  # fmt: skip
+    rig.vmi(_vmi("b", "dst", "uid-dst", {"phase": "WaitingForSync", "migrationState": published}))
+    ready = desk.answer(THEIRS)
+    assert isinstance(ready, Pairing) and ready.state is PairingState.READY
+    assert ready.target is not None
+    assert (ready.target.target_node_address, dict(ready.target.ports)) == (
+        "10.2.0.7",
+        {"49152": 0},
+    )
+    desk.answer(Report(migration_id=MID, outcome=PeerOutcome.SUCCEEDED))
+    assert desk.outcome(MID) == (PeerOutcome.SUCCEEDED, "")
+
+
+async def test_a_remote_senders_failure_fails_the_receiver(pki: Pki) -> None:
+    """Another cluster's sender reports a failure: the receiving VMIM fails with its
+    reason and its VMI is told (failed, completed) and keeps waiting."""
+    rig = Rig(sync=_sync(pki))
+    rig.informers.migrations.store.remove("a/out")
+    desk = rig.ctl.decentral.desk
+    desk.answer(THEIRS)
+    desk.answer(Report(migration_id=MID, outcome=PeerOutcome.FAILED, reason="source gone"))
+    await rig.ctl.sync("b/in")
+    status = rig.api.stored(VMIMS, "b/in")["status"]
+    assert status["phase"] == "Failed"
+    assert status["migrationState"]["failureReason"] == "the sending side failed: source gone"
+    vmi = rig.api.stored(VMIS, "b/dst")["status"]
+    assert vmi["phase"] == "WaitingForSync" and vmi["migrationState"]["failed"]
+
+
+async def test_a_local_connect_url_still_pairs_in_process(pki: Pki) -> None:
+    """connectURL naming this controller's own advertised address pairs in process (no
+    dial): the sending VMIM waits Synchronizing for the receiving side's target."""
+    rig = Rig(sync=_sync(pki), connect_url=ADDRESS)
+    await rig.ctl.sync("a/out")
+    assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "Synchronizing"
+    sender = rig.informers.migrations.store.get("a/out")
+    assert sender is not None and rig.ctl.decentral.remote_url(sender) is None
