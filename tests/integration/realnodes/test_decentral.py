@@ -15,7 +15,6 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from localkube.errors import LocalKubeError
 from tests.integration.realnodes.test_live_change import _patch_kv, kv_restored
 from tests.integration.realnodes.test_shared_storage import (
     LIVE_SECTOR,
@@ -33,6 +32,31 @@ from tests.integration.realnodes.test_volume_migration import _claim, _volume_cl
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name
 SYNC = "virt-synchronization-controller.kubevirt.svc:9185"
+UNREACHABLE = "127.0.0.1:1"
+SYNC_CERTS = "/etc/kubevirt-py/virt-synchronization-controller-certs"
+# Run in the standby controller's pod: one exchange with the leader's endpoint over the pod
+# network with the deployed Secret (an offer nobody receives, then a malformed frame).
+EXCHANGE = """
+import asyncio, json, sys
+from pathlib import Path
+from controller.migration.sync_client import exchange
+from controller.migration.sync_config import SyncConfig, split_url
+from shared.wire.framing import encode_frame, read_frame
+from shared.wire.sync import SourceHalf
+url, mid = sys.argv[1], sys.argv[2]
+config = SyncConfig(cert_dir=Path(sys.argv[3]), timeout=20)
+half = SourceHalf(migration_id=mid, namespace="probe", vmim_name="probe", vmi_name="probe",
+                  vmi_uid="probe", source_node="probe", source_pod="probe")
+async def bad():
+    host, port = split_url(url)
+    r, w = await asyncio.open_connection(host, port, ssl=config.client_context())
+    w.write(encode_frame({"version": 1, "kind": "offer", "source": {}}))
+    frame = await asyncio.wait_for(read_frame(r), 20)
+    w.close()
+    return frame
+answer = asyncio.run(exchange(url, half, config=config))
+print(json.dumps({"offer": [answer.state, answer.reason], "bad": asyncio.run(bad())}))
+"""
 MARKER = "/run/kvpy-decentral"
 # The guest's own view: uptime in seconds, the marker it wrote, its SMBIOS system UUID.
 PROBE = (
@@ -83,8 +107,10 @@ def test_a_running_vm_moves_to_another_namespace(
     what it wrote on its ReadWriteOnce claim in A read back from dst's claim of another
     class in B (a storage migration into the receiving VM's own disk), the
     source VMI Succeeded and its launcher pod no longer running, VM dst took its
-    restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted). A
-    sendTo naming another cluster is refused first."""
+    restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted).
+    First a sendTo naming another cluster where nothing answers fails naming its
+    connectURL (src untouched), and the leader's synchronization endpoint (listed in the
+    KubeVirt CR and the receiving VMIM) answers the standby over mutual TLS."""
     k, a = kv_restored, real_namespace
     b = f"{a}-b"
     gates = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))["spec"]
@@ -129,12 +155,13 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     assert "VM is already running" in started.stderr + started.stdout, started
     assert _virtctl(k.kubeconfig, b, "stop", "dst").returncode == 0
     assert _get(k, b, "vm", "dst")["spec"]["runStrategy"] == "WaitAsReceiver"
+    # Another cluster that does not answer (nothing listens there in the leader's pod):
+    # admitted, Synchronizing, then Failed naming its connectURL; src untouched.
+    lost = {"migrationID": f"m-{uuid.uuid4().hex[:8]}", "connectURL": UNREACHABLE}
+    _apply(k, a, _vmim("elsewhere", "src", {"sendTo": lost}))
     _a_lone_receiver_fails(k, b)
-
-    other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
-                                                  "connectURL": "10.9.9.9:9185"}})  # fmt: skip
-    with pytest.raises(LocalKubeError, match=r"spec\.sendTo\.connectURL: another cluster"):
-        _apply(k, a, other)
+    address = _sync_endpoint(k)
+    _an_unreachable_cluster_fails(k, a)
 
     mid = f"mig-{uuid.uuid4().hex[:8]}"
     # The sender first: it waits (KubeVirt's Synchronizing) for its receiver, whose
@@ -152,6 +179,7 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     sent, received = _get(k, a, "vmim", "out")["status"], _get(k, b, "vmim", "in")["status"]
     assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
     assert received["phase"] == "Succeeded", received
+    assert received["synchronizationAddresses"] == [address], received
     handoff = ["Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running"]
     assert _phases(sent) == ["Synchronizing", "Pending", *handoff, "Succeeded"], sent
     assert _phases(received) == ["WaitingForSync", "Pending", *handoff, "Succeeded"], received
@@ -176,6 +204,41 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     _wait(lambda: _get(k, a, "vm", "src")["spec"]["runStrategy"] == "Halted", 60,
           "src Halted, not started again", lambda: _get(k, a, "vm", "src")["spec"])  # fmt: skip
     assert _phase(k, a, "vmi", "src") == "Succeeded"  # kept, not replaced
+
+
+def _sync_endpoint(k: Kubectl) -> str:
+    """The KubeVirt CR lists the leader's synchronization address (its pod IP:9185); the
+    standby controller reaches it with the deployed certificate (mutual TLS, pod network):
+    an offer nobody receives waits, a malformed frame is refused naming the field."""
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    (address,) = kv["status"]["synchronizationAddresses"]
+    leader = json.loads(k("get", "lease", "virt-controller-py", "-n", "kubevirt", "-o", "json"))
+    pods = json.loads(k("get", "pods", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller",
+                        "-o", "json"))["items"]  # fmt: skip
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    (lead,) = [p for p in running if p["metadata"]["name"] == leader["spec"]["holderIdentity"]]
+    assert address == f"{lead['status']['podIP']}:9185", (address, lead["status"])
+    other = [p for p in running if p is not lead] or [lead]
+    mid = f"probe-{uuid.uuid4().hex[:8]}"
+    out = k("exec", "-n", "kubevirt", other[0]["metadata"]["name"], "--", "python", "-c",
+            EXCHANGE, address, mid, SYNC_CERTS)  # fmt: skip
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["offer"] == ["Waiting", f"no receiving VMIM for {mid} yet"], result
+    assert result["bad"]["kind"] == "failure" and result["bad"]["code"] == "bad_frame", result
+    assert result["bad"]["message"].startswith("source.migrationID: "), result
+    return str(address)
+
+
+def _an_unreachable_cluster_fails(k: Kubectl, a: str) -> None:
+    """The sending VMIM to a connectURL where nothing answers fails (after its tries)
+    naming it; VMI src runs on, its migrationState never written."""
+    _wait(lambda: _phase(k, a, "vmim", "elsewhere") == "Failed", 90, "elsewhere Failed",
+          lambda: _get(k, a, "vmim", "elsewhere").get("status"))  # fmt: skip
+    failed = _get(k, a, "vmim", "elsewhere")["status"]["migrationState"]["failureReason"]
+    assert failed.startswith(f"connectURL {UNREACHABLE}: synchronization failed 3 times"), failed
+    src = _get(k, a, "vmi", "src")["status"]
+    assert src["phase"] == "Running" and "migrationState" not in src, src
+    k("delete", "vmim", "elsewhere", "-n", a, "--wait=true", "--timeout=60s")
 
 
 def _blocked(k: Kubectl, ns: str) -> list[dict[str, Any]]:
