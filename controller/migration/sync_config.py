@@ -62,11 +62,10 @@ class SyncConfig:
             pass
         return (f"{host}:{self.port}",)
 
-    def _context(self, purpose: ssl.Purpose) -> ssl.SSLContext:
+    def _context(self, protocol: int) -> ssl.SSLContext:
         if self.cert_dir is None:
             raise ValueError("no synchronization certificate")
-        side = ssl.PROTOCOL_TLS_SERVER if purpose is ssl.Purpose.CLIENT_AUTH else None
-        ctx = ssl.SSLContext(side or ssl.PROTOCOL_TLS_CLIENT)
+        ctx = ssl.SSLContext(protocol)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_verify_locations(cafile=self.cert_dir / "ca.crt")  # only the kubevirt-py CA
         ctx.load_cert_chain(self.cert_dir / "tls.crt", self.cert_dir / "tls.key")
@@ -76,11 +75,11 @@ class SyncConfig:
 
     def server_context(self) -> ssl.SSLContext:
         """Mutual TLS: a client certificate signed by the CA is required."""
-        return self._context(ssl.Purpose.CLIENT_AUTH)
+        return self._context(ssl.PROTOCOL_TLS_SERVER)
 
     def client_context(self) -> ssl.SSLContext:
         """The peer's certificate must be signed by the CA."""
-        return self._context(ssl.Purpose.SERVER_AUTH)
+        return self._context(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def peer_cn(writer: asyncio.StreamWriter) -> str | None:
