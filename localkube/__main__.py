@@ -28,7 +28,14 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="localkube", description=__doc__)
     parser.add_argument("--bin-dir", type=Path, help="control-plane binaries (default: env)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start the cluster (harmless when already up)")
+    up = sub.add_parser("up", help="start the cluster (harmless when already up)")
+    up.add_argument(
+        "--peer",
+        type=Path,
+        metavar="STATE_DIR",
+        help="then peer it with the real-node cluster kept in STATE_DIR "
+        "(localkube/realnode/peering.py; `down` of either undoes it)",
+    )
     down = sub.add_parser("down", help="stop everything; keep state unless --purge")
     down.add_argument("--purge", action="store_true", help="also delete etcd data, certs, pods")
     sub.add_parser("status", help="health of each component; exit 1 if any is unhealthy")
@@ -45,6 +52,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 async def _run(args: argparse.Namespace, cluster: Cluster) -> int:
     if args.command == "up":
         await cluster.up()
+        if args.peer is not None:
+            await _peer_cluster(cluster.config, args.peer).peer(cluster)
+            print(f"peered with {args.peer}")
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         print(f"kubectl: {cluster.config.bin_dir / 'kubectl'}")
     elif args.command == "down":
@@ -65,6 +75,18 @@ async def _run(args: argparse.Namespace, cluster: Cluster) -> int:
     elif args.command == "prometheus":
         return await _prometheus(cluster, args)
     return 0
+
+
+def _peer_cluster(config: ClusterConfig, state_dir: Path) -> Cluster:
+    """The real-node cluster kept in ``state_dir`` (its nodes: those it has kubeconfigs
+    for), to peer with."""
+    kubeconfigs = (state_dir / "kubeconfig").glob("node-*.kubeconfig")
+    nodes = tuple(
+        sorted(p.name.removeprefix("node-").removesuffix(".kubeconfig") for p in kubeconfigs)
+    )
+    if not nodes or not (state_dir / "net.json").exists():
+        raise LocalKubeError(f"no real-node cluster in {state_dir} to peer with")
+    return Cluster(config.replace(state_dir=state_dir, nodes=nodes))
 
 
 def _registry(cluster: Cluster) -> int:

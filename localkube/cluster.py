@@ -36,7 +36,7 @@ from localkube.procs import (
     spawn_detached,
     stop_process,
 )
-from localkube.realnode import multus
+from localkube.realnode import multus, peering
 from localkube.realnode.fleet import Fleet, apiserver_flags, extra_certs
 from localkube.realnode.namespaces import kill_cgroup_tree, remove_cgroup_tree
 from localkube.realnode.storage import LocalStorage
@@ -151,7 +151,8 @@ class Cluster:
             kubeconfig=self.kubeconfig,
             manifest=self.paths.root / "local-storage.json",
         )
-        await self.csi(fleet).up()
+        if self.config.csi_dir is not None:  # a peer cluster of the tests goes without
+            await self.csi(fleet).up()
         if registry is not None:
             await registry.serve_guest()
         if self.config.multus_dir is not None:
@@ -181,6 +182,19 @@ class Cluster:
         fleet = fleet or self.fleet()
         enter = {node: fleet.node(node).ns.enter() for node in self.config.nodes}
         return CsiStack(config=self.config, marker=self.marker, node_enter=enter)
+
+    def peer_side(self) -> peering.PeerSide:
+        """This cluster as one side of a peering (real nodes, once up)."""
+        return peering.PeerSide(
+            state_dir=self.paths.root, block=self.fleet().plan.block, nodes=self.config.nodes
+        )
+
+    async def peer(self, other: Cluster) -> peering.Peering:
+        """Join this cluster's node network to ``other``'s (localkube/realnode/peering.py):
+        pods and nodes of each reach the other's; ``down`` of either undoes it."""
+        joined = peering.Peering(a=self.peer_side(), b=other.peer_side())
+        await joined.up()
+        return joined
 
     def registry(self, fleet: Fleet | None = None) -> LocalRegistry | None:
         """The registries (real nodes with scripts/build-registry's output only)."""
@@ -229,6 +243,7 @@ class Cluster:
         for name in ("prometheus", "prometheus-sd", *REGISTRIES):  # prometheus.py's, registry.py's
             await self._tracked.stop(name, grace=10)
         if self.real_nodes:
+            await peering.undo_recorded(self.paths.root)
             if self.paths.ports_file.exists() and self.kubeconfig.exists():
                 await self.storage().down(
                     kubectl=self.config.bin_dir / "kubectl", kubeconfig=self.kubeconfig

@@ -2,6 +2,8 @@
 
 - ``session_cluster()``: build (or reuse) the control plane and start a private cluster
   from nothing (its own state dir, nodes dir and ports), for one pytest session;
+- ``peer_session_cluster()``: a second, one-node real-node cluster peered with the first
+  (its pods reach the first's and back: decentralized migration across clusters);
 - ``wait_for()``: poll until a predicate holds; on timeout the error shows what was last
   seen, so a failing integration test says why;
 - ``pod_logs()``: a pod's container output, read from the node's pod directory.
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from localkube.cluster import Cluster
-from localkube.config import REPO, ClusterConfig, NodeKind, parse_image_list
+from localkube.config import DEFAULT_NODES, REPO, ClusterConfig, NodeKind, parse_image_list
 from localkube.errors import ComponentFailed
 from localkube.procs import pid_alive
 from localkube.realnode.noderes import NodeResources
@@ -33,6 +35,9 @@ TEST_STATE_PREFIX = "test-"
 # Real-node test sessions: the static CPU manager and 256 MiB of 2 MiB hugepages, unless
 # KUBEVIRT_PY_CPU_MANAGER=none / KUBEVIRT_PY_HUGEPAGES_2MI=0 say otherwise.
 TEST_HUGEPAGES_2MI = 128
+# A session's second real-node cluster (peer_session_cluster): its name and its one node.
+PEER_NAME = "b"
+PEER_NODES = ("peer01",)
 
 
 def session_node_resources() -> NodeResources:
@@ -99,14 +104,18 @@ def private_cluster_config(
     csi_dir: Path | None = None,
     multus_dir: Path | None = None,
     registry_dir: Path | None = None,
+    name: str = "",
 ) -> ClusterConfig:
     """A cluster private to one test session (pid-keyed dirs; short node paths). A session
-    may run one cluster of each node kind."""
+    may run one cluster of each node kind, and real-node clusters with a ``name`` beside
+    them (their own dirs, one node: ``PEER_NODES``)."""
     sid = session if session is not None else os.getpid()
     real = kind == NodeKind.KUBELET
+    suffix = f"-{name}" if name else ""
     return ClusterConfig(
-        state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}{'-kubelet' if real else ''}",
-        nodes_dir=Path(f"/var/lib/kvt{sid}{'k' if real else ''}"),
+        state_dir=TEST_STATE_ROOT / f"{TEST_STATE_PREFIX}{sid}{'-kubelet' if real else ''}{suffix}",
+        nodes_dir=Path(f"/var/lib/kvt{sid}{'k' if real else ''}{name}"),
+        nodes=PEER_NODES if name else DEFAULT_NODES,
         bin_dir=bin_dir,
         node_kind=kind,
         images=images,
@@ -124,8 +133,9 @@ def reap_stale_test_clusters(bin_dir: Path) -> list[int]:
     for entry in TEST_STATE_ROOT.glob(f"{TEST_STATE_PREFIX}*"):
         sid, _, suffix = entry.name.removeprefix(TEST_STATE_PREFIX).partition("-")
         if sid.isdigit() and not pid_alive(int(sid)):
-            kind = NodeKind.KUBELET if suffix == "kubelet" else NodeKind.PROCESS
-            config = private_cluster_config(bin_dir, session=int(sid), kind=kind)
+            word, _, name = suffix.partition("-")  # "", "kubelet" or "kubelet-<name>"
+            kind = NodeKind.KUBELET if word == "kubelet" else NodeKind.PROCESS
+            config = private_cluster_config(bin_dir, session=int(sid), kind=kind, name=name)
             asyncio.run(Cluster(config).down(purge=True))
             stale.append(int(sid))
     return stale
@@ -172,6 +182,35 @@ def session_cluster(kind: NodeKind = NodeKind.PROCESS) -> Iterator[Cluster]:
     with signals.on_force(cluster.kill_now):
         try:
             asyncio.run(cluster.up())
+            yield cluster
+        finally:
+            with signals.tearing_down():
+                asyncio.run(cluster.down(purge=True))
+
+
+@contextmanager
+def peer_session_cluster(first: Cluster, *, name: str = PEER_NAME) -> Iterator[Cluster]:
+    """A second real-node cluster beside this session's ``first``, peered with it
+    (localkube/realnode/peering.py), then torn down and purged (the peering with it).
+
+    As cheap as it can be: one node (``PEER_NODES``), ``first``'s builds (control plane,
+    containerd, images: imported into its node's containerd, no registry), its local PVs
+    but no CSI stack, no multus (so no migration network), no static CPU manager nor
+    hugepages. SIGTERM, SIGINT or SIGHUP tear it down as ``session_cluster`` does."""
+    signals = stop_signals()
+    signals.install()
+    base = first.config
+    config = private_cluster_config(
+        base.bin_dir, kind=NodeKind.KUBELET, images=base.images,
+        containerd_bin=base.containerd_bin, name=name,
+    ).replace(node_resources=NodeResources())  # fmt: skip
+    cluster = Cluster(config)
+    shutil.rmtree(config.state_dir, ignore_errors=True)
+    shutil.rmtree(config.nodes_dir, ignore_errors=True)
+    with signals.on_force(cluster.kill_now):
+        try:
+            asyncio.run(cluster.up())
+            asyncio.run(first.peer(cluster))
             yield cluster
         finally:
             with signals.tearing_down():
