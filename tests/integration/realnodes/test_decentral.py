@@ -1,7 +1,8 @@
-"""Decentralized live migration between two namespaces of one cluster (KubeVirt 1.7's
-`sendTo` / `receive`, docs/migration.md): a running VM in namespace A moves into a
-WaitAsReceiver VM of namespace B, each half driven by its own VMIM, the streams through
-the handlers' migration proxy as for any migration."""
+"""Decentralized live migration (KubeVirt 1.7's `sendTo` / `receive`, docs/migration.md):
+a running VM in namespace A moves into a WaitAsReceiver VM of namespace B, each half
+driven by its own VMIM, the streams through the handlers' migration proxy as for any
+migration; then a running VM moves to a second cluster (the session's peer_stack) through
+the two controllers' synchronization endpoints."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
+from tests.integration.realnodes.fixtures import PeerStack
 from tests.integration.realnodes.test_live_change import _patch_kv, kv_restored
 from tests.integration.realnodes.test_shared_storage import (
     LIVE_SECTOR,
@@ -288,3 +290,80 @@ def _live_launchers(k: Kubectl, ns: str) -> list[str]:
     pods = json.loads(k("get", "pods", "-n", ns, "-l", "kubevirt.io=virt-launcher", "-o", "json"))
     return [p["metadata"]["name"] for p in pods["items"]
             if p["status"].get("phase") not in ("Succeeded", "Failed")]  # fmt: skip
+
+
+def test_a_running_vm_moves_to_another_cluster(
+    peer_stack: PeerStack, real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """VM `far` runs in cluster A on a local-storage claim, the guest having written a
+    marker in memory and on its disk; VM `far` of cluster B (WaitAsReceiver, its own
+    claim) waits. A receiving VMIM in B lists B's leader synchronization address
+    (status.synchronizationAddresses); a sending VMIM in A naming it as connectURL moves
+    the guest over the two clusters' synchronization endpoints (mutual TLS with the shared
+    CA) and migration proxies (A's handler dialling B's handler's pod address; A has a
+    migration network, B none): both VMIMs Succeeded, the guest running in B the same
+    (uptime went on, the marker in memory, its SMBIOS UUID), what it wrote on A's claim
+    read back from B's; only then is the source, Succeeded and its VM Halted, torn down."""
+    k, far = real_stack, peer_stack.kubectl
+    a = real_namespace
+    b = f"{a}-far"
+    far("create", "namespace", b)
+    try:
+        _move_far(k, real_cluster, a, peer=peer_stack, b=b)
+    finally:
+        far("delete", "vm", "--all", "-n", b, "--wait=true", "--timeout=120s", check=False)
+        far("delete", "namespace", b, "--wait=false", check=False)
+
+
+def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) -> None:
+    far = peer.kubectl
+    _apply(k, a, _claim("far-src", "64Mi", storage_class="local-storage"))
+    _apply(far, b, _claim("far-dst", "1Gi", storage_class="local-storage"))
+    _apply(k, a, _vm("far", strategy="Always", claim="far-src"))
+    _apply(far, b, _vm("far", strategy="WaitAsReceiver", claim="far-dst"))
+    source = _running(k, a, "far")
+    _agent_connected(k, a, "far")
+    mark = f"KVPY-FAR {uuid.uuid4().hex[:12]}"
+    _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
+    on_disk = f"KVPY-FAR-DISK {uuid.uuid4().hex[:12]}"
+    _write(cluster, source, LIVE_SECTOR, on_disk)
+    before, _, smbios = _probe(cluster, source)
+    _wait(lambda: _phase(far, b, "vmi", "far") == "WaitingForSync", 60, "B's far WaitingForSync",
+          lambda: _get(far, b, "vmi", "far").get("status"))  # fmt: skip
+    mid = f"far-{uuid.uuid4().hex[:8]}"
+    _apply(far, b, _vmim("in", "far", {"receive": {"migrationID": mid}}))
+
+    def addresses() -> list[str]:
+        return list(
+            _get(far, b, "vmim", "in").get("status", {}).get("synchronizationAddresses", [])
+        )
+
+    (url, *_) = _wait(addresses, 60, "B's synchronization address",
+                      lambda: _get(far, b, "vmim", "in").get("status"))  # fmt: skip
+    _apply(k, a, _vmim("out", "far", {"sendTo": {"migrationID": mid, "connectURL": url}}))
+
+    def done() -> bool:
+        return {_phase(k, a, "vmim", "out"), _phase(far, b, "vmim", "in")} <= {
+            "Succeeded",
+            "Failed",
+        }
+
+    _wait(done, 300, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
+                                                  _get(far, b, "vmim", "in").get("status")))  # fmt: skip
+    sent, received = _get(k, a, "vmim", "out")["status"], _get(far, b, "vmim", "in")["status"]
+    assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
+    assert received["phase"] == "Succeeded", received
+    moved = _running(far, b, "far")
+    assert moved["status"]["nodeName"] == peer.node, moved["status"]
+    after, marker, smbios_after = _probe(peer.cluster, moved)
+    assert marker == mark and smbios_after == smbios and after > before, (after, before)
+    assert _read(peer.cluster, moved, LIVE_SECTOR) == on_disk  # copied into B's claim
+    # The target runs: only now is the source torn down.
+    _wait(lambda: _phase(k, a, "vmi", "far") == "Succeeded", 60, "A's far VMI Succeeded",
+          lambda: _get(k, a, "vmi", "far").get("status"))  # fmt: skip
+    _wait(lambda: _get(k, a, "vm", "far")["spec"]["runStrategy"] == "Halted", 60,
+          "A's far Halted", lambda: _get(k, a, "vm", "far")["spec"])  # fmt: skip
+    k("delete", "vm", "far", "-n", a, "--wait=true", "--timeout=120s")
+    _wait(lambda: far("get", "vm", "far", "-n", b, "-o", "jsonpath={.spec.runStrategy}")
+          == "Always", 60, "B's far runStrategy restored")  # fmt: skip
+    assert _probe(peer.cluster, moved)[1] == mark  # still running after the source went

@@ -13,6 +13,7 @@ import pytest
 
 from controller.migration.sync_config import SyncConfig
 from shared.kube import VMIMS, VMIS
+from shared.model import MigrationState
 from shared.wire.sync import Pairing, PairingState, PeerOutcome, Report, SourceHalf
 from tests.unit.controller.migration.test_decentral_io import MID, Rig, _vmi
 from tests.unit.virt_api.subresources.certs import Pki, gen_certs
@@ -121,3 +122,25 @@ async def test_a_local_connect_url_still_pairs_in_process(pki: Pki) -> None:
     assert rig.api.stored(VMIMS, "a/out")["status"]["phase"] == "Synchronizing"
     sender = rig.informers.migrations.store.get("a/out")
     assert sender is not None and rig.ctl.decentral.remote_url(sender) is None
+
+
+@pytest.mark.parametrize(
+    ("target", "leaves"),
+    [
+        pytest.param({"domainName": "dst", "domainNamespace": "b", "migrationUID": "in"}, True, id="other-vmi"),
+        pytest.param({"domainName": "src", "domainNamespace": "a", "migrationUID": "in"}, True, id="same-name-elsewhere"),
+        pytest.param({"domainName": "src", "domainNamespace": "a"}, False, id="itself"),
+        pytest.param(None, False, id="usual-migration"),
+    ],
+)  # fmt: skip
+def test_a_sending_vmi_leaves_for_another_clusters_vmi_of_the_same_name(
+    target: dict[str, str] | None, leaves: bool
+) -> None:
+    """The source VMI's guest goes to another VMI when the target names another VMI or
+    another VMIM (another cluster's receiving VMI may have the source's namespace and
+    name): the VMI controller then ends the source Succeeded instead of moving it."""
+    raw: dict[str, object] = {"migrationUid": "out", "completed": True}
+    if target is not None:
+        raw["targetState"] = target
+    state = MigrationState.from_dict(raw)
+    assert state.leaves_vmi("a", "src") is leaves
