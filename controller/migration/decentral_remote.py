@@ -121,6 +121,7 @@ class RemoteSending:
         self._config = config
         self._attempts = attempts
         self._failures: dict[str, int] = {}
+        self._answered: dict[str, PairingState] = {}
         self._unsent: dict[str, _Unsent] = {}
 
     def _peer(self, url: str) -> RemotePeer | None:
@@ -132,6 +133,7 @@ class RemoteSending:
         """The receiving cluster's pairing, WAITING after a failed dial, REFUSED after
         `attempts` of them in a row or a refusal (naming the connectURL)."""
         peer = self._peer(url)
+        log.debug("decentral_sync_offer", vmim=key, url=url)
         if peer is None:
             why = (
                 f"connectURL {url} is another cluster's synchronization address, but this "
@@ -154,6 +156,10 @@ class RemoteSending:
             why = f"connectURL {url}: synchronization failed {failures} times: {exc.why}"
             return Pairing(state=PairingState.REFUSED, reason=why)
         self._failures.pop(key, None)
+        if self._answered.get(key) != pairing.state:  # logged on change, not every poll
+            self._answered[key] = pairing.state
+            log.info("decentral_sync_answered", vmim=key, url=url, state=str(pairing.state),
+                     reason=pairing.reason)  # fmt: skip
         return pairing
 
     async def report(self, key: str, url: str, report: Report) -> bool:
@@ -190,4 +196,5 @@ class RemoteSending:
     def forget(self, key: str) -> None:
         """The sending VMIM is gone."""
         self._failures.pop(key, None)
+        self._answered.pop(key, None)
         self._unsent.pop(key, None)

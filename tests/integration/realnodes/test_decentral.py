@@ -243,6 +243,14 @@ def _an_unreachable_cluster_fails(k: Kubectl, a: str) -> None:
     k("delete", "vmim", "elsewhere", "-n", a, "--wait=true", "--timeout=60s")
 
 
+def _sync_logs(k: Kubectl) -> list[str]:
+    """The controllers' log lines about decentralized migration (shown on a timeout)."""
+    out = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller", "--prefix",
+            "--tail=2000", check=False)  # fmt: skip
+    words = ("decentral", "sync_", "sync-server", "leading", "migrationID")
+    return [line[-400:] for line in out.splitlines() if any(w in line for w in words)][-40:]
+
+
 def _blocked(k: Kubectl, ns: str) -> list[dict[str, Any]]:
     """VMI dst's DecentralizedLiveMigrationFailure conditions."""
     conditions = _get(k, ns, "vmi", "dst").get("status", {}).get("conditions", [])
@@ -348,8 +356,9 @@ def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) 
             "Failed",
         }
 
-    _wait(done, 300, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
-                                                  _get(far, b, "vmim", "in").get("status")))  # fmt: skip
+    _wait(done, 240, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
+                                                  _get(far, b, "vmim", "in").get("status"),
+                                                  _sync_logs(k), _sync_logs(far)))  # fmt: skip
     sent, received = _get(k, a, "vmim", "out")["status"], _get(far, b, "vmim", "in")["status"]
     assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
     assert received["phase"] == "Succeeded", received

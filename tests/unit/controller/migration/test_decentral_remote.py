@@ -6,12 +6,15 @@ controller's synchronization addresses."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from controller.migration.sync_config import SyncConfig
+from controller.migration.sync_server import SyncServer
 from shared.kube import VMIMS, VMIS
 from shared.model import MigrationState
 from shared.wire.sync import Pairing, PairingState, PeerOutcome, Report, SourceHalf
@@ -144,3 +147,39 @@ def test_a_sending_vmi_leaves_for_another_clusters_vmi_of_the_same_name(
         raw["targetState"] = target
     state = MigrationState.from_dict(raw)
     assert state.leaves_vmi("a", "src") is leaves
+
+
+async def test_two_controllers_pair_over_the_endpoint(pki: Pki) -> None:
+    """Cluster A's migration controller (sending VMIM a/out, connectURL = B's endpoint)
+    and cluster B's (receiving VMIM b/in, its desk served on a real TLS socket): A's
+    offer takes B's receiver out of WaitingForSync; once B's target is published, A's
+    next offer hands the source VMI B's target address and ports."""
+    b = Rig(sync=_sync(pki))
+    b.informers.migrations.store.remove("a/out")
+    b.informers.vmis.store.remove("a/src")
+    server = SyncServer(
+        replace(_sync(pki), host="127.0.0.1", port=0), answer=b.ctl.decentral.desk.answer
+    )
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(server.run())
+        await asyncio.wait_for(server.bound.wait(), 10)
+        a = Rig(sync=_sync(pki), connect_url=f"127.0.0.1:{server.port}")
+        a.informers.migrations.store.remove("b/in")
+        a.informers.vmis.store.remove("b/dst")
+        await b.ctl.sync("b/in")
+        assert b.api.stored(VMIMS, "b/in")["status"]["phase"] == "WaitingForSync"
+        await a.ctl.sync("a/out")
+        assert a.api.stored(VMIMS, "a/out")["status"]["phase"] == "Synchronizing"
+        b.refresh("b/in")
+        await b.ctl.sync("b/in")
+        assert b.api.stored(VMIMS, "b/in")["status"]["phase"] == "Scheduling"
+        published = {"migrationUid": "uid-in", "targetNode": "peer01", "targetPod": "virt-launcher-dst-b",
+                     "targetNodeAddress": "10.3.0.7", "targetDirectMigrationNodePorts": {"49152": 0}}  # fmt: skip
+        b.vmi(_vmi("b", "dst", "uid-dst", {"phase": "WaitingForSync", "migrationState": published}))
+        a.refresh("a/out")
+        await a.ctl.sync("a/out")
+        state = a.api.stored(VMIS, "a/src")["status"]["migrationState"]
+        assert (state["targetNode"], state["targetNodeAddress"]) == ("peer01", "10.3.0.7")
+        assert state["targetState"]["migrationUID"] == "uid-in"
+        assert a.api.stored(VMIMS, "a/out")["status"]["phase"] == "TargetReady"
+        task.cancel()
