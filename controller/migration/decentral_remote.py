@@ -121,7 +121,7 @@ class RemoteSending:
         self._config = config
         self._attempts = attempts
         self._failures: dict[str, int] = {}
-        self._answered: dict[str, PairingState] = {}
+        self._answered: dict[str, PairingState] = {}  # the peer's last answer, by VMIM
         self._unsent: dict[str, _Unsent] = {}
 
     def _peer(self, url: str) -> RemotePeer | None:
@@ -163,9 +163,13 @@ class RemoteSending:
         return pairing
 
     async def report(self, key: str, url: str, report: Report) -> bool:
-        """Tell the receiving cluster how the sending side ended; False: kept to resend."""
+        """Tell the receiving cluster how the sending side ended; False: kept to resend.
+        A failure of a VMIM whose offers the peer never answered (here) is told once, not
+        kept: the peer may never have heard of it (an unreachable connectURL)."""
         self._failures.pop(key, None)
-        self._unsent[key] = _Unsent(url=url, report=report)
+        answered = self._answered.pop(key, None) is not None
+        tries = 0 if answered or report.outcome is PeerOutcome.SUCCEEDED else REPORT_ATTEMPTS - 1
+        self._unsent[key] = _Unsent(url=url, report=report, tries=tries)
         return await self.resend(key)
 
     def pending(self, key: str) -> bool:

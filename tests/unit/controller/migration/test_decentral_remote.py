@@ -16,6 +16,7 @@ import pytest
 from controller.migration.sync_config import SyncConfig
 from controller.migration.sync_server import SyncServer
 from shared.kube import VMIMS, VMIS
+from shared.labels import MIGRATION_FINALIZER
 from shared.model import MigrationState
 from shared.wire.sync import Pairing, PairingState, PeerOutcome, Report, SourceHalf
 from tests.unit.controller.migration.test_decentral_io import MID, Rig, _vmi
@@ -49,7 +50,8 @@ def _dead_url() -> str:
 async def test_an_unreachable_connect_url_fails_the_sending_vmim_naming_it(pki: Pki) -> None:
     """Nothing answers at connectURL: the sending VMIM stays Synchronizing for the first
     failed dials, then fails with a reason naming connectURL; the source VMI's
-    migrationState is never written (the guest keeps running where it is)."""
+    migrationState is never written (the guest keeps running where it is), and the VMIM
+    is not held by its finalizer to report to a peer that never answered."""
     url = _dead_url()
     rig = Rig(sync=_sync(pki), connect_url=url)
     for _ in range(2):
@@ -63,6 +65,9 @@ async def test_an_unreachable_connect_url_fails_the_sending_vmim_naming_it(pki: 
     assert reason.startswith(f"connectURL {url}: synchronization failed 3 times: ")
     src = rig.api.stored(VMIS, "a/src")["status"]
     assert "migrationState" not in src and src["phase"] == "Running"
+    # The failure was told once (no peer ever answered): the VMIM is not held for it.
+    finalizers = rig.api.stored(VMIMS, "a/out")["metadata"].get("finalizers", [])
+    assert MIGRATION_FINALIZER not in finalizers
 
 
 async def test_a_receiver_follows_another_clusters_sender(pki: Pki) -> None:

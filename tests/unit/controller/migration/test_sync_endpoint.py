@@ -167,16 +167,24 @@ async def test_without_a_certificate_another_cluster_is_refused_at_once() -> Non
 
 
 async def test_an_unsent_report_is_kept_and_sent_again(served: Served, pki: Pki) -> None:
-    """A report that does not get through is kept (pending) and resent later."""
+    """A success report that does not get through is kept (pending) and resent later;
+    a failure of a VMIM whose offers the peer never answered is tried once, not kept
+    (an unreachable connectURL never heard of it); once answered, a failure is kept."""
     with socket_port() as port:
         dead = f"127.0.0.1:{port}"
     sending = RemoteSending(served.config)
-    report = Report(migration_id="mig-1", outcome=PeerOutcome.FAILED, reason="boom")
-    assert not await sending.report("a/out", dead, report)
+    success = Report(migration_id="mig-1", outcome=PeerOutcome.SUCCEEDED)
+    assert not await sending.report("a/out", dead, success)
     assert sending.pending("a/out")
-    assert await sending.report("a/out", served.url, report)
+    assert await sending.report("a/out", served.url, success)
     assert not sending.pending("a/out")
-    assert served.desk.outcome("mig-1") == (PeerOutcome.FAILED, "boom")
+    assert served.desk.outcome("mig-1") == (PeerOutcome.SUCCEEDED, "")
+    failure = Report(migration_id="mig-2", outcome=PeerOutcome.FAILED, reason="boom")
+    assert await sending.report("a/lost", dead, failure)
+    assert not sending.pending("a/lost")
+    await sending.offer("a/known", served.url, replace(SOURCE, migration_id="mig-2"))
+    assert not await sending.report("a/known", dead, failure)
+    assert sending.pending("a/known")
 
 
 def test_the_config_advertises_the_pod_ip_only_with_a_certificate(pki: Pki) -> None:
