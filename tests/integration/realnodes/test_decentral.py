@@ -327,6 +327,12 @@ def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) 
     sent, received = _get(k, a, "vmim", "out")["status"], _get(far, b, "vmim", "in")["status"]
     assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
     assert received["phase"] == "Succeeded", received
+    # A's source handler dialled B's handler at its pod address (B has no migration
+    # network; A's handler dials from its own only for targets on that network).
+    handlers = json.loads(far("get", "pods", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler",
+                              "-o", "json"))["items"]  # fmt: skip
+    (handler,) = [p for p in handlers if p["spec"].get("nodeName") == peer.node]
+    assert sent["migrationState"]["targetNodeAddress"] == handler["status"]["podIP"], sent
     moved = _running(far, b, "far")
     assert moved["status"]["nodeName"] == peer.node, moved["status"]
     after, marker, smbios_after = _probe(peer.cluster, moved)
