@@ -3,6 +3,7 @@
     informers (always, so a standby has warm caches)  ┐
     /healthz /readyz /metrics                          ├─ one TaskGroup
     leader election → while leading: the work queues' workers ┘
+                      and the synchronization endpoint (:9185, decentralized migration)
 
 A standby keeps its caches synced (virt-api's admission and subresources and the live
 KubeVirt configuration read them; the event handlers' side tables, bounded by the caches,
@@ -32,6 +33,7 @@ from controller.informers import Informers, SourceWrapper, build_informers
 from controller.kubevirt.live import cluster_defaults
 from controller.loops import Loops, build_loops
 from controller.metrics import ObjectMetrics
+from controller.migration.sync_server import SyncServer
 from controller.recent import Recent
 from shared.clusterconfig import LiveConfig
 from shared.kube import (
@@ -178,6 +180,10 @@ class Controller:
         async with asyncio.TaskGroup() as tg:
             for loop, count in loops.workers(workers):
                 tg.create_task(loop.queue.run_workers(count, loop.process))
+            if self.config.sync.enabled:  # decentralized migration's endpoint: the leader's
+                desk = loops.run.migration.decentral.desk
+                server = SyncServer(self.config.sync, answer=desk.answer)
+                tg.create_task(server.run(), name="sync-server")
 
 
 def _leader_config(config: Config) -> LeaderConfig:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.errors import ConfigError
+from controller.migration.sync_config import SyncConfig
 from controller.services.overhead import OverheadConfig
 from shared.model import EvictionStrategy
 from shared.netbinding import BindingPlugin
@@ -157,6 +158,8 @@ class Config:
     feature_gates: tuple[str, ...] = ()
     vm_rollout_strategy: str = "LiveUpdate"
     kubevirt_namespace: str = "kubevirt"
+    # The synchronization endpoint of decentralized migration (controller/migration/).
+    sync: SyncConfig = field(default_factory=SyncConfig)
 
     @classmethod
     def from_args(
@@ -211,6 +214,9 @@ class Config:
             feature_gates=tuple(g.strip() for g in ns.feature_gates.split(",") if g.strip()),
             vm_rollout_strategy=_rollout(ns.vm_rollout_strategy),
             kubevirt_namespace=ns.kubevirt_namespace,
+            sync=SyncConfig.from_flags(
+                cert_dir=ns.sync_cert_dir, port=ns.sync_port, advertise_host=ns.sync_advertise_host
+            ),
         )
 
 
@@ -300,6 +306,19 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("leader-name", "virt-controller-py", "name of the leader Lease"),
     ("identity", "", "leader identity (default hostname-pid)"),
     ("lease-seconds", "15", "leader lease duration"),
+    (
+        "sync-cert-dir",
+        "",
+        "tls.crt + tls.key + ca.crt: serve and dial decentralized "
+        "migration's synchronization endpoint (blank or incomplete: one cluster only)",
+    ),
+    ("sync-port", "9185", "port of the synchronization endpoint (the leader listens)"),
+    (
+        "sync-advertise-host",
+        "",
+        "the address other clusters dial (the pod IP): the KubeVirt "
+        "CR's and receiving VMIMs' status.synchronizationAddresses",
+    ),
     ("vmi-workers", "10", "VMI controller workers"),
     ("vm-workers", "3", "VM controller workers"),
 )

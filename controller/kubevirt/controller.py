@@ -46,10 +46,14 @@ class KubeVirtController(Reconciler):
         queue: WorkQueue,
         live: LiveConfig,
         writer: StatusWriter[KubeVirt],
+        sync_addresses: tuple[str, ...] = (),
     ) -> None:
         super().__init__(deps, queue)
         self._live = live
         self._writer = writer
+        # The leader's synchronization endpoint (decentralized migration): only the leader
+        # writes status, so the CR lists the address that answers.
+        self._sync_addresses = sync_addresses
         self._version = version()
 
     def handlers(self) -> Handlers[KubeVirt]:
@@ -87,6 +91,7 @@ class KubeVirtController(Reconciler):
             now=now_rfc3339(self._clock),
             network_problem=network_problem,
         )
+        status = dataclasses.replace(status, synchronization_addresses=self._sync_addresses)
         new = dataclasses.replace(kv, status=status)
         try:
             await self._writer.write_status(

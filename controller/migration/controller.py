@@ -28,6 +28,7 @@ from controller.migration.logic import (
 )
 from controller.migration.policy import PolicyStamp
 from controller.migration.selector import matching_nodes
+from controller.migration.sync_config import SyncConfig
 from controller.recent import Recent
 from controller.reconcile import PodWriter, Reconciler, apply_metadata, live, refresher
 from controller.services.template import TemplateService
@@ -72,6 +73,7 @@ class MigrationController(Reconciler):
         writer: StatusWriter[Migration],
         templates: TemplateService | Callable[[], TemplateService],
         config: MigrationConfig | Callable[[], MigrationConfig],
+        sync: SyncConfig | None = None,
     ) -> None:
         super().__init__(deps, queue)
         self._policy = PolicyStamp(deps.client, deps.informers.policies.store.list)
@@ -82,7 +84,8 @@ class MigrationController(Reconciler):
         self._config_of = live(config)
         # Migrations admitted here whose in-flight phase the cache does not show yet.
         self._admitted: dict[str, str] = {}
-        self._decentral = DecentralMigrations(deps.informers)
+        # Decentralized migrations; its desk answers the synchronization endpoint.
+        self.decentral = DecentralMigrations(deps.informers, sync=sync, wake=self.enqueue)
 
     # ---- event handlers -----------------------------------------------------------------
 
@@ -107,7 +110,7 @@ class MigrationController(Reconciler):
     def _migration_updated(self, old: Migration, new: Migration) -> None:
         self._recent.observe(new)
         self.enqueue(new.key)
-        for key in self._decentral.peer_keys(new):  # the other half of a decentral one
+        for key in self.decentral.peer_keys(new):  # the other half of a decentral one
             self.enqueue(key)
         if new.is_final() and not old.is_final():
             self._wake_pending()
@@ -116,6 +119,7 @@ class MigrationController(Reconciler):
         self._pods.expectations.delete(m.key)
         self._recent.forget(m.key)
         self._admitted.pop(m.key, None)
+        self.decentral.forget(m)
         self._wake_pending()
 
     def _vmi_changed(self, vmi: VirtualMachineInstance) -> None:
@@ -192,7 +196,7 @@ class MigrationController(Reconciler):
         vmi = self._vmi_recent.latest(self._informers.vmis.store.get(m.vmi_key))
         pods = self._informers.pods.store.by_index(VMI_UID_INDEX, vmi.uid) if vmi else []
         if is_decentral(m):
-            plan = self._decentral.plan(m, vmi, pods, now=self._clock())
+            plan = await self.decentral.plan(m, vmi, pods, now=self._clock())
             await self._apply(m, vmi, plan)
             if plan.requeue_after is not None:
                 self.queue.add_after(key, plan.requeue_after)
@@ -238,7 +242,7 @@ class MigrationController(Reconciler):
     ) -> None:
         await self._pods.delete(m.key, plan.delete_pods, involved=m)
         if plan.create_target_pod and vmi is not None:
-            source = vmi.status.node_name or self._decentral.source_node(m)
+            source = vmi.status.node_name or self.decentral.source_node(m)
             pod = self._templates_of().target_pod(
                 vmi, m, source_node=source, claims=self._block_claims(vmi)
             )

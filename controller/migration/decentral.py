@@ -1,7 +1,7 @@
 """Decentralized live migration (KubeVirt 1.7 `sendTo` / `receive`): pairing the halves.
 
 Wired into the migration controller by decentral_io.py (between namespaces of one
-cluster; another cluster's connectURL is refused at admission). This module is the seam
+cluster, or with another cluster through the synchronization endpoint). This module is the seam
 of docs/migration.md: the receiving side's target pod is rendered from the receiving VMI,
 and the handlers run their usual migration between the two VMIs:
 
@@ -15,15 +15,15 @@ and the handlers run their usual migration between the two VMIs:
     MigrationPeer.report(X, outcome) when the sending side is final.
 
 In one cluster the peer is answered in process (`InProcessPeer`) from the controller's VMIM
-cache, indexed by migrationID (`receive_index`); between clusters the same messages would
-go to the receiving controller at `connectURL`.
+cache, indexed by migrationID (`receive_index`); between clusters the same messages
+(shared/wire/sync.py) go to the receiving controller's synchronization endpoint at
+`connectURL` (sync_client.RemotePeer → sync_server.SyncServer → decentral_remote.SyncDesk,
+which answers with `pair` from its own caches).
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import structlog
@@ -36,85 +36,22 @@ from shared.model import (
     VMIPhase,
 )
 from shared.volumemigration import claim_volumes
+from shared.wire.sync import Pairing, PairingState, PeerOutcome, SourceHalf, TargetHalf
+
+__all__ = ["Pairing", "PairingState", "PeerOutcome", "SourceHalf", "TargetHalf"]
 
 Migration = VirtualMachineInstanceMigration
 log = structlog.get_logger("controller.migration.decentral")
 
 
-class PairingState(enum.StrEnum):
-    """Where a sending half stands with its receiving half."""
-
-    WAITING = "Waiting"
-    READY = "Ready"
-    REFUSED = "Refused"
-
-
-class PeerOutcome(enum.StrEnum):
-    """How the sending side ended, told to the receiving side."""
-
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceHalf:
-    """What the sending side offers: its running VMI and where it runs."""
-
-    migration_id: str
-    namespace: str
-    vmim_name: str
-    vmi_name: str
-    vmi_uid: str
-    source_node: str
-    source_pod: str
-    # Its claim volumes, copied into the receiving VMI's claims of the same names.
-    claim_volumes: tuple[str, ...] = ()
-
-    @property
-    def vmi_key(self) -> str:
-        """The sending VMI's "namespace/name"."""
-        return f"{self.namespace}/{self.vmi_name}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TargetHalf:
-    """What the receiving side publishes once its target launcher and handler are ready."""
-
-    migration_id: str
-    # The receiving VMIM's UID: it names the migration's dir in the target pod.
-    migration_uid: str = ""
-    namespace: str
-    vmim_name: str
-    vmi_name: str
-    target_node: str
-    target_pod: str
-    target_node_address: str
-    # The target handler's migration proxy ports (port → stream), as in migrationState.
-    ports: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def vmi_key(self) -> str:
-        """The receiving VMI's "namespace/name"."""
-        return f"{self.namespace}/{self.vmi_name}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pairing:
-    """The answer to an offer."""
-
-    state: PairingState
-    target: TargetHalf | None = None
-    reason: str = ""
-
-
 class MigrationPeer(Protocol):
     """The receiving side, as the sending side's controller sees it."""
 
-    def offer(self, source: SourceHalf) -> Pairing:
+    async def offer(self, source: SourceHalf) -> Pairing:
         """Pair `source` with the receiving half of the same migrationID."""
         ...
 
-    def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
+    async def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
         """Tell the receiving side how the sending side ended."""
         ...
 
@@ -175,8 +112,11 @@ def _claims_differ(source: SourceHalf, vmi: VirtualMachineInstance) -> str | Non
     )
 
 
-def _one_receiver(source: SourceHalf, receivers: Sequence[Migration]) -> Migration | Pairing:
-    """The one live receiving VMIM of the source's migrationID, or why there is none."""
+def _one_receiver(
+    source: SourceHalf, receivers: Sequence[Migration], *, remote: bool
+) -> Migration | Pairing:
+    """The one live receiving VMIM of the source's migrationID, or why there is none (a
+    source of another cluster may have the same namespace and name as its receiver)."""
     mid = source.migration_id
     live = [m for m in receivers if _live(m) and receive_index(m) == [mid]]
     if not live:
@@ -185,7 +125,7 @@ def _one_receiver(source: SourceHalf, receivers: Sequence[Migration]) -> Migrati
         names = ", ".join(sorted(m.key for m in live))
         return Pairing(state=PairingState.REFUSED, reason=f"{mid} has two receivers: {names}")
     key = f"{live[0].namespace}/{live[0].spec.vmi_name or ''}"
-    if key == source.vmi_key:
+    if key == source.vmi_key and not remote:
         return Pairing(state=PairingState.REFUSED, reason=f"{mid}: {key} would receive itself")
     return live[0]
 
@@ -195,9 +135,11 @@ def pair(
     *,
     receivers: Sequence[Migration],
     vmis: Callable[[str], VirtualMachineInstance | None],
+    remote: bool = False,
 ) -> Pairing:
-    """Pair `source` with the one live receiving VMIM of its migrationID, if ready."""
-    receiver = _one_receiver(source, receivers)
+    """Pair `source` with the one live receiving VMIM of its migrationID, if ready;
+    `remote`: the source is another cluster's (offered through the sync endpoint)."""
+    receiver = _one_receiver(source, receivers, remote=remote)
     if isinstance(receiver, Pairing):
         return receiver
     key = f"{receiver.namespace}/{receiver.spec.vmi_name or ''}"
@@ -252,11 +194,11 @@ class InProcessPeer:
         self._vmis = vmis
         self._outcomes = outcomes
 
-    def offer(self, source: SourceHalf) -> Pairing:
+    async def offer(self, source: SourceHalf) -> Pairing:
         """Pair from the caches (no I/O)."""
         return pair(source, receivers=self._receivers(source.migration_id), vmis=self._vmis)
 
-    def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
+    async def report(self, migration_id: str, outcome: PeerOutcome, *, reason: str = "") -> None:
         """Nothing to send: the sending VMIM's phase is the record."""
         log.info("decentral_sender_ended", migration_id=migration_id, outcome=str(outcome),
                  reason=reason)  # fmt: skip

@@ -129,7 +129,8 @@ class TemplateService:
         claims: Mapping[str, Claim] | None = None,
     ) -> dict[str, Any]:
         """A migration target pod: the launcher pod, labelled with the VMIM's UID and kept
-        off the source node; `claims`: the block-mode ones (their devices, as the source's)."""
+        off the source node ("": none here, a decentralized migration from another
+        cluster); `claims`: the block-mode ones (their devices, as the source's)."""
         pod = self._pod(
             vmi,
             seed=migration.uid,
@@ -137,7 +138,8 @@ class TemplateService:
             claims=claims or {},
         )
         spec = pod["spec"]
-        spec["affinity"] = excluding_node(spec.get("affinity"), source_node)
+        if source_node:
+            spec["affinity"] = excluding_node(spec.get("affinity"), source_node)
         spec["nodeSelector"] = with_added_selector(
             spec["nodeSelector"], migration.spec.added_node_selector
         )

@@ -2,6 +2,8 @@
 
     kube-apiserver ──(front proxy, cluster CA)──▶ controller subresource API (virt-api cert)
     controller ──(mutual TLS, kubevirt-py CA)──▶ handler actions endpoint (handler cert)
+    controller ──(mutual TLS, kubevirt-py CA)──▶ another cluster's controller, :9185
+                                                 (synchronization cert, both sides)
 
 Written to OUT (default ~/.cache/kubevirt-py/certs, outside any clone), one directory per
 Secret in the kubernetes.io/tls layout the daemons read (tls.crt, tls.key, ca.crt):
@@ -10,10 +12,13 @@ Secret in the kubernetes.io/tls layout the daemons read (tls.crt, tls.key, ca.cr
     OUT/virt-api-certs/                           serving cert of the APIService's Service
     OUT/virt-controller-handler-client/           client cert, CN kubevirt-py-controller
     OUT/virt-handler-certs/                       handler serving cert (virt-handler.<ns>.svc)
+    OUT/virt-synchronization-controller-certs/    CN kubevirt-py-synchronization, server and
+                                                  client: decentralized migration between
+                                                  clusters whose certs one CA signed
     OUT/apiservice-cabundle-patch.yaml            kustomize patch setting the caBundle
 
 Existing files are kept (re-running is idempotent; --force makes everything anew).
-`--apply` creates or updates the three Secrets in the namespace with kubectl and sets the
+`--apply` creates or updates the four Secrets in the namespace with kubectl and sets the
 caBundle of the APIService and of the admission webhooks (virt-api-mutator,
 virt-api-validator: the same serving certificate) when they exist. The last line printed is the CA bundle
 (base64) for APIService.spec.caBundle.
@@ -36,6 +41,8 @@ from pathlib import Path
 
 CONTROLLER_CN = "kubevirt-py-controller"
 HANDLER_CN = "kubevirt-py-handler"
+SYNC_CN = "kubevirt-py-synchronization"
+SYNC_SERVICE = "virt-synchronization-controller"
 APISERVICE = "v1.subresources.kubevirt.io"
 # Both aggregated APIs virt-api serves, verified against the same CA.
 APISERVICES = (APISERVICE, "v1beta1.upload.cdi.kubevirt.io")
@@ -45,7 +52,12 @@ WEBHOOK_CONFIGURATIONS = (
     ("validatingwebhookconfiguration", "virt-launcher-eviction-interceptor"),
 )
 CA_DIR = "ca"
-SECRETS = ("virt-api-certs", "virt-controller-handler-client", "virt-handler-certs")
+SECRETS = (
+    "virt-api-certs",
+    "virt-controller-handler-client",
+    "virt-handler-certs",
+    "virt-synchronization-controller-certs",
+)
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
 
 
@@ -86,17 +98,20 @@ def service_sans(service: str, namespace: str) -> tuple[str, ...]:
 
 
 def leaves(opts: Options) -> list[Leaf]:
-    """The three leaf certificates."""
+    """The four leaf certificates."""
     ns = opts.namespace
     api = (*service_sans(opts.api_service, ns), "IP:127.0.0.1", *opts.extra_api_sans)
     # No *.<ns>.svc wildcard: with one CA in the APIService's caBundle, a handler's key
     # would then also pass as virt-api.<ns>.svc. The controller verifies handlers as
     # virt-handler.<ns>.svc whatever node IP it dials.
     handler = ("IP:127.0.0.1", *service_sans(opts.handler_service, ns), *opts.extra_handler_sans)
+    sync = ("IP:127.0.0.1", *service_sans(SYNC_SERVICE, ns))
     return [
         Leaf(secret=SECRETS[0], cn=f"{opts.api_service}.{ns}.svc", server=True, sans=api),
         Leaf(secret=SECRETS[1], cn=CONTROLLER_CN, server=False),
         Leaf(secret=SECRETS[2], cn=HANDLER_CN, server=True, sans=handler, also_client=True),
+        # Peers dial the leader's pod IP, in no certificate: they check the CN.
+        Leaf(secret=SECRETS[3], cn=SYNC_CN, server=True, sans=sync, also_client=True),
     ]
 
 

@@ -135,6 +135,8 @@ class KubeVirtStatus(Model):
     target_kube_virt_version: str | None = None
     observed_generation: int | None = None
     outdated_virtual_machine_instance_workloads: int | None = None
+    # The leader controller's synchronization endpoint ("ip:9185"), decentralized migration.
+    synchronization_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

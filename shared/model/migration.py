@@ -38,8 +38,8 @@ class MigrationSpec(Model):
     # Node labels the target pod must also match (KubeVirt 1.6). They only restrict: a key
     # the VMI's own nodeSelector sets keeps the VMI's value (controller/services/scheduling).
     added_node_selector: Mapping[str, str] = field(default_factory=dict)
-    # Decentralized live migration: typed and validated, refused as not supported yet
-    # (shared/model/unsupported.py TYPED_UNSUPPORTED; docs/migration.md).
+    # Decentralized live migration (docs/migration.md): in one cluster or with another
+    # (connectURL: the receiving controller's synchronization endpoint).
     send_to: MigrationSendTo | None = None
     receive: MigrationReceive | None = None
 
@@ -57,6 +57,8 @@ class MigrationStatus(Model):
     phase_transition_timestamps: tuple[PhaseTransition, ...] = ()
     migration_state: MigrationState | None = None
     conditions: tuple[MigrationCondition, ...] = ()
+    # A receiving VMIM's: where the sending cluster's controller dials (KubeVirt's field).
+    synchronization_addresses: tuple[str, ...] = ()
 
     def condition(self, type_: str) -> MigrationCondition | None:
         """The condition of that type, if present."""

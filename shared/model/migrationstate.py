@@ -66,8 +66,10 @@ class MigrationState(Model):
         return self.migration_uid
 
     def leaves_vmi(self, namespace: str, name: str) -> bool:
-        """True when the guest goes to another VMI (a decentralized migration's source)."""
+        """True when the guest goes to another VMI (a decentralized migration's source): one
+        of another name, or of another VMIM (another cluster's VMI may have the same name)."""
         target = self.target_state
         if target is None or not target.domain_name:
             return False
-        return (target.domain_namespace, target.domain_name) != (namespace, name)
+        other_vmim = bool(target.migration_uid) and target.migration_uid != self.migration_uid
+        return other_vmim or (target.domain_namespace, target.domain_name) != (namespace, name)

@@ -1,7 +1,8 @@
-"""Decentralized live migration between two namespaces of one cluster (KubeVirt 1.7's
-`sendTo` / `receive`, docs/migration.md): a running VM in namespace A moves into a
-WaitAsReceiver VM of namespace B, each half driven by its own VMIM, the streams through
-the handlers' migration proxy as for any migration."""
+"""Decentralized live migration (KubeVirt 1.7's `sendTo` / `receive`, docs/migration.md):
+a running VM in namespace A moves into a WaitAsReceiver VM of namespace B, each half
+driven by its own VMIM, the streams through the handlers' migration proxy as for any
+migration; then a running VM moves to a second cluster (the session's peer_stack) through
+the two controllers' synchronization endpoints."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from localkube.errors import LocalKubeError
+from tests.integration.realnodes.fixtures import PeerStack
 from tests.integration.realnodes.test_live_change import _patch_kv, kv_restored
 from tests.integration.realnodes.test_shared_storage import (
     LIVE_SECTOR,
@@ -33,6 +34,7 @@ from tests.integration.realnodes.test_volume_migration import _claim, _volume_cl
 pytestmark = pytest.mark.cluster
 __all__ = ["kv_restored"]  # the fixture, used by name
 SYNC = "virt-synchronization-controller.kubevirt.svc:9185"
+UNREACHABLE = "127.0.0.1:1"
 MARKER = "/run/kvpy-decentral"
 # The guest's own view: uptime in seconds, the marker it wrote, its SMBIOS system UUID.
 PROBE = (
@@ -83,8 +85,10 @@ def test_a_running_vm_moves_to_another_namespace(
     what it wrote on its ReadWriteOnce claim in A read back from dst's claim of another
     class in B (a storage migration into the receiving VM's own disk), the
     source VMI Succeeded and its launcher pod no longer running, VM dst took its
-    restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted). A
-    sendTo naming another cluster is refused first."""
+    restore-run-strategy (Always) and VM src is Halted (its VMI kept, not restarted).
+    First a sendTo naming another cluster where nothing answers fails naming its
+    connectURL (src untouched); the KubeVirt CR and the receiving VMIM list the leader's
+    synchronization address."""
     k, a = kv_restored, real_namespace
     b = f"{a}-b"
     gates = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))["spec"]
@@ -129,12 +133,13 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     assert "VM is already running" in started.stderr + started.stdout, started
     assert _virtctl(k.kubeconfig, b, "stop", "dst").returncode == 0
     assert _get(k, b, "vm", "dst")["spec"]["runStrategy"] == "WaitAsReceiver"
+    # Another cluster that does not answer (nothing listens there in the leader's pod):
+    # admitted, Synchronizing, then Failed naming its connectURL; src untouched.
+    lost = {"migrationID": f"m-{uuid.uuid4().hex[:8]}", "connectURL": UNREACHABLE}
+    _apply(k, a, _vmim("elsewhere", "src", {"sendTo": lost}))
     _a_lone_receiver_fails(k, b)
-
-    other = _vmim("elsewhere", "src", {"sendTo": {"migrationID": "m-x",
-                                                  "connectURL": "10.9.9.9:9185"}})  # fmt: skip
-    with pytest.raises(LocalKubeError, match=r"spec\.sendTo\.connectURL: another cluster"):
-        _apply(k, a, other)
+    address = _sync_address(k)
+    _an_unreachable_cluster_fails(k, a)
 
     mid = f"mig-{uuid.uuid4().hex[:8]}"
     # The sender first: it waits (KubeVirt's Synchronizing) for its receiver, whose
@@ -152,6 +157,7 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     sent, received = _get(k, a, "vmim", "out")["status"], _get(k, b, "vmim", "in")["status"]
     assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
     assert received["phase"] == "Succeeded", received
+    assert received["synchronizationAddresses"] == [address], received
     handoff = ["Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running"]
     assert _phases(sent) == ["Synchronizing", "Pending", *handoff, "Succeeded"], sent
     assert _phases(received) == ["WaitingForSync", "Pending", *handoff, "Succeeded"], received
@@ -176,6 +182,37 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
     _wait(lambda: _get(k, a, "vm", "src")["spec"]["runStrategy"] == "Halted", 60,
           "src Halted, not started again", lambda: _get(k, a, "vm", "src")["spec"])  # fmt: skip
     assert _phase(k, a, "vmi", "src") == "Succeeded"  # kept, not replaced
+
+
+def _sync_address(k: Kubectl) -> str:
+    """The KubeVirt CR lists the leader's synchronization address: its pod IP, port 9185."""
+    kv = json.loads(k("get", "kv", "kubevirt", "-n", "kubevirt", "-o", "json"))
+    (address,) = kv["status"]["synchronizationAddresses"]
+    leader = json.loads(k("get", "lease", "virt-controller-py", "-n", "kubevirt", "-o", "json"))
+    pod = json.loads(k("get", "pod", leader["spec"]["holderIdentity"], "-n", "kubevirt",
+                       "-o", "json"))  # fmt: skip
+    assert address == f"{pod['status']['podIP']}:9185", (address, pod["status"])
+    return str(address)
+
+
+def _an_unreachable_cluster_fails(k: Kubectl, a: str) -> None:
+    """The sending VMIM to a connectURL where nothing answers fails (after its tries)
+    naming it; VMI src runs on, its migrationState never written."""
+    _wait(lambda: _phase(k, a, "vmim", "elsewhere") == "Failed", 90, "elsewhere Failed",
+          lambda: _get(k, a, "vmim", "elsewhere").get("status"))  # fmt: skip
+    failed = _get(k, a, "vmim", "elsewhere")["status"]["migrationState"]["failureReason"]
+    assert failed.startswith(f"connectURL {UNREACHABLE}: synchronization failed 3 times"), failed
+    src = _get(k, a, "vmi", "src")["status"]
+    assert src["phase"] == "Running" and "migrationState" not in src, src
+    k("delete", "vmim", "elsewhere", "-n", a, "--wait=true", "--timeout=60s")
+
+
+def _sync_logs(k: Kubectl) -> list[str]:
+    """The controllers' log lines about decentralized migration (shown on a timeout)."""
+    out = k("logs", "-n", "kubevirt", "-l", "kubevirt.io=virt-controller", "--prefix",
+            "--tail=2000", check=False)  # fmt: skip
+    words = ("decentral", "sync_", "sync-server", "leading", "migrationID")
+    return [line[-400:] for line in out.splitlines() if any(w in line for w in words)][-40:]
 
 
 def _blocked(k: Kubectl, ns: str) -> list[dict[str, Any]]:
@@ -225,3 +262,88 @@ def _live_launchers(k: Kubectl, ns: str) -> list[str]:
     pods = json.loads(k("get", "pods", "-n", ns, "-l", "kubevirt.io=virt-launcher", "-o", "json"))
     return [p["metadata"]["name"] for p in pods["items"]
             if p["status"].get("phase") not in ("Succeeded", "Failed")]  # fmt: skip
+
+
+def test_a_running_vm_moves_to_another_cluster(
+    peer_stack: PeerStack, real_stack: Kubectl, real_cluster: Cluster, real_namespace: str
+) -> None:
+    """VM `far` runs in cluster A on a local-storage claim, the guest having written a
+    marker in memory and on its disk; VM `far` of cluster B (WaitAsReceiver, its own
+    claim) waits. A receiving VMIM in B lists B's leader synchronization address
+    (status.synchronizationAddresses); a sending VMIM in A naming it as connectURL moves
+    the guest over the two clusters' synchronization endpoints (mutual TLS with the shared
+    CA) and migration proxies (A's handler dialling B's handler's pod address; A has a
+    migration network, B none): both VMIMs Succeeded, the guest running in B the same
+    (uptime went on, the marker in memory, its SMBIOS UUID), what it wrote on A's claim
+    read back from B's; only then is the source, Succeeded and its VM Halted, torn down."""
+    k, far = real_stack, peer_stack.kubectl
+    a = real_namespace
+    b = f"{a}-far"
+    far("create", "namespace", b)
+    try:
+        _move_far(k, real_cluster, a, peer=peer_stack, b=b)
+    finally:
+        far("delete", "vm", "--all", "-n", b, "--wait=true", "--timeout=120s", check=False)
+        far("delete", "namespace", b, "--wait=false", check=False)
+
+
+def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) -> None:
+    far = peer.kubectl
+    _apply(k, a, _claim("far-src", "64Mi", storage_class="local-storage"))
+    _apply(far, b, _claim("far-dst", "1Gi", storage_class="local-storage"))
+    _apply(k, a, _vm("far", strategy="Always", claim="far-src"))
+    _apply(far, b, _vm("far", strategy="WaitAsReceiver", claim="far-dst"))
+    source = _running(k, a, "far")
+    _agent_connected(k, a, "far")
+    mark = f"KVPY-FAR {uuid.uuid4().hex[:12]}"
+    _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
+    on_disk = f"KVPY-FAR-DISK {uuid.uuid4().hex[:12]}"
+    _write(cluster, source, LIVE_SECTOR, on_disk)
+    before, _, smbios = _probe(cluster, source)
+    _wait(lambda: _phase(far, b, "vmi", "far") == "WaitingForSync", 60, "B's far WaitingForSync",
+          lambda: _get(far, b, "vmi", "far").get("status"))  # fmt: skip
+    mid = f"far-{uuid.uuid4().hex[:8]}"
+    _apply(far, b, _vmim("in", "far", {"receive": {"migrationID": mid}}))
+
+    def addresses() -> list[str]:
+        return list(
+            _get(far, b, "vmim", "in").get("status", {}).get("synchronizationAddresses", [])
+        )
+
+    (url, *_) = _wait(addresses, 60, "B's synchronization address",
+                      lambda: _get(far, b, "vmim", "in").get("status"))  # fmt: skip
+    assert url == _sync_address(far)  # B's leader, as B's KubeVirt CR says
+    _apply(k, a, _vmim("out", "far", {"sendTo": {"migrationID": mid, "connectURL": url}}))
+
+    def done() -> bool:
+        return {_phase(k, a, "vmim", "out"), _phase(far, b, "vmim", "in")} <= {
+            "Succeeded",
+            "Failed",
+        }
+
+    _wait(done, 240, "both VMIMs final", lambda: (_get(k, a, "vmim", "out").get("status"),
+                                                  _get(far, b, "vmim", "in").get("status"),
+                                                  _sync_logs(k), _sync_logs(far)))  # fmt: skip
+    sent, received = _get(k, a, "vmim", "out")["status"], _get(far, b, "vmim", "in")["status"]
+    assert sent["phase"] == "Succeeded", sent.get("migrationState", {}).get("failureReason")
+    assert received["phase"] == "Succeeded", received
+    # A's source handler dialled B's handler at its pod address (B has no migration
+    # network; A's handler dials from its own only for targets on that network).
+    handlers = json.loads(far("get", "pods", "-n", "kubevirt", "-l", "kubevirt.io=virt-handler",
+                              "-o", "json"))["items"]  # fmt: skip
+    (handler,) = [p for p in handlers if p["spec"].get("nodeName") == peer.node]
+    assert sent["migrationState"]["targetNodeAddress"] == handler["status"]["podIP"], sent
+    moved = _running(far, b, "far")
+    assert moved["status"]["nodeName"] == peer.node, moved["status"]
+    after, marker, smbios_after = _probe(peer.cluster, moved)
+    assert marker == mark and smbios_after == smbios and after > before, (after, before)
+    assert _read(peer.cluster, moved, LIVE_SECTOR) == on_disk  # copied into B's claim
+    # The target runs: only now is the source torn down.
+    _wait(lambda: _phase(k, a, "vmi", "far") == "Succeeded", 60, "A's far VMI Succeeded",
+          lambda: _get(k, a, "vmi", "far").get("status"))  # fmt: skip
+    _wait(lambda: _get(k, a, "vm", "far")["spec"]["runStrategy"] == "Halted", 60,
+          "A's far Halted", lambda: _get(k, a, "vm", "far")["spec"])  # fmt: skip
+    k("delete", "vm", "far", "-n", a, "--wait=true", "--timeout=120s")
+    _wait(lambda: far("get", "vm", "far", "-n", b, "-o", "jsonpath={.spec.runStrategy}")
+          == "Always", 60, "B's far runStrategy restored")  # fmt: skip
+    assert _probe(peer.cluster, moved)[1] == mark  # still running after the source went

@@ -25,7 +25,9 @@ def kubevirt(bandwidth: str) -> dict[str, Any]:
     }
 
 
-def rig(bandwidth: str) -> tuple[FakeApi, KubeVirtController, LiveConfig]:
+def rig(
+    bandwidth: str, *, sync_addresses: tuple[str, ...] = ()
+) -> tuple[FakeApi, KubeVirtController, LiveConfig]:
     api = FakeApi()
     client = cast(KubeClient, api)
     registry = Registry()
@@ -36,6 +38,7 @@ def rig(bandwidth: str) -> tuple[FakeApi, KubeVirtController, LiveConfig]:
         queue=WorkQueue(QueueConfig(name="kv"), registry=registry),
         live=live,
         writer=StatusWriter(client, KUBEVIRTS, model=KubeVirt, registry=registry),
+        sync_addresses=sync_addresses,
     )
     stored = api.seed(KUBEVIRTS, kubevirt(bandwidth))
     kv = KubeVirt.from_dict(copy.deepcopy(stored))
@@ -60,6 +63,17 @@ async def test_a_good_cr_is_applied_and_available() -> None:
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert status["phase"] == "Deployed"
     assert conditions["Available"] == "True" and conditions["Degraded"] == "False"
+
+
+async def test_the_status_lists_the_synchronization_addresses() -> None:
+    """KubeVirt's status.synchronizationAddresses: the (leader) controller's endpoint,
+    absent when it has none."""
+    api, ctl, _ = rig("32Mi", sync_addresses=("10.1.0.4:9185",))
+    await ctl.sync("kubevirt/kubevirt")
+    assert status_of(api)["synchronizationAddresses"] == ["10.1.0.4:9185"]
+    api, ctl, _ = rig("32Mi")
+    await ctl.sync("kubevirt/kubevirt")
+    assert "synchronizationAddresses" not in status_of(api)
 
 
 async def test_a_bad_cr_is_degraded_and_changes_nothing() -> None:

@@ -163,7 +163,7 @@ def test_source_state_points_the_handlers_at_the_receiving_target() -> None:
     assert state.target_direct_migration_node_ports == {"40001": 0, "40002": 49152}
 
 
-def test_in_process_peer_pairs_from_caches_and_reads_outcomes() -> None:
+async def test_in_process_peer_pairs_from_caches_and_reads_outcomes() -> None:
     """InProcessPeer answers offers from its lookups; the sending side's end is read
     from the cache (the sending VMIM's phase), a report stores nothing."""
     vmis = lookup(receiving_vmi(state=PUBLISHED))
@@ -173,8 +173,8 @@ def test_in_process_peer_pairs_from_caches_and_reads_outcomes() -> None:
         vmis=vmis.get,
         outcomes=ended.get,
     )
-    assert peer.offer(SOURCE).state == PairingState.READY
-    peer.report("mig-1", PeerOutcome.FAILED, reason="target gone")
+    assert (await peer.offer(SOURCE)).state == PairingState.READY
+    await peer.report("mig-1", PeerOutcome.FAILED, reason="target gone")
     assert peer.outcome("mig-1") is None
     ended["mig-1"] = (PeerOutcome.FAILED, "target gone")
     assert peer.outcome("mig-1") == (PeerOutcome.FAILED, "target gone")

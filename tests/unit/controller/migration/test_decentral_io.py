@@ -14,6 +14,7 @@ from controller.informers import build_informers
 from controller.migration.controller import MigrationController
 from controller.migration.decentral import PeerOutcome
 from controller.migration.decentral_io import sender_outcome
+from controller.migration.sync_config import SyncConfig
 from controller.reconcile import PodWriter
 from controller.services.template import TemplateService
 from shared.kube import (
@@ -34,6 +35,7 @@ from tests.unit.controller.builders import pod_dict, vmi_dict
 from tests.unit.shared.kube.fakes import FakeApi, FakeClock, FakeTimers
 
 MID = "mig-1"
+LOCAL_URL = "virt-synchronization-controller.kubevirt.svc:9185"
 Migration = VirtualMachineInstanceMigration
 
 
@@ -51,7 +53,7 @@ def _vmim(ns: str, name: str, vmi: str, half: dict[str, Any]) -> dict[str, Any]:
 
 
 class Rig:
-    def __init__(self) -> None:
+    def __init__(self, *, sync: SyncConfig | None = None, connect_url: str = LOCAL_URL) -> None:
         self.api = FakeApi()
         client = cast(KubeClient, self.api)
         registry = Registry()
@@ -66,6 +68,7 @@ class Rig:
             writer=StatusWriter(client, VMIMS, model=Migration, registry=registry),
             templates=TemplateService(TemplateConfig()),
             config=MigrationConfig(),
+            sync=sync,
         )
         running = {"phase": "Running", "nodeName": "node01",
                    "conditions": [{"type": "LiveMigratable", "status": "True"}]}  # fmt: skip
@@ -77,8 +80,8 @@ class Rig:
                               node="node01", vmi_uid="uid-src")  # fmt: skip
         self.informers.pods.store.upsert("a/virt-launcher-src-aaaaa", decode_pod(source_pod))
         self.vmim(_vmim("b", "in", "dst", {"receive": {"migrationID": MID}}))
-        sync = "virt-synchronization-controller.kubevirt.svc:9185"
-        self.vmim(_vmim("a", "out", "src", {"sendTo": {"migrationID": MID, "connectURL": sync}}))
+        send = {"migrationID": MID, "connectURL": connect_url}
+        self.vmim(_vmim("a", "out", "src", {"sendTo": send}))
 
     def vmi(self, raw: dict[str, Any]) -> None:
         stored = self.api.seed(VMIS, raw)
