@@ -47,6 +47,7 @@ from shared.kube import KubeError
 from shared.kube.ratelimit import Backoff, BackoffPolicy
 from shared.labels import HANDLER_ENDPOINT_ANNOTATION
 from shared.model import VirtualMachineInstance
+from shared.mtls import certificate_cn
 from shared.tasks import cancelling
 from shared.wire.errors import CallTimeout, RemoteError, WireError
 from shared.wire.launcher_api import Method
@@ -153,12 +154,8 @@ def node_publisher(patch_node: Callable[[str, Any], Awaitable[Any]], node: str) 
 
 def transport_peer_cn(request: web.Request) -> str | None:
     """The CN of the verified client certificate."""
-    cert = request.transport.get_extra_info("peercert") if request.transport else None
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
+    transport = request.transport
+    return certificate_cn(transport.get_extra_info("peercert")) if transport else None
 
 
 class _Failure(Exception):

@@ -36,9 +36,10 @@ from pathlib import Path, PurePosixPath
 
 import structlog
 
-from handler.migration_tls import ProxyConfig, peer_cn
+from handler.migration_tls import ProxyConfig
 from shared import podlayout
 from shared.launcherpod import LAUNCHER_GID
+from shared.mtls import peer_cn
 from shared.tasks import cancelling
 from shared.wire.unixpath import bind_private, short_path
 

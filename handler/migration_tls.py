@@ -4,13 +4,14 @@ kubevirt-py CA only, and the peer's CN must be the handler's."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Interface, ip_address
 from pathlib import Path
 from typing import Self
+
+from shared.mtls import mutual_context
 
 HANDLER_CN = "kubevirt-py-handler"
 ENV_PREFIX = "VIRT_HANDLER_MIGRATION_"
@@ -74,27 +75,9 @@ class ProxyConfig:
             return None
         return (str(self.network.ip), 0) if on_network else None
 
-    def _context(self, purpose: int) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(purpose)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_verify_locations(cafile=self.cert_dir / "ca.crt")  # only our CA
-        ctx.load_cert_chain(self.cert_dir / "tls.crt", self.cert_dir / "tls.key")
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        return ctx
-
     def server_context(self) -> ssl.SSLContext:
-        return self._context(ssl.PROTOCOL_TLS_SERVER)
+        return mutual_context(self.cert_dir, ssl.PROTOCOL_TLS_SERVER)
 
     def client_context(self) -> ssl.SSLContext:
-        ctx = self._context(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False  # node IPs are in no certificate: the CN is checked instead
-        return ctx
-
-
-def peer_cn(writer: asyncio.StreamWriter) -> str | None:
-    cert = writer.get_extra_info("peercert")
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
+        """Node IPs are in no certificate: the CN is checked instead (shared/mtls.py)."""
+        return mutual_context(self.cert_dir, ssl.PROTOCOL_TLS_CLIENT)

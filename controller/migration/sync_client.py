@@ -13,7 +13,8 @@ import contextlib
 import ssl
 
 from controller.errors import ControllerError
-from controller.migration.sync_config import SyncConfig, peer_cn, split_url
+from controller.migration.sync_config import SyncConfig, split_url
+from shared.mtls import peer_cn
 from shared.wire.errors import WireError
 from shared.wire.framing import encode_frame, read_frame
 from shared.wire.sync import (

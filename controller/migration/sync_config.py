@@ -10,15 +10,13 @@ the host name, as the handlers' migration proxy does.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from dataclasses import dataclass
 from ipaddress import ip_address
 from pathlib import Path
 
+from shared.mtls import FILES, mutual_context
 from shared.wire.sync import SYNC_CN, SYNC_PORT
-
-FILES = ("tls.crt", "tls.key", "ca.crt")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,13 +63,7 @@ class SyncConfig:
     def _context(self, protocol: int) -> ssl.SSLContext:
         if self.cert_dir is None:
             raise ValueError("no synchronization certificate")
-        ctx = ssl.SSLContext(protocol)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_verify_locations(cafile=self.cert_dir / "ca.crt")  # only the kubevirt-py CA
-        ctx.load_cert_chain(self.cert_dir / "tls.crt", self.cert_dir / "tls.key")
-        ctx.check_hostname = False  # pod IPs are in no certificate: the CN is checked
-        ctx.verify_mode = ssl.CERT_REQUIRED
-        return ctx
+        return mutual_context(self.cert_dir, protocol)  # pod IPs: the CN is checked
 
     def server_context(self) -> ssl.SSLContext:
         """Mutual TLS: a client certificate signed by the CA is required."""
@@ -80,16 +72,6 @@ class SyncConfig:
     def client_context(self) -> ssl.SSLContext:
         """The peer's certificate must be signed by the CA."""
         return self._context(ssl.PROTOCOL_TLS_CLIENT)
-
-
-def peer_cn(writer: asyncio.StreamWriter) -> str | None:
-    """The common name of the TLS peer's (verified) certificate."""
-    cert = writer.get_extra_info("peercert")
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
 
 
 def split_url(url: str) -> tuple[str, int]:

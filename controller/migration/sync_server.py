@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import structlog
 
-from controller.migration.sync_config import SyncConfig, peer_cn
+from controller.migration.sync_config import SyncConfig
+from shared.mtls import peer_cn
 from shared.wire.errors import ProtocolViolation, WireError
 from shared.wire.framing import encode_frame, read_frame
 from shared.wire.sync import SYNC_LIMITS, Answer, Request, SyncFailure, decode_request, encode

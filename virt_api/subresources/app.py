@@ -46,8 +46,9 @@ from shared.actions import (
 )
 from shared.kube import Counter
 from shared.kube.ports import ObjectWrites
+from shared.mtls import certificate_cn
 from virt_api.subresources import discovery
-from virt_api.subresources.authn import UserInfo, authenticate, common_name
+from virt_api.subresources.authn import UserInfo, authenticate
 from virt_api.subresources.authz import Authorizer, ResourceAttributes, require
 from virt_api.subresources.console import WebSocket, relay
 from virt_api.subresources.errors import (
@@ -95,7 +96,7 @@ class Forwarder(Protocol):
 def transport_peer_cn(request: web.Request) -> str | None:
     """The CN of the client certificate the TLS layer verified (None: none given)."""
     transport = request.transport
-    return common_name(transport.get_extra_info("peercert")) if transport else None
+    return certificate_cn(transport.get_extra_info("peercert")) if transport else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Self
 from urllib.parse import unquote
 
 from virt_api.subresources.errors import SetupError, Unauthenticated
@@ -74,17 +74,6 @@ def _json_list(data: Mapping[str, str], key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SetupError(f"{AUTH_CONFIGMAP}: {key} is not a list of strings")
     return tuple(value)
-
-
-def common_name(peercert: Mapping[str, Any] | None) -> str | None:
-    """The subject CN of a verified peer certificate (`ssl.SSLSocket.getpeercert()`)."""
-    if not peercert:
-        return None
-    for rdn in peercert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
 
 
 def authenticate(

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from shared.mtls import certificate_cn
 from tests.unit.virt_api.subresources.fakes import FRONT_PROXY_CN, PEM, request_header_config
 from virt_api.subresources.authn import (
     RequestHeaderConfig,
     UserInfo,
     authenticate,
-    common_name,
 )
 from virt_api.subresources.errors import SetupError, Unauthenticated
 
@@ -108,6 +108,6 @@ def test_empty_allowed_names_accepts_any_cn_of_the_ca() -> None:
 def test_common_name_of_a_peer_certificate() -> None:
     """The CN is read from getpeercert()'s subject; no certificate means None."""
     cert = {"subject": ((("organizationName", "o"),), (("commonName", "front-proxy-client"),))}
-    assert common_name(cert) == "front-proxy-client"
-    assert common_name(None) is None
-    assert common_name({}) is None
+    assert certificate_cn(cert) == "front-proxy-client"
+    assert certificate_cn(None) is None
+    assert certificate_cn({}) is None
