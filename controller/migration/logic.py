@@ -118,10 +118,17 @@ def source_pod(inp: MigrationInputs, vmi: VirtualMachineInstance) -> LauncherPod
     return None
 
 
-def _fail(inp: MigrationInputs, reason: str, *, abort: bool = False) -> MigrationPlan:
+def _fail(
+    inp: MigrationInputs,
+    reason: str,
+    *,
+    abort: bool = False,
+    status: MigrationStatus | None = None,
+) -> MigrationPlan:
     """Failed, with the reason recorded, the target pod deleted and (after the handoff)
-    the handlers told to abort."""
-    status = with_phases(inp.migration.status, [P.FAILED], inp.now)
+    the handlers told to abort. ``status``: the VMIM's status with the VMI's final
+    migrationState already copied in (abortStatus, endTimestamp), else the VMIM's own."""
+    status = with_phases(status or inp.migration.status, [P.FAILED], inp.now)
     state = status.migration_state or MigrationState(migration_uid=inp.migration.uid)
     state = dataclasses.replace(state, failed=True, failure_reason=state.failure_reason or reason)
     doomed = tuple(p for p in target_pods(inp) if not p.deleting and not _is_vmi_pod(inp, p))
@@ -254,7 +261,8 @@ def _plan_handed_off(inp: MigrationInputs, vmi: VirtualMachineInstance) -> Migra
         return MigrationPlan(status=status, vmi_state=status.migration_state, finalizer=True)
     status = dataclasses.replace(status, migration_state=state)
     if state.failed:
-        return _fail(inp, state.failure_reason or "the handlers reported a failure")
+        reason = state.failure_reason or "the handlers reported a failure"
+        return _fail(inp, reason, status=status)
     if state.completed:
         return MigrationPlan(status=with_phases(status, [P.SUCCEEDED], inp.now), finalizer=False)
     if not any(p.running_on_node for p in target_pods(inp)):

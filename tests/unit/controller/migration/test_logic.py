@@ -11,6 +11,7 @@ from controller.config import MigrationConfig
 from controller.migration.logic import Capacity, MigrationInputs, MigrationPlan, plan_migration
 from shared.launcherpod import LauncherPod
 from shared.model import (
+    MigrationAbortStatus,
     MigrationPhase,
     MigrationState,
     VirtualMachineInstance,
@@ -236,6 +237,23 @@ def test_target_pod_lost_after_handoff_fails_and_asks_to_abort() -> None:
     p = plan(m, running_vmi(migration_state=mine(start_timestamp=ago(1))), [SOURCE])
     assert p.status.phase == MigrationPhase.FAILED
     assert p.vmi_state is not None and p.vmi_state.abort_requested is True
+
+
+def test_a_failure_the_handlers_report_is_copied_whole_to_the_vmim() -> None:
+    """The VMI's final migrationState (the launcher's own abort: abortStatus Succeeded,
+    endTimestamp, its reason) becomes the Failed VMIM's, not the VMIM's older copy."""
+    reason = "Live migration stuck for 8 seconds and has been aborted"
+    final = mine(
+        start_timestamp=ago(9),
+        end_timestamp=ago(0),
+        failed=True,
+        failure_reason=reason,
+        abort_status=MigrationAbortStatus.SUCCEEDED,
+    )
+    m = make_migration(phase="Running", state=mine(start_timestamp=ago(9)))
+    p = plan(m, running_vmi(migration_state=final), [SOURCE, target(node="node02")])
+    assert p.status.phase == MigrationPhase.FAILED
+    assert p.status.migration_state == final
 
 
 def test_cancel_before_handoff_deletes_the_target_and_lets_go() -> None:
