@@ -10,6 +10,7 @@ import copy
 import json
 import subprocess
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -104,20 +105,43 @@ def test_a_running_vm_moves_to_another_namespace(
         k("delete", "namespace", b, "--wait=false", check=False)
 
 
-def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
-    # Each VM's own claim: a node-local ReadWriteOnce one in A (not shared: copied), a
-    # claim of another class in B (its disk.img made by the target, the copy's end).
-    _apply(k, a, _claim("dec-src", "64Mi", storage_class="local-storage"))
-    _apply(k, b, _claim("dec-dst", "1Gi", storage_class="csi-local"))
-    _apply(k, a, _vm("src", strategy="Always", claim="dec-src"))
-    _apply(k, b, _vm("dst", strategy="WaitAsReceiver", claim="dec-dst"))
-    source = _running(k, a, "src")
-    _agent_connected(k, a, "src")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ends:
+    """One side of a move: where its VM and its own claim live."""
+
+    kubectl: Kubectl
+    ns: str
+    vm: str
+    claim: str
+    storage_class: str
+
+
+def _marked_pair(
+    cluster: Cluster, src: _Ends, dst: _Ends
+) -> tuple[dict[str, Any], str, str, float, str]:
+    """The running source VM (64Mi claim) and the waiting receiver (1Gi claim); a marker
+    written in the source guest's memory and on its disk. Returns the source VMI, both
+    markers, the guest's uptime and its SMBIOS UUID before the move."""
+    _apply(src.kubectl, src.ns, _claim(src.claim, "64Mi", storage_class=src.storage_class))
+    _apply(dst.kubectl, dst.ns, _claim(dst.claim, "1Gi", storage_class=dst.storage_class))
+    _apply(src.kubectl, src.ns, _vm(src.vm, strategy="Always", claim=src.claim))
+    _apply(dst.kubectl, dst.ns, _vm(dst.vm, strategy="WaitAsReceiver", claim=dst.claim))
+    source = _running(src.kubectl, src.ns, src.vm)
+    _agent_connected(src.kubectl, src.ns, src.vm)
     mark = f"KVPY-DECENTRAL {uuid.uuid4().hex[:12]}"
     _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
     on_disk = f"KVPY-DECENTRAL-DISK {uuid.uuid4().hex[:12]}"
     _write(cluster, source, LIVE_SECTOR, on_disk)
     before, _, smbios = _probe(cluster, source)
+    return source, mark, on_disk, before, smbios
+
+
+def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
+    # Each VM's own claim: a node-local ReadWriteOnce one in A (not shared: copied), a
+    # claim of another class in B (its disk.img made by the target, the copy's end).
+    src = _Ends(kubectl=k, ns=a, vm="src", claim="dec-src", storage_class="local-storage")
+    dst = _Ends(kubectl=k, ns=b, vm="dst", claim="dec-dst", storage_class="csi-local")
+    source, mark, on_disk, before, smbios = _marked_pair(cluster, src, dst)
     uuid_before = _domain_uuid(cluster, source)
     assert smbios == uuid_before, (smbios, uuid_before)
     waiting = _wait(lambda: _phase(k, b, "vmi", "dst") == "WaitingForSync" and _get(k, b, "vmi", "dst"),
@@ -289,17 +313,9 @@ def test_a_running_vm_moves_to_another_cluster(
 
 def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) -> None:
     far = peer.kubectl
-    _apply(k, a, _claim("far-src", "64Mi", storage_class="local-storage"))
-    _apply(far, b, _claim("far-dst", "1Gi", storage_class="local-storage"))
-    _apply(k, a, _vm("far", strategy="Always", claim="far-src"))
-    _apply(far, b, _vm("far", strategy="WaitAsReceiver", claim="far-dst"))
-    source = _running(k, a, "far")
-    _agent_connected(k, a, "far")
-    mark = f"KVPY-FAR {uuid.uuid4().hex[:12]}"
-    _guest_sh(cluster, source, f"echo '{mark}' > {MARKER}")
-    on_disk = f"KVPY-FAR-DISK {uuid.uuid4().hex[:12]}"
-    _write(cluster, source, LIVE_SECTOR, on_disk)
-    before, _, smbios = _probe(cluster, source)
+    src = _Ends(kubectl=k, ns=a, vm="far", claim="far-src", storage_class="local-storage")
+    dst = _Ends(kubectl=far, ns=b, vm="far", claim="far-dst", storage_class="local-storage")
+    _, mark, on_disk, before, smbios = _marked_pair(cluster, src, dst)
     _wait(lambda: _phase(far, b, "vmi", "far") == "WaitingForSync", 60, "B's far WaitingForSync",
           lambda: _get(far, b, "vmi", "far").get("status"))  # fmt: skip
     mid = f"far-{uuid.uuid4().hex[:8]}"
