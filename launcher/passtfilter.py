@@ -56,6 +56,7 @@ class FrameFilter:
     def feed(self, data: bytes) -> bytes:
         """The whole frames completed by `data` that pass (a partial one waits)."""
         buf = self._buf
+        fresh = not buf  # no partial frame waiting: `data` itself may go out as it is
         buf += data
         out = bytearray()
         at = kept = 0  # buf[kept:at]: frames passing, not yet copied out
@@ -70,11 +71,13 @@ class FrameFilter:
                     kept = end
                     self.dropped += 1
                 at = end
-            out += view[kept:at]
+            whole = fresh and kept == 0 and at == len(buf)
+            if not whole:
+                out += view[kept:at]
         finally:
             view.release()
         del buf[:at]
-        return bytes(out)
+        return data if whole else bytes(out)  # the common case (whole frames, none dropped)
 
 
 class _Side(asyncio.Protocol):
@@ -189,6 +192,7 @@ class PasstFilter:
 
     async def stop(self) -> None:
         """No more connections; each relay closed."""
+        log.info("passt_filter_stopped", interface=self.alias, dropped=self.dropped())
         for relay in self._relays:
             relay.close()
         self._relays.clear()

@@ -45,6 +45,16 @@ def test_frames_from_the_unspecified_address_are_left_out_whatever_the_chunks() 
         assert (out, f.dropped) == (want, 2), size
 
 
+def test_whole_frames_with_nothing_to_drop_pass_without_a_copy() -> None:
+    """The common chunk (whole frames, none from `::`, nothing waiting) goes out as the same
+    bytes object; after a partial frame or a drop the output is built."""
+    f = FrameFilter()
+    chunk = _framed(V4, LINK_LOCAL)
+    assert f.feed(chunk) is chunk
+    assert f.feed(_framed(V4, DAD)) == _framed(V4)
+    assert f.feed(chunk[:5]) == b"" and f.feed(chunk[5:]) == chunk
+
+
 def test_a_pod_with_a_global_ipv6_address_is_dual_stack(tmp_path: Path) -> None:
     """Scope 00 in /proc/net/if_inet6 (a global address) makes the pod dual-stack;
     loopback and link-local (scopes 10, 20) or no file do not."""
