@@ -155,7 +155,7 @@ class Cluster:
             await self.csi(fleet).up()
         if registry is not None:
             await registry.serve_guest()
-        if self.config.multus_dir is not None:
+        if multus.built(self.config.multus_dir):
             await multus.apply(
                 kubectl=self.config.bin_dir / "kubectl",
                 kubeconfig=self.kubeconfig,

@@ -122,7 +122,7 @@ class Fleet:
         await ensure_bridge(
             bridge=self.plan.bridge, gateway=self.plan.gateway, gateway6=self.plan.v6.gateway
         )
-        if self.config.multus_dir is not None:
+        if multus.built(self.config.multus_dir):
             await multus.ensure_host_bridge(self.plan.secondary_bridge)
             # The host on the migration link (.13.1, as .0.1 on the node network): tests
             # reach the proxies' ports there as any peer on that network could.
@@ -132,7 +132,7 @@ class Fleet:
         async with asyncio.TaskGroup() as tg:
             for name in self.config.nodes:
                 tg.create_task(self.node(name).start_runtime())
-        if self.config.multus_dir is None:
+        if not multus.built(self.config.multus_dir):
             return
         for i, name in enumerate(self.config.nodes, start=1):
             await multus.ensure_link(

@@ -43,6 +43,14 @@ INSTALL_NAMESPACE = "kubevirt"
 GROUP = "k8s.cni.cncf.io"
 
 
+def built(multus_dir: Path | None) -> bool:
+    """Multus is in use when scripts/build-multus' plugin is in ``multus_dir``. A cluster
+    given the directory before the plugin is built (``scripts/up`` builds it after the demo
+    VM) lists it among containerd's CNI plugin dirs from the start, and a later ``up`` of the
+    same cluster turns multus on: containerd reads its CNI conf dir as it changes."""
+    return multus_dir is not None and (multus_dir / "multus").is_file()
+
+
 def conf(*, delegate: dict[str, Any], kubeconfig: Path, node_dir: Path) -> str:
     """The node's multus configuration, delegating the cluster network to `delegate`."""
     return json.dumps(

@@ -124,7 +124,7 @@ class RealNode:
         )
         (node.cni_conf_dir / "10-kubevirt-py.conflist").write_text(configs.cni_conflist(node))
         self._write_registry_trust()
-        if multus_dir is not None and self.inputs.multus_kubeconfig is not None:
+        if multus.built(multus_dir) and self.inputs.multus_kubeconfig is not None:
             delegate = configs.cluster_network(node)
             multus_conf.write_text(
                 multus.conf(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from localkube.cluster import Cluster
 from localkube.config import NodeKind
+from localkube.csi.stack import STORAGE_CLASS
 from localkube.deploy import Kubectl
 from localkube.procs import pids_mentioning
 from localkube.realnode.namespaces import KUBELET_SYSCTLS, cgroup_hierarchies
@@ -182,13 +184,21 @@ def test_host_keeps_its_sysctls_and_iptables(real_cluster: Cluster) -> None:
     assert "KUBE-" not in host6.stdout
 
 
-def test_down_leaves_nothing(real_cluster: Cluster) -> None:
-    """A one-node cluster started, given a pod, and taken down leaves no process, mount,
-    interface, network namespace, cgroup or iptables rule; the hugepages it added to the
-    host's pool while up are taken back."""
+def test_down_leaves_nothing(real_cluster: Cluster, tmp_path: Path) -> None:
+    """A one-node cluster started with the essentials only (no CSI stack; multus' directory
+    named but its plugin not there yet) and given a pod, then brought up again with the CSI
+    stack and the plugin in place, as ./scripts/up completes its cluster after the demo: the
+    pod keeps its container, a new pod gets the migration network's second interface from
+    multus, a claim of the CSI class binds, the hugepages are reserved once. Taken down, it
+    leaves no process, mount, interface, network namespace, cgroup or iptables rule; the
+    hugepages it added to the host's pool while up are taken back."""
+    multus_dir, built = tmp_path / "multus", real_cluster.config.multus_dir
+    assert built is not None and (built / "multus").is_file()
+    multus_dir.mkdir()
     config = private_cluster_config(
         build_control_plane(), session=0, kind=NodeKind.KUBELET, images=real_cluster.config.images
-    ).replace(nodes=("node01",), containerd_bin=real_cluster.config.containerd_bin, csi_dir=real_cluster.config.csi_dir, state_dir=real_cluster.paths.root.with_name("test-down-kubelet"),
+    ).replace(nodes=("node01",), containerd_bin=real_cluster.config.containerd_bin,
+              multus_dir=multus_dir, state_dir=real_cluster.paths.root.with_name("test-down-kubelet"),
               nodes_dir=Path("/var/lib/kvtdown"))  # fmt: skip
     cluster = Cluster(config)
     pages = config.node_resources.hugepages_2mi
@@ -205,6 +215,11 @@ def test_down_leaves_nothing(real_cluster: Cluster) -> None:
             stdin=json.dumps(_pod("sleeper", "node01", "import time; time.sleep(600)")),
         )
         _wait(lambda: _pod_status(k, "default", "sleeper").get("phase") == "Running", 120, "pod")
+        first = _pod_status(k, "default", "sleeper")["containerStatuses"][0]["containerID"]
+        shutil.copy2(built / "multus", multus_dir / "multus")
+        asyncio.run(Cluster(config.replace(csi_dir=real_cluster.config.csi_dir)).up())
+        _completed_cluster_serves(k, first_container=first)
+        assert int(pool.read_text()) == before + pages
         plan = NetPlan.load_or_pick(config.paths.root / "net.json", taken=set())
     finally:
         asyncio.run(cluster.down(purge=True))
@@ -217,3 +232,35 @@ def test_down_leaves_nothing(real_cluster: Cluster) -> None:
     assert not [h for h in cgroup_hierarchies() if (h / f"kvpy{plan.block}-node01").exists()]
     assert not config.nodes_dir.exists() and not config.state_dir.exists()
     assert int(pool.read_text()) == before
+
+
+def _completed_cluster_serves(k: Kubectl, *, first_container: str) -> None:
+    """After the second `up`: the first pod's container untouched; multus gives a new pod
+    the migration network (its network-status names two networks); a CSI claim binds."""
+    sleeper = _pod_status(k, "default", "sleeper")["containerStatuses"][0]
+    assert sleeper["containerID"] == first_container and sleeper["restartCount"] == 0
+    pod = _pod("twonets", "node01", "import time; time.sleep(600)")
+    pod["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": "kubevirt/migration-network"}
+    claim = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "csi-claim"},
+        "spec": {"storageClassName": STORAGE_CLASS, "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "16Mi"}}},
+    }  # fmt: skip
+    k(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, claim]}),
+    )
+
+    def networks() -> list[str]:
+        meta = json.loads(k("get", "pod", "twonets", "-o", "json"))["metadata"]
+        status = meta.get("annotations", {}).get("k8s.v1.cni.cncf.io/network-status", "[]")
+        return [n.get("interface", "") for n in json.loads(status)]
+
+    assert "net1" in _wait(lambda: networks() if len(networks()) == 2 else None, 120, "net1")
+
+    def phase() -> str:
+        return str(json.loads(k("get", "pvc", "csi-claim", "-o", "json"))["status"].get("phase"))
+
+    _wait(lambda: phase() == "Bound", 120, "the CSI claim bound")

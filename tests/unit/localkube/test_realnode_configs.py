@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from localkube.config import ClusterConfig, NodeKind
 from localkube.realnode import configs, multus, noderes
 from localkube.realnode.configs import NodeLayout
+from localkube.realnode.fleet import Fleet
 from localkube.realnode.netplan import BLOCKS, NetPlan, NetPlanError
 from localkube.realnode.noderes import NodeResources
 
@@ -150,6 +152,32 @@ def test_multus_is_the_primary_plugin_delegating_to_the_cluster_network(tmp_path
     assert crd["spec"]["group"] == "k8s.cni.cncf.io"
     assert crd["spec"]["names"]["kind"] == "NetworkAttachmentDefinition"
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v1"]
+
+
+def test_multus_named_before_it_is_built_turns_on_at_the_next_up(tmp_path: Path) -> None:
+    """scripts/up's essentials cluster names multus' directory before the plugin is built:
+    containerd lists it from the start, but no multus conf is written (pods get the cluster
+    network alone); once the plugin is there, the next write of the node's configs (a later
+    `up` of the running cluster) adds the conf, with containerd's configuration unchanged."""
+    out = tmp_path / "multus" / "out"
+    config = ClusterConfig(
+        state_dir=tmp_path / "state", nodes_dir=tmp_path / "n", bin_dir=tmp_path,
+        node_kind=NodeKind.KUBELET, multus_dir=out,
+    )  # fmt: skip
+    config.paths.root.mkdir(parents=True)
+    (config.paths.root / "net.json").write_text(json.dumps({"block": 3}))
+    node = Fleet(config, marker=("M", "x")).node("node01")
+    conf = node.layout.cni_conf_dir / multus.CONF_NAME
+    toml = node.layout.config_dir / "containerd.toml"
+    assert not multus.built(out) and not multus.built(None)
+    node.write_configs()
+    before = toml.read_text()
+    assert f'"{out}"' in before and not conf.exists()
+    out.mkdir(parents=True)
+    (out / "multus").write_text("")
+    node.write_configs()
+    assert multus.built(out) and json.loads(conf.read_text())["type"] == "multus"
+    assert toml.read_text() == before
 
 
 def test_kubelet_static_cpu_manager_only_when_asked(tmp_path: Path) -> None:
