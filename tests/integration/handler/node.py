@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 from handler.actions import ActionsConfig
 from handler.api import KubeApi
+from handler.cgroups import LeftoverPartitions
 from handler.config import Config, Timing
 from handler.daemon import Handler
 from handler.launchers import launcher_socket
@@ -234,8 +236,24 @@ class Node:
             for pid in processes_under(launcher.root):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        self._sweep_killed_partitions()
         shutil.rmtree(self.root, ignore_errors=True)
         return leftovers
+
+    def _sweep_killed_partitions(self, timeout: float = 10.0) -> None:
+        """The cgroup partitions a SIGKILLed launcher left (its libvirt's machine cgroups):
+        a node's handler sweeps them once it forgets the VMI, and this one has stopped.
+        A killed QEMU leaves its cgroup when it is reaped, so this retries for a while."""
+        sweeper = LeftoverPartitions()
+        killed = [launcher for launcher in self.launchers.values() if launcher.sigkilled]
+        uids = [str(launcher.vmi["metadata"]["uid"]) for launcher in killed]
+        deadline = time.monotonic() + timeout
+        while uids:
+            uids = [uid for uid in uids if sweeper.sweep(uid)]
+            if uids and time.monotonic() > deadline:
+                raise AssertionError(f"cgroup partitions still busy for VMIs {uids}")
+            if uids:
+                time.sleep(0.2)
 
 
 @contextlib.asynccontextmanager
