@@ -6,7 +6,7 @@ address, and the host's own interface address is not ours to use (node, pod and 
 addresses come from 198.18.0.0/15). So each process-mode cluster claims one address of
 `BLOCK` as a /32 on the host's `lo`: local only, routed nowhere. `up` claims it (kept in
 the cluster's state dir, so a restarted `up` keeps it), `down` releases it; two clusters
-never share one (`ip addr add` refuses an address already there, and the next is tried).
+never share one (`ip addr add` refuses an address already on `lo`, and the next is tried).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def claim(state_root: Path, *, cluster_id: str) -> str:
             saved.parent.mkdir(parents=True, exist_ok=True)
             saved.write_text(f"{ip}\n")
             return ip
-        if "exists" not in done.stderr:
+        if not present(ip):  # not another cluster's: iproute2 words that one differently
             raise LocalKubeError(f"cannot add {ip}/32 to {DEVICE}: {done.stderr.strip()}")
     raise LocalKubeError(f"every address of {BLOCK} is taken on {DEVICE}")
 

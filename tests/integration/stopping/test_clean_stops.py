@@ -47,9 +47,10 @@ def bin_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def real_node_builds() -> None:
-    """What a real-node cluster starts from, built (or found built) before a test gives a
-    benchmark 30 s to start one: ./scripts/test may still be building it beside this
-    session (the scripts' locks make this wait for that build)."""
+    """What a real-node cluster starts from, built (or found built, in seconds) before a
+    test gives a benchmark 30 s to start one: a plain `pytest` on a machine where they are
+    not built yet would otherwise spend those seconds building (the scripts' locks make
+    this wait for a build another session runs)."""
     build_images()
     build_containerd()
     build_csi_sidecars()
