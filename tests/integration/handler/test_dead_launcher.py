@@ -154,11 +154,12 @@ async def _reap(fp: Footprint, exclude: Iterable[int]) -> None:
 
 
 def _rmdir_tree(root: Path) -> None:
-    """cgroup directories bottom-up (their files are not removable: rmdir only)."""
-    dirs = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-    for path in [*dirs, root]:
+    """cgroup directories bottom-up (their files are not removable: rmdir only). The
+    handler sweeps the same partitions once it forgets the VMI, so any of them may vanish
+    meanwhile: os.walk skips a directory it can no longer list."""
+    for sub, _, _ in os.walk(root, topdown=False):
         with contextlib.suppress(OSError):  # busy while a killed process is being reaped
-            path.rmdir()
+            os.rmdir(sub)
 
 
 async def _pod_name(kube: KubeClient, ns: str, uid: str) -> str:
