@@ -22,15 +22,7 @@ from pathlib import Path
 import pytest
 
 from localkube.config import REPO, ClusterConfig, NodeKind
-from localkube.testing import (
-    build_containerd,
-    build_control_plane,
-    build_csi_sidecars,
-    build_images,
-    build_multus,
-    build_registry,
-    private_cluster_config,
-)
+from localkube.testing import build_control_plane, private_cluster_config
 from tests.integration.stopping.footprint import Footprint
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -43,19 +35,6 @@ AFTER_TIMEOUT = 30.0  # the issue's "30 s later"
 @pytest.fixture(scope="module")
 def bin_dir() -> Path:
     return build_control_plane()
-
-
-@pytest.fixture(scope="module")
-def real_node_builds() -> None:
-    """What a real-node cluster starts from, built (or found built, in seconds) before a
-    test gives a benchmark 30 s to start one: a plain `pytest` on a machine where they are
-    not built yet would otherwise spend those seconds building (the scripts' locks make
-    this wait for a build another session runs)."""
-    build_images()
-    build_containerd()
-    build_csi_sidecars()
-    build_multus()
-    build_registry()
 
 
 def _poll(what: str, done: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
@@ -156,7 +135,6 @@ def _child_of(pid: int) -> int | None:
     return int(children[0]) if children else None
 
 
-@pytest.mark.usefixtures("real_node_builds")
 def test_bench_handler_killed_by_timeout_leaves_nothing(bin_dir: Path) -> None:
     """`timeout 30 scripts/bench-handler` (real nodes): the benchmark's private cluster,
     started within those 30 s, is gone 30 s after `timeout` ended it, and so are its
