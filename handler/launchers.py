@@ -136,11 +136,19 @@ class _Connection:
             raise
 
     async def run(self) -> None:
-        watch = DirWatch(self.socket.parent)
-        try:
-            await self._run(watch)
-        finally:
-            watch.close()
+        """Keep the connection up until cancelled. A defect in one connection never ends
+        the pool's TaskGroup (and with it the handler): it is logged, and the connection
+        starts over after the backoff's cap."""
+        while True:
+            watch = DirWatch(self.socket.parent)
+            try:
+                await self._run(watch)
+            except Exception as exc:
+                self._log.exception("launcher_connection_failed", error=repr(exc))
+                self._set(self._retry_state(), why=f"{type(exc).__name__}: {exc}")
+            finally:
+                watch.close()
+            await asyncio.sleep(self._config.backoff.cap)
 
     async def _run(self, watch: DirWatch) -> None:
         backoff = Backoff(self._config.backoff)

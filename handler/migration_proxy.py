@@ -102,6 +102,8 @@ def decode_ports(published: Mapping[str, int]) -> dict[Stream, int]:
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Copy until EOF, then half-close (libvirt and QEMU end streams that way too)."""
     while data := await reader.read(CHUNK):
+        if writer.is_closing():  # uvloop raises RuntimeError on a closed transport's write
+            raise ConnectionResetError("the other end of the splice closed")
         writer.write(data)
         await writer.drain()
     if writer.can_write_eof():

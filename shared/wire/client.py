@@ -125,6 +125,10 @@ class RpcClient:
         """Call ``method`` and return its result; raises the typed error the server sent."""
         if self._closed is not None:
             raise Disconnected(f"{method}: connection closed ({self._closed})")
+        if self._writer.is_closing():
+            # The transport closed (a failed write, the peer's reset) before the reader saw
+            # the end: uvloop refuses a write on it with RuntimeError, not ConnectionError.
+            raise Disconnected(f"{method}: connection closing")
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()

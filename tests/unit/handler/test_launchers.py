@@ -21,7 +21,7 @@ from handler.launchers import (
 )
 from shared.kube import BackoffPolicy
 from shared.podlayout import LAUNCHER_INIT_SOCKET
-from shared.wire.client import Timeouts
+from shared.wire.client import RpcClient, Timeouts
 from shared.wire.launcher_api import Method
 from shared.wire.server import RpcServer, ServerInfo
 from tests.unit.handler.waiting import until
@@ -173,3 +173,30 @@ async def test_release_stops_the_connection(
     p.release("u1")
     assert len(p) == 0 and p.get("u1") is None
     assert p.ensure(uid="u1", key="ns/vm", socket=tmp_path / "launcher-sock") is not first
+
+
+async def test_a_defect_in_one_connection_never_ends_the_pool(
+    tmp_path: Path, pool: tuple[LauncherPool, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception in one connection's task (here a RuntimeError from its ping,
+    as uvloop raised on a closed transport) is logged and the connection starts over; the
+    pool keeps running and keeps serving new VMIs."""
+    p, _ = pool
+    stand_in = StandIn(tmp_path / "sockets")
+    conn = p.ensure(uid="u1", key="ns/vm", socket=stand_in.sockets / "launcher-sock")
+    original = RpcClient.call
+    failures = [RuntimeError("unable to perform operation on <UnixTransport closed=True>")]
+
+    async def flaky(self: RpcClient, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == str(Method.PING) and failures:
+            raise failures.pop()
+        return await original(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(RpcClient, "call", flaky)
+    async with stand_in.serving():
+        await until(lambda: conn.state is LauncherState.RECONNECTING, "the defect raised")
+        assert not failures
+        await until(lambda: conn.state is LauncherState.CONNECTED, "connected again")
+        assert await conn.call(Method.PING) == "pong"
+        other = p.ensure(uid="u2", key="ns/other", socket=tmp_path / "elsewhere" / "s")
+        assert other.state is LauncherState.WAITING

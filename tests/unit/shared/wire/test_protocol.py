@@ -273,6 +273,37 @@ async def test_client_sees_server_going_away(tmp_path: Path) -> None:
                 await client.call("slow", {}, tier=Tier.SHORT)
 
 
+class _ClosedUnderTheReader:
+    """A writer whose uvloop transport is closed (as after EPIPE) while the reply reader
+    has not run yet: uvloop refuses the write with RuntimeError."""
+
+    def __init__(self, real: asyncio.StreamWriter) -> None:
+        self._real = real
+
+    def is_closing(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> None:
+        raise RuntimeError("unable to perform operation on <UnixTransport closed=True>")
+
+    def close(self) -> None:
+        self._real.close()
+
+
+async def test_call_on_a_transport_closed_under_the_reader_is_disconnected(
+    socket_path: Path,
+) -> None:
+    """A transport already closed (a failed write, a reset) whose end the reader has not yet
+    seen: the call fails with Disconnected at once, never uvloop's RuntimeError on write
+    (which ended the handler's launcher pool) nor a CallTimeout after the tier."""
+    timeouts = Timeouts(short=5.0, medium=5.0, long=5.0, connect=1.0)
+    async with RpcClient.connect(socket_path, timeouts=timeouts) as client:
+        client._writer = _ClosedUnderTheReader(client._writer)  # type: ignore[assignment]
+        async with asyncio.timeout(1.0):
+            with pytest.raises(Disconnected, match="closing"):
+                await client.call("echo", {"x": 1}, tier=Tier.SHORT)
+
+
 async def test_long_socket_path(tmp_path: Path) -> None:
     """Sockets deeper than sun_path's 108 bytes still bind and connect."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
