@@ -18,7 +18,7 @@ import yaml
 
 from localkube.cluster import Cluster
 from localkube.deploy import Kubectl
-from tests.integration.realnodes.test_migration import _last_tick
+from tests.integration.realnodes.test_migration import _last_tick, _private
 from tests.integration.realnodes.test_story import REPO, _pod_uid, _wait
 
 pytestmark = pytest.mark.cluster
@@ -65,6 +65,24 @@ def cordoned(real_stack: Kubectl) -> Iterator[list[str]]:
 
 def _ticks_past(cluster: Cluster, node: str, pod: str, tick: int) -> bool:
     return _last_tick(cluster, node, pod) > tick
+
+
+def _tick_state(k: Kubectl, ns: str, name: str, *, cluster: Cluster, pod: str) -> object:
+    """What a guest that stopped ticking after its move shows: the VMI's status, the tail of
+    its serial log on the target, its launcher's last lines."""
+    status = _get(k, ns, "vmi", name).get("status", {})
+    node = status.get("nodeName", "")
+    log = _private(cluster, node, pod) / "libvirt" / "log" / "kvpy" / "serial.log"
+    serial = log.read_text(errors="replace")[-800:] if log.exists() else f"{log}: missing"
+    pods = json.loads(k("get", "pods", "-n", ns, "-o", "json"))["items"]
+    names = [p["metadata"]["name"] for p in pods if p["metadata"]["uid"] == pod]
+    launcher = k("logs", "-n", ns, *names[:1], "-c", "compute", "--tail", "40", check=False)
+    keys = ("phase", "conditions", "migrationState", "nodeName")
+    return {
+        "status": {key: status.get(key) for key in keys},
+        "serial": serial,
+        "launcher": launcher,
+    }
 
 
 def _unmarked(k: Kubectl, ns: str, name: str) -> bool:
@@ -137,7 +155,8 @@ def test_drain_live_migrates_vms_off_a_real_node(
         assert vmi["status"]["migrationState"]["completed"] is True
         node, pod = _pod_uid(vmi)
         ticking = partial(_ticks_past, real_cluster, node, pod, tick)
-        _wait(ticking, 120, f"{name}'s console ticking on {other}")
+        state = partial(_tick_state, k, ns, name, cluster=real_cluster, pod=pod)
+        _wait(ticking, 120, f"{name}'s console ticking on {other}", state)
         _wait(partial(_unmarked, k, ns, name), 60, f"{name}'s evacuation mark cleared",
               partial(_evacuation_state, k, ns, name))  # fmt: skip
         budget = _get(k, ns, "pdb", f"kubevirt-disruption-budget-{name}")
