@@ -110,6 +110,17 @@ def release_hugepages(state_dir: Path, *, pool: Path = HUGEPAGES_2M, lock: Path 
     with _host_lock(lock):
         now = _pool(pool)
         (pool / "nr_hugepages").write_text(f"{max(0, now - pages)}\n")
-    record.unlink()
+        record.unlink()  # with the pool, under the lock: host_pages sees both or neither
     log.info("hugepages_released", pages=pages)
     return pages
+
+
+def host_pages(state_root: Path, *, pool: Path = HUGEPAGES_2M, lock: Path = HOST_LOCK) -> int:
+    """The host's own 2 MiB pages: the pool less the share every cluster whose state dir is
+    under ``state_root`` recorded, read under the lock. Constant while clusters come and go
+    (a test compares it around its own cluster's life while other sessions run theirs)."""
+    with _host_lock(lock):
+        shares = sum(
+            int(json.loads(r.read_text())["pages"]) for r in state_root.glob(f"*/{RECORD}")
+        )
+        return _pool(pool) - shares

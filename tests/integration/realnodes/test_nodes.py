@@ -22,7 +22,7 @@ from localkube.deploy import Kubectl
 from localkube.procs import pids_mentioning
 from localkube.realnode.namespaces import KUBELET_SYSCTLS, cgroup_hierarchies
 from localkube.realnode.netplan import NetPlan
-from localkube.realnode.noderes import HUGEPAGES_2M
+from localkube.realnode.noderes import RECORD, host_pages
 from localkube.testing import build_control_plane, private_cluster_config
 
 pytestmark = pytest.mark.cluster
@@ -191,7 +191,9 @@ def test_down_leaves_nothing(real_cluster: Cluster, tmp_path: Path) -> None:
     pod keeps its container, a new pod gets the migration network's second interface from
     multus, a claim of the CSI class binds, the hugepages are reserved once. Taken down, it
     leaves no process, mount, interface, network namespace, cgroup or iptables rule; the
-    hugepages it added to the host's pool while up are taken back."""
+    hugepages it added to the host's pool while up are taken back (the host's own pages, the
+    pool less every cluster's recorded share, unchanged: the other session's clusters add
+    and take back theirs meanwhile)."""
     multus_dir, built = tmp_path / "multus", real_cluster.config.multus_dir
     assert built is not None and (built / "multus").is_file()
     multus_dir.mkdir()
@@ -202,11 +204,13 @@ def test_down_leaves_nothing(real_cluster: Cluster, tmp_path: Path) -> None:
               nodes_dir=Path("/var/lib/kvtdown"))  # fmt: skip
     cluster = Cluster(config)
     pages = config.node_resources.hugepages_2mi
-    pool = HUGEPAGES_2M / "nr_hugepages"
-    before = int(pool.read_text())
+    state_root = config.state_dir.parent
+    before = host_pages(state_root)
     try:
         asyncio.run(cluster.up())
-        assert pages > 0 and int(pool.read_text()) == before + pages
+        record = config.state_dir / RECORD
+        assert pages > 0 and json.loads(record.read_text())["pages"] == pages
+        assert host_pages(state_root) == before
         k = Kubectl(config.bin_dir / "kubectl", cluster.kubeconfig)
         k(
             "apply",
@@ -219,7 +223,8 @@ def test_down_leaves_nothing(real_cluster: Cluster, tmp_path: Path) -> None:
         shutil.copy2(built / "multus", multus_dir / "multus")
         asyncio.run(Cluster(config.replace(csi_dir=real_cluster.config.csi_dir)).up())
         _completed_cluster_serves(k, first_container=first)
-        assert int(pool.read_text()) == before + pages
+        assert json.loads(record.read_text())["pages"] == pages  # added once
+        assert host_pages(state_root) == before
         plan = NetPlan.load_or_pick(config.paths.root / "net.json", taken=set())
     finally:
         asyncio.run(cluster.down(purge=True))
@@ -231,7 +236,7 @@ def test_down_leaves_nothing(real_cluster: Cluster, tmp_path: Path) -> None:
     assert not Path(f"/run/netns/{plan.netns('node01')}").exists()
     assert not [h for h in cgroup_hierarchies() if (h / f"kvpy{plan.block}-node01").exists()]
     assert not config.nodes_dir.exists() and not config.state_dir.exists()
-    assert int(pool.read_text()) == before
+    assert host_pages(state_root) == before
 
 
 def _completed_cluster_serves(k: Kubectl, *, first_container: str) -> None:

@@ -216,3 +216,20 @@ def test_hugepages_added_once_and_taken_back(tmp_path: Path) -> None:
     assert noderes.release_hugepages(state, pool=pool, lock=lock) == 64
     assert (pool / "nr_hugepages").read_text().strip() == "16"
     assert noderes.release_hugepages(state, pool=pool, lock=lock) == 0
+
+
+def test_host_pages_stay_constant_while_clusters_come_and_go(tmp_path: Path) -> None:
+    """The host's own pages (the pool less every recorded share under the state root) do not
+    move when clusters reserve and release theirs, in any order."""
+    pool, root, lock = tmp_path / "pool", tmp_path / "clusters", tmp_path / "lock"
+    pool.mkdir()
+    (pool / "nr_hugepages").write_text("10\n")
+    assert noderes.host_pages(root, pool=pool, lock=lock) == 10
+    noderes.reserve_hugepages(root / "a", 64, pool=pool, lock=lock)
+    noderes.reserve_hugepages(root / "b", 32, pool=pool, lock=lock)
+    assert noderes.host_pages(root, pool=pool, lock=lock) == 10
+    noderes.release_hugepages(root / "a", pool=pool, lock=lock)
+    assert noderes.host_pages(root, pool=pool, lock=lock) == 10
+    noderes.release_hugepages(root / "b", pool=pool, lock=lock)
+    assert (pool / "nr_hugepages").read_text().strip() == "10"
+    assert noderes.host_pages(root, pool=pool, lock=lock) == 10
