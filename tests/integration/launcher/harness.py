@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from handler.cgroups import LeftoverPartitions
 from localkube.imagestore import ImageStore, default_root, fill_container_disks
 from shared.podlayout import LAUNCHER_SOCKET
 from shared.wire.client import RpcClient
@@ -148,16 +149,29 @@ class Launcher:
         return self.serial_log.read_text(errors="replace") if self.serial_log.exists() else ""
 
     def terminate(self, timeout: float = 60.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM and wait; returns the exit code. The cgroup partitions it left (its QEMU
+        still exiting when it removed them; on a node the handler sweeps those) go too."""
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+        code = self.process.wait(timeout)
+        sweep_partitions(str(self.vmi["metadata"]["uid"]))
+        return code
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+
+def sweep_partitions(vmi_uid: str, timeout: float = 10.0) -> None:
+    """Remove the cgroup partitions the VMI's stopped launchers left, as a node's handler
+    does (a running launcher's, a migration's other end, is left alone); a QEMU that is
+    still exiting keeps its cgroup a moment, so this retries up to `timeout` seconds."""
+    sweeper = LeftoverPartitions()
+    deadline = time.monotonic() + timeout
+    while sweeper.sweep(vmi_uid) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 async def call(launcher: Launcher, method: Method, args: Mapping[str, Any] | None = None) -> Any:
