@@ -111,6 +111,7 @@ class _Connection:
         self._on_change = on_change
         self._clock = clock
         self._state = LauncherState.WAITING
+        self._why = "no launcher-sock yet"  # why the state is what it is (for conditions)
         self._since = clock()
         self._client: RpcClient | None = None
         self._broken = asyncio.Event()
@@ -128,7 +129,7 @@ class _Connection:
     async def call(self, method: Method, args: Mapping[str, Any] | None = None) -> Any:
         client = self._client
         if client is None or not client.connected:
-            raise LauncherUnavailable(f"launcher of {self.key} is {self._state}")
+            raise LauncherUnavailable(f"launcher of {self.key} is {self._state}: {self._why}")
         try:
             return await client.call(str(method), args or {}, tier=TIERS[method])
         except Disconnected:
@@ -137,8 +138,9 @@ class _Connection:
 
     async def run(self) -> None:
         """Keep the connection up until cancelled. A defect in one connection never ends
-        the pool's TaskGroup (and with it the handler): it is logged, and the connection
-        starts over after the backoff's cap."""
+        the pool's TaskGroup (and with it the handler): it is logged, the VMI's next sync
+        names it in its Synchronized condition (LauncherUnavailable carries the state's
+        why), and the connection starts over after the backoff's cap."""
         while True:
             watch = DirWatch(self.socket.parent)
             try:
@@ -218,6 +220,7 @@ class _Connection:
             return
         self._log.info("launcher_state", state=str(state), was=str(self._state), why=why)
         self._state = state
+        self._why = why
         self._since = self._clock()
         self._on_change(self.key)
 

@@ -179,7 +179,8 @@ async def test_a_defect_in_one_connection_never_ends_the_pool(
     tmp_path: Path, pool: tuple[LauncherPool, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unexpected exception in one connection's task (here a RuntimeError from its ping,
-    as uvloop raised on a closed transport) is logged and the connection starts over; the
+    as uvloop raised on a closed transport) is logged, named by the connection's error
+    (which a sync turns into the VMI's condition), and the connection starts over; the
     pool keeps running and keeps serving new VMIs."""
     p, _ = pool
     stand_in = StandIn(tmp_path / "sockets")
@@ -196,6 +197,8 @@ async def test_a_defect_in_one_connection_never_ends_the_pool(
     async with stand_in.serving():
         await until(lambda: conn.state is LauncherState.RECONNECTING, "the defect raised")
         assert not failures
+        with pytest.raises(LauncherUnavailable, match="RuntimeError: unable to perform"):
+            await conn.call(Method.PING)  # what the VMI's Synchronized condition then says
         await until(lambda: conn.state is LauncherState.CONNECTED, "connected again")
         assert await conn.call(Method.PING) == "pong"
         other = p.ensure(uid="u2", key="ns/other", socket=tmp_path / "elsewhere" / "s")
