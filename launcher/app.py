@@ -75,7 +75,7 @@ async def _run(config: Config, stop: asyncio.Event) -> None:
             )
     finally:
         await daemon.stop()
-        partition.remove()
+        await partition.release()
         for name in (LAUNCHER_INIT_SOCKET, LAUNCHER_SOCKET):
             with contextlib.suppress(FileNotFoundError):
                 (config.sockets_dir / name).unlink()

@@ -8,8 +8,10 @@ puts ours under ``machine/<p>.partition`` in each controller, which we create an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import structlog
@@ -57,12 +59,32 @@ class Partition:
                 (path / knob).write_text(parent_value.read_text())
 
     def remove(self) -> None:
-        """Remove the partition with whatever libvirt left inside it: a daemon stopped
-        before it tore its domain down leaves the domain's (empty) cgroups behind."""
+        """Remove the partition with whatever libvirt left inside it, in one pass: a daemon
+        stopped before it tore its domain down leaves the domain's (empty) cgroups behind."""
+        for path in self._sweep():
+            log.warning("cgroup_partition_left", path=str(path))
+        self._made.clear()
+
+    async def release(self, *, within: float = 5.0, pause: float = 0.05) -> None:
+        """Remove the partition, trying again for up to `within` seconds while a cgroup is
+        busy: a QEMU libvirtd just killed is still exiting, and a cgroup with a task in it
+        refuses rmdir (EBUSY). What is still there at the end is logged and left to the
+        handler's sweep of the node."""
+        deadline = time.monotonic() + within
+        left = self._sweep()
+        for _ in range(max(1, int(within / pause))):  # a cgroup frees itself: no event to wait on
+            if not left or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(pause)
+            left = self._sweep()
+        for path in left:
+            log.warning("cgroup_partition_left", path=str(path))
+        self._made.clear()
+
+    def _sweep(self) -> list[Path]:
+        """One bottom-up pass of rmdir over what we made; the partitions still there."""
         for path in reversed(self._made):
             for sub, _, _ in os.walk(path, topdown=False):
                 with contextlib.suppress(OSError):
                     os.rmdir(sub)
-            if path.exists():
-                log.warning("cgroup_partition_left", path=str(path))
-        self._made.clear()
+        return [path for path in reversed(self._made) if path.exists()]
