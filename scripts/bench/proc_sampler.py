@@ -28,6 +28,7 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 BOOT_MARKER = b"KUBEVIRT-PY-GUEST-BOOTED"
+KTHREADD = 2  # the kernel threads' parent (and pid 2 itself)
 SERIAL_LOG = "volumes/kubernetes.io~empty-dir/private/libvirt/log/kvpy/serial.log"
 CONTROL_PLANE = frozenset(
     {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
@@ -134,6 +135,7 @@ class Sampler:
     cgroup_roots: Mapping[str, str]
     nodes_dir: Path
     boots: dict[str, Boot] = field(default_factory=dict)  # launcher pod UID ->
+    proc: Path = Path("/proc")
     _roles: dict[tuple[int, int, str], tuple[Role | None, str]] = field(default_factory=dict)
     _serial_offsets: dict[str, int] = field(default_factory=dict)
 
@@ -144,7 +146,7 @@ class Sampler:
             if not entry.isdigit() or (stat := read_stat(entry)) is None:
                 continue
             key = (int(entry), stat.start)
-            role, pod = self._classify(key, stat.comm)
+            role, pod = self._classify(key, stat.comm, ppid=stat.ppid)
             if role is not None:
                 procs[key] = ProcSample(role, pod, stat.ppid, stat.own, stat.reaped)
         pods = self._pods()
@@ -154,22 +156,30 @@ class Sampler:
                 self._check_boot(sample, pods, now)
         return Snapshot(at=now, host_busy=busy, procs=procs, pods=pods)
 
-    def _classify(self, key: tuple[int, int], comm: str) -> tuple[Role | None, str]:
+    def _classify(self, key: tuple[int, int], comm: str, *, ppid: int) -> tuple[Role | None, str]:
         cache_key = (*key, comm)
         if cache_key not in self._roles:
-            self._roles[cache_key] = self._role_of(key[0])
+            found = self._role_of(key[0], ppid=ppid)
+            if found is None:  # gone, or between two programs: asked again next time
+                return None, ""
+            self._roles[cache_key] = found
         return self._roles[cache_key]
 
-    def _role_of(self, pid: int) -> tuple[Role | None, str]:
+    def _role_of(self, pid: int, *, ppid: int) -> tuple[Role | None, str] | None:
+        """The process's role and pod; None when that cannot be known yet. A process in
+        the middle of an exec already has its new comm but no argv until the kernel has
+        loaded the program (a QEMU libvirtd just forked, for one): cached under that comm
+        as "not ours", it would never be looked at again and its guest's boot marker
+        never seen."""
         if pid == os.getpid():
             return Role.BENCH, ""
         try:
-            argv = Path("/proc", str(pid), "cmdline").read_bytes().split(b"\0")
-            cgroups = Path("/proc", str(pid), "cgroup").read_text()
+            argv = (self.proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+            cgroups = (self.proc / str(pid) / "cgroup").read_text()
         except OSError:
-            return None, ""
+            return None
         if not argv or not argv[0]:
-            return None, ""  # a kernel thread
+            return (None, "") if KTHREADD in (pid, ppid) else None  # a kernel thread, or mid-exec
         pod = self._pod_of(cgroups)
         exe = os.path.basename(argv[0].decode(errors="replace"))
         if pod:
