@@ -8,14 +8,16 @@ virtctl v1.8.2 running the same command line:
     scripts/bench-cli                      ./scripts/up's cluster and its demo VM, if it runs;
                                            else a private process-mode cluster with --stack
     scripts/bench-cli --kubeconfig PATH [--vm demo] [--namespace default] [--halted-vm NAME]
-                      [--claim NAME]       a deployed kubevirt-py
+                      [--claim NAME] [--creds-vm NAME]  a deployed kubevirt-py
     scripts/bench-cli --stack [--session PID]
         KubeVirt's subresource API served from this process (scripts/bench/cli_stack.py)
         on a private process-mode cluster, or on test session PID's
     --rounds 7 (default)
 
 On a deployed cluster: start runs only with --halted-vm, addvolume/removevolume only with
---claim (a claim that is not in use); stop, restart and migrate are --dry-run (the same
+--claim (a claim that is not in use), the credentials rows only with --creds-vm (a VM with
+a guest-agent ssh key for root and a password credential, their Secrets owned by it: the
+key is added, then removed); stop, restart and migrate are --dry-run (the same
 requests, nothing changes); pause/unpause and addvolume/removevolume alternate, so the VM
 ends as it started. Nothing is asserted: the targets (a verb ≤ 0.15 s, --help and version
 ≤ 0.1 s) are printed beside the figures.
@@ -43,6 +45,10 @@ from cli_stack import Objects, served
 VIRTCTL = REPO / "scripts" / "bin" / "virtctl-py"
 DEFAULT_KUBECONFIG = Path("/var/lib/kubevirt-py/cluster/admin.kubeconfig")
 VERB_TARGET, QUICK_TARGET = 0.15, 0.1
+# A well-formed public key (made once with ssh-keygen), not a placeholder a client may refuse.
+BENCH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJzQkYcFQriYx/Rj2gBl2Lz9IAqb7SzQfno5YMqwMyq6 bench-cli"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,16 @@ def rows(o: Objects) -> list[Row]:
         volume = f"--volume-name={o.claim}"
         out.append(Row("addvolume", ("addvolume", vm, volume, *ns), VERB_TARGET))
         out.append(Row("removevolume", ("removevolume", vm, volume, *ns), VERB_TARGET))
+    if o.creds:
+        key = ("--user", "root", "--value", BENCH_KEY, o.creds, *ns)
+        password = ("--user", "root", "--password", "bench-pass", o.creds, *ns)
+        out.append(
+            Row("credentials add-ssh-key", ("credentials", "add-ssh-key", *key), VERB_TARGET)
+        )
+        out.append(Row("credentials remove-ssh-key", ("credentials", "remove-ssh-key", *key),
+                       VERB_TARGET))  # fmt: skip
+        out.append(Row("credentials set-password", ("credentials", "set-password", *password),
+                       VERB_TARGET))  # fmt: skip
     return out
 
 
@@ -148,9 +164,9 @@ def report(
     upstream: Path | None,
 ) -> None:
     base = statistics.median(floor)
-    print(f"{'command':<22} {'median':>8} {'best':>8} {'x kubectl':>10} "
+    print(f"{'command':<26} {'median':>8} {'best':>8} {'x kubectl':>10} "
           f"{'virtctl':>8} {'x virtctl':>10} {'target':>9}")  # fmt: skip
-    print(f"{'kubectl get vmi':<22} {base:>7.3f}s {min(floor):>7.3f}s {1:>9.2f}x")
+    print(f"{'kubectl get vmi':<26} {base:>7.3f}s {min(floor):>7.3f}s {1:>9.2f}x")
     for row in table:
         med = statistics.median(ours[row.name])
         done = [t for t in theirs[row.name] if t is not None]
@@ -161,7 +177,7 @@ def report(
             vs = f"{'n/a':>8} {'':>10}"
         mark = "met" if row.target and med <= row.target else "MISSED"
         print(
-            f"{row.name:<22} {med:>7.3f}s {min(ours[row.name]):>7.3f}s {med / base:>9.2f}x "
+            f"{row.name:<26} {med:>7.3f}s {min(ours[row.name]):>7.3f}s {med / base:>9.2f}x "
             f"{vs} {'≤ ' + format(row.target, 'g') + ' s':>7} {mark}"
         )
     if upstream is None:
@@ -177,6 +193,7 @@ def main() -> None:
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--halted-vm", help="with --kubeconfig: a stopped VM (start row)")
     parser.add_argument("--claim", help="with --kubeconfig: an unused claim (volume rows)")
+    parser.add_argument("--creds-vm", help="with --kubeconfig: a VM for the credentials rows")
     parser.add_argument("--stack", action="store_true", help="serve the API from here")
     parser.add_argument("--session", type=int, help="with --stack: that test session's cluster")
     parser.add_argument("--rounds", type=int, default=7)
@@ -187,7 +204,7 @@ def main() -> None:
           f"median of {args.rounds})")  # fmt: skip
     if args.kubeconfig is not None and not args.stack:
         objects = Objects(namespace=args.namespace, running=args.vm,
-                          halted=args.halted_vm, claim=args.claim)  # fmt: skip
+                          halted=args.halted_vm, claim=args.claim, creds=args.creds_vm)  # fmt: skip
         measure(args.kubeconfig, objects, args.rounds)
         return
     began = time.monotonic()

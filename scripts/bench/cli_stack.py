@@ -7,7 +7,9 @@ on a deployed cluster (kubectl's credentials → kube-apiserver → aggregator �
 SubjectAccessReview → mTLS → the handler's endpoint); only the guest is not there.
 
 Objects for the verbs: VMI `vm1` Running (the stack's) and its VM (runStrategy Always),
-VM `vm-halted` (Halted, for start), claim `bench-claim` (for addvolume / removevolume).
+VM `vm-halted` (Halted, for start), claim `bench-claim` (for addvolume / removevolume), VM
+`vm-creds` (Halted) with a guest-agent ssh key and password credential whose Secrets it owns
+(for credentials add-ssh-key / remove-ssh-key / set-password).
 """
 
 from __future__ import annotations
@@ -34,16 +36,20 @@ from tests.unit.virt_api.subresources.certs import gen_certs
 REPO = Path(__file__).resolve().parents[2]
 HALTED_VM = "vm-halted"
 CLAIM = "bench-claim"
+CREDS_VM = "vm-creds"
+KEYS_SECRET, PASSWORD_SECRET = "vm-creds-keys", "vm-creds-password"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Objects:
-    """Where the verbs point: the namespace, a running VM(I), a halted VM, a claim."""
+    """Where the verbs point: the namespace, a running VM(I), a halted VM, a claim, a VM
+    with guest-agent access credentials."""
 
     namespace: str
     running: str
     halted: str | None
     claim: str | None
+    creds: str | None = None
 
 
 def _vm(name: str, namespace: str, strategy: str) -> dict[str, Any]:
@@ -56,6 +62,27 @@ def _vm(name: str, namespace: str, strategy: str) -> dict[str, Any]:
     }
 
 
+def _creds_vm(namespace: str) -> dict[str, Any]:
+    """A halted VM whose ssh key (for root) and password reach the guest via its agent."""
+    vm = _vm(CREDS_VM, namespace, "Halted")
+    agent: dict[str, Any] = {"qemuGuestAgent": {}}
+    vm["spec"]["template"]["spec"]["accessCredentials"] = [
+        {"sshPublicKey": {"source": {"secret": {"secretName": KEYS_SECRET}},
+                          "propagationMethod": {"qemuGuestAgent": {"users": ["root"]}}}},
+        {"userPassword": {"source": {"secret": {"secretName": PASSWORD_SECRET}},
+                          "propagationMethod": agent}},
+    ]  # fmt: skip
+    return vm
+
+
+def _owned_secret(namespace: str, name: str, owner_uid: str) -> dict[str, Any]:
+    """An empty Secret the creds VM owns (the credentials verbs edit only such Secrets)."""
+    owner = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": CREDS_VM,
+             "uid": owner_uid}  # fmt: skip
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]}}  # fmt: skip
+
+
 def _claim(namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -66,11 +93,17 @@ def _claim(namespace: str) -> dict[str, Any]:
 
 
 def _kubectl(cluster: Cluster, *args: str, stdin: str | None = None) -> int:
+    return _run_kubectl(cluster, *args, stdin=stdin).returncode
+
+
+def _run_kubectl(
+    cluster: Cluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     kubectl = cluster.config.bin_dir / "kubectl"
     return subprocess.run(
         [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args],
         input=stdin, text=True, capture_output=True, timeout=60, check=False,
-    ).returncode  # fmt: skip
+    )  # fmt: skip
 
 
 def _apply(cluster: Cluster, docs: list[dict[str, Any]]) -> None:
@@ -111,9 +144,15 @@ def served(cluster: Cluster) -> Iterator[Objects]:
                 _vm(RUNNING_VMI, namespace, "Always"),
                 _vm(HALTED_VM, namespace, "Halted"),
                 _claim(namespace),
+                _creds_vm(namespace),
             ],
         )
-        yield Objects(namespace=namespace, running=RUNNING_VMI, halted=HALTED_VM, claim=CLAIM)
+        got = _run_kubectl(cluster, "get", "vm", CREDS_VM, "-n", namespace, "-o", "json")
+        uid = json.loads(got.stdout)["metadata"]["uid"]
+        _apply(cluster, [_owned_secret(namespace, n, uid) for n in (KEYS_SECRET, PASSWORD_SECRET)])
+        yield Objects(
+            namespace=namespace, running=RUNNING_VMI, halted=HALTED_VM, claim=CLAIM, creds=CREDS_VM
+        )
     finally:
         stack.stop(timeout=60.0)
         shutil.rmtree(work, ignore_errors=True)

@@ -51,7 +51,8 @@ REAL_BENCHES = [
 BENCHES = [
     pytest.param(
         "bench-cli", PROCESS, ["--stack", "--rounds", "1"],
-        ["kubectl get vmi", "pause vmi", "guestosinfo", "addvolume", "start --dry-run"],
+        ["kubectl get vmi", "pause vmi", "guestosinfo", "addvolume", "start --dry-run",
+         "credentials add-ssh-key", "credentials remove-ssh-key", "credentials set-password"],
         id="cli",  # 5 s
     ),
     pytest.param(
