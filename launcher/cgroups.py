@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from pathlib import Path
 
 import structlog
@@ -70,10 +69,9 @@ class Partition:
         busy: a QEMU libvirtd just killed is still exiting, and a cgroup with a task in it
         refuses rmdir (EBUSY). What is still there at the end is logged and left to the
         handler's sweep of the node."""
-        deadline = time.monotonic() + within
         left = self._sweep()
-        for _ in range(max(1, int(within / pause))):  # a cgroup frees itself: no event to wait on
-            if not left or time.monotonic() >= deadline:
+        for _ in range(int(within / pause)):  # a cgroup frees itself: no event to wait on
+            if not left:
                 break
             await asyncio.sleep(pause)
             left = self._sweep()
