@@ -192,6 +192,7 @@ def _move(k: Kubectl, cluster: Cluster, a: str, b: str) -> None:
                 if c["type"] == "DecentralizedLiveMigrationFailure"], moved  # fmt: skip
     node, _ = _pod_uid(moved)
     assert node == moved["metadata"]["labels"]["kubevirt.io/nodeName"]
+    _agent_connected(k, b, "dst")  # the target's agent channel reconnects after the move
     after, marker, smbios_after = _probe(cluster, moved)
     assert marker == mark and smbios_after == smbios and after > before, (after, before)
     assert _domain_uuid(cluster, moved) == uuid_before  # libvirt's domain: the same guest
@@ -351,6 +352,7 @@ def _move_far(k: Kubectl, cluster: Cluster, a: str, *, peer: PeerStack, b: str) 
     assert sent["migrationState"]["targetNodeAddress"] == handler["status"]["podIP"], sent
     moved = _running(far, b, "far")
     assert moved["status"]["nodeName"] == peer.node, moved["status"]
+    _agent_connected(far, b, "far")  # the target's agent channel reconnects after the move
     after, marker, smbios_after = _probe(peer.cluster, moved)
     assert marker == mark and smbios_after == smbios and after > before, (after, before)
     assert _read(peer.cluster, moved, LIVE_SECTOR) == on_disk  # copied into B's claim
